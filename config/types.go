@@ -1,0 +1,140 @@
+// Package config owns ctxd's configuration (DESIGN.md §3): the TOML schema,
+// built-in defaults, layering, strict decoding, validation, and authored
+// compaction.md agent files (§5.4). It reads only the files it is given and
+// has no other side effects.
+package config
+
+// Config is the effective configuration of ctxd: every table of DESIGN.md §3.
+// The TOML names of tables and keys are the toml struct tags.
+type Config struct {
+	ContextCompaction ContextCompaction `toml:"context_compaction" json:"context_compaction"`
+	Compaction        Compaction        `toml:"compaction" json:"compaction"`
+	Offload           Offload           `toml:"offload" json:"offload"`
+	ContextEditing    ContextEditing    `toml:"context_editing" json:"context_editing"`
+	Summarizer        Summarizer        `toml:"summarizer" json:"summarizer"`
+	// Models maps a model id to its entry; it starts as the built-in catalog
+	// and an authored entry replaces the catalog's entry of the same id.
+	Models  map[string]Model `toml:"models" json:"models"`
+	Daemon  Daemon           `toml:"daemon" json:"daemon"`
+	Storage Storage          `toml:"storage" json:"storage"`
+	Workers Workers          `toml:"workers" json:"workers"`
+}
+
+// Trigger is the compaction threshold rule (DESIGN.md §3): exactly one of
+// Percent (1..=99) or BufferTokens (> 0) is set.
+type Trigger struct {
+	// Percent: threshold = floor(context_limit × Percent / 100).
+	Percent uint64 `toml:"percent,omitempty" json:"percent,omitempty"`
+	// BufferTokens: threshold = context_limit − BufferTokens, saturating at 0.
+	BufferTokens uint64 `toml:"buffer_tokens,omitempty" json:"buffer_tokens,omitempty"`
+}
+
+// ContextCompaction is the [context_compaction] table (DESIGN.md §3).
+type ContextCompaction struct {
+	// Auto enables the automatic signals (post-check and pre-send). Manual
+	// and overflow compaction work regardless. Default true.
+	Auto bool `toml:"auto" json:"auto"`
+	// Trigger is the threshold rule. Default { percent = 70 }.
+	Trigger Trigger `toml:"trigger" json:"trigger"`
+	// MaxSummaryBytes is the hard limit on a summary, in bytes,
+	// 1..=2097152. Default 262144.
+	MaxSummaryBytes uint64 `toml:"max_summary_bytes" json:"max_summary_bytes"`
+	// KeepRecentTokens is the retention budget in tokens (§5.2); 0 retains
+	// nothing. Default 16384.
+	KeepRecentTokens uint64 `toml:"keep_recent_tokens" json:"keep_recent_tokens"`
+}
+
+// Compaction is the [compaction] table: ctxd's own compaction keys.
+type Compaction struct {
+	// Shape is "auto", "keep-tail", "simple" or "server". Default "auto".
+	Shape string `toml:"shape" json:"shape"`
+	// AgentFile is the path of an authored compaction.md (§5.4), or "".
+	AgentFile string `toml:"agent_file,omitempty" json:"agent_file,omitempty"`
+}
+
+// Offload is the [offload] table (DESIGN.md §6). Limits count characters
+// (Unicode code points).
+type Offload struct {
+	Enabled  bool     `toml:"enabled" json:"enabled"`
+	MaxChars uint64   `toml:"max_chars" json:"max_chars"`
+	KeepHead uint64   `toml:"keep_head" json:"keep_head"`
+	KeepTail uint64   `toml:"keep_tail" json:"keep_tail"`
+	Exclude  []string `toml:"exclude" json:"exclude"`
+	// Dir is where offloaded results are written; "" means
+	// <storage.data_dir>/offload.
+	Dir string `toml:"dir,omitempty" json:"dir,omitempty"`
+}
+
+// ContextEditing is the [context_editing] table (DESIGN.md §6). Limits count
+// characters (Unicode code points).
+type ContextEditing struct {
+	Enabled                 bool   `toml:"enabled" json:"enabled"`
+	Mode                    string `toml:"mode" json:"mode"` // "local", "server" or "auto"
+	KeepRecentTurns         uint64 `toml:"keep_recent_turns" json:"keep_recent_turns"`
+	MinCharsToElide         uint64 `toml:"min_chars_to_elide" json:"min_chars_to_elide"`
+	MaxTotalToolResultChars uint64 `toml:"max_total_tool_result_chars" json:"max_total_tool_result_chars"`
+	MinCharsPerPass         uint64 `toml:"min_chars_per_pass" json:"min_chars_per_pass"`
+	// ProtectToolNames are never elided. An authored list replaces the
+	// default ["todo", "plan"]; it does not extend it.
+	ProtectToolNames  []string `toml:"protect_tool_names" json:"protect_tool_names"`
+	ArtifactReadTools []string `toml:"artifact_read_tools" json:"artifact_read_tools"`
+}
+
+// Summarizer is the [summarizer] table.
+type Summarizer struct {
+	// Bindings are tried in order. Empty means the embedded extractive
+	// summarizer alone.
+	Bindings []Binding `toml:"bindings" json:"bindings"`
+}
+
+// Binding is one [[summarizer.bindings]] entry (DESIGN.md §3).
+type Binding struct {
+	Name string `toml:"name" json:"name"`
+	// Provider is "anthropic", "openai" or "extractive".
+	Provider string `toml:"provider" json:"provider"`
+	Model    string `toml:"model,omitempty" json:"model,omitempty"`
+	BaseURL  string `toml:"base_url,omitempty" json:"base_url,omitempty"`
+	// APIKeyEnv is the name of the environment variable holding the key;
+	// a key itself is never written in config.
+	APIKeyEnv       string `toml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
+	MaxOutputTokens uint64 `toml:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
+}
+
+// Model is one [models."<id>"] entry.
+type Model struct {
+	// ContextLimit is the model's context window in tokens.
+	ContextLimit uint64 `toml:"context_limit" json:"context_limit"`
+	// ThinkingBinding: the model's thinking signatures are bound to the prefix.
+	ThinkingBinding bool `toml:"thinking_binding" json:"thinking_binding"`
+	// ServerContextEditing: the provider can edit context server-side.
+	ServerContextEditing bool `toml:"server_context_editing" json:"server_context_editing"`
+	// TokenFactor is the calibration factor's starting value: provider
+	// tokens ÷ o200k_base tokens.
+	TokenFactor float64 `toml:"token_factor" json:"token_factor"`
+}
+
+// Daemon is the [daemon] table.
+type Daemon struct {
+	// Socket is the unix socket path; "" means $XDG_RUNTIME_DIR/ctxd.sock.
+	Socket string `toml:"socket,omitempty" json:"socket,omitempty"`
+	// Listen is an optional TCP address, loopback only unless AuthTokenEnv
+	// is set.
+	Listen       string `toml:"listen,omitempty" json:"listen,omitempty"`
+	AuthTokenEnv string `toml:"auth_token_env,omitempty" json:"auth_token_env,omitempty"`
+	// AllowedUIDs may connect besides the daemon's own uid (DESIGN.md §8b).
+	AllowedUIDs []uint32 `toml:"allowed_uids,omitempty" json:"allowed_uids,omitempty"`
+}
+
+// Storage is the [storage] table.
+type Storage struct {
+	DataDir    string `toml:"data_dir,omitempty" json:"data_dir,omitempty"`
+	SyncWrites bool   `toml:"sync_writes" json:"sync_writes"`
+}
+
+// Workers is the [workers] table.
+type Workers struct {
+	// Size is the number of concurrent compactions. Default 4.
+	Size uint64 `toml:"size" json:"size"`
+	// Queue is the bound on waiting compactions. Default 64.
+	Queue uint64 `toml:"queue" json:"queue"`
+}

@@ -1,0 +1,129 @@
+// Package history owns ctxd's canonical, provider-neutral message model
+// (DESIGN.md §2): messages and their content blocks, tool-call groups, open
+// tool rounds, validation of appends, and the token estimate kept with each
+// message. It knows nothing of HTTP or storage.
+package history
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Role is who wrote a message. One tool message answers exactly one tool call
+// (DESIGN.md §2).
+type Role string
+
+// The three roles of the canonical model.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// BlockType names the kind of one content block.
+type BlockType string
+
+// The content block types of DESIGN.md §2. Any other type is rejected by
+// validation.
+const (
+	// BlockText is plain text: Text.
+	BlockText BlockType = "text"
+	// BlockThinking is model reasoning: Text plus the provider's Signature,
+	// which binds it to the prefix it was produced after. Thinking blocks are
+	// replayed byte-identical or not at all.
+	BlockThinking BlockType = "thinking"
+	// BlockRedactedThinking is encrypted reasoning: Data is opaque.
+	BlockRedactedThinking BlockType = "redacted_thinking"
+	// BlockToolCall is one tool call of an assistant message: ID, Name and
+	// Input (a JSON value, usually an object).
+	BlockToolCall BlockType = "tool_call"
+	// BlockImage is an image: MediaType plus base64 Data, or an Artifact
+	// reference ("artifact://<id>") once stored.
+	BlockImage BlockType = "image"
+	// BlockJSON is any other structured tool content, kept whole in JSON.
+	BlockJSON BlockType = "json"
+)
+
+// Block is one content block of a message. Which fields are set depends on
+// Type; the zero value of every other field is omitted from the encoding.
+type Block struct {
+	Type BlockType `json:"type"`
+	// Text is the text of a text or thinking block.
+	Text string `json:"text,omitempty"`
+	// Signature is the provider's signature of a thinking block.
+	Signature string `json:"signature,omitempty"`
+	// Data is the opaque payload of a redacted_thinking block, or the base64
+	// bytes of an image.
+	Data string `json:"data,omitempty"`
+	// ID is the tool call id of a tool_call block.
+	ID string `json:"id,omitempty"`
+	// Name is the tool name of a tool_call block.
+	Name string `json:"name,omitempty"`
+	// Input is the JSON input of a tool_call block.
+	Input json.RawMessage `json:"input,omitempty"`
+	// MediaType is the MIME type of an image block, e.g. "image/png".
+	MediaType string `json:"media_type,omitempty"`
+	// Artifact is an "artifact://<id>" reference replacing an image's Data.
+	Artifact string `json:"artifact,omitempty"`
+	// JSON is the value of a json block.
+	JSON json.RawMessage `json:"json,omitempty"`
+}
+
+// Usage is what a provider reported for the request that produced an
+// assistant message, in tokens. It is ground truth for the size of that
+// request (DESIGN.md §2 "Tokens").
+type Usage struct {
+	InputTokens              uint64 `json:"input_tokens"`
+	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
+	OutputTokens             uint64 `json:"output_tokens"`
+}
+
+// ContextTokens is the size of the request in tokens: input plus cache
+// creation plus cache read.
+func (u Usage) ContextTokens() uint64 {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// TotalTokens is ContextTokens plus the output tokens: what the post-check
+// compares with the threshold (DESIGN.md §5.1).
+func (u Usage) TotalTokens() uint64 {
+	return u.ContextTokens() + u.OutputTokens
+}
+
+// Message is one message of a conversation in the canonical model
+// (DESIGN.md §2).
+type Message struct {
+	// Seq is the message's position in its session's event log, from 1;
+	// 0 before it is stored.
+	Seq uint64 `json:"seq,omitempty"`
+	Role Role   `json:"role"`
+	// Content is the message's blocks, in order.
+	Content []Block `json:"content"`
+	// ToolCallID is, on a tool message, the id of the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ToolName is, on a tool message, the name of the tool that was called.
+	ToolName string `json:"tool_name,omitempty"`
+	// IsError marks a tool result that reports a failure.
+	IsError bool `json:"is_error,omitempty"`
+	// Time is when the message was written, UTC.
+	Time time.Time `json:"time,omitzero"`
+	// Model is, on an assistant message, the model that wrote it.
+	Model string `json:"model,omitempty"`
+	// Usage is, on an assistant message, the provider's reported usage.
+	Usage *Usage `json:"usage,omitempty"`
+	// Tokens is the o200k_base estimate of this message's tokens, counted
+	// once when it is appended (before calibration). 0 means not counted yet.
+	Tokens uint64 `json:"tokens,omitempty"`
+}
+
+// ToolCalls returns the tool_call blocks of m in order (nil when none).
+func (m *Message) ToolCalls() []Block {
+	var calls []Block
+	for _, b := range m.Content {
+		if b.Type == BlockToolCall {
+			calls = append(calls, b)
+		}
+	}
+	return calls
+}
