@@ -96,7 +96,7 @@ func (u Usage) TotalTokens() uint64 {
 type Message struct {
 	// Seq is the message's position in its session's event log, from 1;
 	// 0 before it is stored.
-	Seq uint64 `json:"seq,omitempty"`
+	Seq  uint64 `json:"seq,omitempty"`
 	Role Role   `json:"role"`
 	// Content is the message's blocks, in order.
 	Content []Block `json:"content"`
