@@ -1,0 +1,393 @@
+package history
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrInvalid is matched (errors.Is) by every *ValidationError: the message
+// breaks a rule of DESIGN.md §2. The API layer maps it to a 400.
+var ErrInvalid = errors.New("invalid message")
+
+// ValidationError says which message broke which rule of DESIGN.md §2, and in
+// which field, so an API error body can point at it.
+type ValidationError struct {
+	// Index is the message's index in the batch given to ValidateBatch, or
+	// -1 when a single message was checked.
+	Index int
+	// Field is the JSON path of the offending field within the message, as
+	// encoded: "role", "tool_call_id", "content[1].type", "content[0].input".
+	Field string
+	// Message says what is wrong, without the index and field.
+	Message string
+}
+
+// Error returns "message <index>: <field>: <message>", leaving out the index
+// when it is -1.
+func (e *ValidationError) Error() string {
+	if e.Index < 0 {
+		return e.Field + ": " + e.Message
+	}
+	return fmt.Sprintf("message %d: %s: %s", e.Index, e.Field, e.Message)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Index: -1, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// State is what validation needs to know of a session's history: the open
+// tool calls (in call order) and every tool call id used so far
+// (DESIGN.md §2). Its zero value is the state of an empty history. Rebuild
+// it after a restart with NewState.
+//
+// A State is not safe for concurrent use; a session serializes its appends.
+type State struct {
+	open []Call          // unanswered calls, in call order
+	seen map[string]bool // every call id ever used
+	// base holds call ids of the State a batch started from, read-only, so
+	// ValidateBatch need not copy them.
+	base map[string]bool
+	n    int // messages applied: the Index of the next call
+}
+
+// NewState returns the state after msgs, applying each in order without
+// checking it.
+func NewState(msgs []Message) *State {
+	s := &State{}
+	for i := range msgs {
+		s.Apply(msgs[i])
+	}
+	return s
+}
+
+// Open returns the open tool calls in call order: the calls of the open
+// tool round, or nil. Call.Index counts messages applied to the state.
+func (s *State) Open() []Call { return slices.Clone(s.open) }
+
+// Len is the number of messages applied.
+func (s *State) Len() int { return s.n }
+
+func (s *State) used(id string) bool { return s.seen[id] || s.base[id] }
+
+func (s *State) openIndex(id string) int {
+	for i, c := range s.open {
+		if c.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Check reports whether m may be appended after the state's history, without
+// changing the state. The rules (DESIGN.md §2):
+//   - role is user, assistant or tool;
+//   - every string field, and Input and JSON, is valid UTF-8;
+//   - every block has a known type and only the fields of that type;
+//     tool_call blocks (id, name and JSON input, all required, the id never
+//     used before), thinking and redacted_thinking blocks only in assistant
+//     messages; images need media_type and exactly one of data or an
+//     artifact:// reference; json blocks need valid JSON;
+//   - a tool message answers an open call: tool_call_id names it, tool_name
+//     (when given) matches its name; its content holds text, image and json
+//     blocks only;
+//   - tool_call_id, tool_name and is_error only on tool messages; usage and
+//     model only on assistant messages;
+//   - a user message is refused while calls are open: append the results
+//     Abandon returns first (an abandoned round).
+//
+// It returns a *ValidationError (Index -1) for the first rule broken.
+func (s *State) Check(m Message) error {
+	if err := checkFields(&m); err != nil {
+		return err
+	}
+	switch m.Role {
+	case RoleTool:
+		if m.ToolCallID == "" {
+			return invalid("tool_call_id", "required on a tool message")
+		}
+		i := s.openIndex(m.ToolCallID)
+		if i < 0 {
+			if s.used(m.ToolCallID) {
+				return invalid("tool_call_id", "tool call %q is not open: already answered or abandoned", m.ToolCallID)
+			}
+			return invalid("tool_call_id", "no tool call %q in the history", m.ToolCallID)
+		}
+		if m.ToolName != "" && m.ToolName != s.open[i].Name {
+			return invalid("tool_name", "%q does not match the call's tool %q", m.ToolName, s.open[i].Name)
+		}
+	case RoleAssistant:
+		var ids map[string]bool
+		for i, b := range m.Content {
+			if b.Type != BlockToolCall {
+				continue
+			}
+			if s.used(b.ID) || ids[b.ID] {
+				return invalid(fmt.Sprintf("content[%d].id", i), "duplicate tool call id %q", b.ID)
+			}
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			ids[b.ID] = true
+		}
+	case RoleUser:
+		if len(s.open) > 0 {
+			return invalid("role", "a user message while %d tool call(s) are open (first %q): append their abandoned-round results first", len(s.open), s.open[0].ID)
+		}
+	}
+	return nil
+}
+
+// checkFields applies the rules that need no history.
+func checkFields(m *Message) error {
+	if f, bad := invalidUTF8(m); bad {
+		return invalid(f, "invalid UTF-8")
+	}
+	switch m.Role {
+	case RoleUser, RoleAssistant, RoleTool:
+	case "":
+		return invalid("role", "empty role (want user, assistant or tool)")
+	default:
+		return invalid("role", "unknown role %q (want user, assistant or tool)", m.Role)
+	}
+	if m.Role != RoleTool {
+		switch {
+		case m.ToolCallID != "":
+			return invalid("tool_call_id", "only on a tool message")
+		case m.ToolName != "":
+			return invalid("tool_name", "only on a tool message")
+		case m.IsError:
+			return invalid("is_error", "only on a tool message")
+		}
+	}
+	if m.Role != RoleAssistant {
+		switch {
+		case m.Usage != nil:
+			return invalid("usage", "only on an assistant message")
+		case m.Model != "":
+			return invalid("model", "only on an assistant message")
+		}
+	}
+	for i := range m.Content {
+		if err := checkBlock(m.Role, &m.Content[i]); err != nil {
+			err.Field = fmt.Sprintf("content[%d].%s", i, err.Field)
+			return err
+		}
+	}
+	return nil
+}
+
+// blockFields lists the fields each block type may set, besides type.
+var blockFields = map[BlockType][]string{
+	BlockText:             {"text"},
+	BlockThinking:         {"text", "signature"},
+	BlockRedactedThinking: {"data"},
+	BlockToolCall:         {"id", "name", "input"},
+	BlockImage:            {"media_type", "data", "artifact"},
+	BlockJSON:             {"json"},
+}
+
+// ArtifactScheme prefixes an artifact reference in an image block.
+const ArtifactScheme = "artifact://"
+
+// checkBlock returns an error whose Field is relative to the block.
+func checkBlock(role Role, b *Block) *ValidationError {
+	allowed, ok := blockFields[b.Type]
+	if !ok {
+		return invalid("type", "unknown block type %q", b.Type)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"text", b.Text != ""},
+		{"signature", b.Signature != ""},
+		{"data", b.Data != ""},
+		{"id", b.ID != ""},
+		{"name", b.Name != ""},
+		{"input", len(b.Input) > 0},
+		{"media_type", b.MediaType != ""},
+		{"artifact", b.Artifact != ""},
+		{"json", len(b.JSON) > 0},
+	} {
+		if f.set && !slices.Contains(allowed, f.name) {
+			return invalid(f.name, "not a field of a %s block", b.Type)
+		}
+	}
+	switch b.Type {
+	case BlockToolCall:
+		switch {
+		case role != RoleAssistant:
+			return invalid("type", "tool_call blocks only in assistant messages")
+		case b.ID == "":
+			return invalid("id", "required on a tool_call block")
+		case b.Name == "":
+			return invalid("name", "required on a tool_call block")
+		case len(b.Input) == 0:
+			return invalid("input", "required on a tool_call block ({} for no arguments)")
+		case !json.Valid(b.Input):
+			return invalid("input", "invalid JSON")
+		}
+	case BlockThinking, BlockRedactedThinking:
+		if role != RoleAssistant {
+			return invalid("type", "%s blocks only in assistant messages", b.Type)
+		}
+		if b.Type == BlockRedactedThinking && b.Data == "" {
+			return invalid("data", "required on a redacted_thinking block")
+		}
+	case BlockImage:
+		switch {
+		case b.MediaType == "":
+			return invalid("media_type", "required on an image block")
+		case b.Data == "" && b.Artifact == "":
+			return invalid("data", "an image needs data or an artifact reference")
+		case b.Data != "" && b.Artifact != "":
+			return invalid("artifact", "an image has data or an artifact reference, not both")
+		case b.Artifact != "" && !strings.HasPrefix(b.Artifact, ArtifactScheme):
+			return invalid("artifact", "%q is not an %s reference", b.Artifact, ArtifactScheme)
+		}
+	case BlockJSON:
+		switch {
+		case len(b.JSON) == 0:
+			return invalid("json", "required on a json block")
+		case !json.Valid(b.JSON):
+			return invalid("json", "invalid JSON")
+		}
+	}
+	return nil
+}
+
+// Apply records m as appended: its tool calls open, the call a tool message
+// answers closes, and a user message closes every open call (they are
+// abandoned). Apply does not validate: call Check first. Applying an
+// invalid message leaves the state consistent with what Groups reports for
+// the same history.
+func (s *State) Apply(m Message) {
+	switch m.Role {
+	case RoleAssistant:
+		for _, b := range m.Content {
+			if b.Type != BlockToolCall || s.used(b.ID) {
+				continue
+			}
+			if s.seen == nil {
+				s.seen = map[string]bool{}
+			}
+			s.seen[b.ID] = true
+			s.open = append(s.open, Call{ID: b.ID, Name: b.Name, Index: s.n})
+		}
+	case RoleTool:
+		if i := s.openIndex(m.ToolCallID); i >= 0 {
+			s.open = slices.Delete(s.open, i, i+1)
+		}
+	case RoleUser:
+		s.open = s.open[:0]
+	}
+	s.n++
+}
+
+// ValidateBatch checks msgs as appended in order after the history s stands
+// for, each against the state left by the ones before it. It does not
+// change s; apply the messages after it succeeds. It returns the first
+// *ValidationError, with Index set to the message's index in msgs.
+func ValidateBatch(s *State, msgs []Message) error {
+	t := overlay(s)
+	for i := range msgs {
+		if err := t.Check(msgs[i]); err != nil {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				ve.Index = i
+			}
+			return err
+		}
+		t.Apply(msgs[i])
+	}
+	return nil
+}
+
+// overlay returns a State that starts as s and records changes apart from
+// it, so s is left as it was without copying its call ids.
+func overlay(s *State) *State {
+	t := &State{open: slices.Clone(s.open), base: s.seen, n: s.n}
+	if s.base != nil { // s is itself an overlay: flatten
+		t.base = make(map[string]bool, len(s.seen)+len(s.base))
+		for id := range s.base {
+			t.base[id] = true
+		}
+		for id := range s.seen {
+			t.base[id] = true
+		}
+	}
+	return t
+}
+
+// AbandonedText is the text of the error result that closes an abandoned
+// tool call (DESIGN.md §2).
+const AbandonedText = "tool call abandoned: no result was recorded"
+
+// Abandon returns the error tool results to append before next when next is
+// a user message arriving while tool calls are open (an abandoned round,
+// DESIGN.md §2): one per open call, in call order, each with role tool,
+// is_error, tool_call_id and tool_name set, the text AbandonedText, and
+// next's Time. It returns nil when next is not a user message or no call is
+// open. It does not change s: append and Apply the results, then next.
+func (s *State) Abandon(next Message) []Message {
+	if next.Role != RoleUser || len(s.open) == 0 {
+		return nil
+	}
+	out := make([]Message, len(s.open))
+	for i, c := range s.open {
+		out[i] = abandonedResult(c, next)
+	}
+	return out
+}
+
+func abandonedResult(c Call, next Message) Message {
+	return Message{
+		Role:       RoleTool,
+		Content:    []Block{{Type: BlockText, Text: AbandonedText}},
+		ToolCallID: c.ID,
+		ToolName:   c.Name,
+		IsError:    true,
+		Time:       next.Time,
+	}
+}
+
+// CloseAbandoned returns msgs with the abandoned-round results of
+// DESIGN.md §2 inserted before every user message that arrives while tool
+// calls are open, as Abandon builds them, and the calls it closed. s is the
+// state before msgs (nil for an empty history) and is not changed; a Call's
+// Index counts from the start of s's history, so with a nil s it is an index
+// into msgs. Calls still open at the end stay open. msgs is returned
+// as is when nothing is inserted. For importers: a transcript whose agent was
+// interrupted becomes a history a provider accepts.
+func CloseAbandoned(s *State, msgs []Message) ([]Message, []Call) {
+	if s == nil {
+		s = &State{}
+	}
+	t := overlay(s)
+	var out []Message
+	var closed []Call
+	for i := range msgs {
+		if r := t.Abandon(msgs[i]); r != nil {
+			if out == nil {
+				out = make([]Message, 0, len(msgs)+len(r))
+				out = append(out, msgs[:i]...)
+			}
+			out = append(out, r...)
+			closed = append(closed, t.open...)
+		}
+		if out != nil {
+			out = append(out, msgs[i])
+		}
+		t.Apply(msgs[i])
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, closed
+}
