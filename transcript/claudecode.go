@@ -1,0 +1,234 @@
+package transcript
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// ccLine is the part of a Claude Code JSONL line the importer reads; the
+// 1.0.x and 2.x schemas agree on these fields.
+type ccLine struct {
+	Type             string          `json:"type"`
+	Subtype          string          `json:"subtype"`
+	IsSidechain      bool            `json:"isSidechain"`
+	IsCompactSummary bool            `json:"isCompactSummary"`
+	Timestamp        json.RawMessage `json:"timestamp"`
+	Message          *struct {
+		ID      string          `json:"id"`
+		Role    string          `json:"role"`
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
+		Usage   *anthUsage      `json:"usage"`
+	} `json:"message"`
+	CompactMetadata *struct {
+		Trigger   string `json:"trigger"`
+		PreTokens uint64 `json:"preTokens"`
+	} `json:"compactMetadata"`
+}
+
+// ccKind is what one item of the first pass becomes.
+type ccKind int
+
+const (
+	ccAssistant ccKind = iota
+	ccTool
+	ccUser
+	ccCompaction
+)
+
+// ccItem is one message (or compaction marker) in file order, before the
+// sidechain placement and call bookkeeping of the second pass.
+type ccItem struct {
+	kind ccKind
+	side bool
+	msg  history.Message // assistant (merged) or user
+	res  toolRes         // ccTool
+	comp OriginalCompaction
+}
+
+// syntheticModel is the model Claude Code writes on assistant lines it made
+// up itself (API error notices, "No response requested."); no API response
+// stands behind them.
+const syntheticModel = "<synthetic>"
+
+func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
+	b := newBuilder(FormatClaudeCode)
+	var items []*ccItem
+	byID := map[string]*ccItem{} // message.id → merged assistant item
+	var lastComp *ccItem
+
+	for _, ln := range splitLines(data) {
+		var l ccLine
+		if err := json.Unmarshal(ln.text, &l); err != nil {
+			if err := malformed(b.t, opts, ln, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		at := parseTime(l.Timestamp)
+		switch l.Type {
+		case "system":
+			if l.Subtype != "compact_boundary" || l.IsSidechain {
+				continue
+			}
+			it := &ccItem{kind: ccCompaction}
+			if m := l.CompactMetadata; m != nil {
+				it.comp.PreTokens, it.comp.Trigger = m.PreTokens, m.Trigger
+			}
+			items = append(items, it)
+			lastComp = it
+		case "user", "assistant":
+			if l.Message == nil {
+				if err := malformed(b.t, opts, ln, errors.New(l.Type+" line without message")); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			blocks, err := anthropicContent(l.Message.Content)
+			if err != nil {
+				if err := malformed(b.t, opts, ln, err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if l.Type == "assistant" {
+				if l.Message.Model == syntheticModel {
+					continue
+				}
+				content := anthropicAssistant(blocks)
+				if it, ok := byID[l.Message.ID]; ok && l.Message.ID != "" {
+					// Another line of the same API response: its blocks follow
+					// the earlier ones; the last line's usage is the final one.
+					it.msg.Content = append(it.msg.Content, content...)
+					if u := l.Message.Usage.canonical(); u != nil {
+						it.msg.Usage = u
+					}
+					continue
+				}
+				it := &ccItem{kind: ccAssistant, side: l.IsSidechain, msg: history.Message{
+					Content: content, Time: at, Model: l.Message.Model, Usage: l.Message.Usage.canonical(),
+				}}
+				items = append(items, it)
+				if l.Message.ID != "" {
+					byID[l.Message.ID] = it
+				}
+				continue
+			}
+			if l.IsCompactSummary {
+				if l.IsSidechain {
+					continue
+				}
+				// The summary the agent's compaction produced: not a message.
+				if lastComp == nil || lastComp.comp.Summary != "" {
+					lastComp = &ccItem{kind: ccCompaction}
+					items = append(items, lastComp)
+				}
+				lastComp.comp.Summary = joinText(blocks)
+				continue
+			}
+			results, rest, err := splitUser(blocks)
+			if err != nil {
+				if err := malformed(b.t, opts, ln, err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			for _, r := range results {
+				items = append(items, &ccItem{kind: ccTool, side: l.IsSidechain, res: r, msg: history.Message{Time: at}})
+			}
+			if len(rest) > 0 {
+				items = append(items, &ccItem{kind: ccUser, side: l.IsSidechain, msg: history.Message{Content: rest, Time: at}})
+			}
+		default:
+			// progress, file-history-snapshot, queue-operation, summary, …
+		}
+	}
+
+	// Second pass: emit in order. Sidechain items that arrive while the main
+	// conversation has calls open wait until that round is closed (or the
+	// next main message that is not a tool result), so a sub-agent's
+	// messages never split a main tool round.
+	mainItems := 0
+	for _, it := range items {
+		if !it.side {
+			mainItems++
+		}
+	}
+	if mainItems == 0 {
+		// A sub-agent's own file (subagents/agent-*.jsonl) is sidechain
+		// throughout: it is then the conversation.
+		for _, it := range items {
+			it.side = false
+		}
+	}
+	openMain := map[string]bool{}
+	var pending []*ccItem
+	emit := func(it *ccItem) {
+		switch it.kind {
+		case ccAssistant:
+			b.assistant(it.msg)
+		case ccTool:
+			b.tool(it.res.callID, it.res.name, it.res.content, it.res.isErr, it.msg.Time)
+		case ccUser:
+			b.user(it.msg.Content, it.msg.Time)
+		case ccCompaction:
+			b.compaction(it.comp.PreTokens, it.comp.Summary, it.comp.Trigger)
+		}
+	}
+	flush := func() {
+		for _, it := range pending {
+			emit(it)
+		}
+		pending = pending[:0]
+	}
+	for _, it := range items {
+		if it.side {
+			if !opts.IncludeSidechains {
+				continue
+			}
+			if len(openMain) == 0 {
+				emit(it)
+			} else {
+				pending = append(pending, it)
+			}
+			continue
+		}
+		if it.kind != ccTool {
+			flush()
+		}
+		switch it.kind {
+		case ccAssistant:
+			for _, blk := range it.msg.Content {
+				if blk.Type == history.BlockToolCall {
+					openMain[blk.ID] = true
+				}
+			}
+		case ccTool:
+			delete(openMain, it.res.callID)
+		}
+		emit(it)
+		if len(openMain) == 0 {
+			flush()
+		}
+	}
+	flush()
+	return b.t, nil
+}
+
+// joinText concatenates the text of the text blocks, separated by blank
+// lines.
+func joinText(blocks []anthBlock) string {
+	s := ""
+	for _, blk := range blocks {
+		if blk.Type != "text" || blk.Text == "" {
+			continue
+		}
+		if s != "" {
+			s += "\n\n"
+		}
+		s += blk.Text
+	}
+	return s
+}

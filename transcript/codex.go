@@ -1,0 +1,299 @@
+package transcript
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// codexLine is one line of a Codex CLI rollout: {timestamp, type, payload}.
+type codexLine struct {
+	Timestamp json.RawMessage `json:"timestamp"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// codexPayload holds the payload fields of every line type the importer
+// reads; which are set depends on the line and payload type.
+type codexPayload struct {
+	Type string `json:"type"`
+	// turn_context
+	Model string `json:"model"`
+	// response_item message
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	// reasoning
+	Summary []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
+	EncryptedContent string `json:"encrypted_content"`
+	// function_call, custom_tool_call, local_shell_call and their outputs
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Input     string          `json:"input"`
+	Action    json.RawMessage `json:"action"`
+	CallID    string          `json:"call_id"`
+	Output    json.RawMessage `json:"output"`
+	// event_msg token_count
+	Info *struct {
+		LastTokenUsage *struct {
+			InputTokens       uint64 `json:"input_tokens"`
+			CachedInputTokens uint64 `json:"cached_input_tokens"`
+			OutputTokens      uint64 `json:"output_tokens"`
+			TotalTokens       uint64 `json:"total_tokens"`
+		} `json:"last_token_usage"`
+		ModelContextWindow uint64 `json:"model_context_window"`
+	} `json:"info"`
+	// compacted
+	Message string `json:"message"`
+}
+
+type codexContentItem struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL string `json:"image_url"`
+	raw      json.RawMessage
+}
+
+func codexContent(raw json.RawMessage) ([]history.Block, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return textBlocks(s), nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("content is neither a string nor an array: %w", err)
+	}
+	out := make([]history.Block, 0, len(raws))
+	for i, r := range raws {
+		var it codexContentItem
+		if err := json.Unmarshal(r, &it); err != nil {
+			return nil, fmt.Errorf("content item %d: %w", i, err)
+		}
+		switch it.Type {
+		case "input_text", "output_text", "text":
+			out = append(out, textBlock(it.Text))
+		case "input_image":
+			if img, ok := dataURLImage(it.ImageURL); ok {
+				out = append(out, img)
+				continue
+			}
+			out = append(out, jsonBlock(r))
+		default:
+			out = append(out, jsonBlock(r))
+		}
+	}
+	return out, nil
+}
+
+// dataURLImage converts a "data:<media type>;base64,<data>" URL to an image
+// block.
+func dataURLImage(url string) (history.Block, bool) {
+	rest, ok := strings.CutPrefix(url, "data:")
+	if !ok {
+		return history.Block{}, false
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok {
+		return history.Block{}, false
+	}
+	media, ok := strings.CutSuffix(meta, ";base64")
+	if !ok {
+		return history.Block{}, false
+	}
+	return history.Block{Type: history.BlockImage, MediaType: media, Data: data}, true
+}
+
+// codexOutput converts a tool output: a string (what the model saw), or an
+// object {content, success} whose success false marks an error.
+func codexOutput(raw json.RawMessage) ([]history.Block, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, false, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return textBlocks(s), false, nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
+		blocks, err := codexContent(raw)
+		return blocks, false, err
+	}
+	var obj struct {
+		Content json.RawMessage `json:"content"`
+		Success *bool           `json:"success"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, false, fmt.Errorf("output: %w", err)
+	}
+	blocks, err := codexContent(obj.Content)
+	if err != nil {
+		return nil, false, fmt.Errorf("output %w", err)
+	}
+	return blocks, obj.Success != nil && !*obj.Success, nil
+}
+
+// codexState is the importer's position in the rollout.
+type codexState struct {
+	b *builder
+	// cur is the index of the assistant message still collecting the items
+	// of one response, or -1.
+	cur int
+	// last is the index of the most recent assistant message, or -1.
+	last int
+	// lastTotal is the last reported last_token_usage.total_tokens.
+	lastTotal uint64
+}
+
+func importCodex(data []byte, opts Options) (*Transcript, error) {
+	s := &codexState{b: newBuilder(FormatCodex), cur: -1, last: -1}
+	for _, ln := range splitLines(data) {
+		if err := s.line(ln.text); err != nil {
+			if err := malformed(s.b.t, opts, ln, err); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.b.t, nil
+}
+
+// line applies one rollout line. On error nothing has changed.
+func (s *codexState) line(text []byte) error {
+	var l codexLine
+	if err := json.Unmarshal(text, &l); err != nil {
+		return err
+	}
+	var p codexPayload
+	if len(l.Payload) > 0 && string(l.Payload) != "null" {
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return fmt.Errorf("%s payload: %w", l.Type, err)
+		}
+	}
+	at := parseTime(l.Timestamp)
+	b := s.b
+	switch l.Type {
+	case "turn_context":
+		if p.Model != "" {
+			b.t.Model = p.Model
+		}
+	case "compacted":
+		s.cur = -1
+		b.compaction(s.lastTotal, p.Message, "")
+	case "event_msg":
+		if p.Type != "token_count" || p.Info == nil {
+			return nil
+		}
+		if p.Info.ModelContextWindow > 0 {
+			b.t.ContextLimit = p.Info.ModelContextWindow
+		}
+		u := p.Info.LastTokenUsage
+		if u == nil {
+			return nil
+		}
+		s.lastTotal = u.TotalTokens
+		if s.lastTotal == 0 {
+			s.lastTotal = u.InputTokens + u.OutputTokens
+		}
+		// The response is complete; its usage is reported once. A repeated
+		// token_count (Codex writes one at some turn boundaries too) finds
+		// the usage already set and is ignored.
+		s.cur = -1
+		if s.last >= 0 && b.t.Messages[s.last].Usage == nil {
+			cached := min(u.CachedInputTokens, u.InputTokens)
+			b.t.Messages[s.last].Usage = usage(history.Usage{
+				InputTokens:          u.InputTokens - cached,
+				CacheReadInputTokens: cached,
+				OutputTokens:         u.OutputTokens,
+			})
+		}
+	case "response_item":
+		return s.item(p, at)
+	}
+	return nil
+}
+
+func (s *codexState) item(p codexPayload, at time.Time) error {
+	b := s.b
+	switch p.Type {
+	case "message":
+		content, err := codexContent(p.Content)
+		if err != nil {
+			return err
+		}
+		switch p.Role {
+		case "assistant":
+			s.assistantBlocks(content, at)
+		case "user":
+			s.cur = -1
+			b.user(content, at)
+		default: // developer, system: instructions, not conversation
+			var texts []string
+			for _, blk := range content {
+				if blk.Type == history.BlockText {
+					texts = append(texts, blk.Text)
+				}
+			}
+			b.addSystem(strings.Join(texts, "\n\n"))
+		}
+	case "reasoning":
+		var texts []string
+		for _, sm := range p.Summary {
+			if sm.Text != "" {
+				texts = append(texts, sm.Text)
+			}
+		}
+		text := strings.Join(texts, "\n\n")
+		switch {
+		case text != "":
+			s.assistantBlocks([]history.Block{{Type: history.BlockThinking, Text: text, Signature: p.EncryptedContent}}, at)
+		case p.EncryptedContent != "":
+			s.assistantBlocks([]history.Block{{Type: history.BlockRedactedThinking, Data: p.EncryptedContent}}, at)
+		}
+	case "function_call":
+		if p.CallID == "" {
+			return errors.New("function_call without call_id")
+		}
+		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: argumentsJSON(p.Arguments)}}, at)
+	case "custom_tool_call":
+		if p.CallID == "" {
+			return errors.New("custom_tool_call without call_id")
+		}
+		// A freeform tool's input is raw text (apply_patch): kept as a JSON
+		// string.
+		in, _ := json.Marshal(p.Input)
+		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: in}}, at)
+	case "local_shell_call":
+		if p.CallID == "" {
+			return errors.New("local_shell_call without call_id")
+		}
+		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: "local_shell", Input: validJSON(p.Action)}}, at)
+	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+		content, isErr, err := codexOutput(p.Output)
+		if err != nil {
+			return err
+		}
+		s.cur = -1
+		b.tool(p.CallID, "", content, isErr, at)
+	default:
+		// ghost_snapshot (a git snapshot for undo), web_search_call and
+		// unknown items are not conversation content.
+	}
+	return nil
+}
+
+// assistantBlocks adds blocks to the response being collected, starting a
+// new assistant message when none is.
+func (s *codexState) assistantBlocks(blocks []history.Block, at time.Time) {
+	if s.cur < 0 {
+		s.cur = s.b.assistant(history.Message{Content: blocks, Time: at, Model: s.b.t.Model})
+		s.last = s.cur
+		return
+	}
+	s.b.extend(s.cur, blocks)
+}
