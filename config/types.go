@@ -18,6 +18,13 @@ type Config struct {
 	Daemon  Daemon           `toml:"daemon" json:"daemon"`
 	Storage Storage          `toml:"storage" json:"storage"`
 	Workers Workers          `toml:"workers" json:"workers"`
+
+	// Sources maps each table to the layer that set it: a file path, an
+	// overlay name, or "default". Keys are "context_compaction",
+	// "compaction", "offload", "context_editing", "summarizer", "daemon",
+	// "storage", "workers" and `models."<id>"` for each model entry. It is
+	// filled by Load and ApplyOverlay, never decoded from TOML.
+	Sources map[string]string `toml:"-" json:"sources,omitempty"`
 }
 
 // Trigger is the compaction threshold rule (DESIGN.md §3): exactly one of
@@ -36,6 +43,10 @@ type ContextCompaction struct {
 	Auto bool `toml:"auto" json:"auto"`
 	// Trigger is the threshold rule. Default { percent = 70 }.
 	Trigger Trigger `toml:"trigger" json:"trigger"`
+	// BufferTokens is the legacy alias of Trigger = { buffer_tokens = N }
+	// (> 0). Setting it together with trigger is an error. Load folds it
+	// into Trigger and clears it, so the effective config never carries it.
+	BufferTokens uint64 `toml:"buffer_tokens,omitempty" json:"buffer_tokens,omitempty"`
 	// MaxSummaryBytes is the hard limit on a summary, in bytes,
 	// 1..=2097152. Default 262144.
 	MaxSummaryBytes uint64 `toml:"max_summary_bytes" json:"max_summary_bytes"`

@@ -1,0 +1,221 @@
+package config
+
+import (
+	"maps"
+	"strings"
+)
+
+// Default values of DESIGN.md §3, in the units named by each key.
+const (
+	DefaultTriggerPercent          = 70
+	DefaultMaxSummaryBytes         = 262144  // bytes
+	MaxMaxSummaryBytes             = 2097152 // bytes (2 MiB), inclusive
+	DefaultKeepRecentTokens        = 16384   // tokens
+	DefaultOffloadMaxChars         = 16000   // code points
+	DefaultOffloadKeepHead         = 4000    // code points
+	DefaultOffloadKeepTail         = 1000    // code points
+	DefaultKeepRecentTurns         = 3
+	DefaultMinCharsToElide         = 1000   // code points
+	DefaultMaxTotalToolResultChars = 100000 // code points
+	DefaultMinCharsPerPass         = 50000  // code points
+	DefaultWorkersSize             = 4
+	DefaultWorkersQueue            = 64
+	// DefaultModelTokenFactor is the token_factor of an authored model entry
+	// that omits it.
+	DefaultModelTokenFactor = 1.0
+)
+
+// Table names, the keys of Config.Sources besides model entries.
+const (
+	TableContextCompaction = "context_compaction"
+	TableCompaction        = "compaction"
+	TableOffload           = "offload"
+	TableContextEditing    = "context_editing"
+	TableSummarizer        = "summarizer"
+	TableDaemon            = "daemon"
+	TableStorage           = "storage"
+	TableWorkers           = "workers"
+)
+
+// SourceDefault is the Sources value of a table nobody authored.
+const SourceDefault = "default"
+
+// tables lists the replaceable top-level tables in file order.
+var tables = []string{
+	TableContextCompaction, TableCompaction, TableOffload, TableContextEditing,
+	TableSummarizer, TableDaemon, TableStorage, TableWorkers,
+}
+
+// Defaults returns the built-in configuration: every key of DESIGN.md §3 at
+// its default, the model catalog, and Sources saying "default" everywhere.
+// Each call returns fresh slices and maps.
+func Defaults() Config {
+	c := Config{
+		ContextCompaction: defaultContextCompaction(),
+		Compaction:        Compaction{Shape: ShapeAuto},
+		Offload:           defaultOffload(),
+		ContextEditing:    defaultContextEditing(),
+		Models:            Catalog(),
+		Storage:           Storage{SyncWrites: true},
+		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
+		Sources:           map[string]string{},
+	}
+	for _, t := range tables {
+		c.Sources[t] = SourceDefault
+	}
+	for id := range c.Models {
+		c.Sources[modelSourceKey(id)] = SourceDefault
+	}
+	return c
+}
+
+func defaultContextCompaction() ContextCompaction {
+	return ContextCompaction{
+		Auto:             true,
+		Trigger:          Trigger{Percent: DefaultTriggerPercent},
+		MaxSummaryBytes:  DefaultMaxSummaryBytes,
+		KeepRecentTokens: DefaultKeepRecentTokens,
+	}
+}
+
+func defaultOffload() Offload {
+	return Offload{
+		Enabled:  true,
+		MaxChars: DefaultOffloadMaxChars,
+		KeepHead: DefaultOffloadKeepHead,
+		KeepTail: DefaultOffloadKeepTail,
+		Exclude:  []string{"read"},
+	}
+}
+
+func defaultContextEditing() ContextEditing {
+	return ContextEditing{
+		Enabled:                 true,
+		Mode:                    EditModeLocal,
+		KeepRecentTurns:         DefaultKeepRecentTurns,
+		MinCharsToElide:         DefaultMinCharsToElide,
+		MaxTotalToolResultChars: DefaultMaxTotalToolResultChars,
+		MinCharsPerPass:         DefaultMinCharsPerPass,
+		ProtectToolNames:        []string{"todo", "plan"},
+		ArtifactReadTools:       []string{"read"},
+	}
+}
+
+// Values of Compaction.Shape (DESIGN.md §3).
+const (
+	ShapeAuto     = "auto"
+	ShapeKeepTail = "keep-tail"
+	ShapeSimple   = "simple"
+	ShapeServer   = "server"
+)
+
+// Values of ContextEditing.Mode (DESIGN.md §6).
+const (
+	EditModeLocal  = "local"
+	EditModeServer = "server"
+	EditModeAuto   = "auto"
+)
+
+// Values of Binding.Provider (DESIGN.md §3).
+const (
+	ProviderAnthropic  = "anthropic"
+	ProviderOpenAI     = "openai"
+	ProviderExtractive = "extractive"
+)
+
+// claude is a catalog entry for Anthropic models: o200k_base undercounts
+// Claude's tokenizer by 15–45 %, hence 1.35 (DESIGN.md §2); thinking
+// signatures bind to the prefix and the API edits context server-side.
+func claude(limit uint64) Model {
+	return Model{ContextLimit: limit, ThinkingBinding: true, ServerContextEditing: true, TokenFactor: 1.35}
+}
+
+// openai is a catalog entry for OpenAI models, which tokenize with o200k_base.
+func openai(limit uint64) Model {
+	return Model{ContextLimit: limit, TokenFactor: 1.0}
+}
+
+// catalog is the built-in model table. Limits are the providers' published
+// input windows in tokens (the default tier; a session may give its own).
+var catalog = map[string]Model{
+	// Anthropic, Claude 4.x. "-0" ids are Anthropic's aliases of the 4.0 models.
+	"claude-opus-4":     claude(200000),
+	"claude-opus-4-0":   claude(200000),
+	"claude-opus-4-1":   claude(200000),
+	"claude-opus-4-5":   claude(200000),
+	"claude-opus-4-6":   claude(200000),
+	"claude-sonnet-4":   claude(200000),
+	"claude-sonnet-4-0": claude(200000),
+	"claude-sonnet-4-5": claude(200000),
+	"claude-sonnet-4-6": claude(200000),
+	"claude-haiku-4-5":  claude(200000),
+
+	// OpenAI.
+	"gpt-4o":       openai(128000),
+	"gpt-4o-mini":  openai(128000),
+	"gpt-4.1":      openai(1047576),
+	"gpt-4.1-mini": openai(1047576),
+	"gpt-4.1-nano": openai(1047576),
+	"gpt-5":        openai(400000),
+	"gpt-5-mini":   openai(400000),
+	"gpt-5-nano":   openai(400000),
+	"o1":           openai(200000),
+	"o3":           openai(200000),
+	"o3-mini":      openai(200000),
+	"o4-mini":      openai(200000),
+
+	// Open-weight models as commonly served by OpenAI-compatible servers.
+	// gpt-oss uses o200k (harmony); Llama 3 counts ~10 % more than o200k.
+	"gpt-oss-20b":            openai(131072),
+	"gpt-oss-120b":           openai(131072),
+	"llama-3.1-8b-instruct":  {ContextLimit: 131072, TokenFactor: 1.1},
+	"llama-3.3-70b-instruct": {ContextLimit: 131072, TokenFactor: 1.1},
+}
+
+// Catalog returns a copy of the built-in model catalog (DESIGN.md §3,
+// [models."<id>"]), keyed by model id.
+func Catalog() map[string]Model {
+	return maps.Clone(catalog)
+}
+
+// Model returns the entry for model id (DESIGN.md §3): an exact key of
+// c.Models first; otherwise the longest key K such that id is K followed by
+// a date suffix — "-YYYYMMDD", "-YYYY-MM-DD" or "@YYYYMMDD" (Vertex AI), as
+// in "claude-sonnet-4-5-20250929" or "gpt-4o-2024-08-06". Any other suffix
+// does not match: a model the catalog lacks must be given a limit, never a
+// guessed one. The boolean is false when nothing matches.
+func (c Config) Model(id string) (Model, bool) {
+	if m, ok := c.Models[id]; ok {
+		return m, true
+	}
+	best := ""
+	for k := range c.Models {
+		if len(k) > len(best) && strings.HasPrefix(id, k) && isDateSuffix(id[len(k):]) {
+			best = k
+		}
+	}
+	if best == "" {
+		return Model{}, false
+	}
+	return c.Models[best], true
+}
+
+// isDateSuffix reports whether s is "-YYYYMMDD", "@YYYYMMDD" or "-YYYY-MM-DD".
+func isDateSuffix(s string) bool {
+	if len(s) < 2 || (s[0] != '-' && s[0] != '@') {
+		return false
+	}
+	d := s[1:]
+	if len(d) == 10 && s[0] == '-' && d[4] == '-' && d[7] == '-' {
+		d = d[:4] + d[5:7] + d[8:]
+	}
+	if len(d) != 8 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,304 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// problemAt builds a problem about key (a full key path) in the table that
+// Sources calls table, located at the key if its layer authored it, else at
+// the nearest authored parent; missing keys get no position.
+func (s *state) problemAt(table, key string, missing bool, format string, args ...any) Problem {
+	p := Problem{File: s.cfg.Sources[table], Key: key, Message: fmt.Sprintf(format, args...)}
+	d := s.docs[table]
+	if d == nil {
+		return p
+	}
+	p.File = d.file
+	if missing {
+		return p
+	}
+	for k := key; k != ""; k = parentPath(k) {
+		if at, ok := d.pos[k]; ok {
+			p.Line, p.Col = at.line, at.col
+			break
+		}
+	}
+	return p
+}
+
+// parentPath drops the last segment of a key path built by childPath or
+// indexPath. Quoted segments may contain dots, so it scans from the end
+// respecting quotes.
+func parentPath(path string) string {
+	if strings.HasSuffix(path, "]") {
+		if i := strings.LastIndexByte(path, '['); i >= 0 {
+			return path[:i]
+		}
+	}
+	inQuote := false
+	for i := len(path) - 1; i >= 0; i-- {
+		switch path[i] {
+		case '"':
+			if i == 0 || path[i-1] != '\\' {
+				inQuote = !inQuote
+			}
+		case '.':
+			if !inQuote {
+				return path[:i]
+			}
+		}
+	}
+	return ""
+}
+
+func (s *state) errorf(table, key string, format string, args ...any) {
+	s.problems = append(s.problems, s.problemAt(table, key, false, format, args...))
+}
+
+func (s *state) missing(table, key string, format string, args ...any) {
+	s.problems = append(s.problems, s.problemAt(table, key, true, format, args...))
+}
+
+func (s *state) warnf(table, key string, format string, args ...any) {
+	s.warnings = append(s.warnings, s.problemAt(table, key, false, format, args...))
+}
+
+// authored reports whether the layer that set table authored key.
+func (s *state) authored(table, key string) bool {
+	d := s.docs[table]
+	if d == nil {
+		return false
+	}
+	_, ok := d.pos[key]
+	return ok
+}
+
+// unreliable reports whether table came from a document whose values could
+// not all be decoded; its rules are not checked to avoid spurious problems.
+func (s *state) unreliable(table string) bool {
+	d := s.docs[table]
+	return d != nil && !d.reliable(table)
+}
+
+// validate checks every rule of DESIGN.md §3 on the layered configuration.
+func (s *state) validate() {
+	c := &s.cfg
+	check := func(table string, f func()) {
+		if !s.unreliable(table) {
+			f()
+		}
+	}
+	check(TableContextCompaction, s.validateContextCompaction)
+	check(TableCompaction, func() {
+		switch c.Compaction.Shape {
+		case ShapeAuto, ShapeKeepTail, ShapeSimple, ShapeServer:
+		default:
+			s.errorf(TableCompaction, "compaction.shape", "must be one of \"auto\", \"keep-tail\", \"simple\", \"server\" (got %q)", c.Compaction.Shape)
+		}
+	})
+	check(TableOffload, func() {
+		o := c.Offload
+		// Written so that it cannot overflow: head + tail < max.
+		if o.KeepHead >= o.MaxChars || o.KeepTail >= o.MaxChars-o.KeepHead {
+			key := "offload.keep_head"
+			if !s.authored(TableOffload, key) && s.authored(TableOffload, "offload.keep_tail") {
+				key = "offload.keep_tail"
+			}
+			s.errorf(TableOffload, key, "keep_head + keep_tail (%d + %d) must be less than max_chars (%d): the stub would be as long as the result", o.KeepHead, o.KeepTail, o.MaxChars)
+		}
+	})
+	check(TableContextEditing, func() {
+		switch c.ContextEditing.Mode {
+		case EditModeLocal, EditModeServer, EditModeAuto:
+		default:
+			s.errorf(TableContextEditing, "context_editing.mode", "must be one of \"local\", \"server\", \"auto\" (got %q)", c.ContextEditing.Mode)
+		}
+	})
+	check(TableSummarizer, s.validateBindings)
+	for _, id := range slices.Sorted(maps.Keys(c.Models)) {
+		m := c.Models[id]
+		table := modelSourceKey(id)
+		if s.unreliable(table) {
+			continue
+		}
+		if m.ContextLimit == 0 {
+			key := keyPath("models", id, "context_limit")
+			if s.authored(table, key) {
+				s.errorf(table, key, "must be > 0 (the model's context window in tokens)")
+			} else {
+				s.missing(table, key, "missing required key: set the model's context window in tokens, e.g. context_limit = 200000")
+			}
+		}
+		if !(m.TokenFactor > 0) || math.IsInf(m.TokenFactor, 0) {
+			s.errorf(table, keyPath("models", id, "token_factor"), "must be a finite number > 0 (provider tokens per o200k_base token, e.g. 1.0)")
+		}
+	}
+	check(TableDaemon, s.validateDaemon)
+	check(TableWorkers, func() {
+		if c.Workers.Size < 1 {
+			s.errorf(TableWorkers, "workers.size", "must be at least 1 (concurrent compactions)")
+		}
+		if c.Workers.Queue < 1 {
+			s.errorf(TableWorkers, "workers.queue", "must be at least 1 (compactions waiting for a worker)")
+		}
+	})
+}
+
+func (s *state) validateContextCompaction() {
+	cc := s.cfg.ContextCompaction
+	const tk = "context_compaction.trigger"
+	t := cc.Trigger
+	switch {
+	case t.Percent != 0 && t.BufferTokens != 0:
+		s.errorf(TableContextCompaction, tk, "set exactly one of percent or buffer_tokens, e.g. trigger = { percent = 70 }")
+	case t.Percent > 99:
+		s.errorf(TableContextCompaction, tk+".percent", "must be in 1..=99 (got %d)", t.Percent)
+	case t.Percent == 0 && t.BufferTokens == 0:
+		switch {
+		case s.authored(TableContextCompaction, tk+".percent"):
+			s.errorf(TableContextCompaction, tk+".percent", "must be in 1..=99 (got 0)")
+		case s.authored(TableContextCompaction, tk+".buffer_tokens"):
+			s.errorf(TableContextCompaction, tk+".buffer_tokens", "must be > 0 (tokens left free below the context limit)")
+		default:
+			s.errorf(TableContextCompaction, tk, "set exactly one of percent or buffer_tokens, e.g. trigger = { percent = 70 }")
+		}
+	}
+	if cc.MaxSummaryBytes < 1 || cc.MaxSummaryBytes > MaxMaxSummaryBytes {
+		s.errorf(TableContextCompaction, "context_compaction.max_summary_bytes", "must be in 1..=%d bytes (got %d)", MaxMaxSummaryBytes, cc.MaxSummaryBytes)
+	}
+}
+
+func (s *state) validateBindings() {
+	seen := map[string]string{}
+	for i, b := range s.cfg.Summarizer.Bindings {
+		at := indexPath("summarizer.bindings", i)
+		key := func(k string) string { return childPath(at, k) }
+		switch {
+		case b.Name == "" && !s.authored(TableSummarizer, key("name")):
+			s.missing(TableSummarizer, key("name"), "missing required key: give the binding a name, e.g. name = \"primary\"")
+		case b.Name == "":
+			s.errorf(TableSummarizer, key("name"), "must not be empty")
+		case seen[b.Name] != "":
+			s.errorf(TableSummarizer, key("name"), "duplicate binding name %q (also %s): names must be unique", b.Name, seen[b.Name])
+		default:
+			seen[b.Name] = at
+		}
+		switch b.Provider {
+		case ProviderAnthropic, ProviderOpenAI:
+			if b.Model == "" {
+				s.missingOrEmpty(key("model"), fmt.Sprintf("provider %q needs a model, e.g. model = %q", b.Provider, exampleModel(b.Provider)))
+			}
+		case ProviderExtractive:
+			for _, kv := range [][2]string{{"model", b.Model}, {"base_url", b.BaseURL}, {"api_key_env", b.APIKeyEnv}} {
+				if kv[1] != "" {
+					s.warnf(TableSummarizer, key(kv[0]), "has no effect on the extractive provider")
+				}
+			}
+		case "":
+			s.missingOrEmpty(key("provider"), "set provider to \"anthropic\", \"openai\" or \"extractive\"")
+		default:
+			s.errorf(TableSummarizer, key("provider"), "must be one of \"anthropic\", \"openai\", \"extractive\" (got %q)", b.Provider)
+		}
+		if b.APIKeyEnv != "" {
+			if msg := checkEnvName(b.APIKeyEnv, "ANTHROPIC_API_KEY"); msg != "" {
+				s.errorf(TableSummarizer, key("api_key_env"), "%s", msg)
+			}
+		}
+		if b.BaseURL != "" {
+			if u, err := url.Parse(b.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				s.errorf(TableSummarizer, key("base_url"), "must be an absolute http or https URL, e.g. \"https://api.anthropic.com\"")
+			}
+		}
+	}
+}
+
+// missingOrEmpty reports a required binding key that is absent or "".
+func (s *state) missingOrEmpty(key, fix string) {
+	if s.authored(TableSummarizer, key) {
+		s.errorf(TableSummarizer, key, "must not be empty: %s", fix)
+		return
+	}
+	s.missing(TableSummarizer, key, "missing required key: %s", fix)
+}
+
+func exampleModel(provider string) string {
+	if provider == ProviderOpenAI {
+		return "gpt-4.1-mini"
+	}
+	return "claude-haiku-4-5"
+}
+
+// checkEnvName returns "" when v is an environment variable name
+// ([A-Z_][A-Z0-9_]*), else a message that never repeats v: a value that
+// looks like a secret must not reach logs.
+func checkEnvName(v, example string) string {
+	if looksLikeSecret(v) {
+		return fmt.Sprintf("looks like a secret, not a variable name: put the key in an environment variable and write that variable's NAME here, e.g. %q (and rotate the key if this file was shared)", example)
+	}
+	for i, r := range v {
+		if !(r >= 'A' && r <= 'Z' || r == '_' || i > 0 && r >= '0' && r <= '9') {
+			return fmt.Sprintf("must be the name of an environment variable ([A-Z_][A-Z0-9_]*), e.g. %q", example)
+		}
+	}
+	return ""
+}
+
+// looksLikeSecret reports whether v looks like an API key or token rather
+// than a variable name: a known key prefix, or a long run of letters and
+// digits with no underscore.
+func looksLikeSecret(v string) bool {
+	for _, p := range []string{"sk-", "sk_", "sk-ant-", "xai-", "gsk_", "AIza", "Bearer ", "ghp_", "github_pat_"} {
+		if strings.HasPrefix(v, p) {
+			return true
+		}
+	}
+	if len(v) < 24 || strings.Contains(v, "_") {
+		return false
+	}
+	var letter, digit bool
+	for _, r := range v {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return letter && digit
+}
+
+func (s *state) validateDaemon() {
+	d := s.cfg.Daemon
+	if d.AuthTokenEnv != "" {
+		if msg := checkEnvName(d.AuthTokenEnv, "CTXD_AUTH_TOKEN"); msg != "" {
+			s.errorf(TableDaemon, "daemon.auth_token_env", "%s", msg)
+		}
+	}
+	if d.Listen == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(d.Listen)
+	if err != nil || port == "" {
+		s.errorf(TableDaemon, "daemon.listen", "must be host:port, e.g. \"127.0.0.1:7411\"")
+		return
+	}
+	if d.AuthTokenEnv == "" && !isLoopback(host) {
+		s.errorf(TableDaemon, "daemon.listen", "%q is not a loopback address: listen on 127.0.0.1, ::1 or localhost, or set auth_token_env to require a bearer token", host)
+	}
+}
+
+// isLoopback reports whether host names only the loopback interface. An
+// empty host (":7411") listens on every interface.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
