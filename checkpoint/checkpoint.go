@@ -1,0 +1,366 @@
+// Package checkpoint owns each session's append-only event log and its
+// checkpoints (DESIGN.md §5.6, §8): what happened to a session, in order,
+// durable before it is acknowledged, and enough of it to rebuild the
+// session's state after a restart. It never decides when to compact.
+//
+// The engine uses the Log interface (DESIGN.md §9: the store sits behind an
+// interface so that a fleet can move to another engine); Store is the
+// embedded badger implementation.
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// Errors of this package. Every error a Log returns wraps one of them (or is
+// the caller's context error), with %w and a message naming the session and
+// the offending value.
+var (
+	// ErrNotFound: the session (or checkpoint) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: CreateSession of a session that exists.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid: bad input — a malformed session id, an event or
+	// checkpoint that fails validation. Nothing was stored.
+	ErrInvalid = errors.New("invalid")
+	// ErrTooLarge: one call's events do not fit in one transaction (see
+	// Store.Append). Nothing was stored; split the events.
+	ErrTooLarge = errors.New("too large")
+	// ErrClosed: the log was closed.
+	ErrClosed = errors.New("log closed")
+	// ErrCorrupt: a stored record could not be decoded.
+	ErrCorrupt = errors.New("corrupt record")
+)
+
+// Log is a store of sessions, each an append-only event log with
+// checkpoints and a metadata record. Implementations are safe for concurrent
+// use; writes of one session are serialized and assigned sequence numbers
+// 1, 2, 3… with no gap. Nothing is ever rewritten or deleted except a whole
+// session by DeleteSession.
+type Log interface {
+	// CreateSession creates session with meta (Created and Updated are set
+	// by the log). Errors: ErrInvalid (session id), ErrExists.
+	CreateSession(ctx context.Context, session string, meta Meta) (Meta, error)
+	// GetMeta returns the session's metadata. Errors: ErrInvalid,
+	// ErrNotFound.
+	GetMeta(ctx context.Context, session string) (Meta, error)
+	// PutMeta replaces the caller-owned fields of the session's metadata
+	// (the log keeps Created, LatestCheckpoint and Checkpoints) and, in the
+	// same transaction, appends events (may be none), for example a
+	// session_updated event recording new digests. It returns the first
+	// event's seq, 0 when events is empty. Errors: ErrInvalid, ErrNotFound,
+	// ErrTooLarge.
+	PutMeta(ctx context.Context, session string, meta Meta, events ...Event) (firstSeq uint64, err error)
+	// Append appends events atomically and returns the seq assigned to the
+	// first; the rest follow contiguously. It returns only once the events
+	// are durable. Errors: ErrInvalid (any invalid event: nothing is
+	// stored), ErrNotFound, ErrTooLarge, ErrClosed.
+	Append(ctx context.Context, session string, events []Event) (firstSeq uint64, err error)
+	// Range calls fn with each event of session whose seq ≥ fromSeq, in
+	// order, until fn returns an error (returned as is) or the log ends.
+	// Errors: ErrInvalid, ErrNotFound, ErrCorrupt, ctx's error.
+	Range(ctx context.Context, session string, fromSeq uint64, fn func(Event) error) error
+	// LastSeq returns the seq of the session's last event, 0 when it has
+	// none. Errors: ErrInvalid, ErrNotFound.
+	LastSeq(ctx context.Context, session string) (uint64, error)
+	// Wait blocks until the session's last seq exceeds afterSeq and returns
+	// it (at once when it already does): for following the log. Errors:
+	// ErrInvalid, ErrNotFound (also when the session is deleted while
+	// waiting), ErrClosed, ctx's error.
+	Wait(ctx context.Context, session string, afterSeq uint64) (uint64, error)
+	// PutCheckpoint stores cp in one transaction with its checkpoint event
+	// and the metadata update (DESIGN.md §5.6), and returns it with Seq,
+	// Time and SummaryBytes set. Errors: ErrInvalid, ErrNotFound,
+	// ErrTooLarge.
+	PutCheckpoint(ctx context.Context, session string, cp Checkpoint) (Checkpoint, error)
+	// Latest returns the session's newest checkpoint; false when it has
+	// none. Errors: ErrInvalid, ErrNotFound, ErrCorrupt.
+	Latest(ctx context.Context, session string) (Checkpoint, bool, error)
+	// GetCheckpoint returns the checkpoint with seq. Errors: ErrInvalid,
+	// ErrNotFound, ErrCorrupt.
+	GetCheckpoint(ctx context.Context, session string, seq uint64) (Checkpoint, error)
+	// ListCheckpoints returns the session's checkpoints, oldest first.
+	// Errors: ErrInvalid, ErrNotFound, ErrCorrupt.
+	ListCheckpoints(ctx context.Context, session string) ([]Checkpoint, error)
+	// ListSessions returns the ids of all sessions, sorted bytewise.
+	ListSessions(ctx context.Context) ([]string, error)
+	// DeleteSession deletes the session with its events and checkpoints:
+	// the only deletion there is. Errors: ErrInvalid, ErrNotFound.
+	DeleteSession(ctx context.Context, session string) error
+}
+
+// Kind is the type of an event. The kinds are a closed set: an event of any
+// other kind is rejected with ErrInvalid. Data is the kind-specific payload
+// (any JSON value, stored byte for byte); its shape belongs to the package
+// that writes the event and is suggested below.
+type Kind string
+
+// Event kinds.
+const (
+	// KindMessage: a message was appended (DESIGN.md §2). Message is
+	// required; Message.Seq is set to the event's seq.
+	KindMessage Kind = "message"
+	// KindUsage: usage reported apart from a message, e.g.
+	// {"seq": <message seq>, "usage": history.Usage}.
+	KindUsage Kind = "usage"
+	// KindCheckpoint: a checkpoint was committed (DESIGN.md §5.6). Written
+	// only by PutCheckpoint, never by Append; Data is a CheckpointEvent.
+	KindCheckpoint Kind = "checkpoint"
+	// KindCompactionStarted: a compaction began, e.g. {"reason": "auto",
+	// "snapshot_seq": N}; lets an event stream show it (DESIGN.md §7).
+	KindCompactionStarted Kind = "compaction_started"
+	// KindCompactionFailed: a compaction failed on every binding, e.g.
+	// {"reason", "errors": [{"binding", "class", "message"}],
+	// "consecutive": N} (DESIGN.md §5.5).
+	KindCompactionFailed Kind = "compaction_failed"
+	// KindCircuitOpen: automatic compaction stopped for the rest of the run
+	// after consecutive failures (DESIGN.md §5.5), e.g. {"failures": 3}.
+	KindCircuitOpen Kind = "circuit_open"
+	// KindContextEdit: a context-editing pass (DESIGN.md §6), e.g.
+	// {"elided": [tool_call ids], "withheld_thinking": [seqs],
+	// "elided_count": N, "chars_saved": N}; replaying these rebuilds the
+	// ledger after a restart.
+	KindContextEdit Kind = "context_edit"
+	// KindOffload: a tool result was offloaded (DESIGN.md §6), e.g.
+	// {"tool_call_id", "artifact": "artifact://…", "path", "bytes",
+	// "lines", "chars"}.
+	KindOffload Kind = "offload"
+	// KindDiagnostic: something an operator should see, e.g.
+	// {"level", "code", "message"}.
+	KindDiagnostic Kind = "diagnostic"
+	// KindPrefixReset: a recorded rewrite stopped the replay of thinking it
+	// invalidated (DESIGN.md §4), e.g. {"cause": "context_edit" |
+	// "compaction" | "system_prompt" | "tools", "withheld_before": seq}.
+	KindPrefixReset Kind = "prefix_reset"
+	// KindAbandonedRound: a new user prompt arrived while tool calls were
+	// open; error results were appended for them (DESIGN.md §2), e.g.
+	// {"tool_call_ids": [...]}.
+	KindAbandonedRound Kind = "abandoned_round"
+	// KindRunStarted: a new run began (DESIGN.md §5.5), explicitly or at a
+	// user prompt, e.g. {"cause": "user_prompt" | "api" | "restart"}.
+	KindRunStarted Kind = "run_started"
+	// KindSessionUpdated: the system prompt, tool set, pinned context or
+	// model changed, e.g. {"system_prompt_digest", "tools_digest",
+	// "model"}; usually written with PutMeta in the same transaction.
+	KindSessionUpdated Kind = "session_updated"
+	// KindImported: one record of an imported transcript (transcript/),
+	// kept verbatim in Data for provenance.
+	KindImported Kind = "imported"
+)
+
+var kinds = map[Kind]bool{
+	KindMessage: true, KindUsage: true, KindCheckpoint: true,
+	KindCompactionStarted: true, KindCompactionFailed: true,
+	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true,
+	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
+	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
+}
+
+// Kinds returns every valid Kind.
+func Kinds() []Kind {
+	return []Kind{
+		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
+		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload,
+		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
+		KindSessionUpdated, KindImported,
+	}
+}
+
+// Valid reports whether k is one of the kinds above.
+func (k Kind) Valid() bool { return kinds[k] }
+
+// Event is one entry of a session's log.
+type Event struct {
+	// Seq is the event's position in its session, from 1. Assigned by the
+	// log: must be 0 when appending.
+	Seq uint64 `json:"seq"`
+	// Kind says what happened.
+	Kind Kind `json:"kind"`
+	// Time is when it happened, UTC. Zero on append means now.
+	Time time.Time `json:"time"`
+	// Message is the appended message of a KindMessage event, nil on every
+	// other kind.
+	Message *history.Message `json:"message,omitempty"`
+	// Data is the kind-specific payload: empty, or one JSON value, stored
+	// and returned byte for byte.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Validate checks e as an event to append: a known kind other than
+// checkpoint, a message exactly on message events (with a known role), Data
+// empty or valid JSON, Seq 0. Errors wrap ErrInvalid.
+func (e *Event) Validate() error {
+	switch {
+	case e.Kind == "":
+		return fmt.Errorf("%w: event has no kind", ErrInvalid)
+	case !e.Kind.Valid():
+		return fmt.Errorf("%w: unknown event kind %q", ErrInvalid, e.Kind)
+	case e.Kind == KindCheckpoint:
+		return fmt.Errorf("%w: checkpoint events are written by PutCheckpoint only", ErrInvalid)
+	case e.Seq != 0:
+		return fmt.Errorf("%w: %s event has seq %d: seqs are assigned by the log", ErrInvalid, e.Kind, e.Seq)
+	case e.Kind == KindMessage && e.Message == nil:
+		return fmt.Errorf("%w: message event without a message", ErrInvalid)
+	case e.Kind != KindMessage && e.Message != nil:
+		return fmt.Errorf("%w: %s event carries a message", ErrInvalid, e.Kind)
+	case len(e.Data) > 0 && !json.Valid(e.Data):
+		return fmt.Errorf("%w: %s event data is not valid JSON", ErrInvalid, e.Kind)
+	}
+	if m := e.Message; m != nil {
+		switch m.Role {
+		case history.RoleUser, history.RoleAssistant, history.RoleTool:
+		case "":
+			return fmt.Errorf("%w: message has no role", ErrInvalid)
+		default:
+			return fmt.Errorf("%w: message role %q is not user, assistant or tool", ErrInvalid, m.Role)
+		}
+		if m.Role == history.RoleTool && m.ToolCallID == "" {
+			return fmt.Errorf("%w: tool message without tool_call_id", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Meta is a session's metadata record (key s/<session>/meta), stored as one
+// JSON document. Fields marked "log-owned" are maintained by the log and
+// ignored by PutMeta; the rest belong to the engine.
+type Meta struct {
+	// Created is when the session was created, UTC (log-owned).
+	Created time.Time `json:"created"`
+	// Updated is when the metadata was last written, UTC (log-owned).
+	Updated time.Time `json:"updated"`
+	// Model is the model id the session talks to (DESIGN.md §3 [models]).
+	Model string `json:"model,omitempty"`
+	// ContextLimit is the session's context window in tokens; 0 means the
+	// model catalog's.
+	ContextLimit uint64 `json:"context_limit,omitempty"`
+	// SystemPrompt is the session's system prompt.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// SystemPromptDigest is a digest of SystemPrompt, compared across
+	// restarts to detect a change (DESIGN.md §4).
+	SystemPromptDigest string `json:"system_prompt_digest,omitempty"`
+	// Tools is the session's tool definitions, as JSON.
+	Tools json.RawMessage `json:"tools,omitempty"`
+	// ToolsDigest is a digest of Tools (DESIGN.md §4).
+	ToolsDigest string `json:"tools_digest,omitempty"`
+	// Pinned is the session's pinned context, as JSON (DESIGN.md §4).
+	Pinned json.RawMessage `json:"pinned,omitempty"`
+	// Overlay is the TOML configuration overlay sent at creation
+	// (DESIGN.md §3), verbatim.
+	Overlay string `json:"overlay,omitempty"`
+	// Labels are free-form operator labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Extra is engine state with no field of its own yet; any JSON value.
+	Extra json.RawMessage `json:"extra,omitempty"`
+	// LatestCheckpoint is the seq of the newest checkpoint, 0 for none
+	// (log-owned).
+	LatestCheckpoint uint64 `json:"latest_checkpoint,omitempty"`
+	// Checkpoints is the number of checkpoints (log-owned).
+	Checkpoints uint64 `json:"checkpoints,omitempty"`
+}
+
+func (m *Meta) validate() error {
+	for name, raw := range map[string]json.RawMessage{"tools": m.Tools, "pinned": m.Pinned, "extra": m.Extra} {
+		if len(raw) > 0 && !json.Valid(raw) {
+			return fmt.Errorf("%w: meta %s is not valid JSON", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// Checkpoint is one compaction's result (DESIGN.md §5.6), stored at
+// s/<session>/c/<seq> where seq is that of its checkpoint event. The
+// assembled context after it is: Summary, the messages from
+// FirstRetainedSeq to SnapshotSeq, then every message after SnapshotSeq.
+type Checkpoint struct {
+	// Seq is the seq of the checkpoint's event; assigned by PutCheckpoint.
+	Seq uint64 `json:"seq"`
+	// Time is when it was committed, UTC; zero on PutCheckpoint means now.
+	Time time.Time `json:"time"`
+	// Summary is the summary text; never empty.
+	Summary string `json:"summary"`
+	// SummaryBytes is len(Summary) in bytes; set by PutCheckpoint (a
+	// different non-zero value is rejected).
+	SummaryBytes uint64 `json:"summary_bytes"`
+	// Stalled marks a checkpoint after which the context was still at or
+	// above the threshold (DESIGN.md §5.5).
+	Stalled bool `json:"stalled,omitempty"`
+	// SnapshotSeq is the last seq the summarized snapshot covered. Must
+	// exist in the log and not precede the previous checkpoint's.
+	SnapshotSeq uint64 `json:"snapshot_seq"`
+	// FirstRetainedSeq is the first retained message's seq, ≤ SnapshotSeq;
+	// 0 when nothing is retained (DESIGN.md §5.2).
+	FirstRetainedSeq uint64 `json:"first_retained_seq,omitempty"`
+	// SummarizedMessages is how many messages the summary replaces, for
+	// the "summary of N earlier messages" line (DESIGN.md §4).
+	SummarizedMessages uint64 `json:"summarized_messages,omitempty"`
+	// Binding is the name of the summarizer binding that produced it.
+	Binding string `json:"binding"`
+	// PrunedRetry says whether the pruned retry produced it (DESIGN.md §5.5).
+	PrunedRetry bool `json:"pruned_retry,omitempty"`
+	// TokensBefore and TokensAfter are the assembled context's size in
+	// tokens before and after the compaction.
+	TokensBefore uint64 `json:"tokens_before"`
+	TokensAfter  uint64 `json:"tokens_after"`
+	// Shape is the compaction shape used: "keep-tail", "simple" or
+	// "server" (DESIGN.md §3).
+	Shape string `json:"shape,omitempty"`
+	// Reason is why it ran: "auto", "manual" or "overflow".
+	Reason string `json:"reason,omitempty"`
+}
+
+// CheckpointEvent is the Data of a KindCheckpoint event: the checkpoint
+// without its summary text, so a stream of events stays small.
+type CheckpointEvent struct {
+	SummaryBytes       uint64 `json:"summary_bytes"`
+	Stalled            bool   `json:"stalled,omitempty"`
+	SnapshotSeq        uint64 `json:"snapshot_seq"`
+	FirstRetainedSeq   uint64 `json:"first_retained_seq,omitempty"`
+	SummarizedMessages uint64 `json:"summarized_messages,omitempty"`
+	Binding            string `json:"binding"`
+	PrunedRetry        bool   `json:"pruned_retry,omitempty"`
+	TokensBefore       uint64 `json:"tokens_before"`
+	TokensAfter        uint64 `json:"tokens_after"`
+	Shape              string `json:"shape,omitempty"`
+	Reason             string `json:"reason,omitempty"`
+}
+
+func (cp *Checkpoint) event() CheckpointEvent {
+	return CheckpointEvent{
+		SummaryBytes: cp.SummaryBytes, Stalled: cp.Stalled,
+		SnapshotSeq: cp.SnapshotSeq, FirstRetainedSeq: cp.FirstRetainedSeq,
+		SummarizedMessages: cp.SummarizedMessages, Binding: cp.Binding,
+		PrunedRetry: cp.PrunedRetry, TokensBefore: cp.TokensBefore,
+		TokensAfter: cp.TokensAfter, Shape: cp.Shape, Reason: cp.Reason,
+	}
+}
+
+// ValidSessionID checks a session id: 1 to 128 characters from
+// [A-Za-z0-9._-], not "." or "..". Errors wrap ErrInvalid.
+func ValidSessionID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	}
+	if len(id) > MaxSessionIDLen {
+		return fmt.Errorf("%w: session id is %d bytes, longer than %d", ErrInvalid, len(id), MaxSessionIDLen)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("%w: session id %q is reserved", ErrInvalid, id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: session id %q: character %q at byte %d is not one of [A-Za-z0-9._-]", ErrInvalid, id, c, i)
+		}
+	}
+	return nil
+}
+
+// MaxSessionIDLen is the longest session id, in bytes.
+const MaxSessionIDLen = 128
