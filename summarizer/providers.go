@@ -1,0 +1,350 @@
+package summarizer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+)
+
+// The providers a binding may name (DESIGN.md §3).
+const (
+	ProviderAnthropic  = "anthropic"
+	ProviderOpenAI     = "openai"
+	ProviderExtractive = "extractive"
+)
+
+// Default base URLs of the network providers, used when a binding leaves
+// base_url empty.
+const (
+	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	DefaultOpenAIBaseURL    = "https://api.openai.com"
+)
+
+// AnthropicVersion is the anthropic-version header sent with every
+// Anthropic request.
+const AnthropicVersion = "2023-06-01"
+
+// DefaultAnthropicMaxTokens is max_tokens of an Anthropic call when the
+// binding leaves max_output_tokens 0 (Anthropic requires the field), in
+// tokens.
+const DefaultAnthropicMaxTokens uint64 = 16384
+
+// answer is what a provider answered, before the answer checks.
+type answer struct {
+	text      string
+	toolCall  bool // a tool call block, or a tool-call stop reason
+	truncated bool // cut at the output cap
+	refused   bool // refusal or content filter
+	usage     *history.Usage
+}
+
+// callOutcome is one binding call's answer or failure, with what the
+// attempt record needs.
+type callOutcome struct {
+	ans    answer
+	status int
+	tries  int
+	err    *ProviderError
+}
+
+// apiKey reads the binding's key from its environment variable, at call
+// time only; it is never logged or stored. An unset api_key_env sends no
+// key (local servers need none).
+func apiKey(b config.Binding) (string, *ProviderError) {
+	if b.APIKeyEnv == "" {
+		return "", nil
+	}
+	key := os.Getenv(b.APIKeyEnv)
+	if key == "" {
+		return "", &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
+			Message: fmt.Sprintf("environment variable %s (api_key_env) is unset or empty", b.APIKeyEnv),
+			Err:     ErrMissingAPIKey}
+	}
+	return key, nil
+}
+
+// endpoint joins a base URL (default def) and a path; a base URL already
+// ending in /v1 is not given a second one.
+func endpoint(base, def, path string) string {
+	if base == "" {
+		base = def
+	}
+	base = strings.TrimRight(base, "/")
+	if strings.HasSuffix(base, "/v1") {
+		path = strings.TrimPrefix(path, "/v1")
+	}
+	return base + path
+}
+
+// send posts body and turns what came back into a callOutcome: the 2xx
+// body for decode, or a classified *ProviderError.
+func (s *Summarizer) send(ctx context.Context, b config.Binding, url string, h http.Header, body []byte, decode func([]byte) (answer, error)) callOutcome {
+	res, err := s.post(ctx, url, h, body)
+	out := callOutcome{status: res.status, tries: res.tries}
+	if err != nil {
+		out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassTransient,
+			Message: "no response: " + err.Error(), Err: err}
+		return out
+	}
+	if res.status < 200 || res.status > 299 {
+		out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: res.status,
+			Class: Classify(res.status, res.body), Message: errorMessage(res.body)}
+		return out
+	}
+	ans, err := decode(res.body)
+	if err != nil {
+		out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: res.status,
+			Class: Classify(res.status, res.body), Message: err.Error()}
+		return out
+	}
+	out.ans = ans
+	return out
+}
+
+// callAnthropic asks an Anthropic Messages endpoint for the summary.
+func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *Request, pruned bool) callOutcome {
+	key, perr := apiKey(b)
+	if perr != nil {
+		return callOutcome{err: perr}
+	}
+	msgs, err := req.Assemble()
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
+	}
+	ar := RenderAnthropic(req.System, req.Tools, msgs)
+	ar.Model = b.Model
+	ar.MaxTokens = b.MaxOutputTokens
+	if ar.MaxTokens == 0 {
+		ar.MaxTokens = DefaultAnthropicMaxTokens
+	}
+	if len(ar.Tools) == 0 && hasToolBlocks(&ar) {
+		flattenToolBlocks(&ar)
+	}
+	if !pruned {
+		// A breakpoint at the end of the history reads the session's cache
+		// and leaves the prompt as the only uncached input.
+		markCacheBreakpoint(&ar, len(ar.Messages)-2)
+	}
+	body, err := json.Marshal(ar)
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
+	}
+	h := http.Header{}
+	h.Set("anthropic-version", AnthropicVersion)
+	if key != "" {
+		h.Set("x-api-key", key)
+	}
+	return s.send(ctx, b, endpoint(b.BaseURL, DefaultAnthropicBaseURL, "/v1/messages"), h, body, decodeAnthropic)
+}
+
+// anthropicResponse is the part of a Messages API response we read.
+type anthropicResponse struct {
+	Type    string `json:"type"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StopReason string `json:"stop_reason"`
+	Usage      *struct {
+		InputTokens              uint64 `json:"input_tokens"`
+		CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
+		OutputTokens             uint64 `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// decodeAnthropic reads a Messages API answer: its text blocks
+// concatenated, whether it holds a tool call, and whether it was cut at
+// max_tokens (or at the context window, "model_context_window_exceeded").
+func decodeAnthropic(body []byte) (answer, error) {
+	var r anthropicResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return answer{}, fmt.Errorf("malformed Messages response: %w", err)
+	}
+	if r.Type == "error" {
+		return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
+	}
+	var a answer
+	var text strings.Builder
+	for _, c := range r.Content {
+		switch c.Type {
+		case "text":
+			text.WriteString(c.Text)
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			a.toolCall = true
+		}
+	}
+	a.text = text.String()
+	switch r.StopReason {
+	case "tool_use":
+		a.toolCall = true
+	case "max_tokens", "model_context_window_exceeded", "pause_turn":
+		a.truncated = true
+	case "refusal":
+		a.refused = true
+	}
+	if u := r.Usage; u != nil {
+		a.usage = &history.Usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+			CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+	}
+	return a, nil
+}
+
+// isOpenAIHost reports whether base is OpenAI's own API (or empty, which
+// means it), the one endpoint that wants max_completion_tokens.
+func isOpenAIHost(base string) bool {
+	if base == "" {
+		return true
+	}
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+}
+
+// callOpenAI asks a Chat Completions endpoint for the summary.
+func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Request) callOutcome {
+	key, perr := apiKey(b)
+	if perr != nil {
+		return callOutcome{err: perr}
+	}
+	msgs, err := req.Assemble()
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
+	}
+	or := RenderOpenAI(req.System, req.Tools, msgs)
+	or.Model = b.Model
+	// No cap configured: let the server use what the window leaves, rather
+	// than ask for more than a small local model's window and be refused.
+	if b.MaxOutputTokens > 0 {
+		if isOpenAIHost(b.BaseURL) {
+			or.MaxCompletionTokens = b.MaxOutputTokens
+		} else {
+			or.MaxTokens = b.MaxOutputTokens
+		}
+	}
+	body, err := json.Marshal(or)
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
+	}
+	h := http.Header{}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/chat/completions"), h, body, decodeOpenAI)
+}
+
+// openAIResponse is the part of a Chat Completions response we read.
+type openAIResponse struct {
+	Choices []struct {
+		Message struct {
+			Content      json.RawMessage   `json:"content"`
+			ToolCalls    []json.RawMessage `json:"tool_calls"`
+			FunctionCall json.RawMessage   `json:"function_call"`
+			Refusal      *string           `json:"refusal"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Error json.RawMessage `json:"error"`
+	Usage *struct {
+		PromptTokens        uint64 `json:"prompt_tokens"`
+		CompletionTokens    uint64 `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens uint64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
+}
+
+// decodeOpenAI reads a Chat Completions answer: the first choice's text
+// (a string or text parts), whether it calls a tool, whether it stopped at
+// the output cap (finish_reason "length").
+func decodeOpenAI(body []byte) (answer, error) {
+	var r openAIResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return answer{}, fmt.Errorf("malformed Chat Completions response: %w", err)
+	}
+	if len(r.Choices) == 0 {
+		if len(r.Error) > 0 && !bytes.Equal(r.Error, []byte("null")) {
+			return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
+		}
+		return answer{}, fmt.Errorf("response has no choices")
+	}
+	c := r.Choices[0]
+	var a answer
+	a.text = openAIText(c.Message.Content)
+	if len(c.Message.ToolCalls) > 0 || (len(c.Message.FunctionCall) > 0 && !bytes.Equal(c.Message.FunctionCall, []byte("null"))) {
+		a.toolCall = true
+	}
+	if c.Message.Refusal != nil && *c.Message.Refusal != "" {
+		a.refused = true
+	}
+	switch c.FinishReason {
+	case "length":
+		a.truncated = true
+	case "tool_calls", "function_call":
+		a.toolCall = true
+	case "content_filter":
+		a.refused = true
+	}
+	if u := r.Usage; u != nil {
+		var cached uint64
+		if u.PromptTokensDetails != nil {
+			cached = min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
+		}
+		// history.Usage counts input apart from cache reads, as Anthropic
+		// does; OpenAI's prompt_tokens includes the cached ones.
+		a.usage = &history.Usage{InputTokens: u.PromptTokens - cached, CacheReadInputTokens: cached, OutputTokens: u.CompletionTokens}
+	}
+	return a, nil
+}
+
+// openAIText reads message content that is a string, an array of text
+// parts, or null.
+func openAIText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Type == "text" || p.Type == "output_text" {
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// checkAnswer applies the answer checks (DESIGN.md §3, §5.3): a tool call,
+// an empty answer, a cut answer, a refusal or an answer over maxBytes fails
+// the binding. It returns the sentinel of the first failed check, or nil.
+func checkAnswer(a answer, maxBytes uint64) error {
+	switch {
+	case a.toolCall:
+		return ErrToolCallAnswer
+	case a.truncated:
+		return ErrAnswerTruncated
+	case a.refused:
+		return ErrAnswerRefused
+	case strings.TrimSpace(a.text) == "":
+		return ErrEmptyAnswer
+	case uint64(len(a.text)) > maxBytes:
+		return fmt.Errorf("%w: %d bytes > %d", ErrAnswerTooLarge, len(a.text), maxBytes)
+	}
+	return nil
+}

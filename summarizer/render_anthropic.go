@@ -1,0 +1,271 @@
+package summarizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// AnthropicRequest is the body of an Anthropic Messages API request
+// (POST /v1/messages). RenderAnthropic fills System, Tools and Messages;
+// Model and MaxTokens are set by whoever sends it.
+type AnthropicRequest struct {
+	Model     string             `json:"model,omitempty"`
+	MaxTokens uint64             `json:"max_tokens,omitempty"`
+	System    string             `json:"system,omitempty"`
+	Tools     []AnthropicTool    `json:"tools,omitempty"`
+	Messages  []AnthropicMessage `json:"messages"`
+}
+
+// AnthropicTool is one tool definition in Anthropic's shape.
+type AnthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// AnthropicMessage is one message of an Anthropic request: role "user" or
+// "assistant".
+type AnthropicMessage struct {
+	Role    string           `json:"role"`
+	Content []AnthropicBlock `json:"content"`
+}
+
+// AnthropicBlock is one content block of an Anthropic message. Which fields
+// are set depends on Type: "text" (Text), "thinking" (Thinking, Signature),
+// "redacted_thinking" (Data), "tool_use" (ID, Name, Input), "tool_result"
+// (ToolUseID, Content, IsError), "image" (Source).
+type AnthropicBlock struct {
+	Type      string           `json:"type"`
+	Text      string           `json:"text,omitempty"`
+	Thinking  string           `json:"thinking,omitempty"`
+	Signature string           `json:"signature,omitempty"`
+	Data      string           `json:"data,omitempty"`
+	ID        string           `json:"id,omitempty"`
+	Name      string           `json:"name,omitempty"`
+	Input     json.RawMessage  `json:"input,omitempty"`
+	ToolUseID string           `json:"tool_use_id,omitempty"`
+	Content   []AnthropicBlock `json:"content,omitempty"`
+	IsError   bool             `json:"is_error,omitempty"`
+	Source    *AnthropicSource `json:"source,omitempty"`
+	// CacheControl marks a prompt-cache breakpoint.
+	CacheControl *AnthropicCacheControl `json:"cache_control,omitempty"`
+}
+
+// AnthropicSource is the source of an image block: base64 data.
+type AnthropicSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// AnthropicCacheControl is a prompt-cache breakpoint, {"type":"ephemeral"}.
+type AnthropicCacheControl struct {
+	Type string `json:"type"`
+}
+
+// emptyObject is the input of a call recorded without one, and the schema of
+// a tool defined without one: Anthropic requires both to be objects.
+var emptyObject = json.RawMessage(`{}`)
+
+// RenderAnthropic renders a system prompt, tool definitions and canonical
+// messages (DESIGN.md §2) as an Anthropic Messages request:
+//
+//   - the system prompt is the top-level "system";
+//   - tool definitions become Anthropic tool definitions (a missing schema
+//     becomes {"type":"object"});
+//   - assistant tool_call blocks become tool_use blocks; thinking blocks keep
+//     their signature, redacted_thinking its data;
+//   - each tool message becomes a tool_result block in a user message, and
+//     consecutive tool results are merged into one user message, as the API
+//     requires; the result's text and image blocks are kept, json blocks
+//     become text holding the JSON;
+//   - image blocks with base64 data become image blocks; an image stored as
+//     an artifact becomes a text line naming its artifact:// URI;
+//   - json blocks outside tool results become text holding the JSON.
+//
+// Messages are rendered in order and nothing is dropped, so a longer history
+// renders to an extension of a shorter one's rendering (DESIGN.md §4). The
+// caller sets Model and MaxTokens. RenderAnthropic does not validate the
+// history; see CheckClosed.
+func RenderAnthropic(system string, tools []history.ToolDef, msgs []history.Message) AnthropicRequest {
+	out := AnthropicRequest{System: system, Messages: []AnthropicMessage{}}
+	for _, t := range tools {
+		schema := t.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		out.Tools = append(out.Tools, AnthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case history.RoleTool:
+			res := AnthropicBlock{
+				Type:      "tool_result",
+				ToolUseID: m.ToolCallID,
+				IsError:   m.IsError,
+				Content:   anthropicResultContent(m.Content),
+			}
+			// Consecutive results of one round share one user message.
+			if n := len(out.Messages); n > 0 && allToolResults(out.Messages[n-1]) {
+				out.Messages[n-1].Content = append(out.Messages[n-1].Content, res)
+				continue
+			}
+			out.Messages = append(out.Messages, AnthropicMessage{Role: "user", Content: []AnthropicBlock{res}})
+		default:
+			role := "user"
+			if m.Role == history.RoleAssistant {
+				role = "assistant"
+			}
+			blocks := make([]AnthropicBlock, 0, len(m.Content))
+			for _, b := range m.Content {
+				// The API rejects empty text blocks; one beside other
+				// blocks carries nothing.
+				if b.Type == history.BlockText && b.Text == "" && len(m.Content) > 1 {
+					continue
+				}
+				blocks = append(blocks, anthropicBlock(b))
+			}
+			out.Messages = append(out.Messages, AnthropicMessage{Role: role, Content: blocks})
+		}
+	}
+	return out
+}
+
+// allToolResults reports whether m is a user message made only of
+// tool_result blocks.
+func allToolResults(m AnthropicMessage) bool {
+	if m.Role != "user" || len(m.Content) == 0 {
+		return false
+	}
+	for _, b := range m.Content {
+		if b.Type != "tool_result" {
+			return false
+		}
+	}
+	return true
+}
+
+// anthropicBlock renders one block of a user or assistant message.
+func anthropicBlock(b history.Block) AnthropicBlock {
+	switch b.Type {
+	case history.BlockThinking:
+		return AnthropicBlock{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
+	case history.BlockRedactedThinking:
+		return AnthropicBlock{Type: "redacted_thinking", Data: b.Data}
+	case history.BlockToolCall:
+		in := b.Input
+		if len(in) == 0 {
+			in = emptyObject
+		}
+		return AnthropicBlock{Type: "tool_use", ID: b.ID, Name: b.Name, Input: in}
+	case history.BlockImage:
+		return anthropicImage(b)
+	case history.BlockJSON:
+		return AnthropicBlock{Type: "text", Text: string(b.JSON)}
+	default:
+		return AnthropicBlock{Type: "text", Text: b.Text}
+	}
+}
+
+// anthropicImage renders an image block: inline base64, or a text line when
+// the image was moved to the artifact store.
+func anthropicImage(b history.Block) AnthropicBlock {
+	if b.Data == "" {
+		return AnthropicBlock{Type: "text", Text: fmt.Sprintf("[image %s stored at %s]", b.MediaType, b.Artifact)}
+	}
+	return AnthropicBlock{Type: "image", Source: &AnthropicSource{Type: "base64", MediaType: b.MediaType, Data: b.Data}}
+}
+
+// anthropicResultContent renders a tool result's blocks as tool_result
+// content: text and image blocks; anything else as text.
+func anthropicResultContent(blocks []history.Block) []AnthropicBlock {
+	out := make([]AnthropicBlock, 0, len(blocks))
+	for _, b := range blocks {
+		switch b.Type {
+		case history.BlockImage:
+			out = append(out, anthropicImage(b))
+		case history.BlockJSON:
+			out = append(out, AnthropicBlock{Type: "text", Text: string(b.JSON)})
+		case history.BlockToolCall:
+			out = append(out, AnthropicBlock{Type: "text", Text: string(b.Input)})
+		default:
+			if b.Text == "" {
+				continue // the API rejects empty text blocks
+			}
+			out = append(out, AnthropicBlock{Type: "text", Text: b.Text})
+		}
+	}
+	return out
+}
+
+// flattenToolBlocks rewrites tool_use and tool_result blocks of r as text
+// blocks. The pruned retry drops the tool definitions, and Anthropic-format
+// endpoints (Bedrock among them) reject tool blocks in a request that
+// defines no tools; as text the calls and results keep their meaning.
+func flattenToolBlocks(r *AnthropicRequest) {
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		for j := range m.Content {
+			b := &m.Content[j]
+			switch b.Type {
+			case "tool_use":
+				*b = AnthropicBlock{Type: "text", Text: fmt.Sprintf("[tool call %s id=%s input=%s]", b.Name, b.ID, b.Input)}
+			case "tool_result":
+				var sb strings.Builder
+				fmt.Fprintf(&sb, "[tool result id=%s", b.ToolUseID)
+				if b.IsError {
+					sb.WriteString(" error")
+				}
+				sb.WriteString("]")
+				for _, c := range b.Content {
+					sb.WriteString("\n")
+					if c.Type == "image" && c.Source != nil {
+						fmt.Fprintf(&sb, "[image %s, %d base64 bytes omitted]", c.Source.MediaType, len(c.Source.Data))
+						continue
+					}
+					sb.WriteString(c.Text)
+				}
+				*b = AnthropicBlock{Type: "text", Text: sb.String()}
+			}
+		}
+	}
+}
+
+// hasToolBlocks reports whether r carries a tool_use or tool_result block.
+func hasToolBlocks(r *AnthropicRequest) bool {
+	for _, m := range r.Messages {
+		for _, b := range m.Content {
+			if b.Type == "tool_use" || b.Type == "tool_result" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// markCacheBreakpoint puts a cache_control breakpoint on the last cacheable
+// block of message i, so the summarizer call reads the session's cached
+// prefix and the prompt after it is the only new input. Thinking blocks
+// cannot carry cache_control; an empty text block cannot either.
+func markCacheBreakpoint(r *AnthropicRequest, i int) {
+	if i < 0 || i >= len(r.Messages) {
+		return
+	}
+	c := r.Messages[i].Content
+	for j := len(c) - 1; j >= 0; j-- {
+		switch c[j].Type {
+		case "thinking", "redacted_thinking":
+			continue
+		case "text":
+			if c[j].Text == "" {
+				continue
+			}
+		}
+		c[j].CacheControl = &AnthropicCacheControl{Type: "ephemeral"}
+		return
+	}
+}
