@@ -38,34 +38,46 @@ type doc struct {
 	pos map[string]pos
 	// tables is the set of authored top-level tables.
 	tables map[string]bool
+	// leaves maps each key given a value to its position, to catch
+	// duplicates.
+	leaves map[string]pos
 	// models lists the authored [models."<id>"] entries in order.
 	models []string
 	// problems found while reading.
 	problems []Problem
-	// fatalLine is the first line whose value could not be decoded (a type
-	// or syntax error), 0 if none: go-toml stops there, so keys at or after
-	// it keep their defaults and their rules are not checked.
-	fatalLine int
+	// bad lists the key paths whose values cannot be decoded (wrong type,
+	// out of range, duplicate); blanks are the byte ranges of the
+	// expressions holding them, which decode replaces with spaces so that
+	// go-toml decodes everything else. Their tables keep defaults for those
+	// keys and are not rule-checked (no spurious follow-up problems).
+	bad    []string
+	blanks []unstable.Range
+	// expr is the top-level key-value being scanned; valid when inExpr.
+	expr   unstable.Range
+	inExpr bool
+	// broken is set when go-toml could not decode the document (a syntax
+	// error, a header of the wrong type): nothing in it is rule-checked.
+	broken bool
 }
 
-// fatalAt records that decoding cannot be trusted from line on.
-func (d *doc) fatalAt(line int) {
-	if line < 1 {
-		line = 1
-	}
-	if d.fatalLine == 0 || line < d.fatalLine {
-		d.fatalLine = line
+// markBad records that the value at path cannot be decoded.
+func (d *doc) markBad(path string) {
+	d.bad = append(d.bad, path)
+	if d.inExpr {
+		d.blanks = append(d.blanks, d.expr)
+	} else {
+		d.broken = true
 	}
 }
 
 // reliable reports whether every key this document authored under path
 // (a table or model entry) was decoded.
 func (d *doc) reliable(path string) bool {
-	if d.fatalLine == 0 {
-		return true
+	if d.broken {
+		return false
 	}
-	for k, p := range d.pos {
-		if (k == path || strings.HasPrefix(k, path+".") || strings.HasPrefix(k, path+"[")) && p.line >= d.fatalLine {
+	for _, k := range d.bad {
+		if k == path || strings.HasPrefix(k, path+".") || strings.HasPrefix(k, path+"[") {
 			return false
 		}
 	}
@@ -81,6 +93,7 @@ func newDoc(file string, data []byte, root reflect.Type) *doc {
 		lines:  []int{0},
 		pos:    map[string]pos{},
 		tables: map[string]bool{},
+		leaves: map[string]pos{},
 	}
 	for i, b := range data {
 		if b == '\n' {
@@ -148,7 +161,9 @@ func (d *doc) scan() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.KeyValue:
+			d.expr, d.inExpr = e.Raw, true
 			d.keyValue(cur, e)
+			d.inExpr = false
 		case unstable.Table, unstable.ArrayTable:
 			cur = d.header(e, arrays)
 		}
@@ -156,7 +171,7 @@ func (d *doc) scan() {
 	if p.Error() != nil {
 		// decode reports the syntax error with go-toml's position; keys
 		// after it were never seen, so nothing in this file is checked.
-		d.fatalAt(1)
+		d.broken = true
 	}
 }
 
@@ -200,9 +215,11 @@ func (d *doc) header(e *unstable.Node, arrays map[string]int) scope {
 				t = t.Elem()
 			case last:
 				d.problem(first, path, "is an array of tables: write [[%s]]", path)
+				d.broken = true
 				t = nil
 			case arrays[path] == 0:
 				d.problem(first, path, "no [[%s]] entry precedes this table", path)
+				d.broken = true
 				t = nil
 			default:
 				path = indexPath(path, arrays[path]-1)
@@ -212,11 +229,13 @@ func (d *doc) header(e *unstable.Node, arrays map[string]int) scope {
 		}
 		if last && e.Kind == unstable.ArrayTable {
 			d.problem(first, path, "is not an array of tables: write [%s]", path)
+			d.broken = true
 			t = nil
 			continue
 		}
 		if !isTable(t) {
 			d.problem(first, path, "expected %s, got a table", typeName(t))
+			d.broken = true
 			t = nil
 		}
 	}
@@ -255,12 +274,18 @@ func (d *doc) keyValue(sc scope, e *unstable.Node) {
 		t = ft
 		if !it.IsLast() && !isTable(t) {
 			d.problem(first, path, "expected %s, got a table", typeName(t))
-			d.fatalAt(first.line)
+			d.markBad(path)
 			d.author(segs)
 			return
 		}
 	}
 	d.author(segs)
+	if prev, dup := d.leaves[path]; dup {
+		d.problem(first, path, "already set on line %d: a key may appear once", prev.line)
+		d.markBad(path)
+		return
+	}
+	d.leaves[path] = first
 	d.value(t, e.Value(), path, segs, first)
 }
 
@@ -272,7 +297,7 @@ func (d *doc) value(t reflect.Type, v *unstable.Node, path string, segs []string
 	}
 	mismatch := func() {
 		d.problem(kp, path, "expected %s, got %s", typeName(t), kindName(v.Kind))
-		d.fatalAt(kp.line)
+		d.markBad(path)
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -292,13 +317,13 @@ func (d *doc) value(t reflect.Type, v *unstable.Node, path string, segs []string
 		switch {
 		case err != nil:
 			d.problem(kp, path, "integer out of range")
-			d.fatalAt(kp.line)
+			d.markBad(path)
 		case n < 0:
 			d.problem(kp, path, "must not be negative (got %d)", n)
-			d.fatalAt(kp.line)
+			d.markBad(path)
 		case t.Kind() == reflect.Uint32 && n > math.MaxUint32:
 			d.problem(kp, path, "out of range: at most %d", uint64(math.MaxUint32))
-			d.fatalAt(kp.line)
+			d.markBad(path)
 		}
 	case reflect.Float64:
 		if v.Kind != unstable.Float && v.Kind != unstable.Integer {
@@ -336,7 +361,18 @@ func (d *doc) value(t reflect.Type, v *unstable.Node, path string, segs []string
 // decode fills into (a pointer to a struct of type d.root) with go-toml's
 // strict decoder and keeps the problems scan did not already report.
 func (d *doc) decode(into any) {
-	dec := toml.NewDecoder(bytes.NewReader(d.data))
+	data := d.data
+	if len(d.blanks) > 0 {
+		data = bytes.Clone(d.data)
+		for _, r := range d.blanks {
+			for i := r.Offset; i < r.Offset+r.Length && int(i) < len(data); i++ {
+				if data[i] != '\n' && data[i] != '\r' {
+					data[i] = ' '
+				}
+			}
+		}
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(into)
 	if err == nil {
@@ -361,13 +397,13 @@ func (d *doc) decode(into any) {
 		}
 	case errors.As(err, &de):
 		l, c := de.Position()
-		d.fatalAt(l)
+		d.broken = true
 		if seenLine[l] {
 			return
 		}
 		d.problem(pos{l, c}, keyPath(de.Key()...), "%s", strings.TrimPrefix(de.Error(), "toml: "))
 	default:
-		d.fatalAt(1)
+		d.broken = true
 		if len(d.problems) == 0 {
 			d.problem(pos{1, 1}, "", "%v", err)
 		}
