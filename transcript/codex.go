@@ -17,28 +17,29 @@ type codexLine struct {
 	Payload   json.RawMessage `json:"payload"`
 }
 
-// codexPayload holds the payload fields of every line type the importer
-// reads; which are set depends on the line and payload type.
+// codexPayload holds the payload fields the importer reads. Each line type
+// is decoded into the struct its payload has: the same field name means
+// different things in different payloads (turn_context "summary" is a
+// setting, reasoning "summary" a list).
 type codexPayload struct {
 	Type string `json:"type"`
-	// turn_context
-	Model string `json:"model"`
 	// response_item message
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	// reasoning
-	Summary []struct {
-		Text string `json:"text"`
-	} `json:"summary"`
-	EncryptedContent string `json:"encrypted_content"`
+	Summary          json.RawMessage `json:"summary"`
+	EncryptedContent string          `json:"encrypted_content"`
 	// function_call, custom_tool_call, local_shell_call and their outputs
 	Name      string          `json:"name"`
-	Arguments string          `json:"arguments"`
-	Input     string          `json:"input"`
+	Arguments json.RawMessage `json:"arguments"`
+	Input     json.RawMessage `json:"input"`
 	Action    json.RawMessage `json:"action"`
 	CallID    string          `json:"call_id"`
 	Output    json.RawMessage `json:"output"`
-	// event_msg token_count
+}
+
+// codexTokenCount is the payload of an event_msg token_count.
+type codexTokenCount struct {
 	Info *struct {
 		LastTokenUsage *struct {
 			InputTokens       uint64 `json:"input_tokens"`
@@ -48,8 +49,6 @@ type codexPayload struct {
 		} `json:"last_token_usage"`
 		ModelContextWindow uint64 `json:"model_context_window"`
 	} `json:"info"`
-	// compacted
-	Message string `json:"message"`
 }
 
 type codexContentItem struct {
@@ -169,53 +168,90 @@ func (s *codexState) line(text []byte) error {
 	if err := json.Unmarshal(text, &l); err != nil {
 		return err
 	}
-	var p codexPayload
-	if len(l.Payload) > 0 && string(l.Payload) != "null" {
-		if err := json.Unmarshal(l.Payload, &p); err != nil {
-			return fmt.Errorf("%s payload: %w", l.Type, err)
-		}
+	if len(l.Payload) == 0 || string(l.Payload) == "null" {
+		return nil
 	}
 	at := parseTime(l.Timestamp)
 	b := s.b
+	bad := func(err error) error { return fmt.Errorf("%s payload: %w", l.Type, err) }
 	switch l.Type {
 	case "turn_context":
+		var p struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return bad(err)
+		}
 		if p.Model != "" {
 			b.t.Model = p.Model
 		}
 	case "compacted":
+		var p struct {
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return bad(err)
+		}
 		s.cur = -1
 		b.compaction(s.lastTotal, p.Message, "")
 	case "event_msg":
-		if p.Type != "token_count" || p.Info == nil {
+		var kind struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(l.Payload, &kind); err != nil {
+			return bad(err)
+		}
+		if kind.Type != "token_count" {
+			// user_message, agent_message and agent_reasoning repeat
+			// response items; the response items are the record.
 			return nil
 		}
-		if p.Info.ModelContextWindow > 0 {
-			b.t.ContextLimit = p.Info.ModelContextWindow
+		var p codexTokenCount
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return bad(err)
 		}
-		u := p.Info.LastTokenUsage
-		if u == nil {
-			return nil
-		}
-		s.lastTotal = u.TotalTokens
-		if s.lastTotal == 0 {
-			s.lastTotal = u.InputTokens + u.OutputTokens
-		}
-		// The response is complete; its usage is reported once. A repeated
-		// token_count (Codex writes one at some turn boundaries too) finds
-		// the usage already set and is ignored.
-		s.cur = -1
-		if s.last >= 0 && b.t.Messages[s.last].Usage == nil {
-			cached := min(u.CachedInputTokens, u.InputTokens)
-			b.t.Messages[s.last].Usage = usage(history.Usage{
-				InputTokens:          u.InputTokens - cached,
-				CacheReadInputTokens: cached,
-				OutputTokens:         u.OutputTokens,
-			})
-		}
+		s.tokenCount(p)
 	case "response_item":
+		var p codexPayload
+		if err := json.Unmarshal(l.Payload, &p); err != nil {
+			return bad(err)
+		}
 		return s.item(p, at)
 	}
 	return nil
+}
+
+// tokenCount applies a token_count event: the context window, and the
+// usage of the response it follows.
+func (s *codexState) tokenCount(p codexTokenCount) {
+	b := s.b
+	if p.Info == nil {
+		return
+	}
+	if p.Info.ModelContextWindow > 0 {
+		b.t.ContextLimit = p.Info.ModelContextWindow
+	}
+	u := p.Info.LastTokenUsage
+	if u == nil {
+		return
+	}
+	s.lastTotal = u.TotalTokens
+	if s.lastTotal == 0 {
+		s.lastTotal = u.InputTokens + u.OutputTokens
+	}
+	// The response is complete; its usage is reported once. A repeated
+	// token_count (Codex writes one at some turn boundaries too) finds the
+	// usage already set and is ignored. Codex's input_tokens include the
+	// cached ones; the canonical InputTokens does not.
+	s.cur = -1
+	if s.last >= 0 && b.t.Messages[s.last].Usage == nil {
+		cached := min(u.CachedInputTokens, u.InputTokens)
+		b.t.Messages[s.last].Usage = usage(history.Usage{
+			InputTokens:          u.InputTokens - cached,
+			CacheReadInputTokens: cached,
+			OutputTokens:         u.OutputTokens,
+		})
+	}
 }
 
 func (s *codexState) item(p codexPayload, at time.Time) error {
@@ -242,8 +278,16 @@ func (s *codexState) item(p codexPayload, at time.Time) error {
 			b.addSystem(strings.Join(texts, "\n\n"))
 		}
 	case "reasoning":
+		var summary []struct {
+			Text string `json:"text"`
+		}
+		if len(p.Summary) > 0 && string(p.Summary) != "null" {
+			if err := json.Unmarshal(p.Summary, &summary); err != nil {
+				return fmt.Errorf("reasoning summary: %w", err)
+			}
+		}
 		var texts []string
-		for _, sm := range p.Summary {
+		for _, sm := range summary {
 			if sm.Text != "" {
 				texts = append(texts, sm.Text)
 			}
@@ -259,15 +303,14 @@ func (s *codexState) item(p codexPayload, at time.Time) error {
 		if p.CallID == "" {
 			return errors.New("function_call without call_id")
 		}
-		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: argumentsJSON(p.Arguments)}}, at)
+		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: stringOrJSON(p.Arguments, true)}}, at)
 	case "custom_tool_call":
 		if p.CallID == "" {
 			return errors.New("custom_tool_call without call_id")
 		}
 		// A freeform tool's input is raw text (apply_patch): kept as a JSON
 		// string.
-		in, _ := json.Marshal(p.Input)
-		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: in}}, at)
+		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: stringOrJSON(p.Input, false)}}, at)
 	case "local_shell_call":
 		if p.CallID == "" {
 			return errors.New("local_shell_call without call_id")
@@ -296,4 +339,19 @@ func (s *codexState) assistantBlocks(blocks []history.Block, at time.Time) {
 		return
 	}
 	s.b.extend(s.cur, blocks)
+}
+
+// stringOrJSON returns the input of a call given as a JSON string or as any
+// JSON value. A string is parsed as JSON text when parse is set (function
+// arguments), else kept as a JSON string (freeform input).
+func stringOrJSON(raw json.RawMessage, parse bool) json.RawMessage {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		if parse {
+			return argumentsJSON(str)
+		}
+		out, _ := json.Marshal(str)
+		return out
+	}
+	return validJSON(raw)
 }
