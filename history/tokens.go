@@ -29,19 +29,20 @@ import (
 // by about one token per chunk.
 const MaxCountBytes = 64 << 10
 
-// Fixed overheads, in o200k tokens, calibrated on the Claude Code corpus
-// (docs/decisions.md "Token estimation"): what a provider's chat format adds
-// around each message (role markers, separators) and each content block
-// (block type, delimiters), beside the block's own text.
+// Fixed overheads, in o200k tokens, fitted on the growth between consecutive
+// responses of the Claude Code corpus (docs/decisions.md "Token estimation"):
+// what a provider's chat format adds around each message (role markers,
+// separators) and each content block (block type, delimiters), beside the
+// block's own text.
 const (
 	MessageOverheadTokens = 4
 	BlockOverheadTokens   = 3
 	// ToolCallOverheadTokens is a tool_call block's extra framing beside its
 	// id, name and input (the call's wrapper and parameter markup).
-	ToolCallOverheadTokens = 12
+	ToolCallOverheadTokens = 20
 	// ToolResultOverheadTokens is a tool message's extra framing beside its
 	// call id and content (the result's wrapper).
-	ToolResultOverheadTokens = 6
+	ToolResultOverheadTokens = 10
 )
 
 // ImageTokens is the estimate for one image block, in tokens, whatever its
