@@ -497,7 +497,11 @@ func suggest(t reflect.Type, seg string) string {
 		if name == "" {
 			continue
 		}
-		if dist := editDistance(seg, name); dist < bestD {
+		dist := editDistance(seg, name)
+		if len(seg) >= 4 && (strings.HasPrefix(name, seg) || strings.HasPrefix(seg, name)) {
+			dist = min(dist, 2) // "timeout" for "timeout_ms"
+		}
+		if dist < bestD {
 			best, bestD = name, dist
 		}
 	}
