@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -48,6 +49,23 @@ type Committer struct {
 	batchCount int64 // soft limit of one group transaction, entries
 	maxSize    int64 // hard limit of one call, bytes
 	maxCount   int64 // hard limit of one call, entries
+
+	calls  atomic.Uint64
+	groups atomic.Uint64
+}
+
+// Stats counts a Committer's work since it started.
+type Stats struct {
+	// Calls is the number of Commit calls committed (successfully or not).
+	Calls uint64
+	// Groups is the number of badger transactions (and syncs) they took.
+	// Calls/Groups is the group-commit factor.
+	Groups uint64
+}
+
+// Stats returns the counts so far.
+func (c *Committer) Stats() Stats {
+	return Stats{Calls: c.calls.Load(), Groups: c.groups.Load()}
 }
 
 type request struct {
@@ -194,6 +212,7 @@ func (c *Committer) run() {
 // member. Should badger still find the group too big (the estimate is
 // conservative, so this is not expected), each member is committed alone.
 func (c *Committer) commit(batch []*request) {
+	c.groups.Add(1)
 	err := c.commitTxn(batch)
 	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
 		for _, r := range batch {
@@ -204,6 +223,7 @@ func (c *Committer) commit(batch []*request) {
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		err = fmt.Errorf("%w: %w", ErrTooLarge, err)
 	}
+	c.calls.Add(uint64(len(batch)))
 	for _, r := range batch {
 		r.errc <- err
 	}

@@ -107,9 +107,11 @@ func Open(dir string, opts Options) (*badger.DB, error) {
 }
 
 // OpenInMemory opens an in-memory badger database with the same profile and
-// badger's logger off, for tests.
+// badger's logger off, for tests. In memory there is no value log: every
+// value is inline and badger caps a value at the value threshold, which is
+// raised to badger's maximum (1 MiB) here.
 func OpenInMemory() (*badger.DB, error) {
-	o := BadgerOptions("", Options{}).WithInMemory(true).WithLogger(nil)
+	o := BadgerOptions("", Options{}).WithInMemory(true).WithLogger(nil).WithValueThreshold(1 << 20)
 	db, err := badger.Open(o)
 	if err != nil {
 		return nil, fmt.Errorf("open in-memory store: %w", err)
