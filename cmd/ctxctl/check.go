@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctxd/ctxd/config"
+)
+
+// checkCommand is `ctxctl check [--config FILE]... [--agent-file FILE]
+// [--json]`: it validates the layered configuration (DESIGN.md §3) and the
+// compaction.md agent file (§5.4), like `nginx -t`.
+func checkCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "validate the configuration and print every problem",
+		UsageText: "ctxctl check [--config FILE]... [--agent-file FILE] [--json]\n\n" +
+			"Layers, lowest first: built-in defaults, " + config.SystemPath + ",\n" +
+			"$XDG_CONFIG_HOME/ctxd/config.toml (default ~/.config), then each --config\n" +
+			"in order. Problems print as FILE:LINE:COL: KEY: message on stderr.\n" +
+			"Exit status: 0 valid, 1 invalid, 2 usage error.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "config", Usage: "a configuration `FILE` layered above the system and user files; repeat for more"},
+			&cli.StringFlag{Name: "agent-file", Usage: "the compaction.md `FILE` to check (default: compaction.agent_file)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the effective configuration as JSON on stdout"},
+		},
+		Action: func(c *cli.Context) error { return runCheck(c, e) },
+	}
+}
+
+// checkOutput is the --json document: the effective configuration with TOML
+// key names and "sources" (from config.Config), plus derived values. Fields
+// are only ever added.
+type checkOutput struct {
+	config.Config
+	Effective effectiveValues `json:"effective"`
+}
+
+// effectiveValues are values ctxd derives from the configuration.
+type effectiveValues struct {
+	// Exactly one of the two threshold fields is present.
+	ThresholdPercent      *uint64 `json:"threshold_percent,omitempty"`
+	ThresholdBufferTokens *uint64 `json:"threshold_buffer_tokens,omitempty"`
+	// AgentFile is the compaction.md in effect, if any.
+	AgentFile string `json:"agent_file,omitempty"`
+	// SummarizerTimeoutMS is each summarizer call's timeout (§5.4).
+	SummarizerTimeoutMS int64 `json:"summarizer_timeout_ms"`
+}
+
+func runCheck(c *cli.Context, e *env) error {
+	if c.NArg() != 0 {
+		return usagef("check takes no arguments, got %q (flags must come before arguments)", c.Args().Slice())
+	}
+	opts := config.Options{
+		SystemPath: e.systemConfig,
+		UserPath:   config.UserPath(e.getenv),
+		Files:      c.StringSlice("config"),
+	}
+	cfg, warnings, err := config.Load(opts)
+	var problems []config.Problem
+	if err != nil {
+		var cerr *config.Error
+		if !errors.As(err, &cerr) {
+			return err
+		}
+		problems = append(problems, cerr.Problems...)
+	}
+
+	agentPath := c.String("agent-file")
+	if agentPath == "" && err == nil {
+		agentPath = cfg.Compaction.AgentFile
+	}
+	var agent *config.AgentFile
+	if agentPath != "" {
+		a, aerr := config.LoadAgentFile(agentPath)
+		var cerr *config.Error
+		switch {
+		case aerr == nil:
+			agent = &a
+		case errors.As(aerr, &cerr):
+			problems = append(problems, cerr.Problems...)
+		default:
+			return aerr
+		}
+	}
+
+	for _, w := range warnings {
+		w.Message = "warning: " + w.Message
+		fmt.Fprintln(e.stderr, w.String())
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(e.stderr, p.String())
+		}
+		fmt.Fprintf(e.stderr, "ctxctl check: %d %s\n", len(problems), plural(len(problems), "problem", "problems"))
+		return exitError{code: exitFailure}
+	}
+
+	if c.Bool("json") {
+		out := checkOutput{Config: cfg}
+		if t := cfg.ContextCompaction.Trigger; t.Percent > 0 {
+			out.Effective.ThresholdPercent = &t.Percent
+		} else {
+			out.Effective.ThresholdBufferTokens = &t.BufferTokens
+		}
+		out.Effective.AgentFile = agentPath
+		out.Effective.SummarizerTimeoutMS = config.SummarizerTimeout(agent).Milliseconds()
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+	}
+	fmt.Fprintf(e.stderr, "ctxctl check: OK (%s)\n", describeLayers(opts, agentPath))
+	return nil
+}
+
+// describeLayers names the sources checked, lowest first: the system and
+// user files that exist, then each --config file.
+func describeLayers(opts config.Options, agentPath string) string {
+	var files []string
+	for _, f := range []string{opts.SystemPath, opts.UserPath} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f)
+		}
+	}
+	files = append(files, opts.Files...)
+	s := "built-in defaults only"
+	if len(files) > 0 {
+		s = "checked " + strings.Join(files, ", ")
+	}
+	if agentPath != "" {
+		s += "; agent file " + agentPath
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/config")
+
+// ctxctl runs ctxctl in-process from the repository root, with no system
+// layer and an empty user layer, so that goldens hold only relative paths.
+func ctxctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	xdg := t.TempDir()
+	e := &env{
+		stdout: &out,
+		stderr: &errb,
+		getenv: func(k string) string {
+			if k == "XDG_CONFIG_HOME" {
+				return xdg
+			}
+			return ""
+		},
+	}
+	code = runEnv(append([]string{"ctxctl"}, args...), e)
+	return code, out.String(), errb.String()
+}
+
+// chdirRoot makes paths in goldens relative to the repository root.
+func chdirRoot(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/ctxctl -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run go test ./cmd/ctxctl -update to accept):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// TestCheckInvalidGolden: every invalid example exits 1 and prints exactly
+// its golden file on stderr, nothing on stdout.
+func TestCheckInvalidGolden(t *testing.T) {
+	chdirRoot(t)
+	files, err := filepath.Glob("testdata/config/invalid/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no invalid examples: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			code, stdout, stderr := ctxctl(t, "check", "--config", f)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty: %q", stdout)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+				if !strings.HasPrefix(line, "testdata/") && !strings.HasPrefix(line, "ctxctl check: ") {
+					t.Errorf("line does not start with a relative path: %q", line)
+				}
+			}
+			if !strings.Contains(stderr, ".toml:") && !strings.Contains(stderr, ".md:") {
+				t.Errorf("no problem has a position:\n%s", stderr)
+			}
+			golden(t, strings.TrimSuffix(f, ".toml")+".golden", stderr)
+		})
+	}
+}
+
+// TestCheckValidJSONGolden: valid examples exit 0 with a one-line OK on
+// stderr and the effective configuration on stdout.
+func TestCheckValidJSONGolden(t *testing.T) {
+	chdirRoot(t)
+	cases := []struct {
+		name   string
+		args   []string
+		golden string
+	}{
+		{"minimal", []string{"--config", "testdata/config/valid/minimal.toml"}, "testdata/config/valid/minimal.json"},
+		{"agent", []string{"--config", "testdata/config/valid/agent.toml"}, "testdata/config/valid/agent.json"},
+		{"layered", []string{"--config", "testdata/config/layered/lower.toml", "--config", "testdata/config/layered/upper.toml"}, "testdata/config/layered/effective.json"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := ctxctl(t, append(append([]string{"check"}, tc.args...), "--json")...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, stderr)
+			}
+			if !strings.HasPrefix(stderr, "ctxctl check: OK") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr is not one OK line: %q", stderr)
+			}
+			golden(t, tc.golden, stdout)
+		})
+	}
+}
+
+func TestCheckJSONEffectiveValues(t *testing.T) {
+	chdirRoot(t)
+	decode := func(args ...string) map[string]any {
+		t.Helper()
+		code, stdout, stderr := ctxctl(t, append([]string{"check", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	eff := func(m map[string]any) map[string]any { return m["effective"].(map[string]any) }
+
+	m := decode()
+	if e := eff(m); e["threshold_percent"] != 70.0 || e["summarizer_timeout_ms"] != 180000.0 || e["threshold_buffer_tokens"] != nil {
+		t.Errorf("defaults: effective = %v", e)
+	}
+	if src := m["sources"].(map[string]any); src["context_compaction"] != "default" {
+		t.Errorf("sources = %v", src)
+	}
+	if cc := m["context_compaction"].(map[string]any); cc["keep_recent_tokens"] != 16384.0 {
+		t.Errorf("context_compaction uses non-TOML names or values: %v", cc)
+	}
+
+	m = decode("--config", "testdata/config/valid/minimal.toml")
+	if e := eff(m); e["threshold_buffer_tokens"] != 20000.0 || e["threshold_percent"] != nil {
+		t.Errorf("buffer trigger: effective = %v", e)
+	}
+
+	// --agent-file wins over compaction.agent_file; 0/omitted timeout → 30 s.
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "c.md")
+	if err := os.WriteFile(agent, []byte("+++\n+++\nSummarize.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = decode("--config", "testdata/config/valid/agent.toml", "--agent-file", agent)
+	if e := eff(m); e["summarizer_timeout_ms"] != 30000.0 || e["agent_file"] != agent {
+		t.Errorf("agent file without timeout: effective = %v", e)
+	}
+	m = decode("--config", "testdata/config/valid/agent.toml")
+	if e := eff(m); e["summarizer_timeout_ms"] != 45000.0 {
+		t.Errorf("agent file timeout_ms = 45000: effective = %v", e)
+	}
+}
+
+func TestCheckExampleConfigIsValid(t *testing.T) {
+	chdirRoot(t)
+	code, stdout, stderr := ctxctl(t, "check", "--config", "ctxd.example.toml")
+	if code != 0 || stdout != "" || stderr != "ctxctl check: OK (checked ctxd.example.toml)\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestCheckLayersSystemAndUserFiles(t *testing.T) {
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "system.toml")
+	xdg := filepath.Join(dir, "xdg")
+	user := filepath.Join(xdg, "ctxd", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(user), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sys, []byte("[workers]\nsize = 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(user, []byte("[workers]\nsize = 2\n[offload]\nbogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, systemConfig: sys, getenv: func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return xdg
+		}
+		return ""
+	}}
+	if code := runEnv([]string{"ctxctl", "check"}, e); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, errb.String())
+	}
+	want := user + ":4:1: offload.bogus: unknown key\nctxctl check: 1 problem\n"
+	if errb.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errb.String(), want)
+	}
+}
+
+func TestCheckWarningsKeepExitZero(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(p, []byte("[context_compaction]\nbuffer_tokens = 9000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := ctxctl(t, "check", "--config", p)
+	want := p + ":2:1: context_compaction.buffer_tokens: warning: deprecated alias: write trigger = { buffer_tokens = N } instead\nctxctl check: OK (checked " + p + ")\n"
+	if code != 0 || stderr != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant:\n%s", code, stderr, want)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no command", nil, "missing command"},
+		{"unknown command", []string{"chek"}, `unknown command "chek"`},
+		{"unknown flag", []string{"check", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"positional argument", []string{"check", "ctxd.toml"}, "check takes no arguments"},
+		{"flag after argument", []string{"check", "x.toml", "--json"}, "flags must come before arguments"},
+		{"global flag after command is unknown", []string{"check", "--config"}, "flag needs an argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := ctxctl(t, tt.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if stdout != "" || !strings.Contains(stderr, tt.msg) {
+				t.Errorf("stdout %q, stderr %q; want stderr containing %q", stdout, stderr, tt.msg)
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	code, stdout, _ := ctxctl(t, "check", "--help")
+	if code != 0 || !strings.Contains(stdout, "--agent-file") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestConfigFlagKeepsCommas(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a,b.toml")
+	if err := os.WriteFile(p, []byte("[workers]\nsize = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := ctxctl(t, "check", "--config", p); code != 0 {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
