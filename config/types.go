@@ -66,11 +66,16 @@ type Compaction struct {
 // Offload is the [offload] table (DESIGN.md §6). Limits count characters
 // (Unicode code points).
 type Offload struct {
-	Enabled  bool     `toml:"enabled" json:"enabled"`
-	MaxChars uint64   `toml:"max_chars" json:"max_chars"`
-	KeepHead uint64   `toml:"keep_head" json:"keep_head"`
-	KeepTail uint64   `toml:"keep_tail" json:"keep_tail"`
-	Exclude  []string `toml:"exclude" json:"exclude"`
+	// Enabled turns offloading on. Default true.
+	Enabled bool `toml:"enabled" json:"enabled"`
+	// MaxChars: a tool result longer than this is offloaded. Default 16000.
+	MaxChars uint64 `toml:"max_chars" json:"max_chars"`
+	// KeepHead and KeepTail are the characters the stub keeps from each
+	// end; KeepHead + KeepTail < MaxChars. Defaults 4000 and 1000.
+	KeepHead uint64 `toml:"keep_head" json:"keep_head"`
+	KeepTail uint64 `toml:"keep_tail" json:"keep_tail"`
+	// Exclude names tools whose results are never offloaded. Default ["read"].
+	Exclude []string `toml:"exclude" json:"exclude"`
 	// Dir is where offloaded results are written; "" means
 	// <storage.data_dir>/offload.
 	Dir string `toml:"dir,omitempty" json:"dir,omitempty"`
@@ -79,15 +84,25 @@ type Offload struct {
 // ContextEditing is the [context_editing] table (DESIGN.md §6). Limits count
 // characters (Unicode code points).
 type ContextEditing struct {
-	Enabled                 bool   `toml:"enabled" json:"enabled"`
-	Mode                    string `toml:"mode" json:"mode"` // "local", "server" or "auto"
-	KeepRecentTurns         uint64 `toml:"keep_recent_turns" json:"keep_recent_turns"`
-	MinCharsToElide         uint64 `toml:"min_chars_to_elide" json:"min_chars_to_elide"`
+	// Enabled turns context editing on. Default true.
+	Enabled bool `toml:"enabled" json:"enabled"`
+	// Mode is "local", "server" or "auto". Default "local".
+	Mode string `toml:"mode" json:"mode"`
+	// KeepRecentTurns are never elided. Default 3.
+	KeepRecentTurns uint64 `toml:"keep_recent_turns" json:"keep_recent_turns"`
+	// MinCharsToElide: shorter results are never elided. Default 1000.
+	MinCharsToElide uint64 `toml:"min_chars_to_elide" json:"min_chars_to_elide"`
+	// MaxTotalToolResultChars: a pass fires only above this much raw
+	// tool-result text. Default 100000.
 	MaxTotalToolResultChars uint64 `toml:"max_total_tool_result_chars" json:"max_total_tool_result_chars"`
-	MinCharsPerPass         uint64 `toml:"min_chars_per_pass" json:"min_chars_per_pass"`
+	// MinCharsPerPass: a pass fires only if it saves at least this much.
+	// Default 50000.
+	MinCharsPerPass uint64 `toml:"min_chars_per_pass" json:"min_chars_per_pass"`
 	// ProtectToolNames are never elided. An authored list replaces the
 	// default ["todo", "plan"]; it does not extend it.
-	ProtectToolNames  []string `toml:"protect_tool_names" json:"protect_tool_names"`
+	ProtectToolNames []string `toml:"protect_tool_names" json:"protect_tool_names"`
+	// ArtifactReadTools name the tools that read artifact:// URIs (§5.5).
+	// Default ["read"].
 	ArtifactReadTools []string `toml:"artifact_read_tools" json:"artifact_read_tools"`
 }
 
@@ -100,14 +115,19 @@ type Summarizer struct {
 
 // Binding is one [[summarizer.bindings]] entry (DESIGN.md §3).
 type Binding struct {
+	// Name identifies the binding in events and errors; required, unique.
 	Name string `toml:"name" json:"name"`
 	// Provider is "anthropic", "openai" or "extractive".
 	Provider string `toml:"provider" json:"provider"`
-	Model    string `toml:"model,omitempty" json:"model,omitempty"`
-	BaseURL  string `toml:"base_url,omitempty" json:"base_url,omitempty"`
+	// Model is the provider's model id; required for anthropic and openai.
+	Model string `toml:"model,omitempty" json:"model,omitempty"`
+	// BaseURL overrides the provider's endpoint (absolute http or https).
+	BaseURL string `toml:"base_url,omitempty" json:"base_url,omitempty"`
 	// APIKeyEnv is the name of the environment variable holding the key;
 	// a key itself is never written in config.
-	APIKeyEnv       string `toml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
+	APIKeyEnv string `toml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
+	// MaxOutputTokens caps the summary's length in tokens; 0 means the
+	// provider's default.
 	MaxOutputTokens uint64 `toml:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
 }
 
@@ -130,7 +150,9 @@ type Daemon struct {
 	Socket string `toml:"socket,omitempty" json:"socket,omitempty"`
 	// Listen is an optional TCP address, loopback only unless AuthTokenEnv
 	// is set.
-	Listen       string `toml:"listen,omitempty" json:"listen,omitempty"`
+	Listen string `toml:"listen,omitempty" json:"listen,omitempty"`
+	// AuthTokenEnv names the environment variable holding the TCP bearer
+	// token.
 	AuthTokenEnv string `toml:"auth_token_env,omitempty" json:"auth_token_env,omitempty"`
 	// AllowedUIDs may connect besides the daemon's own uid (DESIGN.md §8b).
 	AllowedUIDs []uint32 `toml:"allowed_uids,omitempty" json:"allowed_uids,omitempty"`
@@ -138,8 +160,10 @@ type Daemon struct {
 
 // Storage is the [storage] table.
 type Storage struct {
-	DataDir    string `toml:"data_dir,omitempty" json:"data_dir,omitempty"`
-	SyncWrites bool   `toml:"sync_writes" json:"sync_writes"`
+	// DataDir holds the badger store and the daemon secret.
+	DataDir string `toml:"data_dir,omitempty" json:"data_dir,omitempty"`
+	// SyncWrites: an append is acknowledged only once durable. Default true.
+	SyncWrites bool `toml:"sync_writes" json:"sync_writes"`
 }
 
 // Workers is the [workers] table.
