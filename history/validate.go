@@ -66,6 +66,22 @@ func NewState(msgs []Message) *State {
 	return s
 }
 
+// Clone returns an independent copy of s: applying messages to either leaves
+// the other unchanged. It copies the call ids, O(ids).
+func (s *State) Clone() *State {
+	t := &State{open: slices.Clone(s.open), n: s.n}
+	if len(s.seen)+len(s.base) > 0 {
+		t.seen = make(map[string]bool, len(s.seen)+len(s.base))
+		for id := range s.base {
+			t.seen[id] = true
+		}
+		for id := range s.seen {
+			t.seen[id] = true
+		}
+	}
+	return t
+}
+
 // Open returns the open tool calls in call order: the calls of the open
 // tool round, or nil. Call.Index counts messages applied to the state.
 func (s *State) Open() []Call { return slices.Clone(s.open) }
@@ -295,6 +311,9 @@ func (s *State) Apply(m Message) {
 // change s; apply the messages after it succeeds. It returns the first
 // *ValidationError, with Index set to the message's index in msgs.
 func ValidateBatch(s *State, msgs []Message) error {
+	if s == nil {
+		s = &State{}
+	}
 	t := overlay(s)
 	for i := range msgs {
 		if err := t.Check(msgs[i]); err != nil {

@@ -233,3 +233,24 @@ func TestCloseAbandoned(t *testing.T) {
 		t.Fatalf("CloseAbandoned(state) = %+v, %+v", out, closed)
 	}
 }
+
+func TestValidateBatchNilState(t *testing.T) {
+	msgs := []Message{{Role: RoleUser, Content: []Block{{Type: BlockText, Text: "hi"}}}}
+	if err := ValidateBatch(nil, msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloneIsIndependent(t *testing.T) {
+	s := NewState([]Message{{Role: RoleAssistant, Content: []Block{{Type: BlockToolCall, ID: "a", Name: "read", Input: []byte(`{}`)}}}})
+	c := s.Clone()
+	c.Apply(Message{Role: RoleTool, ToolCallID: "a", Content: []Block{{Type: BlockText, Text: "ok"}}})
+	if len(s.Open()) != 1 || len(c.Open()) != 0 {
+		t.Fatalf("open: original %v clone %v", s.Open(), c.Open())
+	}
+	// A call id used in the original stays used in the clone.
+	dup := Message{Role: RoleAssistant, Content: []Block{{Type: BlockToolCall, ID: "a", Name: "read", Input: []byte(`{}`)}}}
+	if err := c.Check(dup); err == nil {
+		t.Fatal("clone forgot a used call id")
+	}
+}
