@@ -185,7 +185,7 @@ func TestUnknownSession(t *testing.T) {
 	st, _ := newStore(t)
 	create(t, st, "known")
 	calls := map[string]func() error{
-		"Append": func() error { _, err := st.Append(bg, "nope", []Event{msg(history.RoleUser, "x")}); return err },
+		"Append":  func() error { _, err := st.Append(bg, "nope", []Event{msg(history.RoleUser, "x")}); return err },
 		"GetMeta": func() error { _, err := st.GetMeta(bg, "nope"); return err },
 		"PutMeta": func() error { _, err := st.PutMeta(bg, "nope", Meta{}); return err },
 		"Range":   func() error { return st.Range(bg, "nope", 1, func(Event) error { return nil }) },
