@@ -154,6 +154,20 @@ func Marker(id ID, size int, format Format) string {
 		size, format, id.URI())
 }
 
+// Backend is the artifact store as the engine, offload/ and summarizer/ use
+// it (DESIGN.md §9: behind an interface, so that a fleet can use an object
+// store instead). *Store is the embedded badger implementation.
+type Backend interface {
+	// Retain stores content and returns its id; idempotent.
+	Retain(ctx context.Context, content []byte, format Format) (ID, error)
+	// Get returns verified content and its format.
+	Get(ctx context.Context, id ID) ([]byte, Format, error)
+	// Has reports whether id is stored.
+	Has(ctx context.Context, id ID) (bool, error)
+}
+
+var _ Backend = (*Store)(nil)
+
 // Store is the badger-backed artifact store, keys a/<id>, values a format
 // byte then the content. Content is at least ValueThreshold (4 KiB) in most
 // cases and then lives in badger's value log. Safe for concurrent use; Close
@@ -220,8 +234,11 @@ func (s *Store) Retain(ctx context.Context, content []byte, format Format) (ID, 
 }
 
 // Has reports whether an artifact with id is stored (without reading or
-// verifying its content). Errors: ctx's, badger's.
+// verifying its content). Errors: ErrInvalidID, ctx's, badger's.
 func (s *Store) Has(ctx context.Context, id ID) (bool, error) {
+	if _, err := ParseID(string(id)); err != nil {
+		return false, err
+	}
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}

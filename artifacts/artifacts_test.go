@@ -124,6 +124,9 @@ func TestBadInput(t *testing.T) {
 		if _, _, err := s.Get(bg, ID(id)); !errors.Is(err, ErrInvalidID) {
 			t.Errorf("Get(%q) = %v, want ErrInvalidID", id, err)
 		}
+		if _, err := s.Has(bg, ID(id)); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("Has(%q) = %v, want ErrInvalidID", id, err)
+		}
 	}
 	for _, uri := range []string{valid, "artifact:/" + valid, "artifacts://" + valid, "file://" + valid, "artifact://", "artifact://" + valid + "/x", "ARTIFACT://" + valid} {
 		if _, err := ParseURI(uri); !errors.Is(err, ErrInvalidID) {
@@ -144,6 +147,9 @@ func TestBadInput(t *testing.T) {
 	}
 	if ok, err := s.Has(bg, ID(valid)); ok || err != nil {
 		t.Errorf("Has of an absent id: %v, %v", ok, err)
+	}
+	if n, _ := s.Verify(bg); n != 0 {
+		t.Errorf("bad input stored %d artifacts", n)
 	}
 	_ = db
 }

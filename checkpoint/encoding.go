@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -42,47 +43,76 @@ func keySeq(prefix, key []byte) (uint64, bool) {
 // without rewriting the log.
 const formatV1 = 1
 
-// eventHeader is the JSON part of an encoded event. Seq lives in the key.
+// eventHeader is the JSON part of an encoded event. Seq lives in the key;
+// the message and Data have sections of their own.
 type eventHeader struct {
-	Kind    Kind             `json:"kind"`
-	Time    time.Time        `json:"time"`
-	Message *history.Message `json:"message,omitempty"`
+	Kind Kind      `json:"kind"`
+	Time time.Time `json:"time"`
 }
 
-// encodeEvent encodes e as: format byte, uvarint length of the header, the
-// header's JSON, then Data verbatim. Data is kept out of the JSON envelope
-// because encoding/json would compact and HTML-escape it; this way it comes
-// back byte for byte. The message is encoded with encoding/json, so it comes
-// back equal and re-encodes to the same bytes.
+// encodeEvent encodes e as: the format byte; the uvarint length and JSON of
+// the header; the uvarint length and history.Encode bytes of the message
+// (length 0: none); then Data verbatim. The message is in history's stable
+// encoding (DESIGN.md §2, §4), so what comes back re-encodes to the same
+// bytes. Data is kept out of any JSON envelope, which would compact and
+// escape it, so it comes back byte for byte.
 func encodeEvent(e *Event) ([]byte, error) {
-	h, err := json.Marshal(eventHeader{Kind: e.Kind, Time: e.Time, Message: e.Message})
+	h, err := json.Marshal(eventHeader{Kind: e.Kind, Time: e.Time})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s event: %w", ErrInvalid, e.Kind, err)
 	}
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(h)+len(e.Data))
+	var m []byte
+	if e.Message != nil {
+		if m, err = history.Encode(*e.Message); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(h)+len(m)+len(e.Data))
 	b = append(b, formatV1)
 	b = binary.AppendUvarint(b, uint64(len(h)))
 	b = append(b, h...)
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	b = append(b, m...)
 	b = append(b, e.Data...)
 	return b, nil
 }
 
+// section splits off one uvarint-length-prefixed section of b.
+func section(b []byte) (sec, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
+}
+
 func decodeEvent(seq uint64, b []byte) (Event, error) {
-	if len(b) < 2 || b[0] != formatV1 {
+	if len(b) < 1 || b[0] != formatV1 {
 		return Event{}, fmt.Errorf("%w: event %d: unknown format", ErrCorrupt, seq)
 	}
-	n, w := binary.Uvarint(b[1:])
-	if w <= 0 || n > uint64(len(b)-1-w) {
+	hb, rest, ok := section(b[1:])
+	if !ok {
 		return Event{}, fmt.Errorf("%w: event %d: bad header length", ErrCorrupt, seq)
 	}
-	hb := b[1+w : 1+w+int(n)]
+	mb, rest, ok := section(rest)
+	if !ok {
+		return Event{}, fmt.Errorf("%w: event %d: bad message length", ErrCorrupt, seq)
+	}
 	var h eventHeader
 	if err := json.Unmarshal(hb, &h); err != nil {
 		return Event{}, fmt.Errorf("%w: event %d: %w", ErrCorrupt, seq, err)
 	}
-	e := Event{Seq: seq, Kind: h.Kind, Time: h.Time, Message: h.Message}
-	if rest := b[1+w+int(n):]; len(rest) > 0 {
-		e.Data = json.RawMessage(append([]byte(nil), rest...))
+	e := Event{Seq: seq, Kind: h.Kind, Time: h.Time}
+	if len(mb) > 0 {
+		m, err := history.Decode(mb)
+		if err != nil {
+			return Event{}, fmt.Errorf("%w: event %d: %w", ErrCorrupt, seq, err)
+		}
+		m.Seq = seq
+		e.Message = &m
+	}
+	if len(rest) > 0 {
+		e.Data = json.RawMessage(bytes.Clone(rest))
 	}
 	return e, nil
 }

@@ -450,9 +450,6 @@ func (st *Store) Range(ctx context.Context, session string, fromSeq uint64, fn f
 			if err != nil {
 				return fmt.Errorf("session %q: %w", session, err)
 			}
-			if e.Message != nil {
-				e.Message.Seq = seq
-			}
 			if err := fn(e); err != nil {
 				return err
 			}

@@ -134,8 +134,8 @@ func TestAppendRange(t *testing.T) {
 	// The message re-encodes to the same bytes as the one appended.
 	want := *evs[1].Message
 	want.Seq = 2
-	wb, _ := json.Marshal(&want)
-	gb, _ := json.Marshal(got[1].Message)
+	wb, _ := history.Encode(want)
+	gb, _ := history.Encode(*got[1].Message)
 	if string(wb) != string(gb) {
 		t.Errorf("message changed:\n got %s\nwant %s", gb, wb)
 	}
@@ -245,6 +245,8 @@ func TestBadEvents(t *testing.T) {
 		{"no role", []Event{{Kind: KindMessage, Message: &history.Message{}}}, "no role"},
 		{"bad role", []Event{{Kind: KindMessage, Message: &history.Message{Role: "system"}}}, `"system"`},
 		{"tool without call id", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleTool}}}, "tool_call_id"},
+		{"invalid utf-8", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "a\xffb"}}}}}, "invalid UTF-8"},
+		{"bad json block", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: json.RawMessage(`{"a"`)}}}}}, "invalid JSON"},
 		{"good then bad", []Event{good, good, {Kind: KindMessage}}, "event 2"},
 	}
 	for _, c := range cases {
