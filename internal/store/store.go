@@ -55,9 +55,10 @@ const (
 	// a transient peak of ~100 MiB instead of ~160–190 MiB right after
 	// writing 100 MB (BenchmarkHeap), at the price of more table files.
 	BaseTableSize = 1 << 20
-	// NumLevelZeroTables and NumLevelZeroTablesStall follow from the small
-	// memtables: more, smaller L0 tables before compaction kicks in and
-	// before writes stall.
+	// NumLevelZeroTables and NumLevelZeroTablesStall are badger's defaults,
+	// set explicitly because they matter with small memtables: L0 holds at
+	// most 15 tables of ≤ 8 MiB before writes stall, so a burst of appends
+	// waits for compaction rather than growing L0 without bound.
 	NumLevelZeroTables      = 5
 	NumLevelZeroTablesStall = 15
 )
