@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// AppendResult is what an append stored (DESIGN.md §7 POST messages).
+type AppendResult struct {
+	// Messages are the messages as stored, in order, with their seqs and
+	// token estimates, offload stubs in place of offloaded results, and any
+	// abandoned-round results ctxd inserted before a user prompt.
+	Messages []history.Message
+	// Abandoned is the number of abandoned-round results inserted.
+	Abandoned int
+	// CompactionQueued: the post-check found the reported usage at or above
+	// the threshold and queued a compaction in the background.
+	CompactionQueued bool
+	// Decision is the post-check's reason, when a response carried usage.
+	Decision string
+}
+
+// Append validates and stores msgs, in order, after the session's history.
+// A user prompt arriving while tool calls are open is preceded by an error
+// result for each open call (an abandoned round, DESIGN.md §2). An assistant
+// message carrying usage is the post-check (§5.1): at or above the threshold
+// a compaction is queued and Append returns at once. Nothing is stored when
+// any message is invalid. Append returns once the messages are durable.
+//
+// Errors: ErrInvalid (*FieldError naming messages[i].field, where i indexes
+// msgs), ErrNotFound, the log's.
+func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) (AppendResult, error) {
+	if len(msgs) == 0 {
+		return AppendResult{}, invalidField("messages", "no messages to append")
+	}
+	s, err := e.session(ctx, id)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	for i := range msgs {
+		if msgs[i].Seq != 0 {
+			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].seq", i), "seq is assigned by ctxd; leave it out")
+		}
+		if msgs[i].Tokens != 0 {
+			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].tokens", i), "tokens are counted by ctxd; leave them out")
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.refresh(s)
+
+	// Expand abandoned rounds, then validate the whole batch against a
+	// scratch state: all or nothing.
+	expanded, closed := history.CloseAbandoned(s.state, msgs)
+	origin := originIndexes(msgs, expanded)
+	if err := history.ValidateBatch(s.state, expanded); err != nil {
+		var ve *history.ValidationError
+		if errors.As(err, &ve) {
+			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].%s", origin[ve.Index], ve.Field), "%s", ve.Message)
+		}
+		return AppendResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+
+	now := e.opts.Now().UTC()
+	events := make([]checkpoint.Event, 0, len(expanded)+1)
+	if len(closed) > 0 {
+		ids := make([]string, len(closed))
+		for i, c := range closed {
+			ids[i] = c.ID
+		}
+		d, _ := json.Marshal(map[string]any{"tool_call_ids": ids})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindAbandonedRound, Time: now, Data: d})
+	}
+	stored := make([]history.Message, len(expanded))
+	for i := range expanded {
+		m := expanded[i]
+		if m.Time.IsZero() {
+			m.Time = now
+		}
+		m.Time = m.Time.UTC()
+		e.est.Fill(&m)
+		stored[i] = m
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindMessage, Time: now, Message: &stored[i]})
+	}
+	first, err := e.opts.Log.Append(ctx, id, events)
+	if err != nil {
+		return AppendResult{}, mapLogErr(id, err)
+	}
+	// The log is durable: bring memory up to date.
+	seq := first
+	if len(closed) > 0 {
+		seq++
+	}
+	var usageMsg *history.Message
+	for i := range stored {
+		stored[i].Seq = seq
+		seq++
+		s.state.Apply(stored[i])
+		e.addActive(s, stored[i])
+		if stored[i].Role == history.RoleAssistant && stored[i].Usage != nil {
+			usageMsg = &stored[i]
+		}
+	}
+	s.lastSeq = seq - 1
+	e.metrics.Appended(len(stored))
+
+	res := AppendResult{Messages: stored, Abandoned: len(closed)}
+	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
+		// Post-check (DESIGN.md §5.1): the reported usage of the newest
+		// response against the threshold. Later messages of this batch
+		// count too, so the check never lags the log.
+		tokens, _ := e.estimate(s)
+		d := trigger.Decide(trigger.PostCheck, s.triggerState(tokens))
+		s.lastDecision, s.lastSignal = d, trigger.PostCheck
+		res.Decision = d.Reason
+		if d.Compact {
+			if _, err := e.submit(s.id, trigger.PostCheck); err == nil {
+				res.CompactionQueued = true
+			} else {
+				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// originIndexes maps each index of expanded (msgs with abandoned-round
+// results inserted) to the index in msgs of the message it is or precedes.
+func originIndexes(msgs, expanded []history.Message) []int {
+	out := make([]int, len(expanded))
+	j := 0
+	for i := range expanded {
+		out[i] = j
+		if j < len(msgs) && sameMessage(&expanded[i], &msgs[j]) {
+			j++
+		}
+	}
+	return out
+}
+
+func sameMessage(a, b *history.Message) bool {
+	return a.Role == b.Role && a.ToolCallID == b.ToolCallID && len(a.Content) == len(b.Content) &&
+		(len(a.Content) == 0 || &a.Content[0] == &b.Content[0])
+}

@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// A 20k-token window, one assistant message with 8 parallel calls whose
+// results fill most of it, then a short exchange: compaction keeps exactly
+// the trailing groups that fit and never a result without its call.
+func TestCompactionKeepsTrailingGroupsThatFit(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 20000)
+	ids := []string{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"}
+	msgs := []history.Message{user("read all eight files"), calls(ids...)}
+	for _, id := range ids {
+		msgs = append(msgs, result(id, words(1800)))
+	}
+	msgs = append(msgs, assistant("All eight files read; the bug is in c3."), user("thanks, fix it"), assistant("Fixing c3 now."))
+	h.append("s", msgs...)
+	before := h.context("s")
+
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := res.Checkpoint
+	if cp == nil {
+		t.Fatal("no checkpoint")
+	}
+	// Target = min(16384, 20000/4, available) = 5000: the tool group (~14k
+	// tokens) does not fit, the three short messages after it do.
+	stored := before.Messages
+	wantFirst := stored[len(stored)-3].Seq
+	if cp.FirstRetainedSeq != wantFirst {
+		t.Fatalf("FirstRetainedSeq = %d, want %d (the short exchange)", cp.FirstRetainedSeq, wantFirst)
+	}
+	after := h.context("s")
+	if got := len(after.Messages); got != 4 {
+		t.Fatalf("context has %d messages, want summary + 3", got)
+	}
+	checkValid(t, after.Messages)
+	// The retained suffix is byte-identical to what was stored.
+	for i, m := range after.Messages[1:] {
+		a, _ := history.Encode(m)
+		b, _ := history.Encode(stored[len(stored)-3+i])
+		if string(a) != string(b) {
+			t.Fatalf("retained message %d differs from the stored one", i)
+		}
+	}
+	if !strings.Contains(after.Messages[0].Content[0].Text, "summary of the 10 earlier messages") {
+		t.Fatalf("summary message = %.120q", after.Messages[0].Content[0].Text)
+	}
+	if cp.TokensAfter >= cp.TokensBefore {
+		t.Fatalf("tokens after %d ≥ before %d", cp.TokensAfter, cp.TokensBefore)
+	}
+}
+
+func TestRetentionOfAnOversizedNewestGroupKeepsNothing(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 20000)
+	h.append("s", user("go"), calls("a"), result("a", words(6000)))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint.FirstRetainedSeq != 0 {
+		t.Fatalf("FirstRetainedSeq = %d, want 0", res.Checkpoint.FirstRetainedSeq)
+	}
+	if n := len(h.context("s").Messages); n != 1 {
+		t.Fatalf("%d messages after compaction, want the summary alone", n)
+	}
+}
+
+func TestShapeSimpleRetainsNothing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Compaction.Shape = trigger.ShapeSimple
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("hello"), assistant("hi"))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint.FirstRetainedSeq != 0 || res.Checkpoint.Shape != trigger.ShapeSimple {
+		t.Fatalf("checkpoint = %+v", res.Checkpoint)
+	}
+}
+
+func TestManualCompactionOfAnOpenRound(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	h.append("s", user("go"), calls("a"))
+	_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	if !strings.HasSuffix(err.Error(), "Not compacting now: a tool call is still waiting on its result.") {
+		t.Fatalf("err = %q", err)
+	}
+	if cps, _ := h.e.Checkpoints(context.Background(), "s"); len(cps) != 0 {
+		t.Fatal("a checkpoint was written")
+	}
+}
+
+// A summary as large as what it replaces: stalled, counted, and after three
+// such the circuit is open with one diagnostic; a new user prompt closes it.
+func TestStallsOpenTheCircuitOnceAndAUserPromptClosesIt(t *testing.T) {
+	big := words(15000) // over the 14,000-token threshold on its own
+	f := newFakeAnthropic(t, okSummary(big))
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 20000)
+	h.append("s", user("start"), assistant(words(5000)))
+
+	for i := range 4 {
+		_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+		if err == nil || !strings.Contains(err.Error(), "stalled") {
+			t.Fatalf("compaction %d: err = %v, want a stall", i+1, err)
+		}
+		info, _ := h.e.Session(context.Background(), "s")
+		if info.Failures != i+1 {
+			t.Fatalf("after stall %d: failures = %d", i+1, info.Failures)
+		}
+		if want := i+1 >= 3; info.CircuitOpen != want {
+			t.Fatalf("after stall %d: circuit open = %v, want %v", i+1, info.CircuitOpen, want)
+		}
+		h.append("s", assistant(fmt.Sprintf("still working %d", i)))
+	}
+	cps, _ := h.e.Checkpoints(context.Background(), "s")
+	for _, cp := range cps {
+		if !cp.Stalled {
+			t.Fatalf("checkpoint %d not marked stalled", cp.Seq)
+		}
+	}
+	if n := len(h.events("s", checkpoint.KindCircuitOpen)); n != 1 {
+		t.Fatalf("%d circuit_open events, want exactly 1", n)
+	}
+	// With the circuit open the post-check does not queue a compaction.
+	res := h.append("s", withUsage(assistant("over"), 19000, 10))
+	if res.CompactionQueued || !strings.Contains(res.Decision, "circuit open") {
+		t.Fatalf("post-check with the circuit open: queued=%v decision=%q", res.CompactionQueued, res.Decision)
+	}
+	// A new user prompt starts a new run and closes the circuit.
+	h.append("s", user("new prompt"))
+	info, _ := h.e.Session(context.Background(), "s")
+	if info.CircuitOpen || info.Failures != 0 {
+		t.Fatalf("after a user prompt: circuit open %v failures %d", info.CircuitOpen, info.Failures)
+	}
+}
+
+func TestFailedCompactionCommitsNothingAndCounts(t *testing.T) {
+	f := newFakeAnthropic(t, fakeReply{status: 400, body: `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: must be positive"}}`})
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("hello"), assistant("hi"))
+	before := h.context("s")
+	_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err == nil {
+		t.Fatal("compaction succeeded")
+	}
+	if cps, _ := h.e.Checkpoints(context.Background(), "s"); len(cps) != 0 {
+		t.Fatal("a checkpoint was written")
+	}
+	if n := len(h.events("s", checkpoint.KindCompactionFailed)); n != 1 {
+		t.Fatalf("%d compaction_failed events", n)
+	}
+	after := h.context("s")
+	if len(after.Messages) != len(before.Messages) {
+		t.Fatal("history changed")
+	}
+}
+
+// Messages appended while a compaction runs follow the summary, none lost,
+// order kept.
+func TestAppendsDuringACompactionFollowTheSummary(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("start"), assistant("working"))
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+		errc <- err
+	}()
+	<-f.received // the summarizer call is in flight
+	const n = 50
+	for i := range n {
+		h.append("s", assistant(fmt.Sprintf("appended during compaction %02d", i)))
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	a := h.context("s")
+	if len(a.Messages) < n+1 {
+		t.Fatalf("%d messages after the compaction, want at least %d", len(a.Messages), n+1)
+	}
+	tail := a.Messages[len(a.Messages)-n:]
+	for i, m := range tail {
+		if want := fmt.Sprintf("appended during compaction %02d", i); m.Content[0].Text != want {
+			t.Fatalf("message %d = %q, want %q", i, m.Content[0].Text, want)
+		}
+	}
+	if !strings.HasPrefix(a.Messages[0].Content[0].Text, "This is a summary") {
+		t.Fatal("the context does not start with the summary")
+	}
+}
+
+func TestPostCheckQueuesACompactionInTheBackground(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 100000) // threshold 70,000
+	h.append("s", user("start"))
+	res := h.append("s", withUsage(assistant("big answer"), 60000, 500))
+	if res.CompactionQueued {
+		t.Fatal("queued below the threshold")
+	}
+	res = h.append("s", withUsage(assistant("bigger answer"), 70000, 500))
+	if !res.CompactionQueued {
+		t.Fatalf("not queued at the threshold: %s", res.Decision)
+	}
+	ev := h.waitEvent("s", 1, checkpoint.KindCheckpoint)
+	if ev.Seq == 0 {
+		t.Fatal("no checkpoint")
+	}
+	cps, _ := h.e.Checkpoints(context.Background(), "s")
+	if len(cps) != 1 || cps[0].Reason != "auto" {
+		t.Fatalf("checkpoints = %+v", cps)
+	}
+	// No loop: nothing new since the checkpoint, so the pre-send does not
+	// compact again even though the estimate is stale.
+	info, _ := h.e.Session(context.Background(), "s")
+	if info.TokensSource != SourceEstimated {
+		t.Fatalf("after a checkpoint the figure is %s, want estimated", info.TokensSource)
+	}
+}
+
+func TestAutoOffStopsAutomaticButNotManual(t *testing.T) {
+	cfg := testConfig()
+	cfg.ContextCompaction.Auto = false
+	h := newHarness(t, cfg, "")
+	h.create("s", 100000)
+	res := h.append("s", user("x"), withUsage(assistant("y"), 99000, 10))
+	if res.CompactionQueued {
+		t.Fatal("post-check queued with auto = false")
+	}
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil || a.Compacted {
+		t.Fatalf("pre-send compacted with auto = false: %v", err)
+	}
+	if _, err := h.e.Compact(context.Background(), "s", trigger.Overflow, true); err != nil {
+		t.Fatalf("overflow compaction with auto = false: %v", err)
+	}
+}
+
+func TestPreSendWaitsForTheCompaction(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 10000) // threshold 7,000
+	h.append("s", user("go"), calls("a"), result("a", words(8000)), assistant("done"))
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Compacted || a.CheckpointSeq == 0 {
+		t.Fatalf("pre-send did not compact: %+v", a.Diagnostic)
+	}
+	if a.Tokens >= a.Threshold {
+		t.Fatalf("after pre-send compaction %d tokens ≥ threshold %d", a.Tokens, a.Threshold)
+	}
+	checkValid(t, a.Messages)
+}
+
+func TestPreSendFailureReturnsTheUncompactedContextWithADiagnostic(t *testing.T) {
+	f := newFakeAnthropic(t, fakeReply{status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`})
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 10000)
+	h.append("s", user("go"), calls("a"), result("a", words(8000)), assistant("done"))
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || a.Diagnostic == "" || len(a.Messages) != 4 {
+		t.Fatalf("compacted=%v diagnostic=%q messages=%d", a.Compacted, a.Diagnostic, len(a.Messages))
+	}
+}
+
+func TestAbandonedRoundIsClosedBeforeTheUserPrompt(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	h.append("s", user("go"), calls("a", "b"), result("a", "ok"))
+	res := h.append("s", user("stop, do something else"))
+	if res.Abandoned != 1 || len(res.Messages) != 2 {
+		t.Fatalf("abandoned=%d stored=%d", res.Abandoned, len(res.Messages))
+	}
+	r := res.Messages[0]
+	if r.Role != history.RoleTool || r.ToolCallID != "b" || !r.IsError || r.Content[0].Text != history.AbandonedText {
+		t.Fatalf("inserted result = %+v", r)
+	}
+	if n := len(h.events("s", checkpoint.KindAbandonedRound)); n != 1 {
+		t.Fatalf("%d abandoned_round events", n)
+	}
+	checkValid(t, h.context("s").Messages)
+}
+
+func TestBadAppendStoresNothing(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	h.append("s", user("go"))
+	before := h.context("s")
+	for _, tc := range []struct {
+		name  string
+		msgs  []history.Message
+		field string
+	}{
+		{"result for an unknown call", []history.Message{assistant("ok"), result("nope", "x")}, "messages[1].tool_call_id"},
+		{"empty role", []history.Message{{Content: []history.Block{{Type: history.BlockText, Text: "x"}}}}, "messages[0].role"},
+		{"unknown block type", []history.Message{{Role: history.RoleUser, Content: []history.Block{{Type: "video"}}}}, "messages[0].content[0].type"},
+		{"seq given", []history.Message{{Seq: 9, Role: history.RoleUser}}, "messages[0].seq"},
+		{"no messages", nil, "messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.e.Append(context.Background(), "s", tc.msgs)
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want a FieldError wrapping ErrInvalid", err)
+			}
+			if fe.Field != tc.field {
+				t.Fatalf("field = %q, want %q", fe.Field, tc.field)
+			}
+		})
+	}
+	after := h.context("s")
+	if after.LastSeq != before.LastSeq || len(after.Messages) != len(before.Messages) {
+		t.Fatal("a bad append changed the session")
+	}
+}
+
+func TestUnknownModelNeedsALimit(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	_, err := h.e.CreateSession(context.Background(), CreateParams{ID: "x", Model: "no-such-model"})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "context_limit" {
+		t.Fatalf("err = %v, want a context_limit FieldError", err)
+	}
+	if _, err := h.e.Session(context.Background(), "x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the failed session exists: %v", err)
+	}
+	info, err := h.e.CreateSession(context.Background(), CreateParams{ID: "y", Model: "claude-sonnet-4-5-20250929"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ContextLimit != 200000 || info.Threshold != 140000 {
+		t.Fatalf("catalog model: limit %d threshold %d", info.ContextLimit, info.Threshold)
+	}
+}
+
+// A restarted engine serves the same assembled context bytes.
+func TestRestartServesTheSameContext(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, testConfig(), dir)
+	h.create("s", 20000)
+	ids := []string{"a", "b"}
+	h.append("s", user("go"), calls(ids...), result("a", words(3000)), result("b", words(3000)), assistant("done"))
+	if _, err := h.e.Compact(context.Background(), "s", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	h.append("s", user("next"), withUsage(assistant("answer"), 4000, 20), calls("c"))
+	want := h.context("s")
+	wantInfo, _ := h.e.Session(context.Background(), "s")
+	h.Close()
+
+	h2 := newHarness(t, testConfig(), dir)
+	got := h2.context("s")
+	if a, b := encodeAll(t, want), encodeAll(t, got); a != b {
+		t.Fatalf("context differs after a restart:\nbefore %s\nafter  %s", a, b)
+	}
+	info, _ := h2.e.Session(context.Background(), "s")
+	if info.Tokens != wantInfo.Tokens || !info.OpenRound {
+		t.Fatalf("after restart tokens %d (was %d), open round %v", info.Tokens, wantInfo.Tokens, info.OpenRound)
+	}
+	// The open call still accepts its result after the restart.
+	h2.append("s", result("c", "late result"))
+}
+
+func encodeAll(t *testing.T, a *Assembled) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(a.System)
+	for _, m := range a.Messages {
+		enc, err := history.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(enc)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// Assembled is what the agent sends next (DESIGN.md §4), provider-neutral:
+// the system prompt, the tool definitions, then Messages — pinned context,
+// the latest checkpoint's summary, the retained recent messages and every
+// message appended after the checkpoint's snapshot, with context editing
+// applied.
+type Assembled struct {
+	Model    string            `json:"model,omitempty"`
+	System   string            `json:"system,omitempty"`
+	Tools    []history.ToolDef `json:"tools,omitempty"`
+	Messages []history.Message `json:"messages"`
+	// Tokens is the estimate of the whole context, in tokens, and
+	// TokensSource whether it rests on reported usage.
+	Tokens       uint64 `json:"tokens"`
+	TokensSource string `json:"tokens_source"`
+	Threshold    uint64 `json:"threshold"`
+	ContextLimit uint64 `json:"context_limit"`
+	// CheckpointSeq is the seq of the checkpoint the context starts from,
+	// 0 before the first.
+	CheckpointSeq uint64 `json:"checkpoint_seq,omitempty"`
+	// LastSeq is the newest event's seq when the context was assembled.
+	LastSeq uint64 `json:"last_seq"`
+	// Compacted: the pre-send check compacted before assembling.
+	Compacted bool `json:"compacted,omitempty"`
+	// Diagnostic says why a pre-send compaction failed; the context is then
+	// the uncompacted one.
+	Diagnostic string `json:"diagnostic,omitempty"`
+	// ThinkingBinding: the model binds thinking to the prefix.
+	ThinkingBinding bool `json:"-"`
+	// ContextEditMode is the context-editing mode in effect ("local",
+	// "server" or "off").
+	ContextEditMode string `json:"-"`
+	// ContextEditing is the session's [context_editing] configuration.
+	ContextEditing config.ContextEditing `json:"-"`
+}
+
+// ContextOptions tune Context.
+type ContextOptions struct {
+	// NoPreSend skips the pre-send check (inspection: `ctxctl session
+	// context` reads without compacting).
+	NoPreSend bool
+}
+
+// Context returns the session's assembled context (DESIGN.md §4). Unless
+// opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
+// above the threshold it waits for a compaction, bounded by the summarizer
+// timeout, and on failure returns the uncompacted context with the
+// diagnostic. Errors: ErrInvalid, ErrNotFound, ctx's.
+func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
+	s, err := e.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var diagnostic string
+	compacted := false
+	if !opts.NoPreSend {
+		s.mu.Lock()
+		e.refresh(s)
+		tokens, _ := e.estimate(s)
+		d := trigger.Decide(trigger.PreSend, s.triggerState(tokens))
+		s.lastDecision, s.lastSignal = d, trigger.PreSend
+		timeout := e.summarizerTimeout(s)
+		s.mu.Unlock()
+		if d.Compact {
+			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+			err := e.compactAndWait(wctx, s.id, trigger.PreSend)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				diagnostic = "pre-send compaction failed: " + err.Error()
+			} else {
+				compacted = true
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := e.assemble(s)
+	a.Compacted = compacted
+	a.Diagnostic = diagnostic
+	return a, nil
+}
+
+// compactAndWait submits a compaction (or joins the running one) and waits.
+func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal) error {
+	t, err := e.submit(id, sig)
+	if err != nil {
+		return err
+	}
+	return t.Wait(ctx)
+}
+
+// assemble builds the context from the session's state. Called with s.mu
+// held.
+func (e *Engine) assemble(s *session) *Assembled {
+	tokens, source := e.estimate(s)
+	a := &Assembled{
+		Model:           s.meta.Model,
+		System:          s.system,
+		Tools:           s.tools,
+		Messages:        e.activeMessages(s),
+		Tokens:          tokens,
+		TokensSource:    source,
+		Threshold:       s.threshold,
+		ContextLimit:    s.limit,
+		LastSeq:         s.lastSeq,
+		ThinkingBinding: s.model.ThinkingBinding,
+		ContextEditing:  s.cfg.ContextEditing,
+	}
+	if s.cp != nil {
+		a.CheckpointSeq = s.cp.Seq
+	}
+	return a
+}
+
+// activeMessages is the message list of the assembled context: pinned
+// context, summary, then the active history as it is sent. Called with s.mu
+// held.
+func (e *Engine) activeMessages(s *session) []history.Message {
+	out := make([]history.Message, 0, len(s.active)+2)
+	if s.pinned != "" {
+		out = append(out, pinnedMessage(s.pinned))
+	}
+	if s.summaryMsg != nil {
+		out = append(out, *s.summaryMsg)
+	}
+	for _, en := range s.active {
+		out = append(out, e.render(s, en.msg))
+	}
+	return out
+}
+
+// render returns m as it is sent: thinking withheld after a recorded rewrite
+// for thinking-bound models (DESIGN.md §4).
+func (e *Engine) render(s *session, m history.Message) history.Message {
+	if m.Role == history.RoleAssistant && m.Seq < s.withheldBefore && hasThinking(m) {
+		return withoutThinking(m)
+	}
+	return m
+}
+
+// summarizerTimeout is the per-call timeout of the session's summarizer
+// (DESIGN.md §5.4).
+func (e *Engine) summarizerTimeout(s *session) time.Duration {
+	af, err := e.agentFile(s)
+	if err != nil || af == nil {
+		return config.SummarizerTimeout(nil)
+	}
+	return config.SummarizerTimeout(af)
+}
+
+// agentFile loads the session's authored compaction.md, if any.
+func (e *Engine) agentFile(s *session) (*config.AgentFile, error) {
+	if s.cfg.Compaction.AgentFile == "" {
+		return nil, nil
+	}
+	af, err := config.LoadAgentFile(s.cfg.Compaction.AgentFile)
+	if err != nil {
+		return nil, errors.Join(errors.New("compaction.agent_file"), err)
+	}
+	return &af, nil
+}

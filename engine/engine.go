@@ -1,0 +1,277 @@
+// Package engine owns a session's life (DESIGN.md §1): appends and their
+// validation, abandoned rounds, token estimates, the assembled context (§4),
+// and compaction — the trigger signals, the worker pool, retention, the
+// checkpoint, the failure circuit and stalls (§5) — with every step recorded
+// in the session's event log. It parses no HTTP.
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// Errors of this package. Every error the Engine returns wraps one of them
+// (or is the caller's context error); the server maps them to API codes.
+var (
+	// ErrNotFound: the session does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a session with that id exists.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid: bad input; nothing was stored. A *FieldError names the
+	// field.
+	ErrInvalid = errors.New("invalid")
+	// ErrConflict: the request cannot be served in the session's state,
+	// such as a compaction while a tool call waits on its result.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the compaction queue is full or the engine is
+	// shutting down; try again later.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// FieldError is bad input in one field of a request: Field is its path
+// ("messages[3].content[1].type"), Err wraps ErrInvalid.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause, which wraps ErrInvalid.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func invalidField(field, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}
+}
+
+// ArtifactStore is what the engine needs of the artifact store
+// (artifacts.Store satisfies it).
+type ArtifactStore interface {
+	Retain(ctx context.Context, content []byte, format artifacts.Format) (artifacts.ID, error)
+	Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error)
+}
+
+// Metrics receives what the engine measures; the daemon backs it with
+// Prometheus. Implementations must be safe for concurrent use.
+type Metrics interface {
+	// Appended counts messages appended.
+	Appended(n int)
+	// Compaction counts a finished compaction by outcome: "ok", "stalled"
+	// or "failed".
+	Compaction(outcome string)
+	// SummarizerCall observes one summarizer call of a binding.
+	SummarizerCall(binding string, d time.Duration, err error)
+	// CircuitOpened counts a session whose circuit opened.
+	CircuitOpened()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Appended(int)                                {}
+func (noMetrics) Compaction(string)                           {}
+func (noMetrics) SummarizerCall(string, time.Duration, error) {}
+func (noMetrics) CircuitOpened()                              {}
+
+// Options configure an Engine. Log, Artifacts, Summarizer and Pool are
+// required.
+type Options struct {
+	// Config is the daemon's effective configuration (without any
+	// session's overlay).
+	Config config.Config
+	// Log stores sessions, events and checkpoints.
+	Log checkpoint.Log
+	// Artifacts keeps tool results for offloading and the pruned retry.
+	Artifacts ArtifactStore
+	// Summarizer runs the summarizer calls.
+	Summarizer *summarizer.Summarizer
+	// Pool runs compactions; the caller runs it (Pool.Run).
+	Pool *workers.Pool
+	// Logger receives the engine's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics receives measurements; nil means none.
+	Metrics Metrics
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OffloadDir is where offloaded tool results are written; "" means
+	// <storage.data_dir>/offload.
+	OffloadDir string
+}
+
+// Engine runs every session of a daemon. It is safe for concurrent use.
+// Sessions are loaded from the log on first use and kept in memory.
+type Engine struct {
+	opts    Options
+	log     *slog.Logger
+	metrics Metrics
+	est     history.Estimator
+
+	cfg        atomic.Pointer[config.Config]
+	cfgVersion atomic.Uint64
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	loading  map[string]*loadCall
+
+	calMu       sync.Mutex
+	calibrators map[string]*history.Calibrator
+}
+
+type loadCall struct {
+	done chan struct{}
+	s    *session
+	err  error
+}
+
+// New returns an Engine. It returns an error when a required option is
+// missing.
+func New(opts Options) (*Engine, error) {
+	switch {
+	case opts.Log == nil:
+		return nil, errors.New("engine: Options.Log is required")
+	case opts.Summarizer == nil:
+		return nil, errors.New("engine: Options.Summarizer is required")
+	case opts.Pool == nil:
+		return nil, errors.New("engine: Options.Pool is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	e := &Engine{
+		opts:        opts,
+		log:         opts.Logger,
+		metrics:     opts.Metrics,
+		sessions:    map[string]*session{},
+		loading:     map[string]*loadCall{},
+		calibrators: map[string]*history.Calibrator{},
+	}
+	cfg := opts.Config
+	e.cfg.Store(&cfg)
+	return e, nil
+}
+
+// Config returns the daemon's current configuration.
+func (e *Engine) Config() config.Config { return *e.cfg.Load() }
+
+// SetConfig replaces the daemon's configuration (a SIGHUP reload). Each
+// session takes it, with its own overlay, at its next request.
+func (e *Engine) SetConfig(cfg config.Config) {
+	e.cfg.Store(&cfg)
+	e.cfgVersion.Add(1)
+}
+
+// calibrator returns the shared calibrator of a model, created from the
+// model's token_factor (DESIGN.md §2 "Tokens").
+func (e *Engine) calibrator(model string, initial float64) *history.Calibrator {
+	e.calMu.Lock()
+	defer e.calMu.Unlock()
+	if c, ok := e.calibrators[model]; ok {
+		return c
+	}
+	if initial <= 0 {
+		initial = 1
+	}
+	c, err := history.NewCalibrator(initial)
+	if err != nil {
+		c, _ = history.NewCalibrator(1)
+	}
+	e.calibrators[model] = c
+	return c
+}
+
+// session returns the loaded session id, loading it from the log on first
+// use. Errors: ErrNotFound, ErrInvalid (a malformed id), the log's.
+func (e *Engine) session(ctx context.Context, id string) (*session, error) {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return nil, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	e.mu.Lock()
+	if s, ok := e.sessions[id]; ok {
+		e.mu.Unlock()
+		return s, nil
+	}
+	if c, ok := e.loading[id]; ok {
+		e.mu.Unlock()
+		<-c.done
+		return c.s, c.err
+	}
+	c := &loadCall{done: make(chan struct{})}
+	e.loading[id] = c
+	e.mu.Unlock()
+
+	c.s, c.err = e.load(ctx, id)
+	e.mu.Lock()
+	delete(e.loading, id)
+	if c.err == nil {
+		e.sessions[id] = c.s
+	}
+	e.mu.Unlock()
+	close(c.done)
+	return c.s, c.err
+}
+
+// forget drops a session from memory (after DeleteSession).
+func (e *Engine) forget(id string) {
+	e.mu.Lock()
+	delete(e.sessions, id)
+	e.mu.Unlock()
+}
+
+// mapLogErr turns the log's errors into the engine's.
+func mapLogErr(session string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return fmt.Errorf("session %q: %w", session, ErrNotFound)
+	case errors.Is(err, checkpoint.ErrExists):
+		return fmt.Errorf("session %q: %w", session, ErrExists)
+	case errors.Is(err, checkpoint.ErrInvalid):
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	default:
+		return err
+	}
+}
+
+// digest returns a short hex digest of b, for detecting a change of system
+// prompt or tool set (DESIGN.md §4).
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}
+
+func toolsJSON(tools []history.ToolDef) json.RawMessage {
+	if len(tools) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return nil
+	}
+	return b
+}

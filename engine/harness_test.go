@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/workers"
+	"github.com/dgraph-io/badger/v4"
+)
+
+// harness is an engine over a real badger store (in memory unless dir is
+// given) with a running worker pool.
+type harness struct {
+	t      *testing.T
+	e      *Engine
+	db     *badger.DB
+	log    *checkpoint.Store
+	arts   *artifacts.Store
+	pool   *workers.Pool
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+var testSecret = []byte(strings.Repeat("k", artifacts.SecretSize))
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
+	t.Helper()
+	var db *badger.DB
+	var err error
+	if dir == "" {
+		db, err = store.OpenInMemory()
+	} else {
+		db, err = store.Open(dir, store.Options{SyncWrites: true, Logger: quietLogger()})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, db: db, done: make(chan struct{})}
+	h.log = checkpoint.Open(db, checkpoint.Options{})
+	h.arts, err = artifacts.Open(db, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pool, err = workers.New(workers.Options{Size: 2, Queue: 16, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := summarizer.New(summarizer.Options{Logger: quietLogger(), RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
+	h.e, err = New(Options{Config: cfg, Log: h.log, Artifacts: h.arts, Summarizer: sum, Pool: h.pool, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { _ = h.pool.Run(ctx); close(h.done) }()
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Close stops the pool and closes the stores, as a daemon shutdown does.
+func (h *harness) Close() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	h.cancel()
+	<-h.done
+	_ = h.log.Close()
+	_ = h.arts.Close()
+	_ = h.db.Close()
+}
+
+func testConfig() config.Config {
+	cfg := config.Defaults()
+	cfg.Offload.Enabled = false
+	cfg.ContextEditing.Enabled = false
+	return cfg
+}
+
+func text(role history.Role, s string) history.Message {
+	return history.Message{Role: role, Content: []history.Block{{Type: history.BlockText, Text: s}}}
+}
+
+func user(s string) history.Message      { return text(history.RoleUser, s) }
+func assistant(s string) history.Message { return text(history.RoleAssistant, s) }
+
+func withUsage(m history.Message, input, output uint64) history.Message {
+	m.Usage = &history.Usage{InputTokens: input, OutputTokens: output}
+	return m
+}
+
+func calls(ids ...string) history.Message {
+	m := history.Message{Role: history.RoleAssistant}
+	for _, id := range ids {
+		m.Content = append(m.Content, history.Block{Type: history.BlockToolCall, ID: id, Name: "read", Input: json.RawMessage(`{"path":"/src/` + id + `.go"}`)})
+	}
+	return m
+}
+
+func result(id, s string) history.Message {
+	return history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: "read", Content: []history.Block{{Type: history.BlockText, Text: s}}}
+}
+
+// words returns n space-separated words: about n o200k tokens.
+func words(n int) string {
+	return strings.TrimSpace(strings.Repeat(" word", n))
+}
+
+func (h *harness) create(id string, limit uint64) {
+	h.t.Helper()
+	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: id, Model: "test-model", ContextLimit: limit, System: "You are a test agent."}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) append(id string, msgs ...history.Message) AppendResult {
+	h.t.Helper()
+	res, err := h.e.Append(context.Background(), id, msgs)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+func (h *harness) context(id string) *Assembled {
+	h.t.Helper()
+	a, err := h.e.Context(context.Background(), id, ContextOptions{NoPreSend: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return a
+}
+
+func (h *harness) events(id string, kind checkpoint.Kind) []checkpoint.Event {
+	h.t.Helper()
+	var out []checkpoint.Event
+	err := h.e.Events(context.Background(), id, 1, false, func(ev checkpoint.Event) error {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// waitEvent follows the session's events until one of kind arrives after
+// fromSeq, or fails the test after a generous bound.
+func (h *harness) waitEvent(id string, fromSeq uint64, kind checkpoint.Kind) checkpoint.Event {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var found checkpoint.Event
+	stop := fmt.Errorf("found")
+	err := h.e.Events(ctx, id, fromSeq, true, func(ev checkpoint.Event) error {
+		if ev.Kind == kind {
+			found = ev
+			return stop
+		}
+		return nil
+	})
+	if err != stop {
+		h.t.Fatalf("waiting for a %s event: %v", kind, err)
+	}
+	return found
+}
+
+// fakeAnthropic is an httptest Anthropic Messages API whose answers a test
+// scripts: each request takes the next reply (the last repeats).
+type fakeAnthropic struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	replies  []fakeReply
+	requests [][]byte
+	received chan struct{}
+	release  chan struct{} // when non-nil, each request waits for it
+}
+
+type fakeReply struct {
+	status int
+	body   string
+}
+
+func okSummary(text string) fakeReply {
+	b, _ := json.Marshal(map[string]any{
+		"id": "msg_test", "type": "message", "role": "assistant", "model": "claude-test",
+		"content":     []map[string]any{{"type": "text", "text": text}},
+		"stop_reason": "end_turn",
+		"usage":       map[string]any{"input_tokens": 100, "output_tokens": 50},
+	})
+	return fakeReply{status: 200, body: string(b)}
+}
+
+func newFakeAnthropic(t *testing.T, replies ...fakeReply) *fakeAnthropic {
+	f := &fakeAnthropic{replies: replies, received: make(chan struct{}, 100)}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.requests = append(f.requests, body)
+		rep := f.replies[0]
+		if len(f.replies) > 1 {
+			f.replies = f.replies[1:]
+		}
+		release := f.release
+		f.mu.Unlock()
+		f.received <- struct{}{}
+		if release != nil {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.status)
+		_, _ = io.WriteString(w, rep.body)
+	}))
+	t.Cleanup(f.srv.Close)
+	t.Setenv("CTXD_TEST_KEY", "test-key")
+	return f
+}
+
+func (f *fakeAnthropic) binding() config.Binding {
+	return config.Binding{Name: "fake", Provider: "anthropic", Model: "claude-test", BaseURL: f.srv.URL, APIKeyEnv: "CTXD_TEST_KEY"}
+}
+
+func (f *fakeAnthropic) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+// checkValid fails the test when msgs carries a tool result without its call
+// or a call without its result.
+func checkValid(t *testing.T, msgs []history.Message) {
+	t.Helper()
+	a := history.Groups(msgs)
+	if len(a.Orphans) > 0 || len(a.Unanswered) > 0 {
+		t.Fatalf("invalid context: %d orphan results, %d unanswered calls", len(a.Orphans), len(a.Unanswered))
+	}
+}

@@ -1,0 +1,436 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// entry is one message of the active history with its estimate: the o200k
+// tokens of the message as it is sent (after context editing), uncalibrated.
+type entry struct {
+	msg    history.Message
+	tokens uint64
+}
+
+// sessionExtra is the engine state kept in checkpoint.Meta.Extra.
+type sessionExtra struct {
+	// Pinned is the pinned context, as text.
+	Pinned string `json:"pinned,omitempty"`
+}
+
+// session is one loaded session. mu guards everything below it.
+type session struct {
+	id string
+
+	mu         sync.Mutex
+	meta       checkpoint.Meta
+	cfg        config.Config
+	cfgVersion uint64
+	model      config.Model
+	limit      uint64
+	threshold  uint64
+	shape      string
+
+	system string
+	tools  []history.ToolDef
+	pinned string
+	// fixedTokens is the estimate of system prompt, tools and pinned
+	// context, uncalibrated.
+	fixedTokens uint64
+
+	state   *history.State // validation state of the whole log
+	lastSeq uint64         // last event seq
+	lastMsg uint64         // seq of the newest message
+
+	cp            *checkpoint.Checkpoint // latest, nil before the first
+	summaryMsg    *history.Message
+	summaryTokens uint64
+
+	active       []entry
+	activeTokens uint64
+
+	// usage is the newest reported usage after the latest checkpoint; usageAt
+	// is the index in active just after the message that carried it (so
+	// active[usageAt:] was appended since); sinceUsage sums their tokens;
+	// editedSinceUsage is what passes removed from before usageAt.
+	usage            *history.Usage
+	usageOutput      uint64 // the response's output as counted: see outputTokens
+	usageAt          int
+	sinceUsage       uint64
+	editedSinceUsage uint64
+
+	// Failure circuit of the current run (DESIGN.md §5.5).
+	failures    int
+	circuitOpen bool
+
+	// withheldBefore: thinking of messages with seq < this is not replayed
+	// (DESIGN.md §4), set at recorded rewrites for thinking-bound models.
+	withheldBefore uint64
+
+	lastDecision trigger.Decision
+	lastSignal   trigger.Signal
+	lastError    string
+}
+
+// load rebuilds a session from its log: meta, validation state, the latest
+// checkpoint and the active history after it, the ledger of recorded
+// rewrites, and the newest usage. A restart begins a new run: the failure
+// circuit starts closed (DESIGN.md §5.5).
+func (e *Engine) load(ctx context.Context, id string) (*session, error) {
+	meta, err := e.opts.Log.GetMeta(ctx, id)
+	if err != nil {
+		return nil, mapLogErr(id, err)
+	}
+	s := &session{id: id, meta: meta, state: &history.State{}}
+	if err := e.configure(s); err != nil {
+		return nil, err
+	}
+	err = e.opts.Log.Range(ctx, id, 1, func(ev checkpoint.Event) error {
+		s.lastSeq = ev.Seq
+		switch ev.Kind {
+		case checkpoint.KindMessage:
+			if ev.Message == nil {
+				return fmt.Errorf("event %d: %w", ev.Seq, checkpoint.ErrCorrupt)
+			}
+			m := *ev.Message
+			m.Seq = ev.Seq
+			s.state.Apply(m)
+			e.addActive(s, m)
+		case checkpoint.KindCheckpoint:
+			cp, err := e.opts.Log.GetCheckpoint(ctx, id, ev.Seq)
+			if err != nil {
+				return err
+			}
+			e.applyCheckpoint(s, cp)
+		case checkpoint.KindPrefixReset:
+			var d prefixReset
+			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.withheldBefore {
+				s.withheldBefore = d.WithheldBefore
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, mapLogErr(id, err)
+	}
+	// A restart begins a new run (DESIGN.md §5.5).
+	s.failures = 0
+	s.circuitOpen = false
+	return s, nil
+}
+
+// configure derives the session's effective configuration, model and
+// threshold from the daemon's configuration and the session's meta.
+func (e *Engine) configure(s *session) error {
+	base := e.Config()
+	cfg := base
+	if s.meta.Overlay != "" {
+		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), "session "+s.id+" overlay")
+		if err != nil {
+			return &FieldError{Field: "config", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+		}
+		cfg = c
+	}
+	model, known := cfg.Model(s.meta.Model)
+	limit := s.meta.ContextLimit
+	if limit == 0 {
+		if !known {
+			return invalidField("context_limit", "model %q is not in the model catalog: give the session's context_limit", s.meta.Model)
+		}
+		limit = model.ContextLimit
+	}
+	if !known {
+		model = config.Model{ContextLimit: limit, TokenFactor: 1}
+	}
+	var extra sessionExtra
+	if len(s.meta.Extra) > 0 {
+		_ = json.Unmarshal(s.meta.Extra, &extra)
+	}
+	var tools []history.ToolDef
+	if len(s.meta.Tools) > 0 {
+		if err := json.Unmarshal(s.meta.Tools, &tools); err != nil {
+			return fmt.Errorf("session %q: stored tools: %w", s.id, err)
+		}
+	}
+	s.cfg = cfg
+	s.cfgVersion = e.cfgVersion.Load()
+	s.model = model
+	s.limit = limit
+	s.threshold = trigger.Threshold(limit, effectiveTrigger(cfg.ContextCompaction))
+	s.shape = trigger.ResolveShape(cfg.Compaction.Shape, model.ThinkingBinding)
+	s.system = s.meta.SystemPrompt
+	s.tools = tools
+	s.pinned = extra.Pinned
+	s.fixedTokens = e.fixedTokens(s)
+	return nil
+}
+
+// effectiveTrigger folds the legacy buffer_tokens alias into the trigger
+// (DESIGN.md §3).
+func effectiveTrigger(cc config.ContextCompaction) config.Trigger {
+	t := cc.Trigger
+	if t.Percent == 0 && t.BufferTokens == 0 && cc.BufferTokens > 0 {
+		t.BufferTokens = cc.BufferTokens
+	}
+	return t
+}
+
+func (e *Engine) fixedTokens(s *session) uint64 {
+	n := e.est.Text(s.system)
+	for _, t := range s.tools {
+		n += e.est.Text(t.Name) + e.est.Text(t.Description) + e.est.Text(string(t.InputSchema))
+	}
+	if s.pinned != "" {
+		n += e.est.Message(pinnedMessage(s.pinned))
+	}
+	return n
+}
+
+// refresh re-derives the session's configuration after a reload (SIGHUP).
+// Called with s.mu held.
+func (e *Engine) refresh(s *session) {
+	if s.cfgVersion == e.cfgVersion.Load() {
+		return
+	}
+	if err := e.configure(s); err != nil {
+		// The overlay no longer fits the new base: keep the old settings.
+		e.log.Warn("session keeps its configuration after a reload", "session", s.id, "err", err)
+		s.cfgVersion = e.cfgVersion.Load()
+	}
+}
+
+// addActive appends a stored message to the active history and the usage
+// bookkeeping. Called with s.mu held (or during load).
+func (e *Engine) addActive(s *session, m history.Message) {
+	if m.Tokens == 0 {
+		e.est.Fill(&m)
+	}
+	t := e.sentTokens(s, m)
+	s.active = append(s.active, entry{msg: m, tokens: t})
+	s.activeTokens += t
+	s.lastMsg = m.Seq
+	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
+		e.observeUsage(s, m)
+		u := *m.Usage
+		s.usage = &u
+		s.usageOutput = e.outputTokens(s, m)
+		s.usageAt = len(s.active)
+		s.sinceUsage = 0
+		s.editedSinceUsage = 0
+		return
+	}
+	s.sinceUsage += t
+	if m.Role == history.RoleUser {
+		// A user prompt begins a new run (DESIGN.md §5.5).
+		s.failures = 0
+		s.circuitOpen = false
+	}
+}
+
+// sentTokens is the estimate of m as it is sent: the stored estimate, less
+// thinking that is withheld.
+func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
+	if m.Role == history.RoleAssistant && m.Seq < s.withheldBefore && hasThinking(m) {
+		return e.est.Message(withoutThinking(m))
+	}
+	return m.Tokens
+}
+
+// observeUsage feeds the model's calibrator with the growth between two
+// consecutive reported usages: reported (this request's context − the
+// previous request's context − the previous response's output) against the
+// estimate of the messages appended between them (DESIGN.md §2 "Tokens").
+// Growth, not whole requests, so a system prompt the agent never gave ctxd
+// does not bias the factor.
+func (e *Engine) observeUsage(s *session, m history.Message) {
+	if s.usage == nil || s.editedSinceUsage > 0 {
+		return
+	}
+	prev := s.usage.ContextTokens() + s.usageOutput
+	now := m.Usage.ContextTokens()
+	if now <= prev || s.sinceUsage == 0 {
+		return
+	}
+	e.calibrator(s.meta.Model, s.model.TokenFactor).Observe(now-prev, s.sinceUsage)
+}
+
+// outputTokens is what the response m adds to the next request: its
+// reported output_tokens when plausible, else its calibrated estimate.
+// Some agents log a streaming snapshot of usage whose output_tokens is the
+// first few tokens only (Claude Code 2.x: 74 of 139 responses of the corpus);
+// no model tokenizer counts below half of o200k, so a reported output under
+// half the estimate is taken as such a snapshot (docs/decisions.md
+// "Estimator accuracy").
+func (e *Engine) outputTokens(s *session, m history.Message) uint64 {
+	reported := m.Usage.OutputTokens
+	if reported*2 >= m.Tokens {
+		return reported
+	}
+	return e.calibrate(s, m.Tokens)
+}
+
+// applyCheckpoint makes cp the session's latest checkpoint: the summary
+// replaces everything before FirstRetainedSeq (or after SnapshotSeq when
+// nothing is retained); reported usage before it is never used again
+// (DESIGN.md §2 "Tokens"). Called with s.mu held (or during load).
+func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
+	c := cp
+	s.cp = &c
+	sm := summaryMessage(cp)
+	s.summaryMsg = &sm
+	s.summaryTokens = e.est.Message(sm)
+	keepFrom := cp.SnapshotSeq + 1
+	if cp.FirstRetainedSeq > 0 {
+		keepFrom = cp.FirstRetainedSeq
+	}
+	kept := s.active[:0:0]
+	var total uint64
+	for _, en := range s.active {
+		if en.msg.Seq >= keepFrom {
+			kept = append(kept, en)
+			total += en.tokens
+		}
+	}
+	s.active = kept
+	s.activeTokens = total
+	s.usage = nil
+	s.usageAt = 0
+	s.sinceUsage = total
+	s.editedSinceUsage = 0
+	if cp.Stalled {
+		s.failures++
+	} else {
+		s.failures = 0
+	}
+}
+
+// factor is the session model's calibration factor.
+func (e *Engine) factor(s *session) float64 {
+	return e.calibrator(s.meta.Model, s.model.TokenFactor).Factor()
+}
+
+func (e *Engine) calibrate(s *session, raw uint64) uint64 {
+	return e.calibrator(s.meta.Model, s.model.TokenFactor).Apply(raw)
+}
+
+// Figure sources of a token estimate.
+const (
+	SourceReported  = "reported"
+	SourceEstimated = "estimated"
+)
+
+// estimate is the session's assembled-context size in tokens and its
+// source: the newest reported usage (input + cache + output) plus the
+// calibrated estimate of what was appended since, less what context editing
+// removed; or, with no usage since the latest checkpoint, the calibrated
+// estimate of the whole assembled context (DESIGN.md §2, §5.1). Called with
+// s.mu held.
+func (e *Engine) estimate(s *session) (uint64, string) {
+	if s.usage != nil {
+		n := s.usage.ContextTokens() + s.usageOutput
+		removed := e.calibrate(s, s.editedSinceUsage)
+		if removed >= n {
+			n = 0
+		} else {
+			n -= removed
+		}
+		if s.sinceUsage == 0 && s.editedSinceUsage == 0 {
+			return n, SourceReported
+		}
+		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
+	}
+	return e.calibrate(s, s.fixedTokens+s.summaryTokens+s.activeTokens), SourceEstimated
+}
+
+// openRound reports whether a tool call of the session waits on its result.
+func (s *session) openRound() bool { return len(s.state.Open()) > 0 }
+
+// newGroupSinceCheckpoint: something was appended after the latest
+// checkpoint's snapshot (the no-loop rule of DESIGN.md §5.1).
+func (s *session) newGroupSinceCheckpoint() bool {
+	if s.cp == nil {
+		return len(s.active) > 0
+	}
+	return s.lastMsg > s.cp.SnapshotSeq
+}
+
+func (s *session) triggerState(tokens uint64) trigger.State {
+	return trigger.State{
+		Auto:                    s.cfg.ContextCompaction.Auto,
+		Threshold:               s.threshold,
+		Tokens:                  tokens,
+		OpenRound:               s.openRound(),
+		NewGroupSinceCheckpoint: s.newGroupSinceCheckpoint(),
+		CircuitOpen:             s.circuitOpen,
+	}
+}
+
+// SummaryPreamble begins the text of the summary message that stands for the
+// messages a checkpoint replaced (DESIGN.md §4).
+const SummaryPreamble = "This is a summary of the %d earlier messages of this conversation, written when its context was compacted. The conversation continues after it."
+
+func summaryMessage(cp checkpoint.Checkpoint) history.Message {
+	text := fmt.Sprintf(SummaryPreamble, cp.SummarizedMessages) + "\n\n" + cp.Summary
+	return history.Message{
+		Role:    history.RoleUser,
+		Content: []history.Block{{Type: history.BlockText, Text: text}},
+		Time:    cp.Time,
+	}
+}
+
+// PinnedPreamble begins the user message that carries a session's pinned
+// context (DESIGN.md §4).
+const PinnedPreamble = "Pinned context:"
+
+func pinnedMessage(pinned string) history.Message {
+	return history.Message{
+		Role:    history.RoleUser,
+		Content: []history.Block{{Type: history.BlockText, Text: PinnedPreamble + "\n\n" + pinned}},
+	}
+}
+
+func hasThinking(m history.Message) bool {
+	for _, b := range m.Content {
+		if b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutThinking returns m without its thinking blocks: a thinking block is
+// sent byte-identical or not at all, never edited (DESIGN.md §4).
+func withoutThinking(m history.Message) history.Message {
+	out := m
+	out.Content = make([]history.Block, 0, len(m.Content))
+	for _, b := range m.Content {
+		if b.Type != history.BlockThinking && b.Type != history.BlockRedactedThinking {
+			out.Content = append(out.Content, b)
+		}
+	}
+	return out
+}
+
+// prefixReset is the Data of a prefix_reset event.
+type prefixReset struct {
+	Cause          string `json:"cause"`
+	WithheldBefore uint64 `json:"withheld_before"`
+}
+
+func joinNonEmpty(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}

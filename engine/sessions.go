@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/history"
+)
+
+// CreateParams is a new session (DESIGN.md §7 POST /v1/sessions).
+type CreateParams struct {
+	// ID is the session id; "" generates one.
+	ID string
+	// Model is the model id; looked up in the model catalog.
+	Model string
+	// ContextLimit is the session's own context window in tokens; 0 takes
+	// the catalog's, and is required for a model the catalog lacks.
+	ContextLimit uint64
+	// System is the system prompt.
+	System string
+	// Tools are the tool definitions.
+	Tools []history.ToolDef
+	// Pinned is pinned context, sent after the tools and before any summary.
+	Pinned string
+	// Overlay is a TOML configuration overlay (DESIGN.md §3), the highest
+	// layer for this session.
+	Overlay string
+}
+
+// Info describes a session (DESIGN.md §7 GET /v1/sessions/{id}).
+type Info struct {
+	ID           string    `json:"id"`
+	Created      time.Time `json:"created"`
+	Model        string    `json:"model,omitempty"`
+	ContextLimit uint64    `json:"context_limit"`
+	Threshold    uint64    `json:"threshold"`
+	// Tokens is the assembled context's size in tokens; TokensSource is
+	// "reported" or "estimated".
+	Tokens       uint64 `json:"tokens"`
+	TokensSource string `json:"tokens_source"`
+	// Messages is the number of messages in the active history; LastSeq
+	// the newest event's seq.
+	Messages    int    `json:"messages"`
+	LastSeq     uint64 `json:"last_seq"`
+	OpenRound   bool   `json:"open_round,omitempty"`
+	CircuitOpen bool   `json:"circuit_open,omitempty"`
+	Failures    int    `json:"failures,omitempty"`
+	// Checkpoint is the newest checkpoint without its summary text, nil
+	// before the first.
+	Checkpoint *checkpoint.Checkpoint `json:"checkpoint,omitempty"`
+	// Shape is the compaction shape in effect.
+	Shape string `json:"shape"`
+	// SystemDigest and ToolsDigest identify the system prompt and tool set.
+	SystemDigest string `json:"system_digest,omitempty"`
+	ToolsDigest  string `json:"tools_digest,omitempty"`
+	// LastDecision says why compaction did or did not fire at the last
+	// check, for `ctxctl doctor`.
+	LastDecision string `json:"last_decision,omitempty"`
+	// LastError is the newest compaction failure of this run, if any.
+	LastError string `json:"last_error,omitempty"`
+	// Factor is the model's token calibration factor.
+	Factor float64 `json:"token_factor"`
+}
+
+// CreateSession creates a session. Errors: ErrInvalid (*FieldError: id,
+// model, context_limit, config, tools), ErrExists.
+func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error) {
+	if p.ID == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		p.ID = "s-" + hex.EncodeToString(b[:])
+	}
+	if err := checkpoint.ValidSessionID(p.ID); err != nil {
+		return Info{}, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	if err := checkTools(p.Tools); err != nil {
+		return Info{}, err
+	}
+	extra, _ := json.Marshal(sessionExtra{Pinned: p.Pinned})
+	meta := checkpoint.Meta{
+		Model:              p.Model,
+		ContextLimit:       p.ContextLimit,
+		SystemPrompt:       p.System,
+		SystemPromptDigest: digest([]byte(p.System)),
+		Tools:              toolsJSON(p.Tools),
+		Overlay:            p.Overlay,
+		Extra:              extra,
+	}
+	meta.ToolsDigest = digest(meta.Tools)
+	// Validate model, limit and overlay before anything is stored.
+	probe := &session{id: p.ID, meta: meta, state: &history.State{}}
+	if err := e.configure(probe); err != nil {
+		return Info{}, err
+	}
+	stored, err := e.opts.Log.CreateSession(ctx, p.ID, meta)
+	if err != nil {
+		return Info{}, mapLogErr(p.ID, err)
+	}
+	probe.meta = stored
+	e.mu.Lock()
+	e.sessions[p.ID] = probe
+	e.mu.Unlock()
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	return e.info(probe), nil
+}
+
+func checkTools(tools []history.ToolDef) error {
+	seen := map[string]bool{}
+	for i, t := range tools {
+		if t.Name == "" {
+			return invalidField(fmt.Sprintf("tools[%d].name", i), "a tool needs a name")
+		}
+		if seen[t.Name] {
+			return invalidField(fmt.Sprintf("tools[%d].name", i), "tool %q is defined twice", t.Name)
+		}
+		seen[t.Name] = true
+		if len(t.InputSchema) > 0 && !json.Valid(t.InputSchema) {
+			return invalidField(fmt.Sprintf("tools[%d].input_schema", i), "not valid JSON")
+		}
+	}
+	return nil
+}
+
+// Session describes session id. Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) Session(ctx context.Context, id string) (Info, error) {
+	s, err := e.session(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.refresh(s)
+	return e.info(s), nil
+}
+
+func (e *Engine) info(s *session) Info {
+	tokens, source := e.estimate(s)
+	in := Info{
+		ID:           s.id,
+		Created:      s.meta.Created,
+		Model:        s.meta.Model,
+		ContextLimit: s.limit,
+		Threshold:    s.threshold,
+		Tokens:       tokens,
+		TokensSource: source,
+		Messages:     len(s.active),
+		LastSeq:      s.lastSeq,
+		OpenRound:    s.openRound(),
+		CircuitOpen:  s.circuitOpen,
+		Failures:     s.failures,
+		Shape:        s.shape,
+		SystemDigest: s.meta.SystemPromptDigest,
+		ToolsDigest:  s.meta.ToolsDigest,
+		LastDecision: s.lastDecision.Reason,
+		LastError:    s.lastError,
+		Factor:       e.factor(s),
+	}
+	if s.cp != nil {
+		cp := *s.cp
+		cp.Summary = ""
+		in.Checkpoint = &cp
+	}
+	return in
+}
+
+// ListSessions returns the ids of every stored session, sorted.
+func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
+	return e.opts.Log.ListSessions(ctx)
+}
+
+// Patch changes a session's system prompt, tools, pinned context or model;
+// a nil field is left as it is (DESIGN.md §7 PATCH).
+type Patch struct {
+	System       *string
+	Tools        *[]history.ToolDef
+	Pinned       *string
+	Model        *string
+	ContextLimit *uint64
+}
+
+// UpdateSession applies p. A changed system prompt or tool set (detected by
+// digest) is a recorded rewrite: a session_updated event and, for models
+// that bind thinking to the prefix, a prefix_reset that stops the replay of
+// earlier thinking (DESIGN.md §4). Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, error) {
+	s, err := e.session(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	meta := s.meta
+	if p.System != nil {
+		meta.SystemPrompt = *p.System
+		meta.SystemPromptDigest = digest([]byte(*p.System))
+	}
+	if p.Tools != nil {
+		if err := checkTools(*p.Tools); err != nil {
+			return Info{}, err
+		}
+		meta.Tools = toolsJSON(*p.Tools)
+		meta.ToolsDigest = digest(meta.Tools)
+	}
+	if p.Pinned != nil {
+		meta.Extra, _ = json.Marshal(sessionExtra{Pinned: *p.Pinned})
+	}
+	if p.Model != nil {
+		meta.Model = *p.Model
+	}
+	if p.ContextLimit != nil {
+		meta.ContextLimit = *p.ContextLimit
+	}
+	probe := &session{id: id, meta: meta, state: s.state}
+	if err := e.configure(probe); err != nil {
+		return Info{}, err
+	}
+	var causes []string
+	if meta.SystemPromptDigest != s.meta.SystemPromptDigest {
+		causes = append(causes, "system_prompt")
+	}
+	if meta.ToolsDigest != s.meta.ToolsDigest {
+		causes = append(causes, "tools")
+	}
+	upd, _ := json.Marshal(map[string]any{
+		"system_prompt_digest": meta.SystemPromptDigest,
+		"tools_digest":         meta.ToolsDigest,
+		"model":                meta.Model,
+		"changed":              causes,
+	})
+	events := []checkpoint.Event{{Kind: checkpoint.KindSessionUpdated, Data: upd}}
+	withheld := s.withheldBefore
+	if len(causes) > 0 && probe.model.ThinkingBinding && s.lastMsg > 0 {
+		withheld = s.lastMsg + 1
+		d, _ := json.Marshal(prefixReset{Cause: causes[0], WithheldBefore: withheld})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: d})
+	}
+	first, err := e.opts.Log.PutMeta(ctx, id, meta, events...)
+	if err != nil {
+		return Info{}, mapLogErr(id, err)
+	}
+	s.meta = meta
+	s.lastSeq = first + uint64(len(events)) - 1
+	if err := e.configure(s); err != nil {
+		return Info{}, err
+	}
+	if withheld != s.withheldBefore {
+		s.withheldBefore = withheld
+		e.retokenize(s)
+	}
+	return e.info(s), nil
+}
+
+// retokenize recomputes the sent-form estimate of every active message,
+// after a change to what is withheld. Called with s.mu held.
+func (e *Engine) retokenize(s *session) {
+	var total, since uint64
+	for i := range s.active {
+		t := e.sentTokens(s, s.active[i].msg)
+		s.active[i].tokens = t
+		total += t
+		if i >= s.usageAt {
+			since += t
+		}
+	}
+	s.activeTokens = total
+	if s.usage != nil {
+		s.sinceUsage = since
+	}
+}
+
+// DeleteSession deletes a session and everything stored for it.
+// Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) DeleteSession(ctx context.Context, id string) error {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	if err := e.opts.Log.DeleteSession(ctx, id); err != nil {
+		return mapLogErr(id, err)
+	}
+	e.forget(id)
+	return nil
+}
+
+// StartRun begins a new run of the session (DESIGN.md §5.5 POST
+// /v1/sessions/{id}/runs): the failure circuit closes and its count resets.
+// It returns the run_started event's seq. Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {
+	s, err := e.session(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindRunStarted, Data: json.RawMessage(`{"cause":"api"}`)}})
+	if err != nil {
+		return 0, mapLogErr(id, err)
+	}
+	s.lastSeq = seq
+	s.failures = 0
+	s.circuitOpen = false
+	return seq, nil
+}
+
+// Checkpoints returns the session's checkpoints, oldest first.
+// Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) Checkpoints(ctx context.Context, id string) ([]checkpoint.Checkpoint, error) {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return nil, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	cps, err := e.opts.Log.ListCheckpoints(ctx, id)
+	return cps, mapLogErr(id, err)
+}
+
+// Events calls fn with each event of the session from fromSeq on; with
+// follow, it then waits for new events until ctx ends or fn returns an
+// error. Errors: ErrInvalid, ErrNotFound, fn's, ctx's.
+func (e *Engine) Events(ctx context.Context, id string, fromSeq uint64, follow bool, fn func(checkpoint.Event) error) error {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	if fromSeq == 0 {
+		fromSeq = 1
+	}
+	for {
+		next := fromSeq
+		err := e.opts.Log.Range(ctx, id, fromSeq, func(ev checkpoint.Event) error {
+			next = ev.Seq + 1
+			return fn(ev)
+		})
+		if err != nil {
+			return mapLogErr(id, err)
+		}
+		if !follow {
+			return nil
+		}
+		if _, err := e.opts.Log.Wait(ctx, id, next-1); err != nil {
+			return mapLogErr(id, err)
+		}
+		fromSeq = next
+	}
+}
