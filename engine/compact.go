@@ -268,7 +268,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if stored.Stalled {
 		e.metrics.Compaction("stalled")
 		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "stall",
-			"message": fmt.Sprintf("checkpoint %d left the context at %d tokens, at or above the threshold of %d", stored.Seq, stored.TokensAfter, s.threshold),
+			"message":        fmt.Sprintf("checkpoint %d left the context at %d tokens, at or above the threshold of %d", stored.Seq, stored.TokensAfter, s.threshold),
 			"checkpoint_seq": stored.Seq, "consecutive": s.failures})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
 		events = append(events, e.maybeOpenCircuit(s)...)
