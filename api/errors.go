@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error codes. Each maps to exactly one HTTP status and back (HTTPStatus,
+// CodeFromStatus); the server answers every failure with one of them in an
+// ErrorEnvelope, and the Client turns that back into an *Error, so
+// ErrorCode(err) is the same in-process and over the socket (STYLE.md
+// habit 1).
+const (
+	// Invalid (400): bad input — malformed JSON, an unknown field, a value
+	// out of range, a tool result for an unknown call. Nothing was stored.
+	Invalid = "invalid"
+	// Unauthorized (401): TCP without a valid bearer token.
+	Unauthorized = "unauthorized"
+	// Forbidden (403): the peer's uid is not allowed, or the request
+	// carries Origin, Referer or a foreign Host (DESIGN.md §8b).
+	Forbidden = "forbidden"
+	// NotFound (404): no such session, artifact or route.
+	NotFound = "not_found"
+	// MethodNotAllowed (405): the route exists with other methods.
+	MethodNotAllowed = "method_not_allowed"
+	// Conflict (409): the request conflicts with the session's state — the
+	// id of a new session exists, or a manual compaction while a tool round
+	// is open ("Not compacting now: a tool call is still waiting on its
+	// result.", DESIGN.md §5.1). Retry once the state changed.
+	Conflict = "conflict"
+	// TooLarge (413): the body exceeds MaxRequestBytes, or one append does
+	// not fit one transaction. Nothing was stored.
+	TooLarge = "too_large"
+	// UnsupportedMediaType (415): a request body that is not
+	// ContentTypeJSON.
+	UnsupportedMediaType = "unsupported_media_type"
+	// Internal (500): anything else; the details are in the daemon's log.
+	Internal = "internal"
+	// Upstream (502): every summarizer binding failed (DESIGN.md §5.5);
+	// the message says how each one failed.
+	Upstream = "upstream"
+	// Unavailable (503): the daemon cannot take the request now — the
+	// compaction queue is full, the daemon is shutting down, or (client
+	// side) it cannot be reached at all.
+	Unavailable = "unavailable"
+	// Timeout (504): the work did not finish in its time limit (a
+	// summarizer timeout, DESIGN.md §5.4), or a context deadline passed.
+	Timeout = "timeout"
+)
+
+// codeStatus is the one table of code ↔ HTTP status. It is a bijection:
+// CodeFromStatus(HTTPStatus(c)) == c for every code.
+var codeStatus = map[string]int{
+	Invalid:              http.StatusBadRequest,
+	Unauthorized:         http.StatusUnauthorized,
+	Forbidden:            http.StatusForbidden,
+	NotFound:             http.StatusNotFound,
+	MethodNotAllowed:     http.StatusMethodNotAllowed,
+	Conflict:             http.StatusConflict,
+	TooLarge:             http.StatusRequestEntityTooLarge,
+	UnsupportedMediaType: http.StatusUnsupportedMediaType,
+	Internal:             http.StatusInternalServerError,
+	Upstream:             http.StatusBadGateway,
+	Unavailable:          http.StatusServiceUnavailable,
+	Timeout:              http.StatusGatewayTimeout,
+}
+
+var statusCode = func() map[int]string {
+	m := make(map[int]string, len(codeStatus))
+	for c, s := range codeStatus {
+		m[s] = c
+	}
+	return m
+}()
+
+// Codes returns every error code, in ascending order of HTTP status. The
+// slice is new on each call.
+func Codes() []string {
+	return []string{
+		Invalid, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
+		Conflict, TooLarge, UnsupportedMediaType, Internal, Upstream,
+		Unavailable, Timeout,
+	}
+}
+
+// HTTPStatus returns the HTTP status of an error code: the table above; an
+// unknown code (including "") is 500, like Internal.
+func HTTPStatus(code string) int {
+	if s, ok := codeStatus[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// CodeFromStatus returns the error code of an HTTP status: the table above
+// for the statuses it names; otherwise Invalid for any other 4xx, Internal
+// for any other 5xx, and "" for a status that is not an error (< 400).
+// The Client uses it when an error body carries no code.
+func CodeFromStatus(status int) string {
+	if c, ok := statusCode[status]; ok {
+		return c
+	}
+	switch {
+	case status >= 400 && status < 500:
+		return Invalid
+	case status >= 500:
+		return Internal
+	}
+	return ""
+}
+
+// Error is a failure with a code from the table, a message for people, and
+// optionally the request field it concerns. The server sends it inside an
+// ErrorEnvelope; the Client returns it as *Error.
+type Error struct {
+	// Code is one of the codes above.
+	Code string `json:"code"`
+	// Message is one lower-case line saying what went wrong, naming the
+	// offending value.
+	Message string `json:"message"`
+	// Field is the request field at fault as a path into the request body,
+	// e.g. "context_limit" or "messages[2].content[0].input"; empty when
+	// no one field is.
+	Field string `json:"field,omitempty"`
+
+	// cause is the error the message was made from, for errors.Is/As on
+	// the client side (a dial error); never encoded.
+	cause error
+}
+
+// Error returns the message, or the code when there is no message.
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	if e.Code != "" {
+		return "ctxd: " + e.Code
+	}
+	return "ctxd: error"
+}
+
+// Unwrap returns the error the message was made from, if any (the causes
+// that Errorf's %w verbs named).
+func (e *Error) Unwrap() error { return e.cause }
+
+// Errorf returns an *Error with the code, the field (may be empty) and a
+// message formatted like fmt.Errorf. Errors named by %w verbs stay
+// reachable through errors.Is and errors.As.
+func Errorf(code, field, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	e := &Error{Code: code, Message: err.Error(), Field: field}
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		e.cause = err
+	}
+	return e
+}
+
+// ErrorCode returns the code of err: "" for nil; the Code of the first
+// *Error in err's chain (errors.As), Internal if that code is empty;
+// Timeout for a context.DeadlineExceeded; Internal for anything else. It
+// works the same on errors from the engine in-process and on errors the
+// Client returns.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		if e.Code == "" {
+			return Internal
+		}
+		return e.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout
+	}
+	return Internal
+}
+
+// ErrorMessage returns the message of the first *Error in err's chain, or
+// err.Error() for any other error, or "" for nil. A server uses it with
+// ErrorCode; for Internal errors it should send a generic message instead
+// and log the details.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// ErrorEnvelope is the JSON body of every error response:
+// {"error": {"code": "...", "message": "...", "field": "..."}}.
+type ErrorEnvelope struct {
+	Error *Error `json:"error"`
+}

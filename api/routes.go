@@ -1,0 +1,171 @@
+package api
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Routes of DESIGN.md §7, as net/http.ServeMux patterns ("METHOD /path",
+// with {id} as the one wildcard). The server registers exactly these; the
+// Client builds its paths with the *Path functions below. Statuses on
+// success are 200 OK unless noted.
+const (
+	// RouteCreateSession creates a session: CreateSessionRequest →
+	// Session, 201 Created. Errors: Invalid (bad field, unknown model
+	// without context_limit, bad config overlay), Conflict (the id exists).
+	RouteCreateSession = "POST /v1/sessions"
+	// RouteListSessions lists every session: → ListSessionsResponse,
+	// sorted by id.
+	RouteListSessions = "GET /v1/sessions"
+	// RouteGetSession describes one session: → Session. Errors: NotFound.
+	RouteGetSession = "GET /v1/sessions/{id}"
+	// RoutePatchSession changes the system prompt, tools, pinned context or
+	// model: PatchSessionRequest → Session. A change of system prompt or
+	// tool set is a recorded rewrite (DESIGN.md §4). Errors: Invalid,
+	// NotFound.
+	RoutePatchSession = "PATCH /v1/sessions/{id}"
+	// RouteDeleteSession deletes a session with its events and
+	// checkpoints; artifacts stay (they are shared by content). 204 No
+	// Content. Errors: NotFound.
+	RouteDeleteSession = "DELETE /v1/sessions/{id}"
+	// RouteStartRun starts a new run (DESIGN.md §5.5): RunRequest →
+	// RunResponse. Errors: NotFound.
+	RouteStartRun = "POST /v1/sessions/{id}/runs"
+	// RouteAppendMessages appends messages: AppendMessagesRequest →
+	// AppendMessagesResponse, with the messages as stored (seq assigned,
+	// offload stubs applied). Acknowledged only once durable (DESIGN.md
+	// §8). Errors: Invalid (nothing stored), NotFound, TooLarge.
+	RouteAppendMessages = "POST /v1/sessions/{id}/messages"
+	// RouteContext returns the assembled context (DESIGN.md §4). Query
+	// QueryFormat: FormatCanonical (default) → ContextResponse;
+	// FormatAnthropic or FormatOpenAI → the provider's request JSON
+	// (system, tools, messages), ready to send. May wait for a pre-send
+	// compaction (DESIGN.md §5.1). Errors: Invalid (format), NotFound.
+	RouteContext = "GET /v1/sessions/{id}/context"
+	// RouteCompact compacts now: CompactRequest → CompactResponse, 200 OK
+	// when done (or nothing to do), 202 Accepted when queued. Errors:
+	// Conflict ("Not compacting now: a tool call is still waiting on its
+	// result."), NotFound, Unavailable (queue full), Upstream (every
+	// summarizer binding failed, with wait), Timeout.
+	RouteCompact = "POST /v1/sessions/{id}/compact"
+	// RouteCheckpoints lists a session's checkpoints, oldest first: →
+	// CheckpointsResponse. Errors: NotFound.
+	RouteCheckpoints = "GET /v1/sessions/{id}/checkpoints"
+	// RouteEvents streams the session's event log as server-sent events
+	// (ContentTypeEventStream), from query QueryFrom; with QueryFollow=true
+	// it then waits for new events until the client goes away. See
+	// Client.StreamEvents for the framing. Errors: NotFound.
+	RouteEvents = "GET /v1/sessions/{id}/events"
+	// RouteArtifact returns an artifact's bytes (ContentTypeArtifact).
+	// Possession of the id grants read (DESIGN.md §7, §8). Errors:
+	// NotFound.
+	RouteArtifact = "GET /v1/artifacts/{id}"
+	// RouteStatus describes the daemon: → Status.
+	RouteStatus = "GET /v1/status"
+	// RouteMetrics serves Prometheus metrics in the text exposition format.
+	RouteMetrics = "GET /metrics"
+)
+
+// Routes returns every route constant above, in the order of DESIGN.md §7.
+// The slice is new on each call.
+func Routes() []string {
+	return []string{
+		RouteCreateSession, RouteListSessions, RouteGetSession,
+		RoutePatchSession, RouteDeleteSession, RouteStartRun,
+		RouteAppendMessages, RouteContext, RouteCompact, RouteCheckpoints,
+		RouteEvents, RouteArtifact, RouteStatus, RouteMetrics,
+	}
+}
+
+// PathValueID is the name of the wildcard in the route patterns: a server
+// reads it with (*http.Request).PathValue(PathValueID).
+const PathValueID = "id"
+
+// Query parameters.
+const (
+	// QueryFormat selects the rendering of RouteContext: one of
+	// FormatCanonical, FormatAnthropic, FormatOpenAI.
+	QueryFormat = "format"
+	// QueryFrom is the first event seq RouteEvents sends (inclusive,
+	// decimal; 0 or absent means from the first event).
+	QueryFrom = "from"
+	// QueryFollow, "true" or "false" (default), makes RouteEvents keep the
+	// stream open and send new events as they are written.
+	QueryFollow = "follow"
+)
+
+// Context formats of RouteContext (DESIGN.md §4).
+const (
+	// FormatCanonical is ctxd's own shape: a ContextResponse.
+	FormatCanonical = "canonical"
+	// FormatAnthropic is an Anthropic Messages request body (model,
+	// max_tokens left to the agent; system, tools, messages set; with
+	// context_editing mode "server", its context_management parameters).
+	FormatAnthropic = "anthropic"
+	// FormatOpenAI is an OpenAI Chat Completions request body (messages
+	// including the system message, tools).
+	FormatOpenAI = "openai"
+)
+
+// SessionsPath is the path of RouteCreateSession and RouteListSessions.
+func SessionsPath() string { return "/v1/sessions" }
+
+// SessionPath is the path of RouteGetSession, RoutePatchSession and
+// RouteDeleteSession for session id (path-escaped).
+func SessionPath(id string) string { return "/v1/sessions/" + url.PathEscape(id) }
+
+// RunsPath is the path of RouteStartRun.
+func RunsPath(id string) string { return SessionPath(id) + "/runs" }
+
+// MessagesPath is the path of RouteAppendMessages.
+func MessagesPath(id string) string { return SessionPath(id) + "/messages" }
+
+// ContextPath is the path and query of RouteContext; an empty format
+// leaves the server's default (FormatCanonical).
+func ContextPath(id, format string) string {
+	p := SessionPath(id) + "/context"
+	if format != "" {
+		p += "?" + QueryFormat + "=" + url.QueryEscape(format)
+	}
+	return p
+}
+
+// CompactPath is the path of RouteCompact.
+func CompactPath(id string) string { return SessionPath(id) + "/compact" }
+
+// CheckpointsPath is the path of RouteCheckpoints.
+func CheckpointsPath(id string) string { return SessionPath(id) + "/checkpoints" }
+
+// EventsPath is the path and query of RouteEvents: events from seq from
+// (inclusive), following new events when follow is true.
+func EventsPath(id string, from uint64, follow bool) string {
+	q := url.Values{}
+	if from > 0 {
+		q.Set(QueryFrom, strconv.FormatUint(from, 10))
+	}
+	if follow {
+		q.Set(QueryFollow, "true")
+	}
+	p := SessionPath(id) + "/events"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	return p
+}
+
+// ArtifactPath is the path of RouteArtifact for an artifact id or an
+// "artifact://<id>" URI.
+func ArtifactPath(id string) string {
+	return "/v1/artifacts/" + url.PathEscape(ArtifactID(id))
+}
+
+// ArtifactID returns the id of an artifact reference: s without a leading
+// ArtifactScheme, otherwise s unchanged.
+func ArtifactID(s string) string { return strings.TrimPrefix(s, ArtifactScheme) }
+
+// StatusPath is the path of RouteStatus.
+func StatusPath() string { return "/v1/status" }
+
+// MetricsPath is the path of RouteMetrics.
+func MetricsPath() string { return "/metrics" }

@@ -1,0 +1,450 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// CreateSessionRequest is the body of RouteCreateSession.
+type CreateSessionRequest struct {
+	// ID is the new session's id: 1 to 128 bytes of [A-Za-z0-9._-], not
+	// "." or "..". Empty means the server generates one (returned in
+	// Session.ID).
+	ID string `json:"id,omitempty"`
+	// Model is the model id the session talks to, looked up in the model
+	// catalog (DESIGN.md §3 [models]). Required.
+	Model string `json:"model"`
+	// ContextLimit is the session's context window in tokens. 0 means the
+	// catalog's; required when the catalog lacks Model (creation fails with
+	// Invalid, field "context_limit", rather than guessing).
+	ContextLimit uint64 `json:"context_limit,omitempty"`
+	// System is the system prompt.
+	System string `json:"system,omitempty"`
+	// Tools are the tool definitions offered to the model.
+	Tools []ToolDef `json:"tools,omitempty"`
+	// Pinned is context kept right after the tool definitions and never
+	// compacted (DESIGN.md §4), as canonical blocks (text, image, json); it
+	// is rendered as one user message. Text is [{"type":"text","text":…}].
+	Pinned []Block `json:"pinned,omitempty"`
+	// Config is a TOML overlay: the session's own layer on top of the
+	// daemon's configuration (DESIGN.md §3), decoded strictly. A problem
+	// is Invalid with field "config" and a message naming line and column.
+	Config string `json:"config,omitempty"`
+	// Labels are free-form operator labels, returned in Session.Labels.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// PatchSessionRequest is the body of RoutePatchSession. A nil (absent or
+// JSON null) field is left unchanged; an empty value clears ("tools": []
+// removes every tool). A change of System or Tools is a recorded rewrite
+// (DESIGN.md §4).
+type PatchSessionRequest struct {
+	// System replaces the system prompt.
+	System *string `json:"system,omitempty"`
+	// Tools replaces the tool definitions.
+	Tools *[]ToolDef `json:"tools,omitempty"`
+	// Pinned replaces the pinned context.
+	Pinned *[]Block `json:"pinned,omitempty"`
+	// Model switches the model; the threshold follows its context window
+	// unless ContextLimit is given (or the session has its own limit).
+	Model *string `json:"model,omitempty"`
+	// ContextLimit replaces the session's context window, in tokens;
+	// 0 means the catalog's for the (new) model.
+	ContextLimit *uint64 `json:"context_limit,omitempty"`
+}
+
+// Token figure sources (Tokens.Source).
+const (
+	// TokensReported: the figure is the provider's reported usage of the
+	// last request (DESIGN.md §2: ground truth), plus nothing since.
+	TokensReported = "reported"
+	// TokensEstimated: the figure includes ctxd's calibrated estimate of
+	// messages that usage does not cover yet (or after a checkpoint).
+	TokensEstimated = "estimated"
+)
+
+// Tokens is a size of the assembled context, in tokens, and where the
+// figure comes from.
+type Tokens struct {
+	// Value is the number of tokens.
+	Value uint64 `json:"value"`
+	// Source is TokensReported or TokensEstimated.
+	Source string `json:"source"`
+}
+
+// Circuit is the state of a session's failure circuit (DESIGN.md §5.5).
+type Circuit struct {
+	// Open is true once automatic compaction stopped for the current run
+	// (three consecutive failures). Manual and overflow compaction still
+	// work.
+	Open bool `json:"open"`
+	// Failures is the number of consecutive failed (or stalled)
+	// compactions in the current run.
+	Failures int `json:"failures"`
+}
+
+// Compaction states (Session.Compaction).
+const (
+	CompactionIdle    = "idle"
+	CompactionQueued  = "queued"
+	CompactionRunning = "running"
+)
+
+// Trigger signals (DESIGN.md §5.1).
+const (
+	SignalPostCheck = "post-check"
+	SignalPreSend   = "pre-send"
+)
+
+// TriggerCheck is the outcome of the last automatic trigger check of a
+// session: what ctxctl doctor shows as "why compaction did or did not fire".
+type TriggerCheck struct {
+	// Time is when the check ran, UTC.
+	Time time.Time `json:"time"`
+	// Signal is SignalPostCheck or SignalPreSend.
+	Signal string `json:"signal"`
+	// Tokens is the figure compared with Threshold.
+	Tokens Tokens `json:"tokens"`
+	// Threshold is the session's threshold at the time, in tokens.
+	Threshold uint64 `json:"threshold"`
+	// Fired says whether a compaction was queued (or waited for).
+	Fired bool `json:"fired"`
+	// Reason explains the outcome in one line, e.g. "below threshold",
+	// "auto = false", "a tool round is open", "circuit open", "no new
+	// group since the last checkpoint".
+	Reason string `json:"reason"`
+}
+
+// Session describes one session: the body of RouteGetSession and of the
+// responses of RouteCreateSession and RoutePatchSession.
+type Session struct {
+	// ID is the session's id.
+	ID string `json:"id"`
+	// Model is the model id.
+	Model string `json:"model"`
+	// ContextLimit is the context window in effect, in tokens.
+	ContextLimit uint64 `json:"context_limit"`
+	// Threshold is the token count at which automatic compaction fires
+	// (DESIGN.md §3 trigger, §5.1).
+	Threshold uint64 `json:"threshold"`
+	// Auto is the session's context_compaction.auto in effect.
+	Auto bool `json:"auto"`
+	// Created is when the session was created, UTC.
+	Created time.Time `json:"created"`
+	// Updated is when the session last changed, UTC.
+	Updated time.Time `json:"updated,omitzero"`
+	// Messages is the number of messages in the event log (every original
+	// message, compacted or not).
+	Messages uint64 `json:"messages"`
+	// LastSeq is the seq of the newest event; 0 for an empty log.
+	LastSeq uint64 `json:"last_seq"`
+	// Tokens is the current size of the assembled context.
+	Tokens Tokens `json:"tokens"`
+	// Circuit is the failure circuit's state.
+	Circuit Circuit `json:"circuit"`
+	// Compaction is CompactionIdle, CompactionQueued or CompactionRunning.
+	Compaction string `json:"compaction"`
+	// OpenToolCalls is the number of tool calls still waiting on their
+	// result (an open tool round, DESIGN.md §2).
+	OpenToolCalls int `json:"open_tool_calls"`
+	// Checkpoints is the number of checkpoints.
+	Checkpoints uint64 `json:"checkpoints"`
+	// LastCheckpoint is the newest checkpoint without its summary text,
+	// nil when there is none.
+	LastCheckpoint *Checkpoint `json:"last_checkpoint,omitempty"`
+	// LastCheck is the last automatic trigger check, nil before the first.
+	LastCheck *TriggerCheck `json:"last_check,omitempty"`
+	// SystemDigest and ToolsDigest identify the system prompt and the tool
+	// set (hex SHA-256 of their canonical encodings); a change is a
+	// recorded rewrite (DESIGN.md §4). Empty when unset.
+	SystemDigest string `json:"system_digest,omitempty"`
+	ToolsDigest  string `json:"tools_digest,omitempty"`
+	// Labels are the labels given at creation.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ListSessionsResponse is the body of RouteListSessions.
+type ListSessionsResponse struct {
+	// Sessions are every session, sorted by id.
+	Sessions []Session `json:"sessions"`
+}
+
+// RunRequest is the body of RouteStartRun. It has no fields yet; an empty
+// body is accepted too.
+type RunRequest struct{}
+
+// RunResponse is the body of the RouteStartRun response.
+type RunResponse struct {
+	// Seq is the seq of the run_started event.
+	Seq uint64 `json:"seq"`
+	// Circuit is the circuit after the start of the run: closed, no
+	// failures (DESIGN.md §5.5: the count is per run).
+	Circuit Circuit `json:"circuit"`
+}
+
+// AppendMessagesRequest is the body of RouteAppendMessages. The messages
+// are validated together (roles, tool-call pairing, block shapes); any
+// problem is Invalid with Field naming it ("messages[2].tool_call_id") and
+// nothing is stored.
+type AppendMessagesRequest struct {
+	Messages []Message `json:"messages"`
+}
+
+// AppendMessagesResponse is the body of the RouteAppendMessages response.
+type AppendMessagesResponse struct {
+	// Messages are the messages stored by this request, in seq order, as
+	// stored: Seq and Tokens set, oversized tool results replaced by their
+	// offload stubs (DESIGN.md §6), and any error results ctxd appended
+	// first to close an abandoned round (DESIGN.md §2).
+	Messages []Message `json:"messages"`
+	// FirstSeq and LastSeq bound every event this request wrote, messages
+	// and others (offload, abandoned_round, run_started…).
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// Tokens is the size of the assembled context after the append.
+	Tokens Tokens `json:"tokens"`
+	// Threshold is the session's threshold, in tokens.
+	Threshold uint64 `json:"threshold"`
+	// CompactionQueued is true when the post-check queued a background
+	// compaction (DESIGN.md §5.1); the append did not wait for it.
+	CompactionQueued bool `json:"compaction_queued"`
+	// Events are the events other than messages this request wrote, in seq
+	// order (offload, abandoned_round, run_started, diagnostic…).
+	Events []Event `json:"events,omitempty"`
+}
+
+// ContextResponse is the RouteContext body for FormatCanonical: the
+// assembled context of DESIGN.md §4, ready to send. Messages is complete:
+// the pinned context and the checkpoint summary appear in it as user
+// messages with Seq 0, in the order of §4.
+type ContextResponse struct {
+	// System is the system prompt.
+	System string `json:"system,omitempty"`
+	// Tools are the tool definitions.
+	Tools []ToolDef `json:"tools,omitempty"`
+	// Messages are the messages to send, offload stubs and context-edit
+	// stubs applied.
+	Messages []Message `json:"messages"`
+	// Tokens is the size of this context.
+	Tokens Tokens `json:"tokens"`
+	// Threshold is the session's threshold, in tokens.
+	Threshold uint64 `json:"threshold"`
+	// ContextLimit is the session's context window, in tokens.
+	ContextLimit uint64 `json:"context_limit"`
+	// CheckpointSeq is the seq of the checkpoint this context starts from,
+	// 0 for none.
+	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	// LastSeq is the newest event seq this context reflects.
+	LastSeq uint64 `json:"last_seq"`
+	// Diagnostic is set when a pre-send compaction was needed and failed:
+	// the context is the uncompacted one (DESIGN.md §5.1).
+	Diagnostic *Diagnostic `json:"diagnostic,omitempty"`
+}
+
+// Diagnostic is something an operator or agent should see: the Data of an
+// EventDiagnostic event and ContextResponse.Diagnostic.
+type Diagnostic struct {
+	// Level is "info", "warn" or "error".
+	Level string `json:"level"`
+	// Code is a stable machine-readable tag, e.g. "compaction_failed",
+	// "circuit_open", "stalled".
+	Code string `json:"code"`
+	// Message is one human-readable line.
+	Message string `json:"message"`
+}
+
+// Compaction reasons (CompactRequest.Reason, Checkpoint.Reason).
+const (
+	// ReasonManual: an operator or agent asked (ctxctl compact). Works with
+	// auto = false and with the circuit open.
+	ReasonManual = "manual"
+	// ReasonOverflow: the provider rejected the request as too long;
+	// compacts now, with auto = false or the circuit open (DESIGN.md §5.1).
+	ReasonOverflow = "overflow"
+	// ReasonAuto: a post-check or pre-send signal (never sent by clients).
+	ReasonAuto = "auto"
+)
+
+// CompactRequest is the body of RouteCompact.
+type CompactRequest struct {
+	// Reason is ReasonManual (default when empty) or ReasonOverflow.
+	Reason string `json:"reason,omitempty"`
+	// Wait makes the request return once the compaction finished (200)
+	// instead of once it is queued (202). The wait is bounded by the
+	// summarizer timeouts (DESIGN.md §5.4) and by the caller's context.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// Compaction outcomes (CompactResponse.Status).
+const (
+	// CompactDone: the compaction finished; Checkpoint is set (it may be
+	// Stalled, DESIGN.md §5.5).
+	CompactDone = "compacted"
+	// CompactQueued: the compaction is queued or running (joined, if one
+	// was already under way, DESIGN.md §8a); watch the events.
+	CompactQueued = "queued"
+	// CompactNothing: nothing was appended since the last checkpoint;
+	// nothing was done.
+	CompactNothing = "nothing_to_compact"
+)
+
+// CompactResponse is the body of the RouteCompact response.
+type CompactResponse struct {
+	// Status is CompactDone, CompactQueued or CompactNothing.
+	Status string `json:"status"`
+	// Checkpoint is the new checkpoint, with its summary, when Status is
+	// CompactDone.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Compaction shapes (Checkpoint.Shape; DESIGN.md §3 [compaction].shape).
+const (
+	ShapeKeepTail = "keep-tail"
+	ShapeSimple   = "simple"
+	ShapeServer   = "server"
+)
+
+// Checkpoint is one compaction's result (DESIGN.md §5.6). The assembled
+// context after it is Summary, the messages from FirstRetainedSeq to
+// SnapshotSeq, then every message after SnapshotSeq.
+type Checkpoint struct {
+	// Seq is the seq of the checkpoint's event.
+	Seq uint64 `json:"seq"`
+	// Time is when it was committed, UTC.
+	Time time.Time `json:"time"`
+	// Summary is the summary text; empty where a listing leaves it out
+	// (Session.LastCheckpoint, checkpoint events). SummaryBytes is always
+	// set.
+	Summary string `json:"summary,omitempty"`
+	// SummaryBytes is the summary's length in bytes.
+	SummaryBytes uint64 `json:"summary_bytes"`
+	// Stalled marks a checkpoint after which the context was still at or
+	// above the threshold; it counts as a failure (DESIGN.md §5.5).
+	Stalled bool `json:"stalled"`
+	// SnapshotSeq is the last seq the summarized snapshot covered.
+	SnapshotSeq uint64 `json:"snapshot_seq"`
+	// FirstRetainedSeq is the first retained message's seq; 0 when nothing
+	// is retained (DESIGN.md §5.2).
+	FirstRetainedSeq uint64 `json:"first_retained_seq"`
+	// SummarizedMessages is how many messages the summary replaces.
+	SummarizedMessages uint64 `json:"summarized_messages"`
+	// Binding is the name of the summarizer binding that produced it.
+	Binding string `json:"binding"`
+	// PrunedRetry says whether the pruned retry produced it (DESIGN.md
+	// §5.5).
+	PrunedRetry bool `json:"pruned_retry"`
+	// TokensBefore and TokensAfter are the assembled context's size in
+	// tokens before and after the compaction.
+	TokensBefore uint64 `json:"tokens_before"`
+	TokensAfter  uint64 `json:"tokens_after"`
+	// Shape is ShapeKeepTail, ShapeSimple or ShapeServer.
+	Shape string `json:"shape,omitempty"`
+	// Reason is ReasonAuto, ReasonManual or ReasonOverflow.
+	Reason string `json:"reason,omitempty"`
+}
+
+// CheckpointsResponse is the body of RouteCheckpoints.
+type CheckpointsResponse struct {
+	// Checkpoints are every checkpoint of the session, oldest first, with
+	// their summaries.
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// EventKind is the type of an event of a session's log. The values are
+// those of the log itself (package checkpoint), so a stream resumed from a
+// seq is exactly the log.
+type EventKind string
+
+// Event kinds. Data shapes are those written by the engine; the ones named
+// here are stable.
+const (
+	// EventMessage: a message was appended; Message is set.
+	EventMessage EventKind = "message"
+	// EventUsage: usage reported apart from a message.
+	EventUsage EventKind = "usage"
+	// EventCheckpoint: a compaction finished and its checkpoint was
+	// committed. Data is a Checkpoint without its summary; Stalled marks
+	// a stall (DESIGN.md §5.5).
+	EventCheckpoint EventKind = "checkpoint"
+	// EventCompactionStarted: a compaction began, e.g. {"reason",
+	// "snapshot_seq"}.
+	EventCompactionStarted EventKind = "compaction_started"
+	// EventCompactionFailed: a compaction failed on every binding, e.g.
+	// {"reason", "errors": [{"binding", "class", "message"}],
+	// "consecutive"}.
+	EventCompactionFailed EventKind = "compaction_failed"
+	// EventCircuitOpen: automatic compaction stopped for the rest of the
+	// run (DESIGN.md §5.5), e.g. {"failures": 3}.
+	EventCircuitOpen EventKind = "circuit_open"
+	// EventContextEdit: a context-editing pass (DESIGN.md §6), e.g.
+	// {"elided_count", "chars_saved", …}.
+	EventContextEdit EventKind = "context_edit"
+	// EventOffload: a tool result was offloaded (DESIGN.md §6), e.g.
+	// {"tool_call_id", "artifact", "path", "bytes", "lines", "chars"}.
+	EventOffload EventKind = "offload"
+	// EventDiagnostic: something to see; Data is a Diagnostic.
+	EventDiagnostic EventKind = "diagnostic"
+	// EventPrefixReset: a recorded rewrite stopped the replay of thinking
+	// it invalidated (DESIGN.md §4), e.g. {"cause", "withheld_before"}.
+	EventPrefixReset EventKind = "prefix_reset"
+	// EventAbandonedRound: error results were appended for open tool calls
+	// when a new user prompt arrived (DESIGN.md §2), e.g.
+	// {"tool_call_ids": [...]}.
+	EventAbandonedRound EventKind = "abandoned_round"
+	// EventRunStarted: a new run began (DESIGN.md §5.5), e.g. {"cause":
+	// "user_prompt" | "api" | "restart"}.
+	EventRunStarted EventKind = "run_started"
+	// EventSessionUpdated: system prompt, tools, pinned context or model
+	// changed.
+	EventSessionUpdated EventKind = "session_updated"
+	// EventImported: one record of an imported transcript, verbatim.
+	EventImported EventKind = "imported"
+)
+
+// Event is one entry of a session's event log, as streamed by RouteEvents
+// and returned in AppendMessagesResponse.Events.
+type Event struct {
+	// Seq is the event's position in its session, from 1.
+	Seq uint64 `json:"seq"`
+	// Kind says what happened.
+	Kind EventKind `json:"kind"`
+	// Time is when it happened, UTC.
+	Time time.Time `json:"time"`
+	// Message is set on EventMessage only.
+	Message *Message `json:"message,omitempty"`
+	// Data is the kind's payload: one JSON value, or empty.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Queue describes the compaction queue (DESIGN.md §3 [workers]).
+type Queue struct {
+	// Depth is the number of compactions waiting.
+	Depth int `json:"depth"`
+	// Capacity is the bound; when Depth reaches it, further compactions are
+	// refused with Unavailable.
+	Capacity int `json:"capacity"`
+}
+
+// Workers describes the compaction worker pool.
+type Workers struct {
+	// Size is the number of workers.
+	Size int `json:"size"`
+	// Busy is the number running a compaction now.
+	Busy int `json:"busy"`
+}
+
+// Status is the body of RouteStatus.
+type Status struct {
+	// Version is the daemon's Version.
+	Version string `json:"version"`
+	// Started is when the daemon started, UTC.
+	Started time.Time `json:"started"`
+	// UptimeSeconds is the time since Started, in seconds.
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Sessions is the number of sessions stored.
+	Sessions int `json:"sessions"`
+	// Queue is the compaction queue.
+	Queue Queue `json:"queue"`
+	// Workers is the compaction worker pool.
+	Workers Workers `json:"workers"`
+}
