@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/transcript"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+var corpusFiles = []string{
+	"claude-code/autocompact-150tools.jsonl",
+	"claude-code/v1-167tools-sidechains.jsonl",
+	"pi/454tools-2compactions.jsonl",
+	"swe-agent/marshmallow-1867.traj.json",
+}
+
+// Every corpus session: a forced compaction at several points produces a
+// valid history (no orphan results, no unanswered calls) and a summary within
+// limits, with the extractive summarizer.
+func TestForcedCompactionsOnTheCorpus(t *testing.T) {
+	for _, file := range corpusFiles {
+		t.Run(file, func(t *testing.T) {
+			data := corpustest.Read(t, file)
+			tr, err := transcript.Import(bytes.NewReader(data), transcript.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.CloseAbandoned()
+			cfg := testConfig()
+			cfg.ContextCompaction.Auto = false // only the forced compactions
+			h := newHarness(t, cfg, "")
+			h.create("s", 200000)
+
+			points := map[int]bool{len(tr.Messages) / 3: true, 2 * len(tr.Messages) / 3: true, len(tr.Messages) - 1: true}
+			pending := 0 // points passed during an open round, compacted at its end
+			compactions := 0
+			state := &history.State{}
+			for i, m := range tr.Messages {
+				h.append("s", m)
+				state.Apply(m)
+				if points[i] {
+					pending++
+				}
+				if pending == 0 || len(state.Open()) > 0 {
+					continue
+				}
+				pending = 0
+				res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+				if err != nil {
+					t.Fatalf("compaction after message %d: %v", i, err)
+				}
+				compactions++
+				cp := res.Checkpoint
+				if cp.SummaryBytes == 0 || cp.SummaryBytes > cfg.ContextCompaction.MaxSummaryBytes {
+					t.Fatalf("summary of %d bytes", cp.SummaryBytes)
+				}
+				full, err := h.e.opts.Log.GetCheckpoint(context.Background(), "s", cp.Seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, heading := range summarizer.Headings() {
+					if !strings.Contains(full.Summary, heading) {
+						t.Fatalf("summary lacks the heading %q", heading)
+					}
+				}
+				a := h.context("s")
+				checkValid(t, a.Messages)
+				// A history smaller than keep_recent_tokens is retained whole
+				// (DESIGN.md §5.2), so only a larger one must shrink.
+				if cp.TokensBefore > 2*cfg.ContextCompaction.KeepRecentTokens && cp.TokensAfter >= cp.TokensBefore {
+					t.Fatalf("compaction after message %d: tokens %d → %d", i, cp.TokensBefore, cp.TokensAfter)
+				}
+			}
+			if compactions < 2 {
+				t.Fatalf("only %d compactions ran", compactions)
+			}
+			t.Logf("%s: %d messages, %d compactions", file, len(tr.Messages), compactions)
+		})
+	}
+}
