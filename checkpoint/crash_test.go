@@ -218,7 +218,7 @@ func TestCrash(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (-crash.seed to repeat)", seed)
+	t.Logf("seed %d (repeat: go test ./checkpoint -run TestCrash -args -crash.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	a := &acked{last: map[string]uint64{}, checkpoints: map[string]map[uint64]bool{}, artifacts: map[artifacts.ID]bool{}}
