@@ -1,0 +1,328 @@
+// Package contextedit is ctxd's second context layer (DESIGN.md §6 "Context
+// editing"): old tool results already in a session's history are replaced by
+// one-line stubs, in rare recorded passes, so that between passes every
+// request is a byte-for-byte extension of the previous one and the prompt
+// cache stays valid.
+//
+// Plan decides whether a pass fires; the engine records the returned Pass in
+// the session's event log and applies it to the session's Ledger; Render
+// applies the ledger to each stored message as it is sent. Replaying the
+// recorded passes in order after a restart rebuilds the same ledger, hence
+// byte-identical requests. Mode "server" makes no local edits: ServerEdit
+// gives the provider's equivalent parameter instead.
+//
+// Units (DESIGN.md §2 "Units"): every size is in characters, Unicode code
+// points. The package does no I/O and calls no summarizer.
+package contextedit
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+)
+
+// Pass is one recorded context-edit pass: the Data of the engine's
+// context_edit event (DESIGN.md §6).
+type Pass struct {
+	// Elided is the tool_call_ids of the results elided by this pass, in
+	// history order.
+	Elided []string `json:"elided"`
+	// ElidedCount is len(Elided).
+	ElidedCount int `json:"elided_count"`
+	// CharsSaved is the characters (code points) of the elided results'
+	// stored content minus the characters of the stubs replacing them.
+	CharsSaved uint64 `json:"chars_saved"`
+	// WithheldThinkingBefore is a seq: the thinking and redacted_thinking
+	// blocks of assistant messages with a smaller seq are no longer
+	// replayed. Set only for models with thinking_binding; 0 otherwise.
+	WithheldThinkingBefore uint64 `json:"withheld_thinking_before,omitempty"`
+}
+
+// Ledger is the set of recorded context-edit passes of a session: the
+// elided tool_call_ids and the withheld-thinking point. Rebuilt identically
+// from the log's context_edit events after a restart by applying them in
+// order. The zero value is an empty ledger; a nil *Ledger reads as empty.
+// A Ledger is not safe for concurrent use: its session serializes access,
+// as it does for its history.
+type Ledger struct {
+	elided   map[string]struct{}
+	withheld uint64
+	passes   int
+}
+
+// Apply records p, live or when replaying the log. Elided ids accumulate;
+// the withheld-thinking point only moves forward (the larger of the
+// ledger's and p's), so applying passes in order is all a rebuild needs.
+func (l *Ledger) Apply(p Pass) {
+	if l.elided == nil {
+		l.elided = make(map[string]struct{}, len(p.Elided))
+	}
+	for _, id := range p.Elided {
+		l.elided[id] = struct{}{}
+	}
+	l.withheld = max(l.withheld, p.WithheldThinkingBefore)
+	l.passes++
+}
+
+// Elided reports whether the result answering toolCallID has been elided.
+func (l *Ledger) Elided(toolCallID string) bool {
+	if l == nil {
+		return false
+	}
+	_, ok := l.elided[toolCallID]
+	return ok
+}
+
+// WithheldThinkingBefore returns the seq before which assistant messages
+// are sent without their thinking blocks; 0 when none are withheld.
+func (l *Ledger) WithheldThinkingBefore() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.withheld
+}
+
+// Passes returns the number of passes applied.
+func (l *Ledger) Passes() int {
+	if l == nil {
+		return 0
+	}
+	return l.passes
+}
+
+// Len returns the number of elided tool results.
+func (l *Ledger) Len() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.elided)
+}
+
+// ResultChars returns the size of a tool result as context editing measures
+// it, in characters (code points): its text blocks plus its json blocks'
+// JSON text, as stored (an offloaded result counts as its offload stub).
+// Images count nothing: they are not text.
+func ResultChars(m history.Message) uint64 {
+	var n int
+	for _, b := range m.Content {
+		switch b.Type {
+		case history.BlockText:
+			n += utf8.RuneCountInString(b.Text)
+		case history.BlockJSON:
+			n += utf8.RuneCount(b.JSON)
+		}
+	}
+	return uint64(n)
+}
+
+// Stub returns the one-line text an elided result is sent as: it names the
+// tool and the stored result's size in characters and, when offloadPath is
+// not "", points at the offload file holding the whole result. Same input,
+// same bytes.
+func Stub(m history.Message, offloadPath string) string {
+	tool := m.ToolName
+	if tool == "" {
+		tool = "a tool"
+	}
+	var b strings.Builder
+	b.WriteString("[ctxd elided this old tool result to save context: ")
+	b.WriteString(oneLine(tool))
+	b.WriteString(", ")
+	b.WriteString(strconv.FormatUint(ResultChars(m), 10))
+	b.WriteString(" characters.")
+	if offloadPath != "" {
+		b.WriteString(" The whole result is in ")
+		b.WriteString(oneLine(offloadPath))
+		b.WriteString("; read or grep it if you need it again.]")
+	} else {
+		b.WriteString(" Run the tool again if you need it.]")
+	}
+	return b.String()
+}
+
+// oneLine keeps a stub on one line whatever a name holds.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// WithheldText replaces the content of an assistant message made only of
+// thinking blocks once they are withheld: providers reject an assistant
+// message with no content.
+const WithheldText = "[earlier reasoning withheld after a context edit]"
+
+// Render returns m as it is sent after the ledger's passes:
+//   - an elided tool result becomes a copy whose content is one text block
+//     holding Stub(m, offloadPath); role, tool_call_id, tool_name, is_error,
+//     time and seq are kept;
+//   - an assistant message with seq < WithheldThinkingBefore becomes a copy
+//     without its thinking and redacted_thinking blocks — whole blocks are
+//     dropped, never edited — or, if nothing else is left, one text block
+//     holding WithheldText;
+//   - any other message is returned as it is.
+//
+// A copy has Tokens 0: the stored estimate counted what was replaced. The
+// copy shares no slice with m. Same inputs, same bytes.
+func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
+	switch {
+	case m.Role == history.RoleTool && l.Elided(m.ToolCallID):
+		out := m
+		out.Content = []history.Block{{Type: history.BlockText, Text: Stub(m, offloadPath)}}
+		out.Tokens = 0
+		return out
+	case m.Role == history.RoleAssistant && m.Seq < l.WithheldThinkingBefore() && hasThinking(m):
+		out := m
+		out.Content = make([]history.Block, 0, len(m.Content))
+		for _, b := range m.Content {
+			if !isThinking(b) {
+				out.Content = append(out.Content, b)
+			}
+		}
+		if len(out.Content) == 0 {
+			out.Content = append(out.Content, history.Block{Type: history.BlockText, Text: WithheldText})
+		}
+		out.Tokens = 0
+		return out
+	}
+	return m
+}
+
+func isThinking(b history.Block) bool {
+	return b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking
+}
+
+func hasThinking(m history.Message) bool {
+	for _, b := range m.Content {
+		if isThinking(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
+// local), with no offload paths known: PlanPaths with a nil paths.
+func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool) *Pass {
+	return PlanPaths(cfg, active, l, thinkingBinding, nil)
+}
+
+// PlanPaths decides whether a context-edit pass fires now and returns it,
+// or nil. active is the active history — the raw stored messages, oldest
+// first, each with Seq set — and l what earlier passes elided (nil: none).
+// paths, when not nil, returns the offload file of a result by its
+// tool_call_id ("" when it was not offloaded), the offloadPath Render will
+// be given, so CharsSaved counts the stubs exactly.
+//
+// It returns nil unless cfg.Enabled and cfg.Mode is not "server" (the
+// engine resolves "auto" with Mode and plans only when it says local).
+// A pass fires when both hold:
+//   - the raw tool-result text of active — ResultChars of every tool
+//     message, elided or not, as stored before any elision — exceeds
+//     cfg.MaxTotalToolResultChars;
+//   - eliding every eligible result saves at least cfg.MinCharsPerPass
+//     characters (its size minus its stub's).
+//
+// A tool result is eligible when it is not elided yet; its turn is older
+// than the newest cfg.KeepRecentTurns turns (a turn is one assistant
+// message plus the tool results answering it; a result belongs to the turn
+// of the assistant message holding its call, or, with no such call, to its
+// own position); it has at least cfg.MinCharsToElide characters; its tool
+// (tool_name, else the call's name) is not in cfg.ProtectToolNames, used
+// as given; and its stub is shorter than it. All eligible results are
+// elided in one pass, listed in history order.
+//
+// With thinkingBinding, the pass withholds the thinking produced before
+// its rewrite point, the newest elided result: WithheldThinkingBefore is
+// that result's seq + 1, so assistant messages up to it lose their thinking
+// and the recent turns, which the model still sees whole, keep theirs. It
+// never passes the last assistant message's seq: a provider rejects a
+// thinking-enabled tool loop whose last assistant message lacks its
+// thinking block (this only matters with keep_recent_turns = 0).
+func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool, paths func(toolCallID string) string) *Pass {
+	if !cfg.Enabled || cfg.Mode == config.EditModeServer {
+		return nil
+	}
+	var assistants []int
+	callTurn := map[string]int{}
+	callName := map[string]string{}
+	for i, m := range active {
+		if m.Role != history.RoleAssistant {
+			continue
+		}
+		assistants = append(assistants, i)
+		for _, b := range m.Content {
+			if b.Type != history.BlockToolCall {
+				continue
+			}
+			if _, seen := callTurn[b.ID]; !seen {
+				callTurn[b.ID] = i
+				callName[b.ID] = b.Name
+			}
+		}
+	}
+	// Results whose turn starts at or after cutoff are in the recent turns.
+	cutoff := len(active)
+	if k := cfg.KeepRecentTurns; k > 0 {
+		if uint64(len(assistants)) < k {
+			cutoff = 0
+		} else {
+			cutoff = assistants[uint64(len(assistants))-k]
+		}
+	}
+	protected := make(map[string]struct{}, len(cfg.ProtectToolNames))
+	for _, name := range cfg.ProtectToolNames {
+		protected[name] = struct{}{}
+	}
+
+	var raw, saved uint64
+	var elided []string
+	newest := -1
+	for i, m := range active {
+		if m.Role != history.RoleTool {
+			continue
+		}
+		size := ResultChars(m)
+		raw += size
+		if l.Elided(m.ToolCallID) || size < cfg.MinCharsToElide {
+			continue
+		}
+		turn, ok := callTurn[m.ToolCallID]
+		if !ok {
+			turn = i
+		}
+		if turn >= cutoff {
+			continue
+		}
+		tool := m.ToolName
+		if tool == "" {
+			tool = callName[m.ToolCallID]
+		}
+		if _, ok := protected[tool]; ok {
+			continue
+		}
+		path := ""
+		if paths != nil {
+			path = paths(m.ToolCallID)
+		}
+		stub := uint64(utf8.RuneCountInString(Stub(m, path)))
+		if size <= stub {
+			continue
+		}
+		saved += size - stub
+		elided = append(elided, m.ToolCallID)
+		newest = i
+	}
+	if raw <= cfg.MaxTotalToolResultChars || len(elided) == 0 || saved < cfg.MinCharsPerPass {
+		return nil
+	}
+	p := &Pass{Elided: elided, ElidedCount: len(elided), CharsSaved: saved}
+	if thinkingBinding {
+		p.WithheldThinkingBefore = active[newest].Seq + 1
+		if n := len(assistants); n > 0 {
+			p.WithheldThinkingBefore = min(p.WithheldThinkingBefore, active[assistants[n-1]].Seq)
+		}
+	}
+	return p
+}
