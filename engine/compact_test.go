@@ -414,3 +414,24 @@ func encodeAll(t *testing.T, a *Assembled) string {
 	}
 	return b.String()
 }
+
+func TestPinnedContextComesFirstAndSurvivesCompaction(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	pinned := []history.Block{{Type: history.BlockText, Text: "Always answer in French."}}
+	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "p", Model: "test-model", ContextLimit: 200000, Pinned: pinned}); err != nil {
+		t.Fatal(err)
+	}
+	h.append("p", user("hello"), assistant("bonjour"))
+	if _, err := h.e.Compact(context.Background(), "p", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	a := h.context("p")
+	if a.Messages[0].Content[0].Text != "Always answer in French." || !strings.HasPrefix(a.Messages[1].Content[0].Text, "This is a summary") {
+		t.Fatalf("context starts %q, %q", a.Messages[0].Content[0].Text, a.Messages[1].Content[0].Text)
+	}
+	_, err := h.e.CreateSession(context.Background(), CreateParams{ID: "q", Model: "test-model", ContextLimit: 1000, Pinned: []history.Block{{Type: "video"}}})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "pinned[0].type" {
+		t.Fatalf("bad pinned block: %v", err)
+	}
+}

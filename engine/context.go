@@ -131,7 +131,7 @@ func (e *Engine) assemble(s *session) *Assembled {
 // held.
 func (e *Engine) activeMessages(s *session) []history.Message {
 	out := make([]history.Message, 0, len(s.active)+2)
-	if s.pinned != "" {
+	if len(s.pinned) > 0 {
 		out = append(out, pinnedMessage(s.pinned))
 	}
 	if s.summaryMsg != nil {

@@ -22,8 +22,8 @@ type entry struct {
 
 // sessionExtra is the engine state kept in checkpoint.Meta.Extra.
 type sessionExtra struct {
-	// Pinned is the pinned context, as text.
-	Pinned string `json:"pinned,omitempty"`
+	// Pinned is the pinned context's blocks.
+	Pinned []history.Block `json:"pinned,omitempty"`
 }
 
 // session is one loaded session. mu guards everything below it.
@@ -41,7 +41,7 @@ type session struct {
 
 	system string
 	tools  []history.ToolDef
-	pinned string
+	pinned []history.Block
 	// fixedTokens is the estimate of system prompt, tools and pinned
 	// context, uncalibrated.
 	fixedTokens uint64
@@ -188,7 +188,7 @@ func (e *Engine) fixedTokens(s *session) uint64 {
 	for _, t := range s.tools {
 		n += e.est.Text(t.Name) + e.est.Text(t.Description) + e.est.Text(string(t.InputSchema))
 	}
-	if s.pinned != "" {
+	if len(s.pinned) > 0 {
 		n += e.est.Message(pinnedMessage(s.pinned))
 	}
 	return n
@@ -386,15 +386,10 @@ func summaryMessage(cp checkpoint.Checkpoint) history.Message {
 	}
 }
 
-// PinnedPreamble begins the user message that carries a session's pinned
-// context (DESIGN.md §4).
-const PinnedPreamble = "Pinned context:"
-
-func pinnedMessage(pinned string) history.Message {
-	return history.Message{
-		Role:    history.RoleUser,
-		Content: []history.Block{{Type: history.BlockText, Text: PinnedPreamble + "\n\n" + pinned}},
-	}
+// pinnedMessage is the user message that carries a session's pinned context
+// (DESIGN.md §4): its blocks as given.
+func pinnedMessage(pinned []history.Block) history.Message {
+	return history.Message{Role: history.RoleUser, Content: pinned}
 }
 
 func hasThinking(m history.Message) bool {

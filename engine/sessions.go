@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -25,8 +27,9 @@ type CreateParams struct {
 	System string
 	// Tools are the tool definitions.
 	Tools []history.ToolDef
-	// Pinned is pinned context, sent after the tools and before any summary.
-	Pinned string
+	// Pinned is pinned context, sent as one user message after the tools
+	// and before any summary: text, image and json blocks.
+	Pinned []history.Block
 	// Overlay is a TOML configuration overlay (DESIGN.md §3), the highest
 	// layer for this session.
 	Overlay string
@@ -81,6 +84,9 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	if err := checkTools(p.Tools); err != nil {
 		return Info{}, err
 	}
+	if err := checkPinned(p.Pinned); err != nil {
+		return Info{}, err
+	}
 	extra, _ := json.Marshal(sessionExtra{Pinned: p.Pinned})
 	meta := checkpoint.Meta{
 		Model:              p.Model,
@@ -108,6 +114,21 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	return e.info(probe), nil
+}
+
+// checkPinned validates pinned context as the content of a user message.
+func checkPinned(blocks []history.Block) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	if err := (&history.State{}).Check(pinnedMessage(blocks)); err != nil {
+		var ve *history.ValidationError
+		if errors.As(err, &ve) {
+			return invalidField("pinned"+strings.TrimPrefix(ve.Field, "content"), "%s", ve.Message)
+		}
+		return invalidField("pinned", "%v", err)
+	}
+	return nil
 }
 
 func checkTools(tools []history.ToolDef) error {
@@ -179,7 +200,7 @@ func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
 type Patch struct {
 	System       *string
 	Tools        *[]history.ToolDef
-	Pinned       *string
+	Pinned       *[]history.Block
 	Model        *string
 	ContextLimit *uint64
 }
@@ -208,6 +229,9 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		meta.ToolsDigest = digest(meta.Tools)
 	}
 	if p.Pinned != nil {
+		if err := checkPinned(*p.Pinned); err != nil {
+			return Info{}, err
+		}
 		meta.Extra, _ = json.Marshal(sessionExtra{Pinned: *p.Pinned})
 	}
 	if p.Model != nil {
