@@ -439,7 +439,7 @@ func (x *extraction) decisions() string {
 	b.WriteString("Latest assistant conclusions (oldest first):\n")
 	for k := len(picked) - 1; k >= 0; k-- {
 		i := picked[k]
-		fmt.Fprintf(&b, "\n%s:\n%s\n", strings.TrimPrefix(x.at(i), " "), quote(truncRunes(messageText(&x.msgs[i]), exDecisionRunes)))
+		fmt.Fprintf(&b, "\nAssistant%s:\n%s\n", x.at(i), quote(truncRunes(messageText(&x.msgs[i]), exDecisionRunes)))
 	}
 	return b.String()
 }

@@ -1,0 +1,199 @@
+package summarizer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/transcript"
+)
+
+// corpusTranscripts lists every transcript of the shared corpus.
+var corpusTranscripts = []string{
+	"claude-code/autocompact-150tools.jsonl",
+	"claude-code/autocompact-150tools.compaction-call.jsonl",
+	"claude-code/v1-167tools-sidechains.jsonl",
+	"pi/454tools-2compactions.jsonl",
+	"swe-agent/marshmallow-1867.traj.json",
+}
+
+// TestExtractiveCorpus runs the extractive summarizer on every corpus
+// transcript at several budgets: within max_summary_bytes, valid UTF-8,
+// every heading present, deterministic; and through Summarize with no
+// bindings (the no-configuration default) once its open rounds are closed.
+func TestExtractiveCorpus(t *testing.T) {
+	for _, rel := range corpusTranscripts {
+		t.Run(rel, func(t *testing.T) {
+			tr, err := transcript.Import(bytes.NewReader(corpustest.Read(t, rel)), transcript.Options{IncludeSidechains: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := tr.Messages
+			for _, max := range []uint64{DefaultMaxSummaryBytes, 16384, 4096, 1200, 200, 1} {
+				s := ExtractiveSummary(msgs, max)
+				if uint64(len(s)) > max {
+					t.Errorf("max %d: summary is %d bytes", max, len(s))
+				}
+				if !utf8.ValidString(s) {
+					t.Errorf("max %d: invalid UTF-8", max)
+				}
+				if max >= 1200 {
+					for _, h := range Headings() {
+						if !strings.Contains(s, "\n"+h+"\n") {
+							t.Errorf("max %d: heading %q missing", max, h)
+						}
+					}
+				}
+				if again := ExtractiveSummary(msgs, max); again != s {
+					t.Errorf("max %d: not deterministic", max)
+				}
+			}
+			full := ExtractiveSummary(msgs, DefaultMaxSummaryBytes)
+			if testing.Verbose() && rel == "pi/454tools-2compactions.jsonl" {
+				t.Logf("extractive summary of %s (%d bytes):\n%s", rel, len(full), full)
+			}
+			// The first user request is quoted verbatim (up to its budget).
+			for i := range msgs {
+				if msgs[i].Role == history.RoleUser {
+					if first := strings.TrimSpace(messageText(&msgs[i])); first != "" && !isSummary(first) {
+						line := truncateBytes(strings.SplitN(first, "\n", 2)[0], 100)
+						if !strings.Contains(full, line) {
+							t.Errorf("first request %q not quoted", line)
+						}
+						break
+					}
+				}
+			}
+
+			closed, _ := transcript.CloseAbandoned(msgs)
+			req := Request{System: tr.System, Messages: closed, MaxSummaryBytes: 8192}
+			before := cloneRequest(req)
+			res, err := newTestSummarizer().Summarize(context.Background(), nil, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Binding != ProviderExtractive || len(res.Summary) > 8192 || res.Summary == "" {
+				t.Errorf("default summarize: binding %q, %d bytes", res.Binding, len(res.Summary))
+			}
+			if !equalRequests(req, before) {
+				t.Error("Summarize modified the request")
+			}
+		})
+	}
+}
+
+func equalRequests(a, b Request) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// TestExtractiveContent checks what the summary says about a small history.
+func TestExtractiveContent(t *testing.T) {
+	req := sampleRequest()
+	req.Messages = append(req.Messages,
+		history.Message{Seq: 8, Role: history.RoleAssistant, Content: []history.Block{
+			{Type: history.BlockToolCall, ID: "c4", Name: "edit", Input: json.RawMessage(`{"file_path":"pkg/foo/testdata/fixture.json","old":"","new":"{}"}`)},
+			{Type: history.BlockToolCall, ID: "c5", Name: "bash", Input: json.RawMessage(`{"command":"go test ./pkg/foo/ && echo artifact://deadbeef"}`)},
+		}},
+		history.Message{Seq: 9, Role: history.RoleTool, ToolCallID: "c4", ToolName: "edit", Content: []history.Block{{Type: history.BlockText, Text: "ok"}}},
+		history.Message{Seq: 10, Role: history.RoleTool, ToolCallID: "c5", ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: "PASS"}}},
+		history.Message{Seq: 11, Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "Now also update the changelog."}}},
+	)
+	s := ExtractiveSummary(req.Messages, 0)
+	for _, want := range []string{
+		"> Fix the failing test in pkg/foo.",                          // first request
+		"> Now also update the changelog.",                            // latest request
+		"- pkg/foo/testdata/fixture.json (writes ×1)",                 // modified
+		"- pkg/foo/foo_test.go",                                       // read
+		"`go test ./pkg/foo/`",                                        // command
+		"artifact://abc123",                                           // artifact read path
+		"artifact://deadbeef",                                         // artifact in a command
+		"bash(command=go test ./pkg/foo/) (seq 6): --- FAIL: TestFoo", // error
+		"next bash call (seq 8) succeeded",                            // what came after
+		"The test fails because the fixture is missing",               // decisions and reasoning
+		"> Look at the test first.",                                   // thinking
+		"Assistant (seq 7):\n> The test fails",                        // decisions
+		"Answer the latest user request (seq 11)",                     // next steps
+		"Tools used: bash ×2, read ×2, edit ×1.",                      // counts
+		"Open tool rounds: none.",                                     // state
+		"# Checkpoint summary (extractive, 11 messages, seq 1–11)",    // title
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "- artifact://abc123 (") || strings.Contains(s, "Read (3") {
+		t.Errorf("artifact path listed as a file:\n%s", s)
+	}
+
+	// An open round is reported.
+	open := ExtractiveSummary(req.Messages[:2], 0)
+	if !strings.Contains(open, "Open tool rounds: 2 call(s) without a result") {
+		t.Errorf("open round not reported:\n%s", open)
+	}
+}
+
+// TestExtractiveChainsSummaries: a history that starts with an earlier
+// checkpoint summary carries its goal forward.
+func TestExtractiveChainsSummaries(t *testing.T) {
+	req := sampleRequest()
+	first := ExtractiveSummary(req.Messages, 0)
+	chained := append([]history.Message{{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: first}}}},
+		history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "Next: speed it up."}}})
+	s := ExtractiveSummary(chained, 0)
+	if !strings.Contains(s, "Carried from the earlier checkpoint summary") || !strings.Contains(s, "Fix the failing test in pkg/foo.") ||
+		!strings.Contains(s, "> Next: speed it up.") {
+		t.Errorf("goal not carried:\n%s", s)
+	}
+}
+
+// TestExtractiveBudget: multi-byte text cut on code-point boundaries, never
+// over the limit, at every small budget.
+func TestExtractiveBudget(t *testing.T) {
+	long := strings.Repeat("日本語のテキスト🙂 ", 3000)
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: long}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: long}}},
+	}
+	for max := uint64(1); max < 3000; max += 37 {
+		s := ExtractiveSummary(msgs, max)
+		if uint64(len(s)) > max || !utf8.ValidString(s) {
+			t.Fatalf("max %d: %d bytes, valid %v", max, len(s), utf8.ValidString(s))
+		}
+	}
+	s := ExtractiveSummary(msgs, 4000)
+	if !strings.Contains(s, cutMarker) {
+		t.Error("a cut section carries no marker")
+	}
+}
+
+func FuzzExtractiveSummary(f *testing.F) {
+	f.Add("Fix it", "I will fix it because it is broken", `{"path":"a.go","command":"ls"}`, uint64(300))
+	f.Add("日本語", "🙂", `{}`, uint64(1))
+	f.Fuzz(func(t *testing.T, user, asst, input string, max uint64) {
+		max %= 1 << 16
+		msgs := []history.Message{
+			{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: user}}},
+			{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: asst},
+				{Type: history.BlockToolCall, ID: "1", Name: "bash", Input: json.RawMessage(input)}}},
+			{Role: history.RoleTool, ToolCallID: "1", IsError: true, Content: []history.Block{{Type: history.BlockText, Text: asst}}},
+		}
+		s := ExtractiveSummary(msgs, max)
+		limit := max
+		if limit == 0 {
+			limit = DefaultMaxSummaryBytes
+		}
+		if uint64(len(s)) > limit {
+			t.Fatalf("%d bytes > %d", len(s), limit)
+		}
+		if utf8.ValidString(user) && utf8.ValidString(asst) && utf8.ValidString(input) && !utf8.ValidString(s) {
+			t.Fatal("invalid UTF-8 from valid input")
+		}
+	})
+}
