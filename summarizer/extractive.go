@@ -33,6 +33,7 @@ const (
 	exLineRunes          = 300
 	exNextLines          = 8
 	exCallSummaryRunes   = 160
+	exQuoteLines         = 40 // a request that pastes a long output is quoted in part
 )
 
 // exFileKeys are the tool-input keys that name a file.
@@ -255,7 +256,7 @@ func (x *extraction) goal() string {
 		return b.String()
 	}
 	first := x.users[0]
-	fmt.Fprintf(&b, "First request%s:\n%s\n", x.at(first), quote(truncRunes(messageText(&x.msgs[first]), exFirstRequestRunes)))
+	fmt.Fprintf(&b, "First request%s:\n%s\n", x.at(first), quote(truncLines(truncRunes(messageText(&x.msgs[first]), exFirstRequestRunes), exQuoteLines)))
 	if n := len(x.users); n > 1 {
 		between := x.users[1 : n-1]
 		if len(between) > 0 {
@@ -270,7 +271,7 @@ func (x *extraction) goal() string {
 			}
 		}
 		last := x.users[n-1]
-		fmt.Fprintf(&b, "\nLatest request%s:\n%s\n", x.at(last), quote(truncRunes(messageText(&x.msgs[last]), exLatestRequestRunes)))
+		fmt.Fprintf(&b, "\nLatest request%s:\n%s\n", x.at(last), quote(truncLines(truncRunes(messageText(&x.msgs[last]), exLatestRequestRunes), exQuoteLines)))
 	}
 	return b.String()
 }
@@ -810,6 +811,16 @@ func truncRunes(s string, n int) string {
 		k++
 	}
 	return s[:i] + "…"
+}
+
+// truncLines keeps the first n lines of s, ending with a line "…" when it
+// cuts.
+func truncLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + "\n…"
 }
 
 // oneLine folds whitespace runs (newlines included) into single spaces.
