@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
@@ -69,7 +70,12 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 	}
 
 	now := e.opts.Now().UTC()
-	events := make([]checkpoint.Event, 0, len(expanded)+1)
+	// Layer 1: offload oversized tool results (on a copy: msgs is the
+	// caller's).
+	expanded = slices.Clone(expanded)
+	expanded, offloaded := e.offloadMessages(ctx, s, expanded)
+
+	events := make([]checkpoint.Event, 0, len(expanded)+len(offloaded)+1)
 	if len(closed) > 0 {
 		ids := make([]string, len(closed))
 		for i, c := range closed {
@@ -79,6 +85,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindAbandonedRound, Time: now, Data: d})
 	}
 	stored := make([]history.Message, len(expanded))
+	at := make([]int, len(expanded)) // index in events of each message
 	for i := range expanded {
 		m := expanded[i]
 		if m.Time.IsZero() {
@@ -87,6 +94,11 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		m.Time = m.Time.UTC()
 		e.est.Fill(&m)
 		stored[i] = m
+		if ev, ok := offloaded[i]; ok {
+			ev.Time = now
+			events = append(events, ev)
+		}
+		at[i] = len(events)
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindMessage, Time: now, Message: &stored[i]})
 	}
 	first, err := e.opts.Log.Append(ctx, id, events)
@@ -94,21 +106,25 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		return AppendResult{}, mapLogErr(id, err)
 	}
 	// The log is durable: bring memory up to date.
-	seq := first
-	if len(closed) > 0 {
-		seq++
-	}
 	var usageMsg *history.Message
 	for i := range stored {
-		stored[i].Seq = seq
-		seq++
+		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
+		if ev, ok := offloaded[i]; ok {
+			var rec struct {
+				Path string `json:"path"`
+			}
+			_ = json.Unmarshal(ev.Data, &rec)
+			s.offloads[stored[i].ToolCallID] = rec.Path
+		}
 		e.addActive(s, stored[i])
 		if stored[i].Role == history.RoleAssistant && stored[i].Usage != nil {
 			usageMsg = &stored[i]
 		}
 	}
-	s.lastSeq = seq - 1
+	s.lastSeq = first + uint64(len(events)) - 1
+	// Layer 2: a context-edit pass, when one fires.
+	e.planPass(ctx, s)
 	e.metrics.Appended(len(stored))
 
 	res := AppendResult{Messages: stored, Abandoned: len(closed)}

@@ -84,6 +84,16 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	return res, nil
 }
 
+// WaitCompaction waits for the session's queued or running compaction, if
+// any, and returns its error (nil when none). Errors: the job's, ctx's.
+func (e *Engine) WaitCompaction(ctx context.Context, id string) error {
+	t := e.opts.Pool.Active(id)
+	if t == nil {
+		return nil
+	}
+	return t.Wait(ctx)
+}
+
 func (s *session) lastCheckpointSeq() uint64 {
 	if s.cp == nil {
 		return 0
@@ -187,6 +197,11 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 
 	// 2. The summarizer call, outside the lock: appends go on meanwhile.
+	if hook := e.opts.OnSummarizerRequest; hook != nil {
+		if msgs, err := req.Assemble(); err == nil {
+			hook(id, msgs)
+		}
+	}
 	start := time.Now()
 	res, err := e.opts.Summarizer.Summarize(ctx, bindings, req, artifactAdapter{e.opts.Artifacts})
 	for _, at := range res.Attempts {

@@ -119,6 +119,7 @@ func (e *Engine) assemble(s *session) *Assembled {
 		LastSeq:         s.lastSeq,
 		ThinkingBinding: s.model.ThinkingBinding,
 		ContextEditing:  s.cfg.ContextEditing,
+		ContextEditMode: s.editMode,
 	}
 	if s.cp != nil {
 		a.CheckpointSeq = s.cp.Seq
@@ -143,13 +144,26 @@ func (e *Engine) activeMessages(s *session) []history.Message {
 	return out
 }
 
-// render returns m as it is sent: thinking withheld after a recorded rewrite
-// for thinking-bound models (DESIGN.md §4).
+// render returns m as it is sent: an elided tool result as its stub
+// (DESIGN.md §6), thinking withheld after a recorded rewrite for
+// thinking-bound models (§4). Same state, same bytes.
 func (e *Engine) render(s *session, m history.Message) history.Message {
-	if m.Role == history.RoleAssistant && m.Seq < s.withheldBefore && hasThinking(m) {
-		return withoutThinking(m)
+	r, _ := e.renderChanged(s, m)
+	return r
+}
+
+func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, bool) {
+	switch m.Role {
+	case history.RoleTool:
+		if s.ledger.Elided(m.ToolCallID) {
+			return s.ledger.Render(m, s.offloads[m.ToolCallID]), true
+		}
+	case history.RoleAssistant:
+		if m.Seq < s.withheldBefore && hasThinking(m) {
+			return withoutThinking(m), true
+		}
 	}
-	return m
+	return m, false
 }
 
 // summarizerTimeout is the per-call timeout of the session's summarizer

@@ -115,6 +115,9 @@ type Options struct {
 	// OffloadDir is where offloaded tool results are written; "" means
 	// <storage.data_dir>/offload.
 	OffloadDir string
+	// OnSummarizerRequest, when set, is called with the messages of every
+	// summarizer request before it is sent (replay checks them).
+	OnSummarizerRequest func(session string, msgs []history.Message)
 }
 
 // Engine runs every session of a daemon. It is safe for concurrent use.

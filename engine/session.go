@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
 
@@ -75,6 +78,15 @@ type session struct {
 	// (DESIGN.md §4), set at recorded rewrites for thinking-bound models.
 	withheldBefore uint64
 
+	// Layers 1 and 2 (DESIGN.md §6): the offloader, the offload file of each
+	// offloaded result by tool_call_id, the context-edit ledger and the
+	// mode in effect ("local", "server" or "off") with its reason.
+	offloader *offload.Offloader
+	offloads  map[string]string
+	ledger    contextedit.Ledger
+	editMode  string
+	editWhy   string
+
 	lastDecision trigger.Decision
 	lastSignal   trigger.Signal
 	lastError    string
@@ -89,7 +101,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, mapLogErr(id, err)
 	}
-	s := &session{id: id, meta: meta, state: &history.State{}}
+	s := &session{id: id, meta: meta, state: &history.State{}, offloads: map[string]string{}}
 	if err := e.configure(s); err != nil {
 		return nil, err
 	}
@@ -114,7 +126,19 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			var d prefixReset
 			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.withheldBefore {
 				s.withheldBefore = d.WithheldBefore
+				e.retokenize(s)
 			}
+		case checkpoint.KindOffload:
+			var r offload.Record
+			if json.Unmarshal(ev.Data, &r) == nil && r.ToolCallID != "" {
+				s.offloads[r.ToolCallID] = r.Path
+			}
+		case checkpoint.KindContextEdit:
+			var p contextedit.Pass
+			if err := json.Unmarshal(ev.Data, &p); err != nil {
+				return fmt.Errorf("event %d: context_edit: %w", ev.Seq, checkpoint.ErrCorrupt)
+			}
+			e.applyPass(s, p)
 		}
 		return nil
 	})
@@ -170,6 +194,19 @@ func (e *Engine) configure(s *session) error {
 	s.tools = tools
 	s.pinned = extra.Pinned
 	s.fixedTokens = e.fixedTokens(s)
+	s.editMode, s.editWhy = contextedit.Mode(cfg.ContextEditing, model.ServerContextEditing)
+	dir := cfg.Offload.Dir
+	if dir == "" {
+		dir = e.opts.OffloadDir
+	}
+	if dir == "" && cfg.Storage.DataDir != "" {
+		dir = filepath.Join(cfg.Storage.DataDir, "offload")
+	}
+	var retainer offload.Retainer
+	if e.opts.Artifacts != nil {
+		retainer = e.opts.Artifacts
+	}
+	s.offloader = offload.New(cfg.Offload, dir, retainer, e.log)
 	return nil
 }
 
@@ -235,11 +272,11 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 }
 
-// sentTokens is the estimate of m as it is sent: the stored estimate, less
-// thinking that is withheld.
+// sentTokens is the estimate of m as it is sent: the stored estimate, or
+// that of its rendering when context editing or withheld thinking changed it.
 func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
-	if m.Role == history.RoleAssistant && m.Seq < s.withheldBefore && hasThinking(m) {
-		return e.est.Message(withoutThinking(m))
+	if r, changed := e.renderChanged(s, m); changed {
+		return e.est.Message(r)
 	}
 	return m.Tokens
 }
@@ -402,14 +439,20 @@ func hasThinking(m history.Message) bool {
 }
 
 // withoutThinking returns m without its thinking blocks: a thinking block is
-// sent byte-identical or not at all, never edited (DESIGN.md §4).
+// sent byte-identical or not at all, never edited (DESIGN.md §4). A message
+// left empty carries contextedit.WithheldText, as providers refuse empty
+// assistant messages.
 func withoutThinking(m history.Message) history.Message {
 	out := m
+	out.Tokens = 0
 	out.Content = make([]history.Block, 0, len(m.Content))
 	for _, b := range m.Content {
 		if b.Type != history.BlockThinking && b.Type != history.BlockRedactedThinking {
 			out.Content = append(out.Content, b)
 		}
+	}
+	if len(out.Content) == 0 {
+		out.Content = []history.Block{{Type: history.BlockText, Text: contextedit.WithheldText}}
 	}
 	return out
 }

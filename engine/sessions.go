@@ -68,6 +68,17 @@ type Info struct {
 	LastError string `json:"last_error,omitempty"`
 	// Factor is the model's token calibration factor.
 	Factor float64 `json:"token_factor"`
+	// EditedTokens is what context editing and withheld thinking remove
+	// from the active messages as stored, in uncalibrated tokens.
+	EditedTokens uint64 `json:"edited_tokens,omitempty"`
+	// ContextEditMode is the context-editing mode in effect ("local",
+	// "server" or "off") and ContextEditWhy the reason (DESIGN.md §6).
+	ContextEditMode string `json:"context_edit_mode"`
+	ContextEditWhy  string `json:"context_edit_why,omitempty"`
+	// ContextEditPasses is the number of context-edit passes recorded.
+	ContextEditPasses int `json:"context_edit_passes,omitempty"`
+	// Offloads is the number of tool results offloaded.
+	Offloads int `json:"offloads,omitempty"`
 }
 
 // CreateSession creates a session. Errors: ErrInvalid (*FieldError: id,
@@ -99,7 +110,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	}
 	meta.ToolsDigest = digest(meta.Tools)
 	// Validate model, limit and overlay before anything is stored.
-	probe := &session{id: p.ID, meta: meta, state: &history.State{}}
+	probe := &session{id: p.ID, meta: meta, state: &history.State{}, offloads: map[string]string{}}
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
@@ -187,6 +198,14 @@ func (e *Engine) info(s *session) Info {
 		cp.Summary = ""
 		in.Checkpoint = &cp
 	}
+	for _, en := range s.active {
+		if en.msg.Tokens > en.tokens {
+			in.EditedTokens += en.msg.Tokens - en.tokens
+		}
+	}
+	in.ContextEditMode, in.ContextEditWhy = s.editMode, s.editWhy
+	in.ContextEditPasses = s.ledger.Passes()
+	in.Offloads = len(s.offloads)
 	return in
 }
 
@@ -280,14 +299,20 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	return e.info(s), nil
 }
 
-// retokenize recomputes the sent-form estimate of every active message,
-// after a change to what is withheld. Called with s.mu held.
+// retokenize recomputes the sent-form estimate of every active message after
+// a change to what is sent (a context-edit pass, withheld thinking). What the
+// change removed from messages the newest reported usage already covered is
+// taken off that usage's figure (editedSinceUsage). Called with s.mu held.
 func (e *Engine) retokenize(s *session) {
-	var total, since uint64
+	var total, since, removedBeforeUsage uint64
 	for i := range s.active {
+		old := s.active[i].tokens
 		t := e.sentTokens(s, s.active[i].msg)
 		s.active[i].tokens = t
 		total += t
+		if s.usage != nil && i < s.usageAt && t < old {
+			removedBeforeUsage += old - t
+		}
 		if i >= s.usageAt {
 			since += t
 		}
@@ -295,6 +320,7 @@ func (e *Engine) retokenize(s *session) {
 	s.activeTokens = total
 	if s.usage != nil {
 		s.sinceUsage = since
+		s.editedSinceUsage += removedBeforeUsage
 	}
 }
 

@@ -129,6 +129,17 @@ func (p *Pool) Submit(session string, fn Func) (*Ticket, error) {
 	return &Ticket{Session: session, state: st}, nil
 }
 
+// Active returns the ticket of session's job while one is queued or running,
+// or nil.
+func (p *Pool) Active(session string) *Ticket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.active[session]; ok {
+		return &Ticket{Session: session, Joined: true, state: st}
+	}
+	return nil
+}
+
 // Stats is a point-in-time view of the pool.
 type Stats struct {
 	// Queued is the number of jobs waiting to start.

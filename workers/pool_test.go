@@ -260,3 +260,24 @@ func TestWaitReturnsContextErrorWithoutCancellingTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestActiveReportsTheQueuedOrRunningJob(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 1})
+	if p.Active("s") != nil {
+		t.Fatal("Active before any job")
+	}
+	release := make(chan struct{})
+	tk, err := p.Submit("s", func(context.Context) error { <-release; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.Active("s")
+	if a == nil || a.Done() != tk.Done() {
+		t.Fatal("Active does not return the running job")
+	}
+	close(release)
+	<-tk.Done()
+	if p.Active("s") != nil {
+		t.Fatal("Active after the job finished")
+	}
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/contextedit"
+	"github.com/ctxd/ctxd/history"
+)
+
+// offloadMessages runs layer 1 (DESIGN.md §6 "Offload") over the messages of
+// an append: each oversized tool result is stored whole and replaced by its
+// stub. It returns the messages to store and, for each offloaded one, its
+// offload event, keyed by index. A failed write leaves the result whole.
+// Called with s.mu held, before the messages are stored: the artifact and
+// file exist before any event refers to them.
+func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message) ([]history.Message, map[int]checkpoint.Event) {
+	var events map[int]checkpoint.Event
+	for i := range msgs {
+		if msgs[i].Role != history.RoleTool {
+			continue
+		}
+		m, rec := s.offloader.Offload(ctx, s.id, msgs[i])
+		if rec == nil {
+			continue
+		}
+		d, err := json.Marshal(rec)
+		if err != nil {
+			continue
+		}
+		msgs[i] = m
+		if events == nil {
+			events = map[int]checkpoint.Event{}
+		}
+		events[i] = checkpoint.Event{Kind: checkpoint.KindOffload, Data: d}
+	}
+	return msgs, events
+}
+
+// planPass runs layer 2 (DESIGN.md §6 "Context editing", mode local) after an
+// append: when a pass fires it is recorded in the log, then applied. Called
+// with s.mu held.
+func (e *Engine) planPass(ctx context.Context, s *session) {
+	if s.editMode != contextedit.ModeLocal {
+		return
+	}
+	active := make([]history.Message, len(s.active))
+	for i, en := range s.active {
+		active[i] = en.msg
+	}
+	p := contextedit.PlanPaths(s.cfg.ContextEditing, active, &s.ledger, s.model.ThinkingBinding, func(id string) string { return s.offloads[id] })
+	if p == nil {
+		return
+	}
+	d, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	events := []checkpoint.Event{{Kind: checkpoint.KindContextEdit, Data: d}}
+	if s.model.ThinkingBinding && p.WithheldThinkingBefore > s.withheldBefore && e.thinkingBefore(s, p.WithheldThinkingBefore) {
+		// One event saying the rewrite stopped the replay of earlier
+		// thinking (DESIGN.md §4).
+		r, _ := json.Marshal(prefixReset{Cause: "context_edit", WithheldBefore: p.WithheldThinkingBefore})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: r})
+	}
+	seq, err := e.opts.Log.Append(ctx, s.id, events)
+	if err != nil {
+		// Not recorded, so not applied: the next append plans it again.
+		e.log.Warn("recording a context-edit pass", "session", s.id, "err", err)
+		return
+	}
+	s.lastSeq = seq + uint64(len(events)) - 1
+	e.applyPass(s, *p)
+}
+
+// thinkingBefore reports whether an active assistant message before seq
+// carries thinking that is still replayed.
+func (e *Engine) thinkingBefore(s *session, seq uint64) bool {
+	for _, en := range s.active {
+		if en.msg.Seq >= seq {
+			break
+		}
+		if en.msg.Seq >= s.withheldBefore && en.msg.Role == history.RoleAssistant && hasThinking(en.msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyPass applies a recorded pass to the session: the ledger, the
+// withheld-thinking point, and the sent-form estimates of what it changed.
+// The same function serves live passes and the log's replay after a
+// restart, so both give identical state. Called with s.mu held (or during
+// load).
+func (e *Engine) applyPass(s *session, p contextedit.Pass) {
+	s.ledger.Apply(p)
+	if p.WithheldThinkingBefore > s.withheldBefore {
+		s.withheldBefore = p.WithheldThinkingBefore
+	}
+	e.retokenize(s)
+}

@@ -1,0 +1,113 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/transcript"
+)
+
+func importCorpus(t *testing.T, rel string) *transcript.Transcript {
+	t.Helper()
+	tr, err := transcript.Import(bytes.NewReader(corpustest.Read(t, rel)), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func layersOff(cfg config.Config) config.Config {
+	cfg.Offload.Enabled = false
+	cfg.ContextEditing.Enabled = false
+	return cfg
+}
+
+// Replaying autocompact-150tools with a threshold of 167,000 (where that
+// agent compacts): ctxd's first compaction is a pre-send compaction within one
+// response of the recorded original compaction, and afterwards the context is
+// under the threshold.
+func TestReplayCompactsWhereTheOriginalAgentDid(t *testing.T) {
+	tr := importCorpus(t, "claude-code/autocompact-150tools.jsonl")
+	cfg := layersOff(config.Defaults())
+	cfg.ContextCompaction.Trigger = config.Trigger{BufferTokens: 33000}
+	r, err := Run(context.Background(), tr, Options{Config: cfg, ContextLimit: 200000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Threshold != 167000 {
+		t.Fatalf("threshold = %d", r.Threshold)
+	}
+	if len(r.Compactions) == 0 || len(r.OriginalCompactions) != 1 {
+		t.Fatalf("compactions %d, original %d", len(r.Compactions), len(r.OriginalCompactions))
+	}
+	first, orig := r.Compactions[0], r.OriginalCompactions[0]
+	t.Logf("first compaction: %+v; original before response %d at %d tokens", first, orig.BeforeResponse, orig.PreTokens)
+	if first.Signal != "pre-send" {
+		t.Fatalf("first compaction signal = %s, want pre-send", first.Signal)
+	}
+	if d := first.BeforeResponse - orig.BeforeResponse; d < -1 || d > 1 {
+		t.Fatalf("first compaction before response %d, original before %d", first.BeforeResponse, orig.BeforeResponse)
+	}
+	if first.TokensAfter >= r.Threshold || first.Stalled {
+		t.Fatalf("after the compaction %d tokens (threshold %d)", first.TokensAfter, r.Threshold)
+	}
+	checkClean(t, r)
+}
+
+// Every corpus session replays with no orphan result, no unanswered call,
+// and every non-append request explained by a recorded rewrite — with the
+// defaults and with the layers off.
+func TestReplayCorpus(t *testing.T) {
+	files := []string{
+		"claude-code/autocompact-150tools.jsonl",
+		"claude-code/v1-167tools-sidechains.jsonl",
+		"pi/454tools-2compactions.jsonl",
+		"swe-agent/marshmallow-1867.traj.json",
+	}
+	for _, f := range files {
+		for _, variant := range []struct {
+			name string
+			cfg  config.Config
+		}{
+			{"defaults", config.Defaults()},
+			{"layers off", layersOff(config.Defaults())},
+		} {
+			t.Run(f+"/"+variant.name, func(t *testing.T) {
+				tr := importCorpus(t, f)
+				r, err := Run(context.Background(), tr, Options{Config: variant.cfg, ContextLimit: 200000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("compactions %d, passes %d, offloads %d, non-append %d, rewrites %d, final %d tokens, estimate %+v, growth %+v",
+					len(r.Compactions), r.ContextEditPasses, r.Offloads, r.NonAppendRequests, r.RecordedRewrites, r.FinalTokens, r.EstimateError, r.GrowthError)
+				checkClean(t, r)
+				if variant.name == "layers off" && (r.ContextEditPasses != 0 || r.Offloads != 0) {
+					t.Fatalf("layers off yet %d passes, %d offloads", r.ContextEditPasses, r.Offloads)
+				}
+			})
+		}
+	}
+}
+
+func checkClean(t *testing.T, r *Report) {
+	t.Helper()
+	if r.OrphanToolResults != 0 || r.UnansweredToolCalls != 0 {
+		t.Fatalf("orphan results %d, unanswered calls %d", r.OrphanToolResults, r.UnansweredToolCalls)
+	}
+	if r.NonAppendRequests != r.RecordedRewrites {
+		t.Fatalf("non-append requests %d ≠ recorded rewrites %d", r.NonAppendRequests, r.RecordedRewrites)
+	}
+}
+
+func TestReplayNeedsAContextLimit(t *testing.T) {
+	tr := importCorpus(t, "swe-agent/marshmallow-1867.traj.json")
+	tr.Model = "no-such-model"
+	_, err := Run(context.Background(), tr, Options{Config: config.Defaults()})
+	if !errors.Is(err, ErrNoContextLimit) {
+		t.Fatalf("err = %v, want ErrNoContextLimit", err)
+	}
+}
