@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+)
+
+func layersConfig(dir string) config.Config {
+	cfg := config.Defaults()
+	cfg.Offload.Dir = dir
+	return cfg
+}
+
+func TestOffloadThroughTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), dir+"/db")
+	h.create("s", 200000)
+	big := strings.Repeat("line of build output ✓\n", 220000) // ~5 MB
+	res := h.append("s", user("build"), history.Message{Role: history.RoleAssistant, Content: []history.Block{
+		{Type: history.BlockToolCall, ID: "b1", Name: "bash", Input: json.RawMessage(`{"command":"make"}`)}}},
+		history.Message{Role: history.RoleTool, ToolCallID: "b1", ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: big}}})
+	stored := res.Messages[2]
+	stub := stored.Content[0].Text
+	if len(stub) > 20000 || !strings.Contains(stub, fmt.Sprintf("%d bytes", len(big))) {
+		t.Fatalf("stored result is not a stub (%d bytes): %.200s", len(stub), stub)
+	}
+	evs := h.events("s", checkpoint.KindOffload)
+	if len(evs) != 1 {
+		t.Fatalf("%d offload events", len(evs))
+	}
+	var rec struct {
+		Path     string `json:"path"`
+		Artifact string `json:"artifact"`
+	}
+	if err := json.Unmarshal(evs[0].Data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(rec.Path)
+	if err != nil || !bytes.Equal(file, []byte(big)) {
+		t.Fatalf("offload file differs from the original (%v)", err)
+	}
+	id, err := artifacts.ParseURI(rec.Artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, _, err := h.arts.Get(context.Background(), id)
+	if err != nil || !bytes.Equal(content, []byte(big)) {
+		t.Fatalf("artifact differs from the original (%v)", err)
+	}
+	if a := h.context("s"); a.Messages[2].Content[0].Text != stub {
+		t.Fatal("the context does not carry the stub")
+	}
+	if info, _ := h.e.Session(context.Background(), "s"); info.Offloads != 1 {
+		t.Fatalf("Offloads = %d", info.Offloads)
+	}
+}
+
+// toolRound appends one assistant call and its result of n words.
+func toolRound(h *harness, id, tool string, n int) {
+	h.append("s",
+		history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: id, Name: tool, Input: json.RawMessage(`{}`)}}},
+		history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: tool, Content: []history.Block{{Type: history.BlockText, Text: words(n)}}})
+}
+
+func TestContextEditingFiresOncePerThresholdAndReusesStubs(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Offload.Enabled = false
+	h := newHarness(t, cfg, "")
+	h.create("s", 1000000)
+	h.append("s", user("investigate"))
+	// 8 results of ~15,000 characters: 120,000 > 100,000 raw.
+	for i := range 6 {
+		toolRound(h, fmt.Sprintf("r%d", i), "grep", 3000)
+	}
+	if n := len(h.events("s", checkpoint.KindContextEdit)); n != 0 {
+		t.Fatalf("%d passes below the threshold", n)
+	}
+	toolRound(h, "todo1", "todo", 3000) // protected
+	toolRound(h, "r6", "grep", 3000)
+	toolRound(h, "r7", "grep", 3000)
+	passes := h.events("s", checkpoint.KindContextEdit)
+	if len(passes) != 1 {
+		t.Fatalf("%d passes, want exactly 1", len(passes))
+	}
+	var p struct {
+		Elided     []string `json:"elided"`
+		CharsSaved uint64   `json:"chars_saved"`
+	}
+	_ = json.Unmarshal(passes[0].Data, &p)
+	for _, id := range p.Elided {
+		if id == "todo1" {
+			t.Fatal("a protected tool was elided")
+		}
+	}
+	if p.CharsSaved < cfg.ContextEditing.MinCharsPerPass {
+		t.Fatalf("pass saved %d characters", p.CharsSaved)
+	}
+	// Between passes the same stubs are re-sent byte for byte.
+	first := encodeAll(t, h.context("s"))
+	h.append("s", assistant("thinking about it"))
+	second := encodeAll(t, h.context("s"))
+	if !strings.HasPrefix(second, first) {
+		t.Fatal("the next request does not extend the previous one byte for byte")
+	}
+	// A small new result is not enough for another pass.
+	toolRound(h, "r8", "grep", 100)
+	if n := len(h.events("s", checkpoint.KindContextEdit)); n != 1 {
+		t.Fatalf("%d passes after a small result, want still 1", n)
+	}
+	info, _ := h.e.Session(context.Background(), "s")
+	if info.ContextEditPasses != 1 || info.EditedTokens == 0 {
+		t.Fatalf("info: passes %d edited tokens %d", info.ContextEditPasses, info.EditedTokens)
+	}
+}
+
+func TestAuthoredProtectListReplacesTheDefault(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Offload.Enabled = false
+	cfg.ContextEditing.ProtectToolNames = []string{"plan"}
+	h := newHarness(t, cfg, "")
+	h.create("s", 1000000)
+	h.append("s", user("go"))
+	toolRound(h, "todo1", "todo", 3000)
+	for i := range 8 {
+		toolRound(h, fmt.Sprintf("r%d", i), "grep", 3000)
+	}
+	passes := h.events("s", checkpoint.KindContextEdit)
+	if len(passes) == 0 || !bytes.Contains(passes[0].Data, []byte(`"todo1"`)) {
+		t.Fatal("todo is still protected by an authored list without it")
+	}
+}
+
+// Restart mid-session with offloads and a context-edit pass: the next
+// assembled context is byte-identical to what the live engine sent.
+func TestResumeRebuildsTheSameContextWithLayers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := layersConfig(dir + "/offload")
+	h := newHarness(t, cfg, dir+"/db")
+	h.create("s", 1000000)
+	h.append("s", user("go"))
+	for i := range 9 {
+		toolRound(h, fmt.Sprintf("r%d", i), "bash", 3000)
+	}
+	toolRound(h, "big", "bash", 20000) // offloaded
+	h.append("s", withUsage(assistant("summary so far"), 50000, 100), user("next"))
+	want := encodeAll(t, h.context("s"))
+	wantInfo, _ := h.e.Session(context.Background(), "s")
+	if wantInfo.ContextEditPasses == 0 || wantInfo.Offloads == 0 {
+		t.Fatalf("the scenario needs a pass and an offload: %+v", wantInfo)
+	}
+	h.Close()
+
+	h2 := newHarness(t, cfg, dir+"/db")
+	if got := encodeAll(t, h2.context("s")); got != want {
+		t.Fatal("the context after a restart differs from the live one")
+	}
+	info, _ := h2.e.Session(context.Background(), "s")
+	if info.Tokens != wantInfo.Tokens || info.ContextEditPasses != wantInfo.ContextEditPasses || info.Offloads != wantInfo.Offloads {
+		t.Fatalf("after restart: %+v\nbefore: %+v", info, wantInfo)
+	}
+}
+
+// After a pass in a session with signed thinking, no request carries
+// thinking produced before the rewrite point.
+func TestPassWithholdsEarlierThinking(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Offload.Enabled = false
+	h := newHarness(t, cfg, "")
+	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: "claude-sonnet-4-5"}); err != nil {
+		t.Fatal(err)
+	}
+	h.append("s", user("go"))
+	for i := range 10 {
+		id := fmt.Sprintf("r%d", i)
+		h.append("s",
+			history.Message{Role: history.RoleAssistant, Content: []history.Block{
+				{Type: history.BlockThinking, Text: fmt.Sprintf("reasoning %d", i), Signature: "sig" + id},
+				{Type: history.BlockToolCall, ID: id, Name: "bash", Input: json.RawMessage(`{}`)}}},
+			history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: words(3000)}}})
+	}
+	passes := h.events("s", checkpoint.KindContextEdit)
+	resets := h.events("s", checkpoint.KindPrefixReset)
+	if len(passes) != 1 || len(resets) != 1 {
+		t.Fatalf("%d passes, %d prefix resets; want 1 and 1", len(passes), len(resets))
+	}
+	var p struct {
+		Withheld uint64 `json:"withheld_thinking_before"`
+	}
+	_ = json.Unmarshal(passes[0].Data, &p)
+	if p.Withheld == 0 {
+		t.Fatal("the pass withholds no thinking")
+	}
+	a := h.context("s")
+	kept := 0
+	for _, m := range a.Messages {
+		for _, b := range m.Content {
+			if b.Type != history.BlockThinking {
+				continue
+			}
+			if m.Seq < p.Withheld {
+				t.Fatalf("thinking of message %d (before the rewrite point %d) is still sent", m.Seq, p.Withheld)
+			}
+			if b.Signature == "" {
+				t.Fatal("a thinking block lost its signature")
+			}
+			kept++
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no thinking after the rewrite point is sent")
+	}
+}
