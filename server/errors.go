@@ -1,0 +1,146 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// ToAPIError is the one mapping from what the engine (and the stores
+// behind it) returns to an api error (STYLE.md habit 1):
+//
+//	*api.Error                          → itself
+//	engine.ErrNotFound, artifacts.ErrNotFound → not_found
+//	engine.ErrInvalid, *engine.FieldError → invalid, Field set
+//	artifacts.ErrInvalidID              → invalid, field "id"
+//	engine.ErrExists, engine.ErrConflict → conflict (an open tool round
+//	                                       answers exactly trigger.NotCompactingOpenRound)
+//	checkpoint.ErrTooLarge, store.ErrTooLarge → too_large
+//	engine.ErrUnavailable, checkpoint.ErrClosed, context.Canceled → unavailable
+//	summarizer.ErrAllBindingsFailed     → upstream
+//	context.DeadlineExceeded            → timeout
+//	anything else                       → internal, "internal error"
+//
+// The second result says whether the error is the daemon's fault (internal)
+// and its details belong in the log only.
+func ToAPIError(err error) (*api.Error, bool) {
+	if ae, ok := errors.AsType[*api.Error](err); ok {
+		return ae, ae.Code == api.Internal
+	}
+	switch {
+	case errors.Is(err, engine.ErrInvalid) || errors.Is(err, checkpoint.ErrInvalid):
+		field := ""
+		if fe, ok := errors.AsType[*engine.FieldError](err); ok {
+			field = fe.Field
+		}
+		return &api.Error{Code: api.Invalid, Field: field, Message: invalidMessage(err, field)}, false
+	case errors.Is(err, artifacts.ErrInvalidID):
+		return &api.Error{Code: api.Invalid, Field: "id", Message: "id: " + err.Error()}, false
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, checkpoint.ErrNotFound):
+		return &api.Error{Code: api.NotFound, Message: err.Error()}, false
+	case errors.Is(err, artifacts.ErrNotFound):
+		return &api.Error{Code: api.NotFound, Message: "no artifact has this id"}, false
+	case errors.Is(err, engine.ErrExists), errors.Is(err, checkpoint.ErrExists):
+		return &api.Error{Code: api.Conflict, Message: err.Error()}, false
+	case errors.Is(err, engine.ErrConflict):
+		msg := strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")
+		if strings.Contains(msg, trigger.NotCompactingOpenRound) {
+			msg = trigger.NotCompactingOpenRound
+		}
+		return &api.Error{Code: api.Conflict, Message: msg}, false
+	case errors.Is(err, checkpoint.ErrTooLarge), errors.Is(err, store.ErrTooLarge):
+		return &api.Error{Code: api.TooLarge, Message: "the messages do not fit one transaction; append them in smaller requests: " + err.Error()}, false
+	case errors.Is(err, engine.ErrUnavailable):
+		return &api.Error{Code: api.Unavailable, Message: strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": ")}, false
+	case errors.Is(err, checkpoint.ErrClosed), errors.Is(err, store.ErrClosed):
+		return &api.Error{Code: api.Unavailable, Message: "ctxd is shutting down"}, false
+	case errors.Is(err, summarizer.ErrAllBindingsFailed):
+		return &api.Error{Code: api.Upstream, Message: err.Error()}, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return &api.Error{Code: api.Timeout, Message: "the request did not finish in its time limit"}, false
+	case errors.Is(err, context.Canceled):
+		return &api.Error{Code: api.Unavailable, Message: "the request was cancelled"}, false
+	}
+	return &api.Error{Code: api.Internal, Message: "internal error; the details are in ctxd's log"}, true
+}
+
+// invalidMessage is the message of an invalid-input error: the field, then
+// the cause without the "invalid: " sentinel text the engine wraps in.
+func invalidMessage(err error, field string) string {
+	msg := err.Error()
+	if fe, ok := errors.AsType[*engine.FieldError](err); ok && fe.Err != nil {
+		msg = fe.Err.Error()
+	}
+	msg = strings.TrimPrefix(msg, engine.ErrInvalid.Error()+": ")
+	if field != "" && !strings.HasPrefix(msg, field) {
+		msg = field + ": " + msg
+	}
+	return msg
+}
+
+// writeError answers err with its status and the api.ErrorEnvelope. An
+// internal error is logged with its details, which the client never sees.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae, internal := ToAPIError(err)
+	status := api.HTTPStatus(ae.Code)
+	switch {
+	case internal:
+		s.log.Error("request failed", attrMethod, r.Method, attrPath, r.URL.Path, attrErr, err)
+	case errors.Is(err, context.Canceled):
+		s.log.Debug("request cancelled", attrMethod, r.Method, attrPath, r.URL.Path)
+	default:
+		s.log.Debug("request refused", attrMethod, r.Method, attrPath, r.URL.Path, attrCode, ae.Code, attrErr, ae.Message)
+	}
+	writeJSON(w, status, api.ErrorEnvelope{Error: ae})
+}
+
+// writeJSON encodes v as the response body with status. Encoding is done
+// before the header is written, so a value that cannot be encoded is a 500
+// with the envelope rather than a truncated 200.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := encodeJSON(v)
+	if err != nil {
+		slog.Default().Error("encode response", attrErr, err)
+		status = http.StatusInternalServerError
+		b, _ = encodeJSON(api.ErrorEnvelope{Error: &api.Error{Code: api.Internal, Message: "internal error; the details are in ctxd's log"}})
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// encodeJSON is v as compact JSON with a trailing newline and without
+// HTML escaping: the context formats carry code and logs, where "<", ">" and
+// "&" stay literal (as in history.Encode), and the same value always
+// encodes to the same bytes.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Log attribute keys (STYLE.md: litestream's constants).
+const (
+	attrMethod  = "method"
+	attrPath    = "path"
+	attrErr     = "err"
+	attrCode    = "code"
+	attrSession = "session"
+)

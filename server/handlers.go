@@ -1,0 +1,338 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/contextedit"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// AnthropicContextManagementBeta is the "anthropic-beta" value that
+// Anthropic's Messages API requires for the context_management parameter
+// (context_editing mode "server", DESIGN.md §6). It is sent to the agent in
+// api.HeaderAnthropicBeta.
+const AnthropicContextManagementBeta = "context-management-2025-06-27"
+
+// HeaderDiagnostic carries ContextResponse.Diagnostic's message on the
+// provider formats of GET …/context, whose bodies have no place for it:
+// the pre-send compaction failed and the context is the uncompacted one.
+const HeaderDiagnostic = "Ctxd-Diagnostic"
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSessionRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Labels) > 0 {
+		s.writeError(w, r, api.Errorf(api.Invalid, "labels", "labels: this daemon does not store session labels; leave the field out"))
+		return
+	}
+	if req.Model == "" {
+		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required (a model id, e.g. \"claude-sonnet-4-5\")"))
+		return
+	}
+	info, err := s.eng.CreateSession(r.Context(), toCreateParams(req))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPISession(info))
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.eng.ListSessions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(ids))}
+	for _, id := range ids {
+		info, err := s.eng.Session(r.Context(), id)
+		if errors.Is(err, engine.ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out.Sessions = append(out.Sessions, toAPISession(info))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	info, err := s.eng.Session(r.Context(), r.PathValue(api.PathValueID))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPISession(info))
+}
+
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) {
+	var req api.PatchSessionRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	info, err := s.eng.UpdateSession(r.Context(), r.PathValue(api.PathValueID), toPatch(req))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPISession(info))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.DeleteSession(r.Context(), r.PathValue(api.PathValueID)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	var req api.RunRequest
+	if err := decode(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	seq, err := s.eng.StartRun(r.Context(), r.PathValue(api.PathValueID))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.RunResponse{Seq: seq})
+}
+
+// errStopRange ends a Range once it passed the events of one request.
+var errStopRange = errors.New("stop")
+
+func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
+	var req api.AppendMessagesRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Messages) == 0 {
+		s.writeError(w, r, api.Errorf(api.Invalid, "messages", "messages: at least one message is required"))
+		return
+	}
+	id := r.PathValue(api.PathValueID)
+	res, err := s.eng.Append(r.Context(), id, toHistoryMessages(req.Messages))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AppendMessagesResponse{
+		Messages:         toAPIMessages(res.Messages),
+		CompactionQueued: res.CompactionQueued,
+	}
+	for _, m := range res.Messages {
+		if out.FirstSeq == 0 || m.Seq < out.FirstSeq {
+			out.FirstSeq = m.Seq
+		}
+		out.LastSeq = max(out.LastSeq, m.Seq)
+	}
+	// The messages are durable: what follows only describes them, and a
+	// failure of it must not read as a failed append.
+	if out.FirstSeq > 0 {
+		err := s.eng.Events(r.Context(), id, out.FirstSeq, false, func(ev checkpoint.Event) error {
+			if ev.Seq > out.LastSeq {
+				return errStopRange
+			}
+			if ev.Kind != checkpoint.KindMessage {
+				out.Events = append(out.Events, toAPIEvent(ev))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopRange) {
+			s.log.Warn("append: read the events it wrote", attrSession, id, attrErr, err)
+		}
+	}
+	if info, err := s.eng.Session(r.Context(), id); err == nil {
+		out.Tokens = api.Tokens{Value: info.Tokens, Source: info.TokensSource}
+		out.Threshold = info.Threshold
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// anthropicContext is FormatAnthropic's body: the Messages request that
+// summarizer.RenderAnthropic builds (system, tools, messages; model and
+// max_tokens are the agent's), plus context_management in mode "server".
+type anthropicContext struct {
+	summarizer.AnthropicRequest
+	ContextManagement json.RawMessage `json:"context_management,omitempty"`
+}
+
+// context serves GET …/context. It is the pre-send check (DESIGN.md §5.1)
+// unless presend=false.
+func (s *Server) context(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	format := q.Get(api.QueryFormat)
+	switch format {
+	case "":
+		format = api.FormatCanonical
+	case api.FormatCanonical, api.FormatAnthropic, api.FormatOpenAI:
+	default:
+		s.writeError(w, r, api.Errorf(api.Invalid, api.QueryFormat, "format: %q is not one of %s, %s, %s", format, api.FormatCanonical, api.FormatAnthropic, api.FormatOpenAI))
+		return
+	}
+	presend, err := boolParam(q, api.QueryPreSend, true)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.eng.Context(r.Context(), r.PathValue(api.PathValueID), engine.ContextOptions{NoPreSend: !presend})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if a.Diagnostic != "" && format != api.FormatCanonical {
+		w.Header().Set(HeaderDiagnostic, headerSafe(a.Diagnostic))
+	}
+	switch format {
+	case api.FormatAnthropic:
+		body := anthropicContext{AnthropicRequest: summarizer.RenderAnthropic(a.System, a.Tools, a.Messages)}
+		if a.ContextEditMode == "server" {
+			body.ContextManagement = contextedit.ServerEdit(a.ContextEditing)
+			if body.ContextManagement != nil {
+				w.Header().Set(api.HeaderAnthropicBeta, AnthropicContextManagementBeta)
+			}
+		}
+		writeJSON(w, http.StatusOK, body)
+	case api.FormatOpenAI:
+		writeJSON(w, http.StatusOK, summarizer.RenderOpenAI(a.System, a.Tools, a.Messages))
+	default:
+		writeJSON(w, http.StatusOK, toContextResponse(a))
+	}
+}
+
+func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
+	var req api.CompactRequest
+	if err := decode(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var sig trigger.Signal
+	switch req.Reason {
+	case "", api.ReasonManual:
+		sig = trigger.Manual
+	case api.ReasonOverflow:
+		sig = trigger.Overflow
+	default:
+		s.writeError(w, r, api.Errorf(api.Invalid, "reason", "reason: %q is not %q or %q", req.Reason, api.ReasonManual, api.ReasonOverflow))
+		return
+	}
+	res, err := s.eng.Compact(r.Context(), r.PathValue(api.PathValueID), sig, req.Wait)
+	switch {
+	case errors.Is(err, engine.ErrNothingToCompact):
+		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing})
+	case err != nil:
+		s.writeError(w, r, err)
+	case !req.Wait:
+		writeJSON(w, http.StatusAccepted, api.CompactResponse{Status: api.CompactQueued})
+	case res.Checkpoint == nil:
+		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing})
+	default:
+		cp := toAPICheckpoint(*res.Checkpoint)
+		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactDone, Checkpoint: &cp})
+	}
+}
+
+func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {
+	cps, err := s.eng.Checkpoints(r.Context(), r.PathValue(api.PathValueID))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.CheckpointsResponse{Checkpoints: make([]api.Checkpoint, len(cps))}
+	for i, cp := range cps {
+		out.Checkpoints[i] = toAPICheckpoint(cp)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// artifact serves an artifact's bytes. Possession of the id grants read
+// (DESIGN.md §7); the id is never logged above debug.
+func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
+	id, err := artifacts.ParseRef(r.PathValue(api.PathValueID))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.artifacts == nil {
+		s.writeError(w, r, api.Errorf(api.NotFound, "", "no artifact has this id"))
+		return
+	}
+	b, _, err := s.artifacts.Get(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.ContentTypeArtifact)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.eng.ListSessions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st := s.poolStats()
+	now := s.now()
+	writeJSON(w, http.StatusOK, api.Status{
+		Version:       s.version,
+		Started:       s.started,
+		UptimeSeconds: now.Sub(s.started).Seconds(),
+		Sessions:      len(ids),
+		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
+		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
+	})
+}
+
+func (s *Server) poolStats() workers.Stats {
+	if s.pool.Stats == nil {
+		return workers.Stats{}
+	}
+	return s.pool.Stats()
+}
+
+// boolParam reads an optional boolean query parameter ("true"/"false",
+// "1"/"0"); a bad value is invalid naming it.
+func boolParam(q map[string][]string, name string, def bool) (bool, error) {
+	vs, ok := q[name]
+	if !ok || len(vs) == 0 || vs[0] == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseBool(vs[0])
+	if err != nil {
+		return def, api.Errorf(api.Invalid, name, "%s: %q is not true or false", name, vs[0])
+	}
+	return v, nil
+}
+
+// headerSafe makes s one header line.
+func headerSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}

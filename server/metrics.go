@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metric names served on GET /metrics (issue 6). Labels are bounded:
+// outcome, binding (configured names), route (the api.Route* pattern, never
+// a path with an id) and status code. Session and artifact ids never appear
+// in a label (DESIGN.md §8).
+const (
+	MetricAppends        = "ctxd_appended_messages_total"
+	MetricCompactions    = "ctxd_compactions_total"
+	MetricSummarizer     = "ctxd_summarizer_call_duration_seconds"
+	MetricCircuitOpen    = "ctxd_circuit_opened_total"
+	MetricSessions       = "ctxd_sessions"
+	MetricQueueDepth     = "ctxd_compaction_queue_depth"
+	MetricQueueCapacity  = "ctxd_compaction_queue_capacity"
+	MetricWorkersBusy    = "ctxd_compaction_workers_busy"
+	MetricRequests       = "ctxd_http_requests_total"
+	MetricRequestSeconds = "ctxd_http_request_duration_seconds"
+	MetricBuildInfo      = "ctxd_build_info"
+)
+
+// sessionsScrapeTimeout bounds the session count read on each scrape.
+const sessionsScrapeTimeout = 5 * time.Second
+
+// Metrics implements engine.Metrics with Prometheus collectors on a private
+// registry (DESIGN.md §7 GET /metrics). Create it with NewMetrics before the
+// engine, pass it as engine.Options.Metrics and as Options.Metrics. It is
+// safe for concurrent use.
+type Metrics struct {
+	appends     prometheus.Counter
+	compactions *prometheus.CounterVec
+	summarizer  *prometheus.HistogramVec
+	circuit     prometheus.Counter
+	requests    *prometheus.CounterVec
+	reqSeconds  *prometheus.HistogramVec
+}
+
+// NewMetrics registers the engine's collectors on reg and returns them:
+// appended messages (counter), compactions by outcome ("ok", "stalled",
+// "failed"; counter), summarizer call latency by binding and outcome
+// ("ok", "error"; histogram in seconds, 50 ms to ~3 min), sessions whose
+// circuit opened (counter), and HTTP requests by route and status. A nil reg
+// makes the collectors without registering them.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		appends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricAppends, Help: "Messages appended to sessions.",
+		}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricCompactions, Help: "Finished compactions by outcome (ok, stalled, failed).",
+		}, []string{"outcome"}),
+		summarizer: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricSummarizer,
+			Help:    "Latency of summarizer calls, by binding and outcome (ok, error).",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2.5, 10), // 50 ms … 190 s (the 180 s timeout)
+		}, []string{"binding", "outcome"}),
+		circuit: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricCircuitOpen, Help: "Sessions whose failure circuit opened (three consecutive failed compactions in a run).",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRequests, Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		reqSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricRequestSeconds,
+			Help:    "HTTP request latency by route pattern (event streams last as long as the client stays).",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 180},
+		}, []string{"route"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.requests, m.reqSeconds)
+	}
+	return m
+}
+
+// Appended counts n appended messages (engine.Metrics).
+func (m *Metrics) Appended(n int) { m.appends.Add(float64(n)) }
+
+// Compaction counts a finished compaction by outcome (engine.Metrics).
+func (m *Metrics) Compaction(outcome string) { m.compactions.WithLabelValues(outcome).Inc() }
+
+// SummarizerCall observes one summarizer call of a binding that took d
+// (engine.Metrics).
+func (m *Metrics) SummarizerCall(binding string, d time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.summarizer.WithLabelValues(binding, outcome).Observe(d.Seconds())
+}
+
+// CircuitOpened counts a session whose circuit opened (engine.Metrics).
+func (m *Metrics) CircuitOpened() { m.circuit.Inc() }
+
+func (m *Metrics) request(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.reqSeconds.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// registerState registers the gauges read from the daemon's state on each
+// scrape: sessions stored, queue depth and capacity, busy workers, and the
+// build info.
+func (m *Metrics) registerState(reg *prometheus.Registry, s *Server) {
+	collectors := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricSessions, Help: "Sessions stored.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), sessionsScrapeTimeout)
+			defer cancel()
+			ids, err := s.eng.ListSessions(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(len(ids))
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricQueueDepth, Help: "Compactions waiting in the queue.",
+		}, func() float64 { return float64(s.poolStats().Queued) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricQueueCapacity, Help: "Bound of the compaction queue (workers.queue).",
+		}, func() float64 { return float64(s.pool.Capacity) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricWorkersBusy, Help: "Compaction workers running a compaction.",
+		}, func() float64 { return float64(s.poolStats().Running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: MetricBuildInfo, Help: "Always 1; the version label is the daemon's.", ConstLabels: prometheus.Labels{"version": s.version},
+		}, func() float64 { return 1 }),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			s.log.Warn("metrics: register collector", attrErr, err)
+		}
+	}
+}
+
+// metricsHandler serves the private registry in the text exposition format.
+func (s *Server) metricsHandler() http.HandlerFunc {
+	h := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError})
+	return h.ServeHTTP
+}
