@@ -273,7 +273,9 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 	}
 	protected := make(map[string]struct{}, len(cfg.ProtectToolNames))
 	for _, name := range cfg.ProtectToolNames {
-		protected[name] = struct{}{}
+		// Agents spell tool names differently ("read", "Read"): match
+		// without regard to case.
+		protected[strings.ToLower(name)] = struct{}{}
 	}
 
 	var raw, saved uint64
@@ -299,7 +301,7 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 		if tool == "" {
 			tool = callName[m.ToolCallID]
 		}
-		if _, ok := protected[tool]; ok {
+		if _, ok := protected[strings.ToLower(tool)]; ok {
 			continue
 		}
 		path := ""

@@ -459,3 +459,21 @@ func TestResultChars(t *testing.T) {
 		t.Errorf("ResultChars = %d, want 12", got)
 	}
 }
+
+func TestProtectToolNamesMatchWithoutCase(t *testing.T) {
+	cfg := config.ContextEditing{Enabled: true, Mode: "local", KeepRecentTurns: 0, MinCharsToElide: 10,
+		MaxTotalToolResultChars: 100, MinCharsPerPass: 10, ProtectToolNames: []string{"todowrite"}}
+	var msgs []history.Message
+	seq := uint64(1)
+	for i, tool := range []string{"TodoWrite", "Bash"} {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs,
+			history.Message{Seq: seq, Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: id, Name: tool, Input: json.RawMessage(`{}`)}}},
+			history.Message{Seq: seq + 1, Role: history.RoleTool, ToolCallID: id, ToolName: tool, Content: []history.Block{{Type: history.BlockText, Text: strings.Repeat("x", 200)}}})
+		seq += 2
+	}
+	p := Plan(cfg, msgs, nil, false)
+	if p == nil || len(p.Elided) != 1 || p.Elided[0] != "c1" {
+		t.Fatalf("pass = %+v, want only the Bash result elided", p)
+	}
+}

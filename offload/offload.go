@@ -392,5 +392,5 @@ func Stub(text string, keepHead, keepTail uint64, rec *Record) string {
 
 // Excluded reports whether results of tool are never offloaded.
 func (o *Offloader) Excluded(tool string) bool {
-	return slices.Contains(o.cfg.Exclude, tool)
+	return slices.ContainsFunc(o.cfg.Exclude, func(name string) bool { return strings.EqualFold(name, tool) })
 }

@@ -495,3 +495,15 @@ func TestOffloadConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestExcludeMatchesToolNamesWithoutCase(t *testing.T) {
+	o := New(config.Offload{Enabled: true, MaxChars: 10, KeepHead: 2, KeepTail: 2, Exclude: []string{"read"}}, t.TempDir(), nil, nil)
+	for _, name := range []string{"read", "Read", "READ"} {
+		if !o.Excluded(name) {
+			t.Errorf("%q is not excluded by [\"read\"]", name)
+		}
+	}
+	if o.Excluded("reader") {
+		t.Error("\"reader\" is excluded by [\"read\"]")
+	}
+}

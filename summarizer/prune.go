@@ -82,7 +82,7 @@ func Prune(ctx context.Context, req Request, store ArtifactStore) (Request, Prun
 		if ok && call.Name != "" {
 			name = call.Name
 		}
-		if slices.Contains(readTools, name) && readsArtifact(call.Input) {
+		if slices.ContainsFunc(readTools, func(t string) bool { return strings.EqualFold(t, name) }) && readsArtifact(call.Input) {
 			m.Content = []history.Block{{Type: history.BlockText, Text: ArtifactReadOmitted}}
 			stats.ArtifactReads++
 			continue
