@@ -1,0 +1,482 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/server"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// Shutdown budgets (SIGINT/SIGTERM). systemd's TimeoutStopSec in
+// contrib/ctxd.service is above their sum.
+const (
+	// httpShutdownTimeout bounds how long in-flight requests may finish
+	// (a waited compaction may take longer: its connection is then closed
+	// and the compaction itself continues under the pool's drain).
+	httpShutdownTimeout = 10 * time.Second
+	// poolDrainTimeout bounds how long running compactions may finish
+	// before their contexts are cancelled (a cancelled compaction writes
+	// no checkpoint and is simply redone after a restart).
+	poolDrainTimeout = 20 * time.Second
+	// readHeaderTimeout bounds a client's request line and headers. There
+	// is no write timeout: event streams and waited compactions are long.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// dirDataDefault is the data directory under $XDG_STATE_HOME (or
+// ~/.local/state) when neither --data-dir nor storage.data_dir is set.
+const dirDataDefault = "ctxd"
+
+// badgerSubdir holds the badger files inside the data directory, beside the
+// artifact secret and the offload directory.
+const badgerSubdir = "db"
+
+// Main is the daemon (STYLE.md: wtf's cmd/wtfd). ParseFlags reads the
+// command line; Run opens the stores, serves until its context ends and
+// then drains; Close releases what Run opened. Tests may set the fields
+// instead of calling ParseFlags.
+type Main struct {
+	// ConfigFiles are the --config files, lowest layer first (DESIGN.md §3).
+	ConfigFiles []string
+	// Socket, DataDir, Listen override daemon.socket, storage.data_dir and
+	// daemon.listen when set (the flags given on the command line).
+	Socket, DataDir, Listen string
+	// LogFormat is "text" (default) or "json"; LogLevel "debug", "info"
+	// (default), "warn" or "error".
+	LogFormat, LogLevel string
+	// SystemConfig is the system layer; "" means config.SystemPath.
+	SystemConfig string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// Stderr receives the logs; nil means os.Stderr.
+	Stderr io.Writer
+
+	logger     *slog.Logger
+	cfg        config.Config // effective, after flag overrides
+	socketPath string
+	dataDir    string
+
+	mu      sync.Mutex // guards the closers and cfg during reloads
+	closers []func() error
+	eng     *engine.Engine
+	srv     *server.Server
+	poolRef *workers.Pool
+}
+
+// NewMain returns a Main with the defaults of the command line.
+func NewMain() *Main {
+	return &Main{LogFormat: "text", LogLevel: "info"}
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// ParseFlags reads args (without the program name). Only the flags given
+// override the configuration files. Errors: flag.ErrHelp for -h, a usage
+// error otherwise.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("ctxd", flag.ContinueOnError)
+	fs.SetOutput(m.stderr())
+	var files stringList
+	fs.Var(&files, "config", "configuration `FILE` layered over the system and user files (repeatable, lowest first)")
+	fs.StringVar(&m.Socket, "socket", "", "unix socket `PATH` (default: daemon.socket, else $CTXD_SOCKET, $XDG_RUNTIME_DIR/ctxd.sock or /tmp/ctxd-<uid>/ctxd.sock)")
+	fs.StringVar(&m.DataDir, "data-dir", "", "data `DIR` (default: storage.data_dir, else $XDG_STATE_HOME/ctxd or ~/.local/state/ctxd)")
+	fs.StringVar(&m.Listen, "listen", "", "optional TCP `ADDR` (host:port); loopback unless daemon.auth_token_env is set")
+	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (ctxd takes flags only)", fs.Arg(0))
+	}
+	m.ConfigFiles = files
+	if _, err := parseLevel(m.LogLevel); err != nil {
+		return err
+	}
+	if m.LogFormat != "text" && m.LogFormat != "json" {
+		return fmt.Errorf("--log-format: %q is not text or json", m.LogFormat)
+	}
+	return nil
+}
+
+func (m *Main) stderr() io.Writer {
+	if m.Stderr != nil {
+		return m.Stderr
+	}
+	return os.Stderr
+}
+
+func (m *Main) getenv(k string) string {
+	if m.Getenv != nil {
+		return m.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+// loadConfig reads every layer and applies the flags. Errors: the
+// configuration's problems (a *config.Error), a flag that breaks a rule.
+func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
+	sys := m.SystemConfig
+	if sys == "" {
+		sys = config.SystemPath
+	}
+	cfg, warnings, err := config.Load(config.Options{
+		SystemPath: sys,
+		UserPath:   config.UserPath(m.getenv),
+		Files:      m.ConfigFiles,
+	})
+	if err != nil {
+		return config.Config{}, warnings, err
+	}
+	if m.Socket != "" {
+		cfg.Daemon.Socket = m.Socket
+	}
+	if m.DataDir != "" {
+		cfg.Storage.DataDir = m.DataDir
+	}
+	if m.Listen != "" {
+		cfg.Daemon.Listen = m.Listen
+	}
+	// config.Load checks daemon.listen, but --listen bypasses it: check
+	// again (DESIGN.md §8b: loopback only unless a token is configured).
+	if cfg.Daemon.Listen != "" {
+		lo, err := isLoopback(cfg.Daemon.Listen)
+		if err != nil {
+			return config.Config{}, warnings, err
+		}
+		if !lo && cfg.Daemon.AuthTokenEnv == "" {
+			return config.Config{}, warnings, fmt.Errorf("daemon.listen %q is not a loopback address: set daemon.auth_token_env to require a bearer token, or listen on 127.0.0.1", cfg.Daemon.Listen)
+		}
+	}
+	return cfg, warnings, nil
+}
+
+// defaultDataDir is $XDG_STATE_HOME/ctxd, else ~/.local/state/ctxd (the XDG
+// base directory for state that survives restarts but is not configuration).
+func (m *Main) defaultDataDir() (string, error) {
+	if d := m.getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, dirDataDefault), nil
+	}
+	home := m.getenv("HOME")
+	if home == "" {
+		var err error
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", fmt.Errorf("no data directory: set --data-dir or storage.data_dir (%w)", err)
+		}
+	}
+	return filepath.Join(home, ".local", "state", dirDataDefault), nil
+}
+
+// Run starts the daemon and blocks until ctx ends (SIGINT/SIGTERM in main),
+// then stops accepting, lets in-flight requests finish
+// (httpShutdownTimeout), drains the pool (poolDrainTimeout) and returns.
+// A SIGHUP while it runs reloads the configuration. Call Close afterwards,
+// whatever Run returned.
+func (m *Main) Run(ctx context.Context) (err error) {
+	cfg, warnings, err := m.loadConfig()
+	level, _ := parseLevel(m.LogLevel)
+	m.logger = newLogger(m.stderr(), m.LogFormat, level)
+	for _, w := range warnings {
+		m.logger.Warn("configuration", attrProblem, w.String())
+	}
+	if err != nil {
+		logConfigError(m.logger, err)
+		return fmt.Errorf("configuration: %w", err)
+	}
+
+	m.socketPath = cfg.Daemon.Socket
+	if m.socketPath == "" {
+		m.socketPath = api.DefaultSocketPath(m.getenv)
+	}
+	m.dataDir = cfg.Storage.DataDir
+	if m.dataDir == "" {
+		if m.dataDir, err = m.defaultDataDir(); err != nil {
+			return err
+		}
+	}
+	if m.dataDir, err = filepath.Abs(m.dataDir); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	cfg.Storage.DataDir = m.dataDir
+	m.cfg = cfg
+
+	var token string
+	if cfg.Daemon.Listen != "" && cfg.Daemon.AuthTokenEnv != "" {
+		token = m.getenv(cfg.Daemon.AuthTokenEnv)
+		if token == "" {
+			return fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty; set it or remove daemon.listen", cfg.Daemon.AuthTokenEnv)
+		}
+	}
+
+	// Listen first: a second daemon stops here, before touching badger
+	// (whose directory lock would fail with a less helpful message).
+	unixL, activated, err := m.listenUnix()
+	if err != nil {
+		return err
+	}
+	m.onClose(func() error { return ignoreClosed(unixL.Close()) })
+	var tcpL net.Listener
+	if cfg.Daemon.Listen != "" {
+		if tcpL, err = net.Listen("tcp", cfg.Daemon.Listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Daemon.Listen, err)
+		}
+		m.onClose(func() error { return ignoreClosed(tcpL.Close()) })
+	}
+
+	if err := m.open(ctx, cfg, token); err != nil {
+		return err
+	}
+
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPool()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	pool := m.poolRef
+	wg.Go(func() { _ = pool.Run(poolCtx) })
+
+	servers := []*http.Server{}
+	serve := func(l net.Listener, name string) {
+		hs := &http.Server{
+			Handler:           m.srv.Handler(),
+			ConnContext:       m.srv.ConnContext,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
+		}
+		hs.RegisterOnShutdown(m.srv.BeginShutdown)
+		servers = append(servers, hs)
+		wg.Go(func() {
+			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve %s: %w", name, err)
+			}
+		})
+	}
+	serve(unixL, "unix socket")
+	if tcpL != nil {
+		serve(tcpL, "tcp")
+	}
+	m.logger.Info("ctxd started", attrVersion, api.Version, attrSocket, m.socketPath, attrActivated, activated,
+		attrListen, cfg.Daemon.Listen, attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			m.logger.Info("ctxd stopping", attrReason, context.Cause(ctx))
+			break loop
+		case err := <-errc:
+			runErr = err
+			m.logger.Error("ctxd stopping after a listener failed", attrErr, err)
+			break loop
+		case <-hup:
+			m.reload()
+		}
+	}
+
+	shutCtx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+	defer cancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(shutCtx); err != nil {
+			m.logger.Warn("requests still running at the shutdown deadline were cut", attrErr, err)
+			_ = hs.Close()
+		}
+	}
+	stopPool()
+	wg.Wait()
+	m.logger.Info("ctxd stopped")
+	return runErr
+}
+
+// listenUnix takes the socket from systemd or creates it.
+func (m *Main) listenUnix() (*net.UnixListener, bool, error) {
+	l, n, err := activationListener(m.getenv)
+	if err != nil {
+		return nil, false, err
+	}
+	if l != nil {
+		if n > 1 {
+			m.logger.Warn("socket activation passed more than one socket; only the first is used", attrCount, n)
+		}
+		m.socketPath = l.Addr().String()
+		return l, true, nil
+	}
+	l, err = listenUnix(m.socketPath)
+	return l, false, err
+}
+
+// open opens the stores, the pool, the summarizer, the engine and the
+// server, registering each for Close.
+func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
+	if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	m.onClose(db.Close)
+	secret, err := artifacts.LoadSecret(m.dataDir)
+	if err != nil {
+		return fmt.Errorf("artifact secret: %w", err)
+	}
+	arts, err := artifacts.Open(db, secret)
+	if err != nil {
+		return fmt.Errorf("open artifacts: %w", err)
+	}
+	m.onClose(arts.Close)
+	cps := checkpoint.Open(db, checkpoint.Options{})
+	m.onClose(cps.Close)
+
+	pool, err := workers.New(workers.Options{Size: int(cfg.Workers.Size), Queue: int(cfg.Workers.Queue), DrainTimeout: poolDrainTimeout})
+	if err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	m.poolRef = pool
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+
+	eng, err := engine.New(engine.Options{
+		Config:     cfg,
+		Log:        cps,
+		Artifacts:  arts,
+		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger}),
+		Pool:       pool,
+		Logger:     m.logger,
+		Metrics:    metrics,
+		OffloadDir: filepath.Join(m.dataDir, "offload"),
+	})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	m.eng = eng
+	m.srv = server.New(server.Options{
+		Engine:      eng,
+		Artifacts:   arts,
+		Pool:        server.PoolInfo{Stats: pool.Stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
+		Logger:      m.logger,
+		Registry:    reg,
+		Metrics:     metrics,
+		AuthToken:   token,
+		AllowedUIDs: cfg.Daemon.AllowedUIDs,
+	})
+	return nil
+}
+
+// reload is SIGHUP: load every layer again; an invalid configuration is
+// logged and ignored (the old one stays). Keys that only take effect at a
+// restart keep their running values, with a warning.
+func (m *Main) reload() {
+	cfg, warnings, err := m.loadConfig()
+	for _, w := range warnings {
+		m.logger.Warn("configuration", attrProblem, w.String())
+	}
+	if err != nil {
+		logConfigError(m.logger, err)
+		m.logger.Error("configuration reload rejected; the running configuration is kept")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.cfg
+	if cfg.Storage.DataDir == "" {
+		cfg.Storage.DataDir = old.Storage.DataDir
+	}
+	keep := func(key string, changed bool) {
+		if changed {
+			m.logger.Warn("configuration key changed; it takes effect at the next restart", attrKey, key)
+		}
+	}
+	keep("daemon.socket", cfg.Daemon.Socket != old.Daemon.Socket)
+	keep("daemon.listen", cfg.Daemon.Listen != old.Daemon.Listen)
+	keep("daemon.auth_token_env", cfg.Daemon.AuthTokenEnv != old.Daemon.AuthTokenEnv)
+	keep("storage.data_dir", filepath.Clean(cfg.Storage.DataDir) != filepath.Clean(old.Storage.DataDir))
+	keep("storage.sync_writes", cfg.Storage.SyncWrites != old.Storage.SyncWrites)
+	keep("workers.size", cfg.Workers.Size != old.Workers.Size)
+	keep("workers.queue", cfg.Workers.Queue != old.Workers.Queue)
+	cfg.Daemon.Socket, cfg.Daemon.Listen, cfg.Daemon.AuthTokenEnv = old.Daemon.Socket, old.Daemon.Listen, old.Daemon.AuthTokenEnv
+	cfg.Storage = old.Storage
+	cfg.Workers = old.Workers
+	m.cfg = cfg
+	m.srv.SetAllowedUIDs(cfg.Daemon.AllowedUIDs)
+	m.eng.SetConfig(cfg)
+	m.logger.Info("configuration reloaded", attrBindings, len(cfg.Summarizer.Bindings),
+		attrAllowedUIDs, slices.Clone(cfg.Daemon.AllowedUIDs))
+}
+
+func (m *Main) onClose(f func() error) {
+	m.mu.Lock()
+	m.closers = append(m.closers, f)
+	m.mu.Unlock()
+}
+
+// Close releases what Run opened, newest first: the stores' committers,
+// then badger, then the listeners (removing the socket file this daemon
+// created). It is safe to call after a failed Run, and more than once.
+func (m *Main) Close() error {
+	m.mu.Lock()
+	closers := m.closers
+	m.closers = nil
+	m.mu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		if err := closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ignoreClosed drops the error of closing a listener that http.Server
+// closed already.
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// logConfigError logs each problem of a configuration error on its own line.
+func logConfigError(l *slog.Logger, err error) {
+	if ce, ok := errors.AsType[*config.Error](err); ok {
+		for _, p := range ce.Problems {
+			l.Error("configuration", attrProblem, p.String())
+		}
+		return
+	}
+	l.Error("configuration", attrErr, err)
+}
