@@ -111,3 +111,19 @@ func TestReplayNeedsAContextLimit(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoContextLimit", err)
 	}
 }
+
+func TestCompactTranscriptOnTheCorpus(t *testing.T) {
+	tr := importCorpus(t, "pi/454tools-2compactions.jsonl")
+	tr.CloseAbandoned()
+	r, err := CompactTranscript(context.Background(), tr, Options{Config: config.Defaults(), ContextLimit: 200000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary == "" || r.SummaryBytes != uint64(len(r.Summary)) || r.Binding != "extractive" {
+		t.Fatalf("result = %+v", r)
+	}
+	if r.TokensAfter >= r.TokensBefore {
+		t.Fatalf("tokens %d → %d", r.TokensBefore, r.TokensAfter)
+	}
+	t.Logf("pi: %d messages, %d → %d tokens, %d retained, %d-byte summary", r.Messages, r.TokensBefore, r.TokensAfter, r.RetainedMessages, r.SummaryBytes)
+}

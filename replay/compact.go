@@ -1,0 +1,86 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/transcript"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// CompactResult is what `ctxctl compact --transcript` reports (issue 8).
+type CompactResult struct {
+	Format           string `json:"format"`
+	Messages         int    `json:"messages"`
+	ContextLimit     uint64 `json:"context_limit"`
+	Threshold        uint64 `json:"threshold"`
+	TokensBefore     uint64 `json:"tokens_before"`
+	TokensAfter      uint64 `json:"tokens_after"`
+	RetainedMessages int    `json:"retained_messages"`
+	SummaryBytes     uint64 `json:"summary_bytes"`
+	Binding          string `json:"binding"`
+	PrunedRetry      bool   `json:"pruned_retry"`
+	Stalled          bool   `json:"stalled"`
+	Summary          string `json:"summary"`
+}
+
+// CompactTranscript loads tr into a session and compacts the whole of it
+// once, as `ctxctl compact SESSION` would (issue 8). Automatic compaction is
+// off while loading, so the one compaction covers everything.
+// Errors: ErrNoContextLimit, the engine's (a transcript whose last tool call
+// has no result cannot be compacted: engine.ErrConflict).
+func CompactTranscript(ctx context.Context, tr *transcript.Transcript, opts Options) (*CompactResult, error) {
+	cfg := opts.Config
+	cfg.ContextCompaction.Auto = false
+	limit, err := ContextLimit(cfg, opts.ContextLimit, tr.ContextLimit, tr.Model)
+	if err != nil {
+		return nil, err
+	}
+	env, err := Open(cfg, opts.DataDir, opts.Logger, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	e := env.Engine
+	info, err := e.CreateSession(ctx, engine.CreateParams{ID: SessionID, Model: tr.Model, ContextLimit: limit, System: tr.System})
+	if err != nil {
+		return nil, err
+	}
+	// One append per message keeps each within a store transaction.
+	for i, m := range tr.Messages {
+		m.Seq, m.Tokens = 0, 0
+		if _, err := e.Append(ctx, SessionID, []history.Message{m}); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(tr.Messages))
+		}
+	}
+	res, err := e.Compact(ctx, SessionID, trigger.Manual, true)
+	if err != nil {
+		return nil, err
+	}
+	cp := res.Checkpoint
+	if cp == nil {
+		return nil, fmt.Errorf("%w: no checkpoint was written", engine.ErrConflict)
+	}
+	after, err := e.Context(ctx, SessionID, engine.ContextOptions{NoPreSend: true})
+	if err != nil {
+		return nil, err
+	}
+	out := &CompactResult{
+		Format: tr.Format, Messages: len(tr.Messages), ContextLimit: limit, Threshold: info.Threshold,
+		TokensBefore: cp.TokensBefore, TokensAfter: cp.TokensAfter, SummaryBytes: cp.SummaryBytes,
+		Binding: cp.Binding, PrunedRetry: cp.PrunedRetry, Stalled: cp.Stalled, Summary: cp.Summary,
+	}
+	if cp.FirstRetainedSeq > 0 {
+		for _, m := range after.Messages {
+			if m.Seq >= cp.FirstRetainedSeq && m.Seq <= cp.SnapshotSeq {
+				out.RetainedMessages++
+			}
+		}
+	}
+	return out, nil
+}

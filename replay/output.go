@@ -1,0 +1,81 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// WriteText writes the human reading of a report: the figures, ctxd's
+// compactions beside the original agent's, and the checks.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls\n", r.Format, r.Responses, r.Messages, r.ToolCalls)
+	fmt.Fprintf(w, "context limit %d tokens, threshold %d\n", r.ContextLimit, r.Threshold)
+	fmt.Fprintf(w, "layers: %d offloads, %d context-edit passes, %d compactions", r.Offloads, r.ContextEditPasses, len(r.Compactions))
+	if r.AbandonedRounds > 0 {
+		fmt.Fprintf(w, ", %d abandoned rounds closed", r.AbandonedRounds)
+	}
+	fmt.Fprintln(w)
+	for _, c := range r.Compactions {
+		stalled := ""
+		if c.Stalled {
+			stalled = " STALLED"
+		}
+		fmt.Fprintf(w, "  ctxd compacted before response %d (%s): %d → %d tokens, %d retained messages, %d-byte summary (%s)%s\n",
+			c.BeforeResponse, c.Signal, c.TokensBefore, c.TokensAfter, c.RetainedMessages, c.SummaryBytes, c.Binding, stalled)
+	}
+	for _, c := range r.OriginalCompactions {
+		fmt.Fprintf(w, "  the original agent compacted before response %d at %d tokens\n", c.BeforeResponse, c.PreTokens)
+	}
+	fmt.Fprintf(w, "final context: %d tokens\n", r.FinalTokens)
+	if r.EstimateError.Samples > 0 {
+		fmt.Fprintf(w, "estimate vs recorded usage: p50 %.1f %%, p90 %.1f %% (%d requests)\n", 100*r.EstimateError.P50, 100*r.EstimateError.P90, r.EstimateError.Samples)
+	}
+	if r.GrowthError.Samples > 0 {
+		fmt.Fprintf(w, "estimated growth vs recorded: p50 %.1f %%, p90 %.1f %% (%d pairs)\n", 100*r.GrowthError.P50, 100*r.GrowthError.P90, r.GrowthError.Samples)
+	}
+	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.NonAppendRequests == r.RecordedRewrites
+	verdict := "ok"
+	if !ok {
+		verdict = "PROBLEM"
+	}
+	fmt.Fprintf(w, "checks: %d orphan tool results, %d unanswered tool calls, %d non-append requests for %d recorded rewrites: %s\n",
+		r.OrphanToolResults, r.UnansweredToolCalls, r.NonAppendRequests, r.RecordedRewrites, verdict)
+}
+
+// WriteStep writes one timeline line.
+func WriteStep(w io.Writer, s Step) {
+	fmt.Fprintf(w, "[response %4d] %-19s %s\n", s.Response, s.Kind, s.Text)
+}
+
+// IsTerminal reports whether f is a terminal (a character device), for
+// showing a progress bar.
+func IsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// ProgressBar returns a Progress function drawing a bar on w, redrawn in
+// place, and a function that clears it.
+func ProgressBar(w io.Writer, label string) (progress func(done, total int), clear func()) {
+	last := -1
+	progress = func(done, total int) {
+		if total == 0 {
+			return
+		}
+		pct := done * 100 / total
+		if pct == last {
+			return
+		}
+		last = pct
+		n := pct * 30 / 100
+		fmt.Fprintf(w, "\r%s [%s%s] %3d%% (%d/%d)", label, strings.Repeat("=", n), strings.Repeat(" ", 30-n), pct, done, total)
+	}
+	clear = func() {
+		if last >= 0 {
+			fmt.Fprintf(w, "\r%s\r", strings.Repeat(" ", len(label)+50))
+		}
+	}
+	return progress, clear
+}
