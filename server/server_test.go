@@ -1,0 +1,618 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// fixture is a Server over an in-memory engine, served over TCP loopback
+// by httptest with the Server's ConnContext.
+type fixture struct {
+	srv    *Server
+	eng    *engine.Engine
+	arts   *artifacts.Store
+	ts     *httptest.Server
+	client *api.Client
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newFixture(t *testing.T, mod func(*Options)) *fixture {
+	t.Helper()
+	db, err := store.OpenInMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, err := artifacts.Open(db, bytes.Repeat([]byte{7}, artifacts.SecretSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := checkpoint.Open(db, checkpoint.Options{})
+	pool, err := workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = pool.Run(ctx) })
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	cfg := config.Defaults()
+	cfg.Storage.DataDir = t.TempDir()
+	eng, err := engine.New(engine.Options{
+		Config: cfg, Log: log, Artifacts: arts, Pool: pool, Metrics: metrics,
+		Summarizer: summarizer.New(summarizer.Options{Logger: quietLogger()}),
+		Logger:     quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{
+		Engine: eng, Artifacts: arts, Logger: quietLogger(), Registry: reg, Metrics: metrics,
+		Pool:      PoolInfo{Stats: pool.Stats, Size: 2, Capacity: 8},
+		Heartbeat: 20 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	srv := New(opts)
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Config.ConnContext = srv.ConnContext
+	ts.Config.RegisterOnShutdown(srv.BeginShutdown)
+	ts.Start()
+	t.Cleanup(func() {
+		srv.BeginShutdown()
+		ts.Close()
+		cancel()
+		wg.Wait()
+		_ = log.Close()
+		_ = arts.Close()
+		_ = db.Close()
+	})
+	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
+}
+
+// do sends a raw request and returns status, decoded error (if any) and
+// body.
+func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]string) (int, *api.Error, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", api.ContentTypeJSON)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := f.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.Header.Get(api.HeaderVersion) != api.Version {
+		t.Errorf("%s %s: %s header = %q, want %q", method, path, api.HeaderVersion, resp.Header.Get(api.HeaderVersion), api.Version)
+	}
+	var env api.ErrorEnvelope
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(b, &env); err != nil || env.Error == nil {
+			t.Fatalf("%s %s: %d with a body that is not the envelope: %s", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, env.Error, b, resp.Header
+}
+
+func (f *fixture) create(t *testing.T, id string) {
+	t.Helper()
+	if _, err := f.client.CreateSession(context.Background(), api.CreateSessionRequest{ID: id, Model: "claude-sonnet-4-5"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) lastSeq(t *testing.T, id string) uint64 {
+	t.Helper()
+	s, err := f.client.GetSession(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.LastSeq
+}
+
+func text(role api.Role, s string) api.Message {
+	return api.Message{Role: role, Content: []api.Block{{Type: api.BlockText, Text: s}}}
+}
+
+func TestToAPIError(t *testing.T) {
+	cases := []struct {
+		name      string
+		err       error
+		code      string
+		field     string
+		msg       string // exact when set
+		msgHas    string
+		internal  bool
+		msgHasNot string
+	}{
+		{name: "not found", err: fmt.Errorf("session %q: %w", "x", engine.ErrNotFound), code: api.NotFound, msgHas: `"x"`},
+		{name: "field error", err: &engine.FieldError{Field: "messages[2].tool_call_id", Err: fmt.Errorf("%w: no call with id %q", engine.ErrInvalid, "c9")}, code: api.Invalid, field: "messages[2].tool_call_id", msg: `messages[2].tool_call_id: no call with id "c9"`},
+		{name: "plain invalid", err: fmt.Errorf("%w: reason", engine.ErrInvalid), code: api.Invalid, msg: "reason"},
+		{name: "exists", err: fmt.Errorf("session %q: %w", "x", engine.ErrExists), code: api.Conflict},
+		{name: "open round", err: fmt.Errorf("%w: %s", engine.ErrConflict, trigger.NotCompactingOpenRound), code: api.Conflict, msg: "Not compacting now: a tool call is still waiting on its result."},
+		{name: "queue full", err: fmt.Errorf("%w: the compaction queue is full; try again shortly", engine.ErrUnavailable), code: api.Unavailable, msg: "the compaction queue is full; try again shortly"},
+		{name: "log closed", err: fmt.Errorf("append: %w", checkpoint.ErrClosed), code: api.Unavailable},
+		{name: "too large", err: fmt.Errorf("append: %w", checkpoint.ErrTooLarge), code: api.TooLarge},
+		{name: "all bindings failed", err: fmt.Errorf("compaction: %w: b1: 500", summarizer.ErrAllBindingsFailed), code: api.Upstream, msgHas: "b1"},
+		{name: "deadline", err: fmt.Errorf("wait: %w", context.DeadlineExceeded), code: api.Timeout},
+		{name: "artifact not found", err: fmt.Errorf("get: %w", artifacts.ErrNotFound), code: api.NotFound},
+		{name: "artifact bad id", err: fmt.Errorf("%w: x", artifacts.ErrInvalidID), code: api.Invalid, field: "id"},
+		{name: "api error passes", err: api.Errorf(api.Forbidden, "", "no"), code: api.Forbidden, msg: "no"},
+		{name: "unknown is internal", err: errors.New("disk on fire at /secret/path"), code: api.Internal, internal: true, msgHasNot: "/secret/path"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ae, internal := ToAPIError(c.err)
+			if ae.Code != c.code || ae.Field != c.field || internal != c.internal {
+				t.Fatalf("got code %q field %q internal %v, want %q %q %v (message %q)", ae.Code, ae.Field, internal, c.code, c.field, c.internal, ae.Message)
+			}
+			if c.msg != "" && ae.Message != c.msg {
+				t.Errorf("message %q, want %q", ae.Message, c.msg)
+			}
+			if c.msgHas != "" && !strings.Contains(ae.Message, c.msgHas) {
+				t.Errorf("message %q lacks %q", ae.Message, c.msgHas)
+			}
+			if c.msgHasNot != "" && strings.Contains(ae.Message, c.msgHasNot) {
+				t.Errorf("message %q leaks %q", ae.Message, c.msgHasNot)
+			}
+		})
+	}
+}
+
+func TestBadRequestsChangeNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.lastSeq(t, "s1")
+	msgs := "/v1/sessions/s1/messages"
+	cases := []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		status                   int
+		code, field              string
+	}{
+		{name: "malformed JSON", method: "POST", path: msgs, body: `{"messages":[`, status: 400, code: api.Invalid},
+		{name: "syntax error", method: "POST", path: msgs, body: `{"messages":[}`, status: 400, code: api.Invalid},
+		{name: "unknown field", method: "POST", path: msgs, body: `{"messages":[],"extra":1}`, status: 400, code: api.Invalid, field: "extra"},
+		{name: "unknown nested field", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[],"colour":"red"}]}`, status: 400, code: api.Invalid, field: "colour"},
+		{name: "wrong type", method: "POST", path: msgs, body: `{"messages":[{"role":7,"content":[]}]}`, status: 400, code: api.Invalid, field: "messages.role"},
+		{name: "two values", method: "POST", path: msgs, body: `{"messages":[]} {}`, status: 400, code: api.Invalid},
+		{name: "empty body", method: "POST", path: msgs, body: ``, status: 400, code: api.Invalid},
+		{name: "no messages", method: "POST", path: msgs, body: `{"messages":[]}`, status: 400, code: api.Invalid, field: "messages"},
+		{name: "not an object", method: "POST", path: msgs, body: `[1,2]`, status: 400, code: api.Invalid},
+		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType},
+		{name: "unknown call", method: "POST", path: msgs, body: `{"messages":[{"role":"tool","tool_call_id":"nope","content":[{"type":"text","text":"r"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].tool_call_id"},
+		{name: "bad block type", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"video"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].type"},
+		{name: "unknown session", method: "POST", path: "/v1/sessions/nope/messages", body: `{"messages":[{"role":"user","content":[]}]}`, status: 404, code: api.NotFound},
+		{name: "bad session id", method: "GET", path: "/v1/sessions/a%20b", status: 400, code: api.Invalid, field: "id"},
+		{name: "wrong method", method: "PUT", path: msgs, body: `{}`, status: 405, code: api.MethodNotAllowed},
+		{name: "unknown route", method: "GET", path: "/v1/nothing", status: 404, code: api.NotFound},
+		{name: "bad format", method: "GET", path: "/v1/sessions/s1/context?format=xml", status: 400, code: api.Invalid, field: "format"},
+		{name: "bad presend", method: "GET", path: "/v1/sessions/s1/context?presend=maybe", status: 400, code: api.Invalid, field: "presend"},
+		{name: "bad reason", method: "POST", path: "/v1/sessions/s1/compact", body: `{"reason":"because"}`, status: 400, code: api.Invalid, field: "reason"},
+		{name: "bad from", method: "GET", path: "/v1/sessions/s1/events?from=-1", status: 400, code: api.Invalid, field: "from"},
+		{name: "labels", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":"b"}}`, status: 400, code: api.Invalid, field: "labels"},
+		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
+		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
+		{name: "existing id", method: "POST", path: "/v1/sessions", body: `{"id":"s1","model":"gpt-4o"}`, status: 409, code: api.Conflict},
+		{name: "bad artifact id", method: "GET", path: "/v1/artifacts/zz", status: 400, code: api.Invalid, field: "id"},
+		{name: "unknown artifact", method: "GET", path: "/v1/artifacts/" + strings.Repeat("ab", 32), status: 404, code: api.NotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, ae, body, _ := f.do(t, c.method, c.path, c.body, c.hdr)
+			if status != c.status || ae == nil || ae.Code != c.code {
+				t.Fatalf("got %d %s, want %d %s", status, body, c.status, c.code)
+			}
+			if ae.Field != c.field {
+				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
+			}
+			if c.field != "" && !strings.Contains(ae.Message, strings.TrimPrefix(c.field, "messages.")) {
+				t.Errorf("message %q does not name the field %q", ae.Message, c.field)
+			}
+			if got := f.lastSeq(t, "s1"); got != before {
+				t.Errorf("last_seq %d after a bad request, want %d", got, before)
+			}
+		})
+	}
+	if _, err := f.client.GetSession(ctx, "s2"); api.ErrorCode(err) != api.NotFound {
+		t.Errorf("a refused create left session s2 behind: %v", err)
+	}
+}
+
+func TestOversizedBody(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	big := `{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", api.MaxRequestBytes) + `"}]}]}`
+	status, ae, _, _ := f.do(t, "POST", "/v1/sessions/s1/messages", big, nil)
+	if status != http.StatusRequestEntityTooLarge || ae.Code != api.TooLarge {
+		t.Fatalf("got %d %+v", status, ae)
+	}
+	// Without a Content-Length (chunked), the cap applies while reading.
+	req, _ := http.NewRequest("POST", f.ts.URL+"/v1/sessions/s1/messages", io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	resp, err := f.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked: got %d", resp.StatusCode)
+	}
+	if got := f.lastSeq(t, "s1"); got != 0 {
+		t.Errorf("last_seq %d, want 0", got)
+	}
+}
+
+func TestCompactOpenRound(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	call := api.Message{Role: api.RoleAssistant, Content: []api.Block{{Type: api.BlockToolCall, ID: "c1", Name: "bash", Input: json.RawMessage(`{}`)}}}
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "go"), call}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.client.Compact(ctx, "s1", api.CompactRequest{Wait: true})
+	if api.ErrorCode(err) != api.Conflict || api.ErrorMessage(err) != "Not compacting now: a tool call is still waiting on its result." {
+		t.Fatalf("got %v (%s)", err, api.ErrorCode(err))
+	}
+	res := api.Message{Role: api.RoleTool, ToolCallID: "c1", ToolName: "bash", Content: []api.Block{{Type: api.BlockText, Text: "ok"}}}
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{res, text(api.RoleAssistant, "done")}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.client.Compact(ctx, "s1", api.CompactRequest{Wait: true})
+	if err != nil || out.Status != api.CompactDone || out.Checkpoint == nil || out.Checkpoint.Summary == "" {
+		t.Fatalf("compact: %+v, %v", out, err)
+	}
+	cps, err := f.client.Checkpoints(ctx, "s1")
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("checkpoints: %v %v", cps, err)
+	}
+	cr, err := f.client.Context(ctx, "s1")
+	if err != nil || cr.CheckpointSeq != cps[0].Seq {
+		t.Fatalf("context after compaction: %+v %v", cr, err)
+	}
+}
+
+func TestContextFormats(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if _, err := f.client.CreateSession(ctx, api.CreateSessionRequest{
+		ID: "s1", Model: "claude-sonnet-4-5", System: "be brief <b>&</b>",
+		Tools:  []api.ToolDef{{Name: "bash", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		Config: "[context_editing]\nmode = \"server\"\n",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	call := api.Message{Role: api.RoleAssistant, Content: []api.Block{{Type: api.BlockToolCall, ID: "c1", Name: "bash", Input: json.RawMessage(`{"cmd":"ls"}`)}}}
+	res := api.Message{Role: api.RoleTool, ToolCallID: "c1", ToolName: "bash", Content: []api.Block{{Type: api.BlockText, Text: "a\nb"}}}
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "list"), call, res}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var canon api.ContextResponse
+	raw, err := f.client.ContextWith(ctx, "s1", api.ContextOptions{NoPreSend: true})
+	if err != nil || json.Unmarshal(raw, &canon) != nil {
+		t.Fatalf("canonical: %s %v", raw, err)
+	}
+	if len(canon.Messages) != 3 || canon.System != "be brief <b>&</b>" || canon.LastSeq == 0 {
+		t.Errorf("canonical: %s", raw)
+	}
+	if !bytes.Contains(raw, []byte("<b>&</b>")) {
+		t.Errorf("canonical escapes HTML: %s", raw)
+	}
+
+	status, _, body, hdr := f.do(t, "GET", "/v1/sessions/s1/context?format=anthropic", "", nil)
+	var anth struct {
+		System   string            `json:"system"`
+		Tools    []json.RawMessage `json:"tools"`
+		Messages []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+		ContextManagement json.RawMessage `json:"context_management"`
+	}
+	if status != 200 || json.Unmarshal(body, &anth) != nil {
+		t.Fatalf("anthropic: %d %s", status, body)
+	}
+	if anth.System == "" || len(anth.Tools) != 1 || len(anth.Messages) != 3 || anth.Messages[2].Role != "user" {
+		t.Errorf("anthropic shape: %s", body)
+	}
+	if len(anth.ContextManagement) == 0 || hdr.Get(api.HeaderAnthropicBeta) != AnthropicContextManagementBeta {
+		t.Errorf("mode server: context_management %s, beta header %q", anth.ContextManagement, hdr.Get(api.HeaderAnthropicBeta))
+	}
+
+	raw, err = f.client.ContextRaw(ctx, "s1", api.FormatOpenAI)
+	var oai struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+		} `json:"messages"`
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err != nil || json.Unmarshal(raw, &oai) != nil {
+		t.Fatalf("openai: %s %v", raw, err)
+	}
+	if len(oai.Messages) != 4 || oai.Messages[0].Role != "system" || oai.Messages[3].ToolCallID != "c1" || len(oai.Tools) != 1 {
+		t.Errorf("openai shape: %s", raw)
+	}
+}
+
+func TestEventsStream(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, fmt.Sprint("m", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []uint64
+	if err := f.client.StreamEvents(ctx, "s1", api.EventsOptions{From: 2}, func(ev api.Event) error {
+		seqs = append(seqs, ev.Seq)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seqs) != "[2 3]" {
+		t.Errorf("from=2: seqs %v", seqs)
+	}
+
+	// Last-Event-ID resumes after the id; heartbeats arrive while idle.
+	status, _, body, hdr := f.do(t, "GET", "/v1/sessions/s1/events", "", map[string]string{api.HeaderLastEventID: "1"})
+	if status != 200 || hdr.Get("Content-Type") != api.ContentTypeEventStream {
+		t.Fatalf("%d %s", status, body)
+	}
+	if bytes.Contains(body, []byte("id: 1\n")) || !bytes.Contains(body, []byte("id: 2\nevent: message\ndata: {")) {
+		t.Errorf("Last-Event-ID: 1 stream:\n%s", body)
+	}
+
+	// Follow: a new event arrives on an open stream.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := make(chan uint64, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.client.Events(fctx, "s1", 3, func(ev api.Event) error {
+			got <- ev.Seq
+			if ev.Seq == 4 {
+				return io.EOF
+			}
+			return nil
+		})
+	}()
+	if s := <-got; s != 3 {
+		t.Fatalf("first followed seq %d", s)
+	}
+	time.Sleep(50 * time.Millisecond) // let a heartbeat or two pass on the idle stream
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "m3")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("follow: %v", err)
+	}
+
+	// Shutdown ends a followed stream with unavailable and a resume point.
+	done2 := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		done2 <- f.client.Events(ctx, "s1", 4, func(api.Event) error { close(started); return nil })
+	}()
+	<-started
+	f.srv.BeginShutdown()
+	err := <-done2
+	if api.ErrorCode(err) != api.Unavailable || !strings.Contains(err.Error(), "resume from seq 5") {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	// Unknown session: a 404 before the stream starts.
+	if err := f.client.StreamEvents(ctx, "nope", api.EventsOptions{}, func(api.Event) error { return nil }); api.ErrorCode(err) != api.NotFound {
+		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+func TestSecurityTCP(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.AuthToken = "tok" })
+	cases := []struct {
+		name   string
+		hdr    map[string]string
+		status int
+	}{
+		{"token ok", map[string]string{"Authorization": "Bearer tok"}, 200},
+		{"no token", nil, 401},
+		{"bad token", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"origin", map[string]string{"Authorization": "Bearer tok", "Origin": "http://evil.example"}, 403},
+		{"referer", map[string]string{"Authorization": "Bearer tok", "Referer": "http://evil.example/"}, 403},
+		{"foreign host", map[string]string{"Authorization": "Bearer tok", "Host": "evil.example"}, 403},
+		{"localhost host", map[string]string{"Authorization": "Bearer tok", "Host": "localhost:" + portOf(f.ts.URL)}, 200},
+		{"wrong port", map[string]string{"Authorization": "Bearer tok", "Host": "127.0.0.1:1"}, 403},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, _, body, _ := f.do(t, "GET", "/v1/status", "", c.hdr)
+			if status != c.status {
+				t.Fatalf("got %d %s, want %d", status, body, c.status)
+			}
+		})
+	}
+}
+
+func portOf(u string) string {
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+	return port
+}
+
+func TestHostAllowed(t *testing.T) {
+	lo := connInfo{loopbackListener: true, port: "7411"}
+	public := connInfo{port: "7411"}
+	cases := []struct {
+		host string
+		info connInfo
+		want bool
+	}{
+		{"localhost:7411", lo, true},
+		{"LOCALHOST:7411", lo, true},
+		{"127.0.0.1:7411", lo, true},
+		{"[::1]:7411", lo, true},
+		{"127.0.0.1", lo, true},
+		{"127.0.0.1:80", lo, false},
+		{"evil.example:7411", lo, false},
+		{"10.0.0.5:7411", lo, false},
+		{"10.0.0.5:7411", public, true},
+		{"evil.example:7411", public, false},
+		{"", lo, false},
+		{"127.0.0.1:7411", connInfo{}, true},
+		{"10.0.0.5:7411", connInfo{}, false},
+	}
+	for _, c := range cases {
+		if got := hostAllowed(c.host, c.info); got != c.want {
+			t.Errorf("hostAllowed(%q, %+v) = %v, want %v", c.host, c.info, got, c.want)
+		}
+	}
+}
+
+func TestUnixPeerUID(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		ownUID  uint32
+		allowed []uint32
+		status  int
+	}{
+		{"own uid", uint32(os.Getuid()), nil, 200},
+		{"other uid", uint32(os.Getuid()) + 1000, nil, 403},
+		{"allowed uid", uint32(os.Getuid()) + 1000, []uint32{uint32(os.Getuid())}, 200},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.OwnUID, o.OwnUIDSet, o.AllowedUIDs = c.ownUID, true, c.allowed })
+			dir, err := os.MkdirTemp("", "ctxdsrv")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "s")
+			l, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := &http.Server{Handler: f.srv.Handler(), ConnContext: f.srv.ConnContext}
+			go func() { _ = hs.Serve(l) }()
+			t.Cleanup(func() { _ = hs.Close() })
+			_, err = (&api.Client{Socket: sock}).Status(context.Background())
+			switch {
+			case c.status == 200 && err != nil:
+				t.Fatal(err)
+			case c.status == 403 && api.ErrorCode(err) != api.Forbidden:
+				t.Fatalf("got %v, want forbidden", err)
+			}
+		})
+	}
+}
+
+func TestMetricsAndStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "a"), text(api.RoleAssistant, "b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.Compact(ctx, "s1", api.CompactRequest{Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.client.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		MetricSessions + " 1", MetricAppends + " 2", MetricCompactions + `{outcome="ok"} 1`,
+		MetricQueueDepth + " 0", MetricQueueCapacity + " 8", MetricSummarizer + "_count",
+		MetricRequests + `{code="200",route="POST /v1/sessions/{id}/messages"} 1`,
+	} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if bytes.Contains(b, []byte("s1")) {
+		t.Errorf("a session id appears in the metrics")
+	}
+	st, err := f.client.Status(ctx)
+	if err != nil || st.Sessions != 1 || st.Version != api.Version || st.Workers.Size != 2 || st.Queue.Capacity != 8 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	f.create(t, "b")
+	f.create(t, "a")
+	list, err := f.client.ListSessions(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != "a" {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	sys := "new"
+	s, err := f.client.PatchSession(ctx, "a", api.PatchSessionRequest{System: &sys})
+	if err != nil || s.LastSeq == 0 {
+		t.Fatalf("patch %+v %v", s, err)
+	}
+	run, err := f.client.StartRun(ctx, "a", api.RunRequest{})
+	if err != nil || run.Seq <= s.LastSeq {
+		t.Fatalf("run %+v %v", run, err)
+	}
+	if err := f.client.DeleteSession(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.GetSession(ctx, "a"); api.ErrorCode(err) != api.NotFound {
+		t.Fatalf("after delete: %v", err)
+	}
+	id, err := f.arts.Retain(ctx, []byte("hello"), artifacts.FormatText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.client.Artifact(ctx, id.URI())
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("artifact %q %v", got, err)
+	}
+}
