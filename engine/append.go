@@ -40,10 +40,6 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 	if len(msgs) == 0 {
 		return AppendResult{}, invalidField("messages", "no messages to append")
 	}
-	s, err := e.session(ctx, id)
-	if err != nil {
-		return AppendResult{}, err
-	}
 	for i := range msgs {
 		if msgs[i].Seq != 0 {
 			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].seq", i), "seq is assigned by ctxd; leave it out")
@@ -53,7 +49,10 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		}
 	}
 
-	s.mu.Lock()
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return AppendResult{}, err
+	}
 	defer s.mu.Unlock()
 	e.refresh(s)
 

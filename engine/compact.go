@@ -46,11 +46,10 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	if reason != trigger.Manual && reason != trigger.Overflow {
 		return CompactResult{}, invalidField("reason", "must be %q or %q, got %q", trigger.Manual, trigger.Overflow, reason)
 	}
-	s, err := e.session(ctx, id)
+	s, err := e.lock(ctx, id)
 	if err != nil {
 		return CompactResult{}, err
 	}
-	s.mu.Lock()
 	e.refresh(s)
 	tokens, _ := e.estimate(s)
 	d := trigger.Decide(reason, s.triggerState(tokens))
@@ -75,7 +74,9 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	if err := t.Wait(ctx); err != nil {
 		return res, err
 	}
-	s.mu.Lock()
+	if s, err = e.lock(ctx, id); err != nil {
+		return res, err
+	}
 	defer s.mu.Unlock()
 	if s.cp != nil && s.cp.Seq != before {
 		cp := *s.cp
@@ -131,14 +132,15 @@ type snapshot struct {
 // summarizer → retention → checkpoint (one transaction) → events. Messages
 // appended while the summarizer runs follow the summary.
 func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signal) error {
-	s, err := e.session(ctx, id)
+	// While this job is queued or running the session is never evicted,
+	// so s stays the live copy across the unlocked summarizer call.
+	s, err := e.lock(ctx, id)
 	if err != nil {
 		return err
 	}
 
 	// 1. Snapshot, re-deciding under the lock: the state may have changed
 	// since the job was queued.
-	s.mu.Lock()
 	e.refresh(s)
 	tokens, _ := e.estimate(s)
 	d := trigger.Decide(sig, s.triggerState(tokens))

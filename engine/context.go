@@ -58,14 +58,13 @@ type ContextOptions struct {
 // timeout, and on failure returns the uncompacted context with the
 // diagnostic. Errors: ErrInvalid, ErrNotFound, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
-	s, err := e.session(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	var diagnostic string
 	compacted := false
 	if !opts.NoPreSend {
-		s.mu.Lock()
+		s, err := e.lock(ctx, id)
+		if err != nil {
+			return nil, err
+		}
 		e.refresh(s)
 		tokens, _ := e.estimate(s)
 		d := trigger.Decide(trigger.PreSend, s.triggerState(tokens))
@@ -86,7 +85,10 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			}
 		}
 	}
-	s.mu.Lock()
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	defer s.mu.Unlock()
 	a := e.assemble(s)
 	a.Compacted = compacted

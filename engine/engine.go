@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,7 +120,16 @@ type Options struct {
 	// OnSummarizerRequest, when set, is called with the messages of every
 	// summarizer request before it is sent (replay checks them).
 	OnSummarizerRequest func(session string, msgs []history.Message)
+	// MaxLoadedSessions bounds the sessions kept in memory; beyond it the
+	// least recently used idle ones are dropped and reloaded from the log on
+	// their next request. 0 means DefaultMaxLoadedSessions.
+	MaxLoadedSessions int
 }
+
+// DefaultMaxLoadedSessions is the default bound on sessions kept in memory.
+// A loaded session holds its active history; an idle fleet of thousands of
+// sessions must stay small (issue 9), and a reload replays the session's log.
+const DefaultMaxLoadedSessions = 512
 
 // Engine runs every session of a daemon. It is safe for concurrent use.
 // Sessions are loaded from the log on first use and kept in memory.
@@ -164,6 +175,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxLoadedSessions <= 0 {
+		opts.MaxLoadedSessions = DefaultMaxLoadedSessions
 	}
 	e := &Engine{
 		opts:        opts,
@@ -232,10 +246,72 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	delete(e.loading, id)
 	if c.err == nil {
 		e.sessions[id] = c.s
+		e.evictLocked()
 	}
 	e.mu.Unlock()
 	close(c.done)
 	return c.s, c.err
+}
+
+// lock returns session id with its mutex held, loading it if needed. It
+// never returns a copy that eviction dropped: a caller that loses the race
+// with an eviction retries on the reloaded session.
+func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
+	for {
+		s, err := e.session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if !s.evicted {
+			s.lastUsed.Store(e.opts.Now().UnixNano())
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// evictLocked drops the least recently used idle sessions once more than
+// MaxLoadedSessions are loaded, down to 7/8 of the bound so the scan is
+// amortized. A session is idle when nobody holds its lock and no compaction
+// of it is queued or running. Called with e.mu held.
+func (e *Engine) evictLocked() {
+	max := e.opts.MaxLoadedSessions
+	if len(e.sessions) <= max {
+		return
+	}
+	type cand struct {
+		id   string
+		used int64
+	}
+	cands := make([]cand, 0, len(e.sessions))
+	for id, s := range e.sessions {
+		cands = append(cands, cand{id, s.lastUsed.Load()})
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.used, b.used) })
+	excess := len(e.sessions) - max*7/8
+	for _, c := range cands {
+		if excess <= 0 {
+			break
+		}
+		s := e.sessions[c.id]
+		if !s.mu.TryLock() {
+			continue
+		}
+		if e.opts.Pool.Active(c.id) == nil {
+			s.evicted = true
+			delete(e.sessions, c.id)
+			excess--
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Loaded returns the number of sessions held in memory.
+func (e *Engine) Loaded() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sessions)
 }
 
 // forget drops a session from memory (after DeleteSession).

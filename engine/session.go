@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -32,8 +33,14 @@ type sessionExtra struct {
 // session is one loaded session. mu guards everything below it.
 type session struct {
 	id string
+	// lastUsed is when the session was last locked, in Unix nanoseconds,
+	// for eviction (read without mu).
+	lastUsed atomic.Int64
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// evicted: this copy was dropped from memory; callers use e.lock to
+	// get the live one.
+	evicted    bool
 	meta       checkpoint.Meta
 	cfg        config.Config
 	cfgVersion uint64

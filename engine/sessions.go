@@ -119,8 +119,10 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 		return Info{}, mapLogErr(p.ID, err)
 	}
 	probe.meta = stored
+	probe.lastUsed.Store(e.opts.Now().UnixNano())
 	e.mu.Lock()
 	e.sessions[p.ID] = probe
+	e.evictLocked()
 	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
@@ -161,11 +163,10 @@ func checkTools(tools []history.ToolDef) error {
 
 // Session describes session id. Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) Session(ctx context.Context, id string) (Info, error) {
-	s, err := e.session(ctx, id)
+	s, err := e.lock(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.refresh(s)
 	return e.info(s), nil
@@ -229,11 +230,10 @@ type Patch struct {
 // that bind thinking to the prefix, a prefix_reset that stops the replay of
 // earlier thinking (DESIGN.md §4). Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, error) {
-	s, err := e.session(ctx, id)
+	s, err := e.lock(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	meta := s.meta
 	if p.System != nil {
@@ -341,11 +341,10 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 // /v1/sessions/{id}/runs): the failure circuit closes and its count resets.
 // It returns the run_started event's seq. Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {
-	s, err := e.session(ctx, id)
+	s, err := e.lock(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindRunStarted, Data: json.RawMessage(`{"cause":"api"}`)}})
 	if err != nil {

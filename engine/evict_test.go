@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"github.com/ctxd/ctxd/history"
+	"sync"
+	"testing"
+)
+
+// With a bound of 4 loaded sessions, 24 sessions appended to concurrently
+// keep every message in order, memory holds at most the bound plus the
+// sessions in use, and a reloaded session assembles the same context.
+func TestEvictionLosesNothing(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.e.opts.MaxLoadedSessions = 4
+	const sessions, rounds = 24, 30
+	for i := range sessions {
+		h.create(fmt.Sprintf("s%d", i), 200000)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("s%d", i)
+			for r := range rounds {
+				if _, err := h.e.Append(context.Background(), id, []history.Message{user(fmt.Sprintf("%s prompt %d", id, r)), assistant(fmt.Sprintf("%s answer %d", id, r))}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := h.e.Loaded(); n > 8 {
+		t.Fatalf("%d sessions loaded, bound 4", n)
+	}
+	for i := range sessions {
+		id := fmt.Sprintf("s%d", i)
+		a := h.context(id)
+		if len(a.Messages) != 2*rounds {
+			t.Fatalf("%s: %d messages, want %d", id, len(a.Messages), 2*rounds)
+		}
+		for r := range rounds {
+			if got, want := a.Messages[2*r].Content[0].Text, fmt.Sprintf("%s prompt %d", id, r); got != want {
+				t.Fatalf("%s message %d = %q, want %q", id, 2*r, got, want)
+			}
+		}
+		// Reloading gives the same bytes.
+		before := encodeAll(t, a)
+		h.e.mu.Lock()
+		h.e.opts.MaxLoadedSessions = 1
+		h.e.evictLocked()
+		h.e.opts.MaxLoadedSessions = 4
+		h.e.mu.Unlock()
+		if after := encodeAll(t, h.context(id)); after != before {
+			t.Fatalf("%s: context differs after a reload", id)
+		}
+	}
+}
