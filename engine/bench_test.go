@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/ctxd/ctxd/summarizer"
 	"testing"
 	"time"
 
@@ -80,4 +82,61 @@ func BenchmarkPreSendDecision2000(b *testing.B) {
 			b.Fatal("compacting")
 		}
 	}
+}
+
+// benchSession200k returns a harness with a 200k-token session "s" and its
+// stored messages.
+func benchSession200k(b *testing.B) (*harness, []history.Message) {
+	h := newHarness(&testing.T{}, testConfig(), b.TempDir())
+	h.create("s", 10000000)
+	fill(b, h, "s", 200000)
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{NoPreSend: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h, a.Messages
+}
+
+// BenchmarkContextAssembly measures GET /context's work for a 200k-token
+// session — the pre-send check, assembly and JSON encoding — in the
+// canonical and the Anthropic format, against the baseline of JSON-encoding
+// the same messages from memory (goal ≤ 2×).
+func BenchmarkContextAssembly(b *testing.B) {
+	h, msgs := benchSession200k(b)
+	defer h.Close()
+	b.Run("baseline-json", func(b *testing.B) {
+		for b.Loop() {
+			out, err := json.Marshal(msgs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(out)))
+		}
+	})
+	b.Run("canonical", func(b *testing.B) {
+		for b.Loop() {
+			a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := json.Marshal(a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(out)))
+		}
+	})
+	b.Run("anthropic", func(b *testing.B) {
+		for b.Loop() {
+			a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := json.Marshal(summarizer.RenderAnthropic(a.System, a.Tools, a.Messages))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(out)))
+		}
+	})
 }
