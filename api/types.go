@@ -154,6 +154,18 @@ type Session struct {
 	LastCheckpoint *Checkpoint `json:"last_checkpoint,omitempty"`
 	// LastCheck is the last automatic trigger check, nil before the first.
 	LastCheck *TriggerCheck `json:"last_check,omitempty"`
+	// Shape is the compaction shape the session's next compaction will
+	// use, "auto" resolved for its model: ShapeKeepTail, ShapeSimple or
+	// ShapeServer (DESIGN.md §3 [compaction].shape). Empty from a daemon
+	// that does not report it.
+	Shape string `json:"shape,omitempty"`
+	// ContextEditing is the context-editing mode in effect for the
+	// session's model: "off", "local" or "server" (DESIGN.md §6, "auto"
+	// resolved). Empty from a daemon that does not report it.
+	ContextEditing string `json:"context_editing,omitempty"`
+	// ContextEditingWhy says in one line why that mode is in effect (the
+	// configured mode and the model's server_context_editing).
+	ContextEditingWhy string `json:"context_editing_why,omitempty"`
 	// SystemDigest and ToolsDigest identify the system prompt and the tool
 	// set (hex SHA-256 of their canonical encodings); a change is a
 	// recorded rewrite (DESIGN.md §4). Empty when unset.

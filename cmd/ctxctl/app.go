@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/config"
 )
 
@@ -20,23 +26,41 @@ const (
 // env is what a ctxctl run sees of its process: tests fill it in instead of
 // exec'ing the binary.
 type env struct {
+	// ctx bounds every request; main cancels it on SIGINT/SIGTERM.
+	ctx            context.Context
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	// getenv is os.Getenv outside tests.
 	getenv func(string) string
 	// systemConfig is the system configuration layer, config.SystemPath
 	// outside tests.
 	systemConfig string
+	// executable is os.Executable outside tests: ctxctl looks for ctxd in
+	// its directory first.
+	executable func() (string, error)
+	// lookPath is exec.LookPath outside tests.
+	lookPath func(string) (string, error)
 }
 
 // run executes ctxctl with args (args[0] is the program name) and returns
 // the exit code.
+// SIGINT and SIGTERM cancel the running request (a followed event stream
+// ends cleanly); a child ctxd (replay, compact --transcript) gets the
+// signal itself and ctxctl waits for it.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return runEnv(args, &env{stdout: stdout, stderr: stderr, getenv: getenv, systemConfig: config.SystemPath})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runEnv(args, &env{
+		ctx: ctx, stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: getenv,
+		systemConfig: config.SystemPath, executable: os.Executable, lookPath: exec.LookPath,
+	})
 }
 
-// runEnv is run with every dependency explicit.
+// runEnv is run with every dependency explicit; nil fields take the
+// defaults of run.
 func runEnv(args []string, e *env) int {
-	err := newApp(e).Run(args)
+	e.fill()
+	err := newApp(e).RunContext(e.ctx, args)
 	var usage usageError
 	var exit exitError
 	switch {
@@ -49,9 +73,59 @@ func runEnv(args []string, e *env) int {
 		// The command has already printed what went wrong.
 		return exit.code
 	default:
-		fmt.Fprintf(e.stderr, "ctxctl: %v\n", err)
+		fmt.Fprintf(e.stderr, "ctxctl: %s\n", describeError(err))
 		return exitFailure
 	}
+}
+
+// fill sets the defaults of the fields a test left nil.
+func (e *env) fill() {
+	if e.ctx == nil {
+		e.ctx = context.Background()
+	}
+	if e.stdin == nil {
+		e.stdin = eofReader{}
+	}
+	if e.getenv == nil {
+		e.getenv = func(string) string { return "" }
+	}
+	if e.executable == nil {
+		e.executable = os.Executable
+	}
+	if e.lookPath == nil {
+		e.lookPath = exec.LookPath
+	}
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// describeError is the one line printed for a failed command. An error of
+// the daemon carries its message (and the request field at fault); a
+// daemon that cannot be reached says so and names the socket tried
+// ("is ctxd running? socket: …", from api.Client).
+func describeError(err error) string {
+	if e, ok := errors.AsType[*api.Error](err); ok && e.Field != "" {
+		return fmt.Sprintf("%v (field %s)", err, e.Field)
+	}
+	return err.Error()
+}
+
+// socketPath is the socket of the global --socket flag, else
+// api.DefaultSocketPath ($CTXD_SOCKET, $XDG_RUNTIME_DIR/ctxd.sock,
+// /tmp/ctxd-<uid>/ctxd.sock).
+func (e *env) socketPath(c *cli.Context) string {
+	if s := c.String("socket"); s != "" {
+		return s
+	}
+	return api.DefaultSocketPath(e.getenv)
+}
+
+// client returns the api.Client for the daemon named by the global flags:
+// ctxctl reaches ctxd through it alone.
+func (e *env) client(c *cli.Context) *api.Client {
+	return &api.Client{Socket: e.socketPath(c), UserAgent: "ctxctl/" + api.Version}
 }
 
 // usageError is a command line that cannot be run: exit 2.
@@ -73,26 +147,43 @@ func (x exitError) Error() string { return fmt.Sprintf("exit status %d", x.code)
 func commands(e *env) []*cli.Command {
 	return []*cli.Command{
 		checkCommand(e),
+		statusCommand(e),
+		sessionCommand(e),
+		compactCommand(e),
+		checkpointCommand(e),
+		artifactCommand(e),
+		doctorCommand(e),
+		replayCommand(e),
+		importCommand(e),
 	}
 }
 
-// newApp builds the ctxctl application around e. Global flags (none yet)
-// are declared on the App and must precede the command.
+// newApp builds the ctxctl application around e. Global flags are declared
+// on the App and must precede the command (urfave/cli/v2 does not accept
+// them after it).
 func newApp(e *env) *cli.App {
 	onUsage := func(_ *cli.Context, err error, _ bool) error {
 		return usageError{msg: err.Error()}
 	}
 	cmds := commands(e)
-	for _, c := range cmds {
-		if c.OnUsageError == nil {
-			c.OnUsageError = onUsage
+	var setUsage func([]*cli.Command)
+	setUsage = func(cs []*cli.Command) {
+		for _, c := range cs {
+			if c.OnUsageError == nil {
+				c.OnUsageError = onUsage
+			}
+			setUsage(c.Subcommands)
 		}
 	}
+	setUsage(cmds)
 	return &cli.App{
 		Name:  "ctxctl",
 		Usage: "configure and inspect ctxd, the context-management daemon for LLM agents",
 		UsageText: "ctxctl [global flags] COMMAND [command flags] [arguments]\n\n" +
 			"Flags go before arguments; global flags go before the command.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket", Usage: "the daemon's unix socket `PATH` (default: $CTXD_SOCKET, else $XDG_RUNTIME_DIR/ctxd.sock, else /tmp/ctxd-<uid>/ctxd.sock)"},
+		},
 		Commands:                  cmds,
 		HideVersion:               true,
 		HideHelpCommand:           true,
