@@ -408,7 +408,9 @@ func TestCrashRecovery(t *testing.T) {
 	var quietCtx []byte
 	rng := rand.New(rand.NewPCG(1, 2))
 	compared := 0
-	defer func() { t.Logf("%d rounds; %d writer contexts compared byte for byte (the others had an append in flight at the kill)", rounds, compared) }()
+	defer func() {
+		t.Logf("%d rounds; %d writer contexts compared byte for byte (the others had an append in flight at the kill)", rounds, compared)
+	}()
 
 	for round := range rounds {
 		p := e.start(t)
