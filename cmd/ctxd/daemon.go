@@ -283,8 +283,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if tcpL != nil {
 		serve(tcpL, "tcp")
 	}
+	listenAddr := ""
+	if tcpL != nil {
+		listenAddr = tcpL.Addr().String()
+	}
 	m.logger.Info("ctxd started", attrVersion, api.Version, attrSocket, m.socketPath, attrActivated, activated,
-		attrListen, cfg.Daemon.Listen, attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid())
+		attrListen, listenAddr, attrTokenRequired, token != "", attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid())
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -245,7 +245,6 @@ func TestAgentLoop(t *testing.T) {
 	}
 
 	// Watch the events from the start, as an agent's UI would.
-	type seen struct{ kinds []api.EventKind }
 	events := make(chan api.Event, 256)
 	ectx, ecancel := context.WithCancel(ctx)
 	defer ecancel()
@@ -700,5 +699,115 @@ func TestReloadKeepsServing(t *testing.T) {
 	}
 	if code := p.signalAndWait(t, syscall.SIGINT); code != 0 {
 		t.Fatalf("exit code %d after SIGINT", code)
+	}
+}
+
+// TestSocketActivation passes a listening unix socket as fd 3 with
+// LISTEN_PID/LISTEN_FDS, as systemd does for contrib/ctxd.socket: ctxd
+// serves on it and leaves the file in place when it stops (systemd owns it).
+func TestSocketActivation(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	if err := os.MkdirAll(filepath.Dir(e.socket), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", e.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	f, err := ul.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	defer l.Close()
+
+	// sh's $$ is the pid ctxd keeps after exec.
+	args := strings.Join([]string{ctxdBin, "--data-dir", e.dataDir, "--config", e.configPath, "--socket", filepath.Join(e.dir, "unused.sock")}, " ")
+	cmd := exec.Command("/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec "+args)
+	cmd.Env = []string{"HOME=" + e.dir, "XDG_CONFIG_HOME=" + e.xdgConfig}
+	cmd.ExtraFiles = []*os.File{f}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}()
+	var st *api.Status
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err = e.client().Status(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving on the passed socket: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.Version != api.Version {
+		t.Errorf("status %+v", st)
+	}
+	if !strings.Contains(stderr.String(), "socket_activated=true") {
+		t.Errorf("log does not say socket_activated=true:\n%s", stderr.String())
+	}
+	if _, err := os.Lstat(filepath.Join(e.dir, "unused.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ctxd created its own socket besides the passed one: %v", err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-done; err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	done <- nil // for the deferred wait
+	if _, err := os.Lstat(e.socket); err != nil {
+		t.Errorf("the activated socket file was removed: %v", err)
+	}
+}
+
+// TestTCPListener: a loopback listener with a token requires it; a public
+// address without a token refuses to start.
+func TestTCPListener(t *testing.T) {
+	e := newEnv(t, baseConfig+"\n[daemon]\nauth_token_env = \"CTXD_TEST_TOKEN\"\n")
+	cmd := e.command("--listen", "0.0.0.0:0")
+	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CTXD_TEST_TOKEN") {
+		t.Fatalf("a listener with an empty token started: %v\n%s", err, out)
+	}
+
+	e2 := newEnv(t, baseConfig)
+	out, err = e2.command("--listen", "0.0.0.0:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not a loopback address") {
+		t.Fatalf("a public listener without a token started: %v\n%s", err, out)
+	}
+
+	p := &proc{cmd: e.command("--listen", "127.0.0.1:0"), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(p.cmd.Env, "CTXD_TEST_TOKEN=s3cret-token-value")
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	defer func() { _ = p.cmd.Process.Kill(); <-p.done }()
+	p.waitLog(t, "ctxd started")
+	log := p.stderr.String()
+	if strings.Contains(log, "s3cret-token-value") {
+		t.Fatalf("the token was logged:\n%s", log)
+	}
+	_, rest, _ := strings.Cut(log, "listen=")
+	addr, _, _ := strings.Cut(rest, " ")
+	ctx := context.Background()
+	if _, err := (&api.Client{BaseURL: "http://" + addr}).Status(ctx); api.ErrorCode(err) != api.Unauthorized {
+		t.Fatalf("without the token: %v", err)
+	}
+	if _, err := (&api.Client{BaseURL: "http://" + addr, Token: "s3cret-token-value"}).Status(ctx); err != nil {
+		t.Fatalf("with the token: %v", err)
 	}
 }

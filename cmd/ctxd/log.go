@@ -10,20 +10,21 @@ import (
 // Log attribute keys (STYLE.md: litestream's constants). No key carries a
 // secret: tokens and API keys are never logged, artifact ids only at debug.
 const (
-	attrActivated   = "socket_activated"
-	attrAllowedUIDs = "allowed_uids"
-	attrBindings    = "bindings"
-	attrCount       = "count"
-	attrDataDir     = "data_dir"
-	attrErr         = "err"
-	attrKey         = "key"
-	attrListen      = "listen"
-	attrPID         = "pid"
-	attrProblem     = "problem"
-	attrReason      = "reason"
-	attrSocket      = "socket"
-	attrVersion     = "version"
-	attrWorkers     = "workers"
+	attrActivated     = "socket_activated"
+	attrAllowedUIDs   = "allowed_uids"
+	attrBindings      = "bindings"
+	attrCount         = "count"
+	attrDataDir       = "data_dir"
+	attrErr           = "err"
+	attrKey           = "key"
+	attrListen        = "listen"
+	attrPID           = "pid"
+	attrProblem       = "problem"
+	attrReason        = "reason"
+	attrSocket        = "socket"
+	attrTokenRequired = "token_required"
+	attrVersion       = "version"
+	attrWorkers       = "workers"
 )
 
 // parseLevel reads --log-level.
