@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/config")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/config, cmd/ctxctl/testdata/golden)")
 
 // ctxctl runs ctxctl in-process from the repository root, with no system
 // layer and an empty user layer, so that goldens hold only relative paths.

@@ -35,10 +35,10 @@ func exactArgs(c *cli.Context, names ...string) ([]string, error) {
 	}
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") {
-			return nil, usagef("%s: flag %q after an argument: flags must come before arguments (usage: %s)", c.Command.FullName(), a, c.Command.UsageText)
+			return nil, usagef("flag %q after an argument: flags must come before arguments (usage: %s)", a, firstLine(c.Command.UsageText))
 		}
 	}
-	return nil, usagef("%s takes %s, got %d argument%s (usage: %s)", c.Command.FullName(), want, len(args), plural(len(args), "", "s"), c.Command.UsageText)
+	return nil, usagef("%s takes %s, got %d argument%s (usage: %s)", c.Command.Name, want, len(args), plural(len(args), "", "s"), firstLine(c.Command.UsageText))
 }
 
 // writeJSON prints v indented, with a final newline.
@@ -142,4 +142,10 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
