@@ -29,9 +29,14 @@ func bigLog() string {
 	return b.String()
 }
 
+// failingTests is a short tool result (not offloaded).
+const failingTests = "--- FAIL: TestReconcile/resume (0.01s)\n    cursor.go:41: stale cursor 17 after batch 18\nFAIL\n"
+
 // firstMessages is the start of the golden session: a prompt, a tool
-// round whose result is offloaded, and an answer with usage.
-func firstMessages() []api.Message {
+// round, and an answer with usage. Nothing in it is offloaded: an offload
+// stub names the data directory and an artifact id, which differ between
+// runs and would change the token estimates.
+func firstMessages(result string) []api.Message {
 	return []api.Message{
 		{Role: api.RoleUser, Content: text("The nightly reconciliation job failed again. Find out why."), Time: t0},
 		{Role: api.RoleAssistant, Model: "claude-sonnet-4-5", Time: t0.Add(time.Second),
@@ -40,7 +45,7 @@ func firstMessages() []api.Message {
 				{Type: api.BlockToolCall, ID: "call_1", Name: "bash", Input: json.RawMessage(`{"command":"go test ./reconcile/..."}`)},
 			},
 			Usage: &api.Usage{InputTokens: 1200, CacheReadInputTokens: 300, OutputTokens: 40}},
-		{Role: api.RoleTool, ToolCallID: "call_1", ToolName: "bash", IsError: true, Time: t0.Add(2 * time.Second), Content: text(bigLog())},
+		{Role: api.RoleTool, ToolCallID: "call_1", ToolName: "bash", IsError: true, Time: t0.Add(2 * time.Second), Content: text(result)},
 		{Role: api.RoleAssistant, Model: "claude-sonnet-4-5", Time: t0.Add(3 * time.Second),
 			Content: text("Every case fails on a stale cursor: the job resumes from a cursor saved before the batch was committed."),
 			Usage:   &api.Usage{InputTokens: 9000, CacheReadInputTokens: 1500, OutputTokens: 60}},
@@ -90,8 +95,7 @@ func TestGoldenCommands(t *testing.T) {
 	if _, err := d.client.CreateSession(ctx, api.CreateSessionRequest{ID: "s1", Model: "claude-sonnet-4-5", System: "You are a careful engineer."}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := d.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: firstMessages()})
-	if err != nil {
+	if _, err := d.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: firstMessages(failingTests)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -134,7 +138,14 @@ func TestGoldenCommands(t *testing.T) {
 	code, _, stderr = step("doctor", "doctor")
 	expect(code, 0, stderr)
 
-	// The offloaded result reads back whole, by URI and by bare id.
+	// An offloaded result reads back whole, by URI and by bare id.
+	if _, err := d.client.CreateSession(ctx, api.CreateSessionRequest{ID: "s2", Model: "claude-sonnet-4-5"}); err != nil {
+		t.Fatal(err)
+	}
+	app, err := d.client.AppendMessages(ctx, "s2", api.AppendMessagesRequest{Messages: firstMessages(bigLog())})
+	if err != nil {
+		t.Fatal(err)
+	}
 	uri := offloadedArtifact(t, app)
 	for _, ref := range []string{uri, api.ArtifactID(uri)} {
 		code, stdout, stderr := d.run(t, "artifact", "get", ref)
