@@ -189,3 +189,5 @@ func offloadedArtifact(t *testing.T, r *api.AppendMessagesResponse) string {
 	t.Fatalf("no offload event in %+v", r.Events)
 	return ""
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
