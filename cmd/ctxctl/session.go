@@ -214,8 +214,8 @@ func checkLine(tc *api.TriggerCheck) string {
 	} else {
 		b.WriteString(": did not fire")
 	}
-	if tc.Reason != "" {
-		b.WriteString(" — " + tc.Reason)
+	if r := strings.TrimPrefix(tc.Reason, tc.Signal+": "); r != "" {
+		b.WriteString(" — " + r) // the signal is named already
 	}
 	return b.String()
 }
