@@ -25,6 +25,12 @@ type AppendResult struct {
 	CompactionQueued bool
 	// Decision is the post-check's reason, when a response carried usage.
 	Decision string
+	// FirstSeq and LastSeq bound every event this append wrote, messages
+	// and others.
+	FirstSeq, LastSeq uint64
+	// Events are the events other than messages it wrote, in seq order
+	// (abandoned_round, offload, context_edit, prefix_reset).
+	Events []checkpoint.Event
 }
 
 // Append validates and stores msgs, in order, after the session's history.
@@ -122,18 +128,23 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		}
 	}
 	s.lastSeq = first + uint64(len(events)) - 1
+	var others []checkpoint.Event
+	for i, ev := range events {
+		if ev.Kind != checkpoint.KindMessage {
+			ev.Seq = first + uint64(i)
+			others = append(others, ev)
+		}
+	}
 	// Layer 2: a context-edit pass, when one fires.
-	e.planPass(ctx, s)
+	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(stored))
 
-	res := AppendResult{Messages: stored, Abandoned: len(closed)}
+	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others}
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
 		// Post-check (DESIGN.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch
 		// count too, so the check never lags the log.
-		tokens, _ := e.estimate(s)
-		d := trigger.Decide(trigger.PostCheck, s.triggerState(tokens))
-		s.lastDecision, s.lastSignal = d, trigger.PostCheck
+		d := e.check(s, trigger.PostCheck)
 		res.Decision = d.Reason
 		if d.Compact {
 			if _, err := e.submit(s.id, trigger.PostCheck); err == nil {

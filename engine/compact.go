@@ -51,9 +51,7 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 		return CompactResult{}, err
 	}
 	e.refresh(s)
-	tokens, _ := e.estimate(s)
-	d := trigger.Decide(reason, s.triggerState(tokens))
-	s.lastDecision, s.lastSignal = d, reason
+	d := e.check(s, reason)
 	empty := len(s.active) == 0
 	before := s.lastCheckpointSeq()
 	s.mu.Unlock()
@@ -156,6 +154,12 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return ErrNothingToCompact
 	}
 	snap := snapshot{seq: s.lastMsg, tokensBefore: tokens}
+	s.compacting = true
+	defer func() {
+		s.mu.Lock()
+		s.compacting = false
+		s.mu.Unlock()
+	}()
 	snap.sent = e.activeMessages(s)
 	snap.raw = append([]entry(nil), s.active...)
 	snap.summarized = uint64(len(s.active))

@@ -66,9 +66,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			return nil, err
 		}
 		e.refresh(s)
-		tokens, _ := e.estimate(s)
-		d := trigger.Decide(trigger.PreSend, s.triggerState(tokens))
-		s.lastDecision, s.lastSignal = d, trigger.PreSend
+		d := e.check(s, trigger.PreSend)
 		timeout := e.summarizerTimeout(s)
 		s.mu.Unlock()
 		if d.Compact {

@@ -145,9 +145,6 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	loading  map[string]*loadCall
-
-	calMu       sync.Mutex
-	calibrators map[string]*history.Calibrator
 }
 
 type loadCall struct {
@@ -185,7 +182,6 @@ func New(opts Options) (*Engine, error) {
 		metrics:     opts.Metrics,
 		sessions:    map[string]*session{},
 		loading:     map[string]*loadCall{},
-		calibrators: map[string]*history.Calibrator{},
 	}
 	cfg := opts.Config
 	e.cfg.Store(&cfg)
@@ -200,25 +196,6 @@ func (e *Engine) Config() config.Config { return *e.cfg.Load() }
 func (e *Engine) SetConfig(cfg config.Config) {
 	e.cfg.Store(&cfg)
 	e.cfgVersion.Add(1)
-}
-
-// calibrator returns the shared calibrator of a model, created from the
-// model's token_factor (DESIGN.md §2 "Tokens").
-func (e *Engine) calibrator(model string, initial float64) *history.Calibrator {
-	e.calMu.Lock()
-	defer e.calMu.Unlock()
-	if c, ok := e.calibrators[model]; ok {
-		return c
-	}
-	if initial <= 0 {
-		initial = 1
-	}
-	c, err := history.NewCalibrator(initial)
-	if err != nil {
-		c, _ = history.NewCalibrator(1)
-	}
-	e.calibrators[model] = c
-	return c
 }
 
 // session returns the loaded session id, loading it from the log on first

@@ -39,11 +39,11 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 }
 
 // planPass runs layer 2 (DESIGN.md §6 "Context editing", mode local) after an
-// append: when a pass fires it is recorded in the log, then applied. Called
-// with s.mu held.
-func (e *Engine) planPass(ctx context.Context, s *session) {
+// append: when a pass fires it is recorded in the log, then applied. It
+// returns the events it wrote, with their seqs. Called with s.mu held.
+func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	if s.editMode != contextedit.ModeLocal {
-		return
+		return nil
 	}
 	active := make([]history.Message, len(s.active))
 	for i, en := range s.active {
@@ -51,11 +51,11 @@ func (e *Engine) planPass(ctx context.Context, s *session) {
 	}
 	p := contextedit.PlanPaths(s.cfg.ContextEditing, active, &s.ledger, s.model.ThinkingBinding, func(id string) string { return s.offloads[id] })
 	if p == nil {
-		return
+		return nil
 	}
 	d, err := json.Marshal(p)
 	if err != nil {
-		return
+		return nil
 	}
 	events := []checkpoint.Event{{Kind: checkpoint.KindContextEdit, Data: d}}
 	if s.model.ThinkingBinding && p.WithheldThinkingBefore > s.withheldBefore && e.thinkingBefore(s, p.WithheldThinkingBefore) {
@@ -68,10 +68,14 @@ func (e *Engine) planPass(ctx context.Context, s *session) {
 	if err != nil {
 		// Not recorded, so not applied: the next append plans it again.
 		e.log.Warn("recording a context-edit pass", "session", s.id, "err", err)
-		return
+		return nil
 	}
 	s.lastSeq = seq + uint64(len(events)) - 1
 	e.applyPass(s, *p)
+	for i := range events {
+		events[i].Seq = seq + uint64(i)
+	}
+	return events
 }
 
 // thinkingBefore reports whether an active assistant message before seq

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -94,9 +95,31 @@ type session struct {
 	editMode  string
 	editWhy   string
 
-	lastDecision trigger.Decision
-	lastSignal   trigger.Signal
-	lastError    string
+	// cal is the session's token calibrator for its model (DESIGN.md §2
+	// "Tokens"), rebuilt from the session's own log on load, so the
+	// estimate — and every response carrying it — is a pure function of the
+	// log, the same before and after a restart or an eviction.
+	cal      *history.Calibrator
+	calModel string
+
+	// Bookkeeping for Info.
+	messages    uint64 // message events in the log
+	checkpoints uint64
+
+	lastCheck  Check
+	lastError  string
+	compacting bool // a compaction of this session is past its snapshot
+}
+
+// Check is the last trigger check of a session, for `ctxctl doctor`.
+type Check struct {
+	Time      time.Time      `json:"time"`
+	Signal    trigger.Signal `json:"signal"`
+	Tokens    uint64         `json:"tokens"`
+	Source    string         `json:"tokens_source"`
+	Threshold uint64         `json:"threshold"`
+	Fired     bool           `json:"fired"`
+	Reason    string         `json:"reason"`
 }
 
 // load rebuilds a session from its log: meta, validation state, the latest
@@ -191,6 +214,17 @@ func (e *Engine) configure(s *session) error {
 			return fmt.Errorf("session %q: stored tools: %w", s.id, err)
 		}
 	}
+	if s.cal == nil || s.calModel != s.meta.Model {
+		f := model.TokenFactor
+		if f <= 0 {
+			f = 1
+		}
+		c, err := history.NewCalibrator(f)
+		if err != nil {
+			return invalidField("model", "token_factor %v of model %q: %v", f, s.meta.Model, err)
+		}
+		s.cal, s.calModel = c, s.meta.Model
+	}
 	s.cfg = cfg
 	s.cfgVersion = e.cfgVersion.Load()
 	s.model = model
@@ -258,6 +292,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		e.est.Fill(&m)
 	}
 	t := e.sentTokens(s, m)
+	s.messages++
 	s.active = append(s.active, entry{msg: m, tokens: t})
 	s.activeTokens += t
 	s.lastMsg = m.Seq
@@ -303,7 +338,7 @@ func (e *Engine) observeUsage(s *session, m history.Message) {
 	if now <= prev || s.sinceUsage == 0 {
 		return
 	}
-	e.calibrator(s.meta.Model, s.model.TokenFactor).Observe(now-prev, s.sinceUsage)
+	s.cal.Observe(now-prev, s.sinceUsage)
 }
 
 // outputTokens is what the response m adds to the next request: its
@@ -328,6 +363,7 @@ func (e *Engine) outputTokens(s *session, m history.Message) uint64 {
 func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	c := cp
 	s.cp = &c
+	s.checkpoints++
 	sm := summaryMessage(cp)
 	s.summaryMsg = &sm
 	s.summaryTokens = e.est.Message(sm)
@@ -358,11 +394,11 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 
 // factor is the session model's calibration factor.
 func (e *Engine) factor(s *session) float64 {
-	return e.calibrator(s.meta.Model, s.model.TokenFactor).Factor()
+	return s.cal.Factor()
 }
 
 func (e *Engine) calibrate(s *session, raw uint64) uint64 {
-	return e.calibrator(s.meta.Model, s.model.TokenFactor).Apply(raw)
+	return s.cal.Apply(raw)
 }
 
 // Figure sources of a token estimate.
@@ -392,6 +428,16 @@ func (e *Engine) estimate(s *session) (uint64, string) {
 		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
 	}
 	return e.calibrate(s, s.fixedTokens+s.summaryTokens+s.activeTokens), SourceEstimated
+}
+
+// check decides signal sig for the session now and records it as the last
+// check. Called with s.mu held.
+func (e *Engine) check(s *session, sig trigger.Signal) trigger.Decision {
+	tokens, source := e.estimate(s)
+	d := trigger.Decide(sig, s.triggerState(tokens))
+	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
+		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
+	return d
 }
 
 // openRound reports whether a tool call of the session waits on its result.

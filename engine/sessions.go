@@ -33,12 +33,22 @@ type CreateParams struct {
 	// Overlay is a TOML configuration overlay (DESIGN.md §3), the highest
 	// layer for this session.
 	Overlay string
+	// Labels are free-form operator labels, kept with the session.
+	Labels map[string]string
 }
 
 // Info describes a session (DESIGN.md §7 GET /v1/sessions/{id}).
 type Info struct {
-	ID           string    `json:"id"`
-	Created      time.Time `json:"created"`
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	// Updated is when the session's metadata last changed.
+	Updated time.Time         `json:"updated"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	// Loaded is false for a light listing entry (ListSessionInfo) of a
+	// session not in memory: only the fields from its metadata are set.
+	Loaded bool `json:"loaded"`
+	// Auto is context_compaction.auto in effect.
+	Auto bool `json:"auto"`
 	Model        string    `json:"model,omitempty"`
 	ContextLimit uint64    `json:"context_limit"`
 	Threshold    uint64    `json:"threshold"`
@@ -46,11 +56,19 @@ type Info struct {
 	// "reported" or "estimated".
 	Tokens       uint64 `json:"tokens"`
 	TokensSource string `json:"tokens_source"`
-	// Messages is the number of messages in the active history; LastSeq
-	// the newest event's seq.
-	Messages    int    `json:"messages"`
-	LastSeq     uint64 `json:"last_seq"`
-	OpenRound   bool   `json:"open_round,omitempty"`
+	// Messages is the number of messages in the log, every original
+	// message, compacted or not; ActiveMessages those in the active
+	// history. LastSeq is the newest event's seq.
+	Messages       uint64 `json:"messages"`
+	ActiveMessages int    `json:"active_messages"`
+	LastSeq        uint64 `json:"last_seq"`
+	OpenRound      bool   `json:"open_round,omitempty"`
+	// OpenToolCalls is the number of tool calls waiting on their result.
+	OpenToolCalls int `json:"open_tool_calls,omitempty"`
+	// Checkpoints is the number of checkpoints.
+	Checkpoints uint64 `json:"checkpoints"`
+	// Compaction is "idle", "queued" or "running".
+	Compaction string `json:"compaction"`
 	CircuitOpen bool   `json:"circuit_open,omitempty"`
 	Failures    int    `json:"failures,omitempty"`
 	// Checkpoint is the newest checkpoint without its summary text, nil
@@ -61,9 +79,9 @@ type Info struct {
 	// SystemDigest and ToolsDigest identify the system prompt and tool set.
 	SystemDigest string `json:"system_digest,omitempty"`
 	ToolsDigest  string `json:"tools_digest,omitempty"`
-	// LastDecision says why compaction did or did not fire at the last
-	// check, for `ctxctl doctor`.
-	LastDecision string `json:"last_decision,omitempty"`
+	// LastCheck says why compaction did or did not fire at the last
+	// check, for `ctxctl doctor`; nil before the first.
+	LastCheck *Check `json:"last_check,omitempty"`
 	// LastError is the newest compaction failure of this run, if any.
 	LastError string `json:"last_error,omitempty"`
 	// Factor is the model's token calibration factor.
@@ -106,6 +124,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 		SystemPromptDigest: digest([]byte(p.System)),
 		Tools:              toolsJSON(p.Tools),
 		Overlay:            p.Overlay,
+		Labels:             p.Labels,
 		Extra:              extra,
 	}
 	meta.ToolsDigest = digest(meta.Tools)
@@ -175,24 +194,41 @@ func (e *Engine) Session(ctx context.Context, id string) (Info, error) {
 func (e *Engine) info(s *session) Info {
 	tokens, source := e.estimate(s)
 	in := Info{
-		ID:           s.id,
-		Created:      s.meta.Created,
-		Model:        s.meta.Model,
-		ContextLimit: s.limit,
-		Threshold:    s.threshold,
-		Tokens:       tokens,
-		TokensSource: source,
-		Messages:     len(s.active),
-		LastSeq:      s.lastSeq,
-		OpenRound:    s.openRound(),
-		CircuitOpen:  s.circuitOpen,
-		Failures:     s.failures,
-		Shape:        s.shape,
-		SystemDigest: s.meta.SystemPromptDigest,
-		ToolsDigest:  s.meta.ToolsDigest,
-		LastDecision: s.lastDecision.Reason,
-		LastError:    s.lastError,
-		Factor:       e.factor(s),
+		ID:             s.id,
+		Created:        s.meta.Created,
+		Updated:        s.meta.Updated,
+		Labels:         s.meta.Labels,
+		Loaded:         true,
+		Auto:           s.cfg.ContextCompaction.Auto,
+		Model:          s.meta.Model,
+		ContextLimit:   s.limit,
+		Threshold:      s.threshold,
+		Tokens:         tokens,
+		TokensSource:   source,
+		Messages:       s.messages,
+		ActiveMessages: len(s.active),
+		LastSeq:        s.lastSeq,
+		OpenRound:      s.openRound(),
+		OpenToolCalls:  len(s.state.Open()),
+		Checkpoints:    s.checkpoints,
+		Compaction:     "idle",
+		CircuitOpen:    s.circuitOpen,
+		Failures:       s.failures,
+		Shape:          s.shape,
+		SystemDigest:   s.meta.SystemPromptDigest,
+		ToolsDigest:    s.meta.ToolsDigest,
+		LastError:      s.lastError,
+		Factor:         e.factor(s),
+	}
+	switch {
+	case s.compacting:
+		in.Compaction = "running"
+	case e.opts.Pool.Active(s.id) != nil:
+		in.Compaction = "queued"
+	}
+	if !s.lastCheck.Time.IsZero() {
+		c := s.lastCheck
+		in.LastCheck = &c
 	}
 	if s.cp != nil {
 		cp := *s.cp
@@ -213,6 +249,58 @@ func (e *Engine) info(s *session) Info {
 // ListSessions returns the ids of every stored session, sorted.
 func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
 	return e.opts.Log.ListSessions(ctx)
+}
+
+// ListSessionInfo describes every stored session without loading any: a
+// session in memory gets its full Info, any other a light one from its
+// metadata (Loaded false: no token figure). Listing thousands of idle
+// sessions therefore costs one metadata read each, not a replay of each log.
+func (e *Engine) ListSessionInfo(ctx context.Context) ([]Info, error) {
+	ids, err := e.opts.Log.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(ids))
+	for _, id := range ids {
+		e.mu.Lock()
+		s := e.sessions[id]
+		e.mu.Unlock()
+		if s != nil {
+			s.mu.Lock()
+			if !s.evicted {
+				out = append(out, e.info(s))
+				s.mu.Unlock()
+				continue
+			}
+			s.mu.Unlock()
+		}
+		meta, err := e.opts.Log.GetMeta(ctx, id)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		last, _ := e.opts.Log.LastSeq(ctx, id)
+		out = append(out, Info{ID: id, Created: meta.Created, Updated: meta.Updated, Labels: meta.Labels,
+			Model: meta.Model, ContextLimit: meta.ContextLimit, LastSeq: last, Checkpoints: meta.Checkpoints,
+			SystemDigest: meta.SystemPromptDigest, ToolsDigest: meta.ToolsDigest, Compaction: "idle"})
+	}
+	return out, nil
+}
+
+// Exists reports whether session id exists, without loading it.
+// Errors: ErrInvalid, the log's.
+func (e *Engine) Exists(ctx context.Context, id string) (bool, error) {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return false, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	_, err := e.opts.Log.GetMeta(ctx, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // Patch changes a session's system prompt, tools, pinned context or model;

@@ -134,6 +134,7 @@ func toCreateParams(req api.CreateSessionRequest) engine.CreateParams {
 		Tools:        toHistoryTools(req.Tools),
 		Pinned:       toHistoryBlocks(req.Pinned),
 		Overlay:      req.Config,
+		Labels:       req.Labels,
 	}
 }
 
@@ -179,35 +180,42 @@ func toAPICheckpoint(cp checkpoint.Checkpoint) api.Checkpoint {
 	}
 }
 
-// toAPISession describes a session. engine.Info does not report Auto,
-// Checkpoints (the count), Labels, Updated, the compaction state or the
-// number of open calls yet: those keep their zero value (Compaction
-// "idle", OpenToolCalls 1 for an open round).
+// toAPISession describes a session. A light entry of a listing (a session
+// not in memory) has no token figure, circuit or last check.
 func toAPISession(in engine.Info) api.Session {
 	s := api.Session{
-		ID:           in.ID,
-		Model:        in.Model,
-		ContextLimit: in.ContextLimit,
-		Threshold:    in.Threshold,
-		Created:      in.Created,
-		Messages:     uint64(in.Messages),
-		LastSeq:      in.LastSeq,
-		Tokens:       api.Tokens{Value: in.Tokens, Source: in.TokensSource},
-		Circuit:      api.Circuit{Open: in.CircuitOpen, Failures: in.Failures},
-		Compaction:   api.CompactionIdle,
-		SystemDigest: in.SystemDigest,
-		ToolsDigest:  in.ToolsDigest,
+		ID:                in.ID,
+		Model:             in.Model,
+		ContextLimit:      in.ContextLimit,
+		Threshold:         in.Threshold,
+		Auto:              in.Auto,
+		Created:           in.Created,
+		Updated:           in.Updated,
+		Messages:          in.Messages,
+		LastSeq:           in.LastSeq,
+		Tokens:            api.Tokens{Value: in.Tokens, Source: in.TokensSource},
+		Circuit:           api.Circuit{Open: in.CircuitOpen, Failures: in.Failures},
+		Compaction:        in.Compaction,
+		OpenToolCalls:     in.OpenToolCalls,
+		Checkpoints:       in.Checkpoints,
+		Shape:             in.Shape,
+		ContextEditing:    in.ContextEditMode,
+		ContextEditingWhy: in.ContextEditWhy,
+		SystemDigest:      in.SystemDigest,
+		ToolsDigest:       in.ToolsDigest,
+		Labels:            in.Labels,
 	}
-	if in.OpenRound {
-		s.OpenToolCalls = 1
+	if s.Compaction == "" {
+		s.Compaction = api.CompactionIdle
 	}
 	if in.Checkpoint != nil {
 		cp := toAPICheckpoint(*in.Checkpoint)
 		cp.Summary = ""
 		s.LastCheckpoint = &cp
 	}
-	if in.LastDecision != "" {
-		s.LastCheck = &api.TriggerCheck{Reason: in.LastDecision, Threshold: in.Threshold}
+	if c := in.LastCheck; c != nil {
+		s.LastCheck = &api.TriggerCheck{Time: c.Time, Signal: string(c.Signal), Tokens: api.Tokens{Value: c.Tokens, Source: c.Source},
+			Threshold: c.Threshold, Fired: c.Fired, Reason: c.Reason}
 	}
 	return s
 }

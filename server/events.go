@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/ctxd/ctxd/engine"
 	"net/http"
 	"strconv"
 	"sync"
@@ -49,7 +51,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// Existence is checked before the 200 goes out: after it, a not_found
 	// could only be an error event.
-	if _, err := s.eng.Session(r.Context(), id); err != nil {
+	if ok, err := s.eng.Exists(r.Context(), id); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("session %q: %w", id, engine.ErrNotFound)
+		}
 		s.writeError(w, r, err)
 		return
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
-	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/summarizer"
@@ -34,10 +33,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(req.Labels) > 0 {
-		s.writeError(w, r, api.Errorf(api.Invalid, "labels", "labels: this daemon does not store session labels; leave the field out"))
-		return
-	}
 	if req.Model == "" {
 		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return
@@ -51,21 +46,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.eng.ListSessions(r.Context())
+	// Sessions not in memory are described from their metadata alone:
+	// listing an idle fleet must not load every session.
+	infos, err := s.eng.ListSessionInfo(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(ids))}
-	for _, id := range ids {
-		info, err := s.eng.Session(r.Context(), id)
-		if errors.Is(err, engine.ErrNotFound) {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(infos))}
+	for _, info := range infos {
 		out.Sessions = append(out.Sessions, toAPISession(info))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -138,29 +127,14 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	out := api.AppendMessagesResponse{
 		Messages:         toAPIMessages(res.Messages),
 		CompactionQueued: res.CompactionQueued,
+		FirstSeq:         res.FirstSeq,
+		LastSeq:          res.LastSeq,
 	}
-	for _, m := range res.Messages {
-		if out.FirstSeq == 0 || m.Seq < out.FirstSeq {
-			out.FirstSeq = m.Seq
-		}
-		out.LastSeq = max(out.LastSeq, m.Seq)
+	for _, ev := range res.Events {
+		out.Events = append(out.Events, toAPIEvent(ev))
 	}
 	// The messages are durable: what follows only describes them, and a
 	// failure of it must not read as a failed append.
-	if out.FirstSeq > 0 {
-		err := s.eng.Events(r.Context(), id, out.FirstSeq, false, func(ev checkpoint.Event) error {
-			if ev.Seq > out.LastSeq {
-				return errStopRange
-			}
-			if ev.Kind != checkpoint.KindMessage {
-				out.Events = append(out.Events, toAPIEvent(ev))
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopRange) {
-			s.log.Warn("append: read the events it wrote", attrSession, id, attrErr, err)
-		}
-	}
 	if info, err := s.eng.Session(r.Context(), id); err == nil {
 		out.Tokens = api.Tokens{Value: info.Tokens, Source: info.TokensSource}
 		out.Threshold = info.Threshold

@@ -234,7 +234,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "bad presend", method: "GET", path: "/v1/sessions/s1/context?presend=maybe", status: 400, code: api.Invalid, field: "presend"},
 		{name: "bad reason", method: "POST", path: "/v1/sessions/s1/compact", body: `{"reason":"because"}`, status: 400, code: api.Invalid, field: "reason"},
 		{name: "bad from", method: "GET", path: "/v1/sessions/s1/events?from=-1", status: 400, code: api.Invalid, field: "from"},
-		{name: "labels", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":"b"}}`, status: 400, code: api.Invalid, field: "labels"},
+		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels"},
 		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
 		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
 		{name: "existing id", method: "POST", path: "/v1/sessions", body: `{"id":"s1","model":"gpt-4o"}`, status: 409, code: api.Conflict},
@@ -614,5 +614,39 @@ func TestSessionLifecycle(t *testing.T) {
 	got, err := f.client.Artifact(ctx, id.URI())
 	if err != nil || string(got) != "hello" {
 		t.Fatalf("artifact %q %v", got, err)
+	}
+}
+
+func TestSessionDescribesItself(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	limit := uint64(100000)
+	if _, err := f.client.CreateSession(ctx, api.CreateSessionRequest{ID: "d", Model: "gpt-4o", ContextLimit: limit, Labels: map[string]string{"team": "infra"}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []api.Message{
+		{Role: api.RoleUser, Content: []api.Block{{Type: api.BlockText, Text: "hi"}}},
+		{Role: api.RoleAssistant, Content: []api.Block{{Type: api.BlockToolCall, ID: "c1", Name: "read", Input: json.RawMessage(`{}`)}},
+			Usage: &api.Usage{InputTokens: 100, OutputTokens: 100}},
+	}
+	res, err := f.client.AppendMessages(ctx, "d", api.AppendMessagesRequest{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FirstSeq == 0 || res.LastSeq != res.FirstSeq+1 {
+		t.Fatalf("seqs %d..%d", res.FirstSeq, res.LastSeq)
+	}
+	s, err := f.client.GetSession(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Labels["team"] != "infra" || !s.Auto || s.Messages != 2 || s.OpenToolCalls != 1 || s.Compaction != api.CompactionIdle {
+		t.Fatalf("session = %+v", s)
+	}
+	if s.LastCheck == nil || s.LastCheck.Signal != api.SignalPostCheck || s.LastCheck.Fired || s.LastCheck.Tokens.Value != 200 {
+		t.Fatalf("last check = %+v", s.LastCheck)
+	}
+	if s.ContextEditing == "" || s.Shape == "" {
+		t.Fatalf("mode %q shape %q", s.ContextEditing, s.Shape)
 	}
 }

@@ -279,16 +279,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			}
 		})
 	}
-	serve(unixL, "unix socket")
-	if tcpL != nil {
-		serve(tcpL, "tcp")
-	}
 	listenAddr := ""
 	if tcpL != nil {
 		listenAddr = tcpL.Addr().String()
 	}
+	// Logged before serving: the listeners already queue connections, and
+	// whoever sees an answer can rely on the line being there.
 	m.logger.Info("ctxd started", attrVersion, api.Version, attrSocket, m.socketPath, attrActivated, activated,
 		attrListen, listenAddr, attrTokenRequired, token != "", attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid())
+	serve(unixL, "unix socket")
+	if tcpL != nil {
+		serve(tcpL, "tcp")
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -5,6 +5,12 @@
 //
 //	ctxd [--config FILE]... [--socket PATH] [--data-dir DIR] [--listen ADDR]
 //	     [--log-format text|json] [--log-level debug|info|warn|error]
+//	ctxd replay [--config FILE]... [--context-limit N] [--data-dir DIR] [--json] FILE
+//	ctxd compact-transcript [--config FILE]... [--context-limit N] [--json] FILE
+//
+// The last two run the engine on a transcript in this process, with no
+// socket (issue 8); `ctxctl replay` and `ctxctl compact --transcript` exec
+// them.
 //
 // SIGINT and SIGTERM stop it gracefully (exit 0); SIGHUP reloads the
 // configuration, keeping the old one when the new one is invalid. Exit
@@ -22,6 +28,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == cmdReplay || os.Args[1] == cmdCompactTranscript) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := runOffline(ctx, os.Args[1], os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
+		stop()
+		os.Exit(code)
+	}
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
