@@ -177,11 +177,11 @@ func New(opts Options) (*Engine, error) {
 		opts.MaxLoadedSessions = DefaultMaxLoadedSessions
 	}
 	e := &Engine{
-		opts:        opts,
-		log:         opts.Logger,
-		metrics:     opts.Metrics,
-		sessions:    map[string]*session{},
-		loading:     map[string]*loadCall{},
+		opts:     opts,
+		log:      opts.Logger,
+		metrics:  opts.Metrics,
+		sessions: map[string]*session{},
+		loading:  map[string]*loadCall{},
 	}
 	cfg := opts.Config
 	e.cfg.Store(&cfg)

@@ -48,10 +48,10 @@ type Info struct {
 	// session not in memory: only the fields from its metadata are set.
 	Loaded bool `json:"loaded"`
 	// Auto is context_compaction.auto in effect.
-	Auto bool `json:"auto"`
-	Model        string    `json:"model,omitempty"`
-	ContextLimit uint64    `json:"context_limit"`
-	Threshold    uint64    `json:"threshold"`
+	Auto         bool   `json:"auto"`
+	Model        string `json:"model,omitempty"`
+	ContextLimit uint64 `json:"context_limit"`
+	Threshold    uint64 `json:"threshold"`
 	// Tokens is the assembled context's size in tokens; TokensSource is
 	// "reported" or "estimated".
 	Tokens       uint64 `json:"tokens"`
@@ -68,7 +68,7 @@ type Info struct {
 	// Checkpoints is the number of checkpoints.
 	Checkpoints uint64 `json:"checkpoints"`
 	// Compaction is "idle", "queued" or "running".
-	Compaction string `json:"compaction"`
+	Compaction  string `json:"compaction"`
 	CircuitOpen bool   `json:"circuit_open,omitempty"`
 	Failures    int    `json:"failures,omitempty"`
 	// Checkpoint is the newest checkpoint without its summary text, nil
