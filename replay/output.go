@@ -12,7 +12,8 @@ import (
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls\n", r.Format, r.Responses, r.Messages, r.ToolCalls)
 	fmt.Fprintf(w, "context limit %d tokens, threshold %d\n", r.ContextLimit, r.Threshold)
-	fmt.Fprintf(w, "layers: %d offloads, %d context-edit passes, %d compactions", r.Offloads, r.ContextEditPasses, len(r.Compactions))
+	fmt.Fprintf(w, "layers: %d offloads (%d tokens saved), %d context-edit passes (%d characters saved), %d compactions",
+		r.Offloads, r.OffloadTokensSaved, r.ContextEditPasses, r.ContextEditCharsSaved, len(r.Compactions))
 	if r.AbandonedRounds > 0 {
 		fmt.Fprintf(w, ", %d abandoned rounds closed", r.AbandonedRounds)
 	}

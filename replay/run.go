@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -60,8 +61,13 @@ type Report struct {
 	Compactions         []Compaction         `json:"compactions"`
 	OriginalCompactions []OriginalCompaction `json:"original_compactions"`
 	ContextEditPasses   int                  `json:"context_edit_passes"`
-	Offloads            int                  `json:"offloads"`
-	AbandonedRounds     int                  `json:"abandoned_rounds"`
+	// ContextEditCharsSaved is the characters (code points) the recorded
+	// passes removed; OffloadTokensSaved the uncalibrated tokens offload
+	// stubs saved against the original results.
+	ContextEditCharsSaved uint64 `json:"context_edit_chars_saved"`
+	OffloadTokensSaved    uint64 `json:"offload_tokens_saved"`
+	Offloads              int    `json:"offloads"`
+	AbandonedRounds       int    `json:"abandoned_rounds"`
 	// EstimateError compares each pre-send estimate with the next recorded
 	// usage (lowered by what ctxd's own layers removed), before the first
 	// compaction: (estimate − recorded) / recorded.
@@ -181,6 +187,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 	r.FinalTokens = final.Tokens
 	r.ContextEditPasses = final.ContextEditPasses
 	r.Offloads = final.Offloads
+	r.OffloadTokensSaved = rp.offloadSaved
 	r.EstimateError = stats(rp.estimateErrs)
 	g := accuracy.Summarize(accuracy.GrowthPairs(tr, history.Estimator{}, accuracy.Method{Factor: modelFactor(cfg, tr.Model), Online: true, ReportedOutput: true}))
 	r.GrowthError = ErrorStats{P50: round(g.P50), P90: round(g.P90), Samples: g.Pairs, Bias: round(g.Bias)}
@@ -372,7 +379,13 @@ func (rp *run) rewritesBetween(from, to uint64, k int) int {
 			n++
 		case checkpoint.KindContextEdit:
 			n++
-			rp.step(k, "context_edit", "context-edit pass: "+string(ev.Data))
+			var p struct {
+				Count int    `json:"elided_count"`
+				Saved uint64 `json:"chars_saved"`
+			}
+			_ = json.Unmarshal(ev.Data, &p)
+			rp.r.ContextEditCharsSaved += p.Saved
+			rp.step(k, "context_edit", fmt.Sprintf("context-edit pass: %d tool results elided, %d characters saved", p.Count, p.Saved))
 		case checkpoint.KindSessionUpdated:
 			if bytes.Contains(ev.Data, []byte(`"changed":["`)) {
 				n++
