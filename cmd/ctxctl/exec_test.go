@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/ctxd/ctxd/internal/corpustest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,13 +168,22 @@ func TestBuiltBinaryFindsCtxd(t *testing.T) {
 // into a real daemon, then compacted and read: a valid, smaller context.
 func TestImportCompactContext(t *testing.T) {
 	d := startDaemon(t)
-	file := filepath.Join("..", "..", "testdata", "demo", "claude-code-session.jsonl")
-	code, stdout, stderr := d.run(t, "import", "--session", "demo", file)
-	if code != 0 || stdout != "demo\n" || !strings.Contains(stderr, "imported ") {
+	for _, tc := range []struct{ id, file string }{
+		{"demo", filepath.Join("..", "..", "testdata", "demo", "claude-code-session.jsonl")},
+		{"cc", corpustest.Path(t, "claude-code/autocompact-150tools.jsonl")},
+		{"pi", corpustest.Path(t, "pi/454tools-2compactions.jsonl")},
+	} {
+		t.Run(tc.id, func(t *testing.T) { importCompactContext(t, d, tc.id, tc.file) })
+	}
+}
+
+func importCompactContext(t *testing.T, d *daemon, id, file string) {
+	code, stdout, stderr := d.run(t, "import", "--session", id, file)
+	if code != 0 || stdout != id+"\n" || !strings.Contains(stderr, "imported ") {
 		t.Fatalf("import: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	ctx := context.Background()
-	s, err := d.client.GetSession(ctx, "demo")
+	s, err := d.client.GetSession(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +192,7 @@ func TestImportCompactContext(t *testing.T) {
 	}
 	// The largest recorded request is what the original agent sent.
 	var maxUsage uint64
-	_ = d.client.StreamEvents(ctx, "demo", api.EventsOptions{}, func(ev api.Event) error {
+	_ = d.client.StreamEvents(ctx, id, api.EventsOptions{}, func(ev api.Event) error {
 		if m := ev.Message; m != nil && m.Usage != nil {
 			u := m.Usage
 			maxUsage = max(maxUsage, u.InputTokens+u.CacheCreationInputTokens+u.CacheReadInputTokens+u.OutputTokens)
@@ -192,7 +202,7 @@ func TestImportCompactContext(t *testing.T) {
 	if maxUsage == 0 {
 		t.Fatal("no recorded usage in the imported events")
 	}
-	code, stdout, stderr = d.run(t, "compact", "--json", "demo")
+	code, stdout, stderr = d.run(t, "compact", "--json", id)
 	if code != 0 {
 		t.Fatalf("compact: exit %d: %s", code, stderr)
 	}
@@ -200,7 +210,7 @@ func TestImportCompactContext(t *testing.T) {
 	if err := jsonUnmarshal(stdout, &cr); err != nil || (cr.Status != api.CompactDone && cr.Status != api.CompactNothing) {
 		t.Fatalf("compact: %q (%v)", stdout, err)
 	}
-	code, stdout, stderr = d.run(t, "session", "context", "--no-presend", "demo")
+	code, stdout, stderr = d.run(t, "session", "context", "--no-presend", id)
 	if code != 0 {
 		t.Fatalf("context: exit %d: %s", code, stderr)
 	}
@@ -229,7 +239,7 @@ func TestImportCompactContext(t *testing.T) {
 	}
 
 	// A second import under the same id is a conflict, reported as such.
-	code, _, stderr = d.run(t, "import", "--session", "demo", file)
+	code, _, stderr = d.run(t, "import", "--session", id, file)
 	if code != 1 || !strings.Contains(stderr, "create session") {
 		t.Errorf("second import: exit %d, stderr %q", code, stderr)
 	}
