@@ -38,6 +38,19 @@ func fill(b testing.TB, h *harness, id string, tokens int) int {
 func BenchmarkCompactionOverhead(b *testing.B) {
 	f := newFakeAnthropic(&testing.T{}, okSummary("## Goal\nbenchmark summary"))
 	defer f.srv.Close()
+	// The fake signals each request on a channel of 100: drain it, or the
+	// 101st summarizer call blocks in the handler and b.N > 100 hangs.
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() {
+		for {
+			select {
+			case <-f.received:
+			case <-drained:
+				return
+			}
+		}
+	}()
 	b.Setenv("CTXD_TEST_KEY", "test-key")
 	cfg := testConfig()
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}

@@ -52,14 +52,19 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	}
 	e.refresh(s)
 	d := e.check(s, reason)
-	empty := len(s.active) == 0
+	if d.Compact && (len(s.active) == 0 || (reason == trigger.Manual && !s.newGroupSinceCheckpoint())) {
+		// A manual compaction with nothing new would only summarize the
+		// summary again. (Overflow may still try: a stalled session can
+		// need its summary shortened.)
+		d = trigger.Decision{Reason: "nothing to compact: no message since the last checkpoint"}
+		s.lastCheck.Fired, s.lastCheck.Reason = false, d.Reason
+		s.mu.Unlock()
+		return CompactResult{}, fmt.Errorf("%w: no message since the last checkpoint", ErrNothingToCompact)
+	}
 	before := s.lastCheckpointSeq()
 	s.mu.Unlock()
 	if !d.Compact {
 		return CompactResult{}, fmt.Errorf("%w: %s", ErrConflict, d.Reason)
-	}
-	if empty {
-		return CompactResult{}, ErrNothingToCompact
 	}
 	t, err := e.submit(id, reason)
 	if err != nil {
@@ -123,7 +128,7 @@ type snapshot struct {
 	sent         []history.Message
 	raw          []entry // the active entries covered (retention candidates)
 	tokensBefore uint64
-	summarized   uint64 // messages replaced: earlier summary's count + active
+	messages     uint64 // messages in the log up to seq
 }
 
 // runCompaction is one compaction job (DESIGN.md §5): snapshot →
@@ -162,18 +167,10 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}()
 	snap.sent = e.activeMessages(s)
 	snap.raw = append([]entry(nil), s.active...)
-	snap.summarized = uint64(len(s.active))
+	snap.messages = s.messages // every message so far is at or before snap.seq
+	var prevSummarized uint64
 	if s.cp != nil {
-		snap.summarized += s.cp.SummarizedMessages
-		if s.cp.FirstRetainedSeq > 0 {
-			// Retained messages were already counted by the checkpoint that
-			// kept them; count each message once.
-			for _, en := range s.active {
-				if en.msg.Seq <= s.cp.SnapshotSeq {
-					snap.summarized--
-				}
-			}
-		}
+		prevSummarized = s.cp.SummarizedMessages
 	}
 	af, afErr := e.agentFile(s)
 	req := summarizer.Request{
@@ -223,7 +220,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	cp := checkpoint.Checkpoint{
 		Summary:            summary,
 		SnapshotSeq:        snap.seq,
-		SummarizedMessages: snap.summarized,
+		SummarizedMessages: snap.messages,
 		Binding:            res.Binding,
 		PrunedRetry:        res.PrunedRetry,
 		TokensBefore:       snap.tokensBefore,
@@ -256,8 +253,10 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	start2 := trigger.RetainedStart(history.Groups(msgs).Groups, toks, target)
 	if start2 < len(covered) {
 		cp.FirstRetainedSeq = covered[start2].msg.Seq
-		cp.SummarizedMessages -= uint64(len(covered) - start2)
 	}
+	// The summary stands for every message up to the snapshot except the
+	// retained ones.
+	cp.SummarizedMessages = snap.messages - uint64(len(covered)-start2)
 
 	// 4. Tokens after, and the stall check (DESIGN.md §5.5).
 	var after uint64 = s.fixedTokens + summaryTokens
@@ -268,6 +267,14 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	cp.TokensAfter = e.calibrate(s, after)
 	cp.Stalled = cp.TokensAfter >= s.threshold
+	if cp.SummarizedMessages <= prevSummarized && cp.TokensAfter >= cp.TokensBefore {
+		// Every message since the last checkpoint fits in the retention
+		// budget and the new summary is no shorter than the old: committing
+		// would only grow the context. A failed compaction, so automatic
+		// signals cannot loop on it (DESIGN.md §5.5).
+		return e.failLocked(ctx, s, sig, fmt.Errorf("%w: every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)",
+			ErrNothingToCompact, target), res.Attempts)
+	}
 
 	stored, err := e.opts.Log.PutCheckpoint(ctx, id, cp)
 	if err != nil {

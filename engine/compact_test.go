@@ -134,7 +134,8 @@ func TestStallsOpenTheCircuitOnceAndAUserPromptClosesIt(t *testing.T) {
 		if want := i+1 >= 3; info.CircuitOpen != want {
 			t.Fatalf("after stall %d: circuit open = %v, want %v", i+1, info.CircuitOpen, want)
 		}
-		h.append("s", assistant(fmt.Sprintf("still working %d", i)))
+		// Too big to be retained: each compaction summarizes it.
+		h.append("s", assistant(fmt.Sprintf("still working %d: %s", i, words(5200))))
 	}
 	cps, _ := h.e.Checkpoints(context.Background(), "s")
 	for _, cp := range cps {
@@ -189,6 +190,7 @@ func TestAppendsDuringACompactionFollowTheSummary(t *testing.T) {
 	release := make(chan struct{})
 	f.release = release
 	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
 	h := newHarness(t, cfg, "")
 	h.create("s", 200000)
@@ -416,7 +418,9 @@ func encodeAll(t *testing.T, a *Assembled) string {
 }
 
 func TestPinnedContextComesFirstAndSurvivesCompaction(t *testing.T) {
-	h := newHarness(t, testConfig(), "")
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0
+	h := newHarness(t, cfg, "")
 	pinned := []history.Block{{Type: history.BlockText, Text: "Always answer in French."}}
 	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "p", Model: "test-model", ContextLimit: 200000, Pinned: pinned}); err != nil {
 		t.Fatal(err)
@@ -433,5 +437,43 @@ func TestPinnedContextComesFirstAndSurvivesCompaction(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "pinned[0].type" {
 		t.Fatalf("bad pinned block: %v", err)
+	}
+}
+
+// Repeated manual compactions with nothing new say so instead of
+// re-summarizing; a compaction that would summarize nothing is not committed.
+func TestNothingToCompact(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	h.append("s", user("hello"), assistant("hi"))
+	// Everything fits in keep_recent_tokens: nothing would be summarized.
+	_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if !errors.Is(err, ErrNothingToCompact) {
+		t.Fatalf("err = %v, want ErrNothingToCompact", err)
+	}
+	if cps, _ := h.e.Checkpoints(context.Background(), "s"); len(cps) != 0 {
+		t.Fatal("a checkpoint that summarizes nothing was committed")
+	}
+	// After a real compaction, a second one with nothing appended refuses.
+	h.append("s", calls("a"), result("a", words(20000)), assistant("done"))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint.SummarizedMessages != 5-1 {
+		t.Fatalf("summarized %d messages, want 4 (all but the retained answer)", res.Checkpoint.SummarizedMessages)
+	}
+	for range 3 {
+		if _, err := h.e.Compact(context.Background(), "s", trigger.Manual, true); !errors.Is(err, ErrNothingToCompact) {
+			t.Fatalf("err = %v, want ErrNothingToCompact", err)
+		}
+	}
+	info, _ := h.e.Session(context.Background(), "s")
+	if info.LastCheck == nil || info.LastCheck.Fired {
+		t.Fatalf("last check = %+v, want not fired", info.LastCheck)
+	}
+	cps, _ := h.e.Checkpoints(context.Background(), "s")
+	if len(cps) != 1 {
+		t.Fatalf("%d checkpoints, want 1", len(cps))
 	}
 }

@@ -34,6 +34,9 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 			tr.CloseAbandoned()
 			cfg := testConfig()
 			cfg.ContextCompaction.Auto = false // only the forced compactions
+			// A budget the small sessions exceed too, so every compaction
+			// both summarizes and retains.
+			cfg.ContextCompaction.KeepRecentTokens = 2000
 			h := newHarness(t, cfg, "")
 			h.create("s", 200000)
 
@@ -73,7 +76,7 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 				checkValid(t, a.Messages)
 				// A history smaller than keep_recent_tokens is retained whole
 				// (DESIGN.md §5.2), so only a larger one must shrink.
-				if cp.TokensBefore > 2*cfg.ContextCompaction.KeepRecentTokens && cp.TokensAfter >= cp.TokensBefore {
+				if cp.TokensBefore > 4*cfg.ContextCompaction.KeepRecentTokens && cp.TokensAfter >= cp.TokensBefore {
 					t.Fatalf("compaction after message %d: tokens %d → %d", i, cp.TokensBefore, cp.TokensAfter)
 				}
 			}

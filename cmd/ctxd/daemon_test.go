@@ -755,8 +755,14 @@ func TestSocketActivation(t *testing.T) {
 	if st.Version != api.Version {
 		t.Errorf("status %+v", st)
 	}
-	if !strings.Contains(stderr.String(), "socket_activated=true") {
-		t.Errorf("log does not say socket_activated=true:\n%s", stderr.String())
+	// The child's stderr reaches the buffer through a pipe copied by
+	// another goroutine: wait for the line rather than read once.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "socket_activated=true"); {
+		if time.Now().After(deadline) {
+			t.Errorf("log does not say socket_activated=true:\n%s", stderr.String())
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := os.Lstat(filepath.Join(e.dir, "unused.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ctxd created its own socket besides the passed one: %v", err)
