@@ -214,13 +214,18 @@ func TestRuleModelLimitAndFactorPositive(t *testing.T) {
 	})
 }
 
-func TestRuleWorkersAtLeastOne(t *testing.T) {
+func TestRuleWorkersBounded(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{name: "1 and 1", src: "[workers]\nsize = 1\nqueue = 1\n"},
 		{name: "size 0", src: "[workers]\nsize = 0\n",
 			key: "workers.size", pos: "2:1", msg: "at least 1"},
 		{name: "queue 0", src: "[workers]\nqueue = 0\n",
 			key: "workers.queue", pos: "2:1", msg: "at least 1"},
+		{name: "the largest", src: "[workers]\nsize = 256\nqueue = 65536\n"},
+		{name: "size too big", src: "[workers]\nsize = 100000000\n",
+			key: "workers.size", pos: "2:1", msg: "at most 256"},
+		{name: "queue too big", src: "[workers]\nqueue = 100000000000\n",
+			key: "workers.queue", pos: "2:1", msg: "at most 65536"},
 	})
 }
 

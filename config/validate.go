@@ -13,6 +13,14 @@ import (
 // problemAt builds a problem about key (a full key path) in the table that
 // Sources calls table, located at the key if its layer authored it, else at
 // the nearest authored parent; missing keys get no position.
+// MaxWorkers and MaxQueue bound [workers] size and queue: the pool
+// allocates its queue up front and each running compaction holds a whole
+// history, so a typo must fail `ctxctl check` rather than the daemon.
+const (
+	MaxWorkers = 256
+	MaxQueue   = 65536
+)
+
 func (s *state) problemAt(table, key string, missing bool, format string, args ...any) Problem {
 	p := Problem{File: s.cfg.Sources[table], Key: key, Message: fmt.Sprintf(format, args...)}
 	d := s.docs[table]
@@ -143,6 +151,12 @@ func (s *state) validate() {
 	check(TableWorkers, func() {
 		if c.Workers.Size < 1 {
 			s.errorf(TableWorkers, "workers.size", "must be at least 1 (concurrent compactions)")
+		}
+		if c.Workers.Size > MaxWorkers {
+			s.errorf(TableWorkers, "workers.size", "must be at most %d (concurrent compactions; each holds a summarizer request in memory)", MaxWorkers)
+		}
+		if c.Workers.Queue > MaxQueue {
+			s.errorf(TableWorkers, "workers.queue", "must be at most %d (compactions waiting for a worker; the queue is allocated up front)", MaxQueue)
 		}
 		if c.Workers.Queue < 1 {
 			s.errorf(TableWorkers, "workers.queue", "must be at least 1 (compactions waiting for a worker)")
