@@ -1,6 +1,8 @@
 package history
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,6 +154,10 @@ func (s *State) Check(m Message) error {
 			ids[b.ID] = true
 		}
 	case RoleUser:
+		if len(m.Content) == 0 {
+			// Providers refuse an empty user turn.
+			return invalid("content", "a user message needs at least one block")
+		}
 		if len(s.open) > 0 {
 			return invalid("role", "a user message while %d tool call(s) are open (first %q): append their abandoned-round results first", len(s.open), s.open[0].ID)
 		}
@@ -208,6 +214,31 @@ var blockFields = map[BlockType][]string{
 	BlockJSON:             {"json"},
 }
 
+// IsObject reports whether raw, valid JSON, is an object.
+func IsObject(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
+// ObjectInput returns raw when it is a JSON object, else {"input": raw}: how
+// an importer keeps a tool call whose recorded input is a string or another
+// value (Codex custom tools) in the shape providers require.
+func ObjectInput(raw json.RawMessage) json.RawMessage {
+	if IsObject(raw) {
+		return raw
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || !json.Valid(raw) {
+		return json.RawMessage(`{}`)
+	}
+	out, _ := json.Marshal(map[string]json.RawMessage{"input": raw})
+	return out
+}
+
+func validBase64(s string) bool {
+	_, err := base64.StdEncoding.DecodeString(s)
+	return err == nil
+}
+
 // ArtifactScheme prefixes an artifact reference in an image block.
 const ArtifactScheme = "artifact://"
 
@@ -248,6 +279,8 @@ func checkBlock(role Role, b *Block) *ValidationError {
 			return invalid("input", "required on a tool_call block ({} for no arguments)")
 		case !json.Valid(b.Input):
 			return invalid("input", "invalid JSON")
+		case !IsObject(b.Input):
+			return invalid("input", "must be a JSON object, as providers require ({} for no arguments)")
 		}
 	case BlockThinking, BlockRedactedThinking:
 		if role != RoleAssistant {
@@ -266,6 +299,8 @@ func checkBlock(role Role, b *Block) *ValidationError {
 			return invalid("artifact", "an image has data or an artifact reference, not both")
 		case b.Artifact != "" && !strings.HasPrefix(b.Artifact, ArtifactScheme):
 			return invalid("artifact", "%q is not an %s reference", b.Artifact, ArtifactScheme)
+		case b.Data != "" && !validBase64(b.Data):
+			return invalid("data", "not valid base64 (standard alphabet, padded)")
 		}
 	case BlockJSON:
 		switch {

@@ -254,3 +254,35 @@ func TestCloneIsIndependent(t *testing.T) {
 		t.Fatal("clone forgot a used call id")
 	}
 }
+
+func TestProviderShapedContent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		m     Message
+		field string
+	}{
+		{"tool input a string", Message{Role: RoleAssistant, Content: []Block{{Type: BlockToolCall, ID: "a", Name: "x", Input: []byte(`"notjson"`)}}}, "content[0].input"},
+		{"tool input an array", Message{Role: RoleAssistant, Content: []Block{{Type: BlockToolCall, ID: "a", Name: "x", Input: []byte(`[1]`)}}}, "content[0].input"},
+		{"image not base64", Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/png", Data: "!!!notbase64"}}}, "content[0].data"},
+		{"empty user message", Message{Role: RoleUser, Content: []Block{}}, "content"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&State{}).Check(tc.m)
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Field != tc.field {
+				t.Fatalf("err = %v, want field %q", err, tc.field)
+			}
+		})
+	}
+	if err := (&State{}).Check(Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}}}); err != nil {
+		t.Fatalf("valid image refused: %v", err)
+	}
+}
+
+func TestObjectInput(t *testing.T) {
+	for in, want := range map[string]string{`{"a":1}`: `{"a":1}`, `"s"`: `{"input":"s"}`, `[1]`: `{"input":[1]}`, ``: `{}`, `nope`: `{}`} {
+		if got := string(ObjectInput([]byte(in))); got != want {
+			t.Errorf("ObjectInput(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

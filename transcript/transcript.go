@@ -223,7 +223,22 @@ func importBytes(format string, data []byte, opts Options) (*Transcript, error) 
 	if len(t.Messages) == 0 {
 		return nil, fmt.Errorf("%w in %s input", ErrNoMessages, format)
 	}
+	normalizeToolInputs(t.Messages)
 	return t, nil
+}
+
+// normalizeToolInputs gives every tool call an object input, as providers
+// require: a recorded string or other value becomes {"input": value}
+// (history.ObjectInput).
+func normalizeToolInputs(msgs []history.Message) {
+	for i := range msgs {
+		for j := range msgs[i].Content {
+			b := &msgs[i].Content[j]
+			if b.Type == history.BlockToolCall && !history.IsObject(b.Input) {
+				b.Input = history.ObjectInput(b.Input)
+			}
+		}
+	}
 }
 
 func trimBOM(data []byte) []byte {

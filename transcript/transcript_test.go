@@ -381,7 +381,7 @@ func TestCodexFixture(t *testing.T) {
 	if second.Content[0].Type != history.BlockThinking || second.Content[0].Signature == "" {
 		t.Errorf("reasoning block %+v", second.Content[0])
 	}
-	if c := second.Content[1]; c.Name != "apply_patch" || !strings.HasPrefix(string(c.Input), `"*** Begin Patch`) {
+	if c := second.Content[1]; c.Name != "apply_patch" || !strings.HasPrefix(string(c.Input), `{"input":"*** Begin Patch`) {
 		t.Errorf("custom tool call %+v", c)
 	}
 	// user_message events duplicate response_item messages: counted once.
@@ -439,7 +439,9 @@ func TestChatArrays(t *testing.T) {
 		t.Errorf("user after results %+v", m)
 	}
 	tr, _ = Import(strings.NewReader(cases[2].in), Options{})
-	if in := string(tr.Messages[1].Content[1].Input); in != `"not json"` {
+	// Unparsable arguments are kept as a string, wrapped in the object
+	// providers require.
+	if in := string(tr.Messages[1].Content[1].Input); in != `{"input":"not json"}` {
 		t.Errorf("unparsable arguments kept as %s", in)
 	}
 	if img := tr.Messages[0].Content[1]; img.Type != history.BlockImage || img.MediaType != "image/jpeg" || img.Data != "/9j/" {
