@@ -477,3 +477,18 @@ func TestNothingToCompact(t *testing.T) {
 		t.Fatalf("%d checkpoints, want 1", len(cps))
 	}
 }
+
+func TestContextOverTheWindowCarriesADiagnostic(t *testing.T) {
+	cfg := testConfig()
+	cfg.ContextCompaction.Auto = false
+	h := newHarness(t, cfg, "")
+	h.create("s", 1000)
+	h.append("s", user(words(3000)))
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(a.Diagnostic, "exceeds the context window of 1000 tokens") {
+		t.Fatalf("diagnostic = %q", a.Diagnostic)
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ctxd/ctxd/config"
@@ -91,6 +92,12 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	a := e.assemble(s)
 	a.Compacted = compacted
 	a.Diagnostic = diagnostic
+	if a.Tokens > a.ContextLimit {
+		// Compaction could not bring it under (a stall, the circuit, or
+		// fixed content larger than the window): say so rather than let the
+		// provider's 400 be the first news.
+		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%d tokens, %s) exceeds the context window of %d tokens", a.Tokens, a.TokensSource, a.ContextLimit))
+	}
 	return a, nil
 }
 

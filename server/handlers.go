@@ -33,8 +33,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Model == "" {
-		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required (a model id, e.g. \"claude-sonnet-4-5\")"))
+	if req.Model == "" && req.ContextLimit == 0 {
+		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required unless context_limit is given (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return
 	}
 	info, err := s.eng.CreateSession(r.Context(), toCreateParams(req))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,7 +19,7 @@ func compactCommand(e *env) *cli.Command {
 		Name:  "compact",
 		Usage: "compact a session now, or compact a transcript file once",
 		UsageText: "ctxctl compact [--reason manual|overflow] [--no-wait] [--json] SESSION\n" +
-			"ctxctl compact --transcript FILE [--config FILE]... [--json]\n\n" +
+			"ctxctl compact --transcript FILE [--config FILE]... [--context-limit N] [--data-dir DIR] [--json]\n\n" +
 			"A session is compacted by the running daemon; by default ctxctl waits for the\n" +
 			"checkpoint. --reason overflow is for an agent whose provider rejected the\n" +
 			"request as too long: it compacts even with auto = false or the circuit open.\n" +
@@ -28,10 +30,15 @@ func compactCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "no-wait", Usage: "return once the compaction is queued"},
 			&cli.StringFlag{Name: "transcript", Usage: "compact the transcript `FILE` instead of a session (runs ctxd compact-transcript)"},
 			&cli.StringSliceFlag{Name: "config", Usage: "with --transcript: a configuration `FILE` layered above the system and user files; repeat for more"},
+			&cli.Uint64Flag{Name: "context-limit", Usage: "with --transcript: the context window in `TOKENS` (default: the transcript's, else the model catalog's)"},
+			&cli.StringFlag{Name: "data-dir", Usage: "with --transcript: keep the store in `DIR` (default: a temporary directory)"},
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if file := c.String("transcript"); file != "" {
+				if strings.HasPrefix(file, "-") {
+					return usagef("compact --transcript needs a FILE, got %q (write the flags first: compact --json --transcript FILE)", file)
+				}
 				if c.IsSet("reason") || c.IsSet("no-wait") {
 					return usagef("compact --transcript: --reason and --no-wait apply to a session only")
 				}
@@ -42,13 +49,19 @@ func compactCommand(e *env) *cli.Command {
 				for _, f := range c.StringSlice("config") {
 					args = append(args, "--config", f)
 				}
+				if c.IsSet("context-limit") {
+					args = append(args, "--context-limit", strconv.FormatUint(c.Uint64("context-limit"), 10))
+				}
+				if c.IsSet("data-dir") {
+					args = append(args, "--data-dir", c.String("data-dir"))
+				}
 				if c.Bool("json") {
 					args = append(args, "--json")
 				}
 				return execCtxd(e, "compact --transcript", args)
 			}
-			if c.IsSet("config") {
-				return usagef("compact: --config applies to --transcript only (the daemon compacts a session with its own configuration)")
+			if c.IsSet("config") || c.IsSet("context-limit") || c.IsSet("data-dir") {
+				return usagef("compact: --config, --context-limit and --data-dir apply to --transcript only (the daemon compacts a session with its own configuration)")
 			}
 			return compactSession(c, e)
 		},

@@ -280,3 +280,23 @@ func TestEventsFollow(t *testing.T) {
 		t.Fatal("follow did not end after its context was cancelled")
 	}
 }
+
+func TestCompactTranscriptPassesLimitAndRefusesAFlagAsFile(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "ctxd")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr strings.Builder
+	code := run([]string{"ctxctl", "compact", "--transcript", "t.json", "--context-limit", "5000", "--data-dir", "d"}, &stdout, &stderr, os.Getenv)
+	if code != 0 || stdout.String() != "compact-transcript t.json --context-limit 5000 --data-dir d\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"ctxctl", "compact", "--transcript", "--json", "t.json"}, &stdout, &stderr, os.Getenv)
+	if code != 2 || !strings.Contains(stderr.String(), "--transcript needs a FILE") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

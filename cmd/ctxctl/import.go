@@ -64,12 +64,12 @@ func runImport(c *cli.Context, e *env) error {
 	if c.IsSet("model") {
 		model = c.String("model")
 	}
-	if model == "" {
-		return fmt.Errorf("%s: the transcript names no model: give --model", file)
-	}
 	limit := tr.ContextLimit
 	if c.IsSet("context-limit") {
 		limit = c.Uint64("context-limit")
+	}
+	if model == "" && limit == 0 {
+		return fmt.Errorf("%s: the transcript names no model and no context window: give --model or --context-limit", file)
 	}
 	msgs, sizes, err := toAPIMessages(tr)
 	if err != nil {
