@@ -98,7 +98,7 @@ func TestCompactUsageErrors(t *testing.T) {
 	}{
 		{"transcript with reason", []string{"compact", "--transcript", "f", "--reason", "overflow"}, "--reason and --no-wait apply to a session only"},
 		{"transcript with session", []string{"compact", "--transcript", "f", "s1"}, "takes no arguments"},
-		{"config without transcript", []string{"compact", "--config", "a.toml", "s1"}, "--config applies to --transcript only"},
+		{"config without transcript", []string{"compact", "--config", "a.toml", "s1"}, "apply to --transcript only"},
 		{"bad reason", []string{"compact", "--reason", "auto", "s1"}, `--reason "auto": want manual or overflow`},
 		{"no session", []string{"compact"}, "compact takes SESSION"},
 		{"replay without file", []string{"replay"}, "replay takes FILE"},
