@@ -353,8 +353,7 @@ func ValidSessionID(id string) error {
 	if id == "." || id == ".." {
 		return fmt.Errorf("%w: session id %q is reserved", ErrInvalid, id)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for i, c := range id { // by code point, so the message shows the character typed
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return fmt.Errorf("%w: session id %q: character %q at byte %d is not one of [A-Za-z0-9._-]", ErrInvalid, id, c, i)
 		}

@@ -492,3 +492,35 @@ func TestContextOverTheWindowCarriesADiagnostic(t *testing.T) {
 		t.Fatalf("diagnostic = %q", a.Diagnostic)
 	}
 }
+
+// A compaction_started with no end (the daemon was killed mid-compaction) is
+// closed by a compaction_failed event when the session is next loaded.
+func TestInterruptedCompactionIsClosedOnLoad(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, testConfig(), dir)
+	h.create("s", 200000)
+	h.append("s", user("go"))
+	if _, err := h.log.Append(context.Background(), "s", []checkpoint.Event{{Kind: checkpoint.KindCompactionStarted, Data: []byte(`{"reason":"manual"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h2 := newHarness(t, testConfig(), dir)
+	h2.context("s")
+	evs := h2.events("s", checkpoint.KindCompactionFailed)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), "interrupted") {
+		t.Fatalf("compaction_failed events: %+v", evs)
+	}
+	// Loading again adds nothing.
+	h2.e.mu.Lock()
+	h2.e.opts.MaxLoadedSessions = 0
+	h2.e.evictLocked()
+	h2.e.opts.MaxLoadedSessions = DefaultMaxLoadedSessions
+	if len(h2.e.sessions) != 0 {
+		t.Fatal("the session was not evicted")
+	}
+	h2.e.mu.Unlock()
+	h2.context("s")
+	if n := len(h2.events("s", checkpoint.KindCompactionFailed)); n != 1 {
+		t.Fatalf("%d compaction_failed events after a reload", n)
+	}
+}

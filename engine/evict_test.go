@@ -55,9 +55,12 @@ func TestEvictionLosesNothing(t *testing.T) {
 		// Reloading gives the same bytes.
 		before := encodeAll(t, a)
 		h.e.mu.Lock()
-		h.e.opts.MaxLoadedSessions = 1
+		h.e.opts.MaxLoadedSessions = 0
 		h.e.evictLocked()
 		h.e.opts.MaxLoadedSessions = 4
+		if _, loaded := h.e.sessions[id]; loaded {
+			t.Fatalf("%s was not evicted", id)
+		}
 		h.e.mu.Unlock()
 		if after := encodeAll(t, h.context(id)); after != before {
 			t.Fatalf("%s: context differs after a reload", id)

@@ -135,9 +135,14 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	if err := e.configure(s); err != nil {
 		return nil, err
 	}
+	var started, ended uint64 // the newest compaction_started and its end
 	err = e.opts.Log.Range(ctx, id, 1, func(ev checkpoint.Event) error {
 		s.lastSeq = ev.Seq
 		switch ev.Kind {
+		case checkpoint.KindCompactionStarted:
+			started = ev.Seq
+		case checkpoint.KindCompactionFailed:
+			ended = ev.Seq
 		case checkpoint.KindMessage:
 			if ev.Message == nil {
 				return fmt.Errorf("event %d: %w", ev.Seq, checkpoint.ErrCorrupt)
@@ -147,6 +152,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.state.Apply(m)
 			e.addActive(s, m)
 		case checkpoint.KindCheckpoint:
+			ended = ev.Seq
 			cp, err := e.opts.Log.GetCheckpoint(ctx, id, ev.Seq)
 			if err != nil {
 				return err
@@ -178,6 +184,14 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	// A restart begins a new run (DESIGN.md §5.5).
 	s.failures = 0
 	s.circuitOpen = false
+	if started > ended {
+		// The daemon stopped during a compaction: it wrote nothing, so say
+		// so in the log, or an event stream would show it running forever.
+		d, _ := json.Marshal(map[string]any{"reason": "restart", "message": "interrupted: the daemon stopped during this compaction; nothing was committed", "started_seq": started})
+		if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionFailed, Data: d}}); err == nil {
+			s.lastSeq = seq
+		}
+	}
 	return s, nil
 }
 

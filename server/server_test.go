@@ -650,3 +650,13 @@ func TestSessionDescribesItself(t *testing.T) {
 		t.Fatalf("mode %q shape %q", s.ContextEditing, s.Shape)
 	}
 }
+
+func TestUncleanPathGetsTheEnvelope(t *testing.T) {
+	f := newFixture(t, nil)
+	req := httptest.NewRequest("GET", "http://127.0.0.1/v1/sessions/../status", nil)
+	rec := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+}

@@ -330,6 +330,9 @@ type line struct {
 	num  int // 1-based
 	off  int64
 	text []byte
+	// cut: the last line of the input, with no newline after it — what a
+	// live session file holds while the agent is writing it.
+	cut bool
 }
 
 // splitLines returns the non-blank lines of data with their numbers and
@@ -349,7 +352,7 @@ func splitLines(data []byte) []line {
 		}
 		text := bytes.TrimSpace(l)
 		if len(text) > 0 {
-			out = append(out, line{num: num, off: off, text: text})
+			out = append(out, line{num: num, off: off, text: text, cut: i < 0})
 		}
 		off += int64(len(l)) + 1
 	}
@@ -358,8 +361,13 @@ func splitLines(data []byte) []line {
 
 // malformed records a bad line: with SkipMalformed it counts it and returns
 // nil, else it returns the error naming the line.
+//
+// A cut last line (no newline after it, not valid JSON) is skipped and
+// counted in any case:
+// a session file that the agent is still writing ends with a partial line,
+// and the complete lines before it are a valid transcript.
 func malformed(t *Transcript, opts Options, ln line, err error) error {
-	if opts.SkipMalformed {
+	if opts.SkipMalformed || (ln.cut && !json.Valid(ln.text)) {
 		t.Skipped++
 		return nil
 	}

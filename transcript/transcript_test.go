@@ -530,7 +530,7 @@ func TestMalformed(t *testing.T) {
 		{"not json", "", "hello", 0, 0, false, ErrUnknownFormat, -1},
 		{"unknown jsonl", "", `{"a":1}` + "\n", 0, 0, false, ErrUnknownFormat, -1},
 		{"pi bad line 3", "", piOK + "\n" + piUser + "\n{oops\n" + piUser + "\n", 3, 0, true, nil, 1},
-		{"pi truncated last line", "", piOK + "\n" + piUser + "\n" + `{"type":"message","mess`, 3, 0, true, nil, 1},
+		{"pi truncated line", "", piOK + "\n" + piUser + "\n" + `{"type":"message","mess` + "\n" + piUser + "\n", 3, 0, true, nil, 1},
 		{"pi wrong type", FormatPi, piOK + "\n" + piUser + "\n" + `{"type":"message","message":{"role":"assistant","content":5}}` + "\n", 3, 0, true, nil, 1},
 		{"pi only progress", FormatPi, piOK + "\n", 0, 0, false, ErrNoMessages, -1},
 		{"claude bad line 2 after blank", "", ccOK + "\n\n[1,2\n" + ccOK, 3, 0, true, nil, 1},
@@ -716,4 +716,22 @@ func FuzzImportOpenAIChat(f *testing.F) {
 	fuzzImporter(f, func(b []byte) (*Transcript, error) {
 		return ImportOpenAIChat(bytes.NewReader(b), Options{SkipMalformed: true})
 	})
+}
+
+// A live session file ends with the line the agent is writing: a cut last
+// line that is not JSON yet is skipped and counted; the rest imports.
+func TestCutLastLineIsSkipped(t *testing.T) {
+	piOK := `{"type":"session","id":"x","modelId":"m"}`
+	piUser := `{"type":"message","message":{"role":"user","content":"hi"}}`
+	tr, err := Import(strings.NewReader(piOK+"\n"+piUser+"\n"+`{"type":"message","mess`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Skipped != 1 || len(tr.Messages) != 1 {
+		t.Fatalf("skipped %d, messages %d", tr.Skipped, len(tr.Messages))
+	}
+	// A complete last line that is wrong is still an error.
+	if _, err := Import(strings.NewReader(piOK+"\n"+piUser+"\n"+`{"type":"message","message":{"role":"assistant","content":5}}`), Options{}); err == nil {
+		t.Fatal("a complete but invalid last line was accepted")
+	}
 }
