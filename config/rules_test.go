@@ -332,3 +332,22 @@ func TestDefaultsAreValid(t *testing.T) {
 		}
 	}
 }
+
+// A bad value in a table does not hide the table's other problems: every
+// independent problem is reported at once; only problems about the bad
+// value itself are suppressed.
+func TestRuleTypeErrorDoesNotHideTheTable(t *testing.T) {
+	_, _, problems := loadSrc(t, "[context_compaction]\nauto = \"yes\"\ntrigger = { percent = 150 }\n[offload]\nmax_chars = \"big\"\nkeep_head = 5000\nkeep_tail = 20000\n")
+	keys := map[string]bool{}
+	for _, p := range problems {
+		keys[p.Key] = true
+	}
+	for _, want := range []string{"context_compaction.auto", "context_compaction.trigger.percent", "offload.max_chars"} {
+		if !keys[want] {
+			t.Errorf("no problem for %s in %+v", want, problems)
+		}
+	}
+	if len(problems) != 4 {
+		t.Errorf("%d problems, want 4 (the keep_head + keep_tail rule against the default max_chars too): %+v", len(problems), problems)
+	}
+}

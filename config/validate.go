@@ -66,7 +66,27 @@ func parentPath(path string) string {
 }
 
 func (s *state) errorf(table, key string, format string, args ...any) {
+	if s.suppressed(table, key) {
+		return
+	}
 	s.problems = append(s.problems, s.problemAt(table, key, false, format, args...))
+}
+
+// suppressed reports whether a rule's problem about key would only follow
+// from a value already reported as undecodable (its default stands in):
+// the key itself, or a key inside it, had a type error. Every other rule of
+// the table is still checked, so all independent problems show at once.
+func (s *state) suppressed(table, key string) bool {
+	d := s.docs[table]
+	if d == nil {
+		return false
+	}
+	for _, k := range d.bad {
+		if k == key || strings.HasPrefix(key, k+".") || strings.HasPrefix(key, k+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *state) missing(table, key string, format string, args ...any) {
@@ -87,11 +107,12 @@ func (s *state) authored(table, key string) bool {
 	return ok
 }
 
-// unreliable reports whether table came from a document whose values could
-// not all be decoded; its rules are not checked to avoid spurious problems.
+// unreliable reports whether table came from a document that could not be
+// parsed at all (a syntax error): its rules are not checked. A table with a
+// bad value is checked, its problems about that value suppressed.
 func (s *state) unreliable(table string) bool {
 	d := s.docs[table]
-	return d != nil && !d.reliable(table)
+	return d != nil && d.broken
 }
 
 // validate checks every rule of DESIGN.md §3 on the layered configuration.
