@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ctxd/ctxd/api"
+)
+
+// loadOptions are the parameters of the load run.
+type loadOptions struct {
+	agents       int
+	rate         float64 // appends per second per agent; 0: as fast as possible
+	contextLimit uint64
+	duration     time.Duration // 0: no time bound
+	maxRequests  int           // per agent; 0: no bound
+	model        string
+	prefix       string // session id prefix, unique per run
+	timeout      time.Duration
+	scripts      func(agent int) *script
+}
+
+// sessionRecord is one session an agent wrote and what the daemon
+// acknowledged in it, in order.
+type sessionRecord struct {
+	id    string
+	acked []stored
+}
+
+// agentResult is what one simulated agent measured.
+type agentResult struct {
+	appendLat, contextLat []time.Duration
+	appends, messages     int
+	sessions              []sessionRecord
+	errors                map[string]int
+	firstErr              error
+}
+
+// agent is one simulated agent: it replays its script against ctxd through
+// its own api.Client (one process per agent in real life, hence one
+// connection pool each).
+type agent struct {
+	idx      int
+	c        *api.Client
+	opt      *loadOptions
+	deadline time.Time // zero: none
+	requests int
+	next     time.Time // when the next append may start (rate)
+	res      agentResult
+}
+
+// stopped reports whether the agent must make no further request.
+func (a *agent) stopped() bool {
+	if a.res.firstErr != nil {
+		return true
+	}
+	if a.opt.maxRequests > 0 && a.requests >= a.opt.maxRequests {
+		return true
+	}
+	return !a.deadline.IsZero() && !time.Now().Before(a.deadline)
+}
+
+// fail records a request's error; the agent stops after it, because what
+// it would append next may no longer fit its session (an open tool round).
+func (a *agent) fail(what string, err error) {
+	code := api.ErrorCode(err)
+	if code == "" {
+		code = "other"
+	}
+	a.res.errors[code]++
+	a.res.firstErr = fmt.Errorf("agent %d: %s: %w", a.idx, what, err)
+}
+
+// reqCtx bounds one request. It does not derive from the run's duration:
+// a request under way when the time is up completes, so that everything
+// the daemon stored was also acknowledged.
+func (a *agent) reqCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(parent), a.opt.timeout)
+}
+
+// pace waits until the next append may start under --rate. It returns
+// false when the run ended meanwhile.
+func (a *agent) pace(ctx context.Context) bool {
+	if a.opt.rate <= 0 {
+		return true
+	}
+	now := time.Now()
+	if a.next.After(now) {
+		wait := a.next.Sub(now)
+		if !a.deadline.IsZero() && a.next.After(a.deadline) {
+			wait = a.deadline.Sub(now)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		now = time.Now()
+	}
+	// No catching up in bursts after a slow request.
+	a.next = maxTime(a.next, now).Add(time.Duration(float64(time.Second) / a.opt.rate))
+	return !a.stopped()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// appendMsgs appends msgs to the session and records what was
+// acknowledged.
+func (a *agent) appendMsgs(ctx context.Context, rec *sessionRecord, msgs []api.Message) bool {
+	if !a.pace(ctx) {
+		return false
+	}
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	a.requests++
+	start := time.Now()
+	resp, err := a.c.AppendMessages(rctx, rec.id, api.AppendMessagesRequest{Messages: msgs})
+	if err != nil {
+		a.fail("append to "+rec.id, err)
+		return false
+	}
+	a.res.appendLat = append(a.res.appendLat, time.Since(start))
+	a.res.appends++
+	a.res.messages += len(resp.Messages)
+	for i := range resp.Messages {
+		rec.acked = append(rec.acked, stored{seq: resp.Messages[i].Seq, fp: fingerprintOf(&resp.Messages[i])})
+	}
+	return true
+}
+
+// run replays the script in new sessions, pass after pass, until the run
+// is bounded: by its deadline or request budget, or after one pass when it
+// has neither.
+func (a *agent) run(ctx context.Context) {
+	sc := a.opt.scripts(a.idx)
+	model := a.opt.model
+	if model == "" {
+		model = sc.model
+	}
+	if model == "" {
+		model = defaultModel
+	}
+	for pass := 0; !a.stopped() && ctx.Err() == nil; pass++ {
+		rec := sessionRecord{id: fmt.Sprintf("%s-a%d-p%d", a.opt.prefix, a.idx, pass)}
+		rctx, cancel := a.reqCtx(ctx)
+		a.requests++
+		_, err := a.c.CreateSession(rctx, api.CreateSessionRequest{ID: rec.id, Model: model, ContextLimit: a.opt.contextLimit, System: sc.system})
+		cancel()
+		if err != nil {
+			a.fail("create session", err)
+			return
+		}
+		a.replay(ctx, sc, &rec)
+		a.res.sessions = append(a.res.sessions, rec)
+		if a.deadline.IsZero() && a.opt.maxRequests == 0 {
+			return
+		}
+	}
+}
+
+// replay runs one pass of sc in session rec.
+func (a *agent) replay(ctx context.Context, sc *script, rec *sessionRecord) {
+	if len(sc.head) > 0 && !a.appendMsgs(ctx, rec, sc.head) {
+		return
+	}
+	for _, st := range sc.steps {
+		if a.stopped() || ctx.Err() != nil {
+			return
+		}
+		// The pre-send check, as an agent does before each model call.
+		rctx, cancel := a.reqCtx(ctx)
+		a.requests++
+		start := time.Now()
+		cr, err := a.c.Context(rctx, rec.id)
+		cancel()
+		if err != nil {
+			a.fail("context of "+rec.id, err)
+			return
+		}
+		a.res.contextLat = append(a.res.contextLat, time.Since(start))
+		// The provider reports the size of what it was sent: the context
+		// just read, plus the response's own output.
+		resp := st.response
+		resp.Usage = &api.Usage{InputTokens: cr.Tokens.Value, OutputTokens: st.outputTokens}
+		if a.stopped() || !a.appendMsgs(ctx, rec, []api.Message{resp}) {
+			return
+		}
+		if len(st.after) > 0 && (a.stopped() || !a.appendMsgs(ctx, rec, st.after)) {
+			return
+		}
+	}
+}
+
+// runAgents runs opt.agents agents concurrently and returns their results.
+func runAgents(ctx context.Context, newClient func() *api.Client, opt *loadOptions) []agentResult {
+	var deadline time.Time
+	if opt.duration > 0 {
+		deadline = time.Now().Add(opt.duration)
+	}
+	results := make([]agentResult, opt.agents)
+	var wg sync.WaitGroup
+	for i := range opt.agents {
+		wg.Go(func() {
+			a := &agent{idx: i, c: newClient(), opt: opt, deadline: deadline, res: agentResult{errors: map[string]int{}}}
+			if opt.rate > 0 {
+				// Spread the agents' first appends evenly over one
+				// interval: agents started together would otherwise
+				// append in lockstep, a burst of N every interval.
+				a.next = time.Now().Add(time.Duration(float64(time.Second) / opt.rate * float64(i) / float64(opt.agents)))
+			}
+			a.run(ctx)
+			results[i] = a.res
+		})
+	}
+	wg.Wait()
+	return results
+}
