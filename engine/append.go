@@ -31,6 +31,11 @@ type AppendResult struct {
 	// Events are the events other than messages it wrote, in seq order
 	// (abandoned_round, offload, context_edit, prefix_reset).
 	Events []checkpoint.Event
+	// Tokens is the assembled context's size after the append, in tokens;
+	// TokensSource "reported" or "estimated"; Threshold the session's.
+	Tokens       uint64
+	TokensSource string
+	Threshold    uint64
 }
 
 // Append validates and stores msgs, in order, after the session's history.
@@ -139,7 +144,8 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(stored))
 
-	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others}
+	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
+	res.Tokens, res.TokensSource = e.estimate(s)
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
 		// Post-check (DESIGN.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch

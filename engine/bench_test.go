@@ -153,3 +153,29 @@ func BenchmarkContextAssembly(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAppendToLargeSession measures one append (a user prompt and an
+// answer) to a session of ~2,000 messages holding ~1.5 MB of tool results,
+// with the default layers on: the per-append cost that must not grow with
+// the history (issue 9, "Profiles").
+func BenchmarkAppendToLargeSession(b *testing.B) {
+	cfg := config.Defaults()
+	cfg.Offload.Enabled = false
+	cfg.ContextCompaction.Auto = false
+	h := newHarness(&testing.T{}, cfg, b.TempDir())
+	defer h.Close()
+	h.create("s", 100000000)
+	for i := range 500 {
+		cid := fmt.Sprintf("call%d", i)
+		if _, err := h.e.Append(context.Background(), "s", []history.Message{user("go"), calls(cid), result(cid, words(600)), assistant("done")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	msgs := []history.Message{user("next step"), assistant("ok")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.e.Append(context.Background(), "s", msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

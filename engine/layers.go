@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/contextedit"
@@ -45,6 +47,31 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	if s.editMode != contextedit.ModeLocal {
 		return nil
 	}
+	// A pass needs raw tool-result text over the limit and eliding the
+	// eligible results (not elided, older than keep_recent_turns, long
+	// enough, tool not protected) to save at least min_chars_per_pass
+	// (DESIGN.md §6). Both sums come from counts made once at append,
+	// so the common case — no pass — costs no re-counting of the history's
+	// text on every append; contextedit.PlanPaths decides exactly.
+	cfg := s.cfg.ContextEditing
+	var raw, saving uint64
+	for _, en := range s.active {
+		raw += en.chars
+	}
+	if raw <= cfg.MaxTotalToolResultChars {
+		return nil
+	}
+	for _, en := range s.active {
+		if en.chars >= cfg.MinCharsToElide && en.chars > 0 && en.turn+cfg.KeepRecentTurns <= s.assistants &&
+			!s.ledger.Elided(en.msg.ToolCallID) && !protected(cfg.ProtectToolNames, en.msg.ToolName) {
+			if stub := uint64(utf8.RuneCountInString(contextedit.Stub(en.msg, s.offloads[en.msg.ToolCallID]))); stub < en.chars {
+				saving += en.chars - stub
+			}
+		}
+	}
+	if saving < cfg.MinCharsPerPass {
+		return nil
+	}
 	active := make([]history.Message, len(s.active))
 	for i, en := range s.active {
 		active[i] = en.msg
@@ -76,6 +103,16 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		events[i].Seq = seq + uint64(i)
 	}
 	return events
+}
+
+// protected reports whether tool is in names, without regard to case.
+func protected(names []string, tool string) bool {
+	for _, n := range names {
+		if strings.EqualFold(n, tool) {
+			return true
+		}
+	}
+	return false
 }
 
 // thinkingBefore reports whether an active assistant message before seq

@@ -23,6 +23,12 @@ import (
 type entry struct {
 	msg    history.Message
 	tokens uint64
+	// chars is a tool result's size as context editing measures it
+	// (contextedit.ResultChars), counted once at append; 0 otherwise.
+	chars uint64
+	// turn is, for a tool result, the ordinal (from 1) of the assistant
+	// message that made its call: a turn of context editing (DESIGN.md §2).
+	turn uint64
 }
 
 // sessionExtra is the engine state kept in checkpoint.Meta.Extra.
@@ -91,9 +97,13 @@ type session struct {
 	// mode in effect ("local", "server" or "off") with its reason.
 	offloader *offload.Offloader
 	offloads  map[string]string
-	ledger    contextedit.Ledger
-	editMode  string
-	editWhy   string
+	// assistants counts the assistant messages appended; callTurn maps an
+	// open call's id to the ordinal of the assistant message that made it.
+	assistants uint64
+	callTurn   map[string]uint64
+	ledger     contextedit.Ledger
+	editMode   string
+	editWhy    string
 
 	// cal is the session's token calibrator for its model (DESIGN.md §2
 	// "Tokens"), rebuilt from the session's own log on load, so the
@@ -307,7 +317,26 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	t := e.sentTokens(s, m)
 	s.messages++
-	s.active = append(s.active, entry{msg: m, tokens: t})
+	var chars, turn uint64
+	switch m.Role {
+	case history.RoleTool:
+		chars = contextedit.ResultChars(m)
+		turn = s.callTurn[m.ToolCallID]
+		delete(s.callTurn, m.ToolCallID)
+	case history.RoleAssistant:
+		s.assistants++
+		for _, b := range m.Content {
+			if b.Type == history.BlockToolCall {
+				if s.callTurn == nil {
+					s.callTurn = map[string]uint64{}
+				}
+				s.callTurn[b.ID] = s.assistants
+			}
+		}
+	case history.RoleUser:
+		clear(s.callTurn) // open calls are abandoned
+	}
+	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: turn})
 	s.activeTokens += t
 	s.lastMsg = m.Seq
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {

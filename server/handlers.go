@@ -135,10 +135,8 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	// The messages are durable: what follows only describes them, and a
 	// failure of it must not read as a failed append.
-	if info, err := s.eng.Session(r.Context(), id); err == nil {
-		out.Tokens = api.Tokens{Value: info.Tokens, Source: info.TokensSource}
-		out.Threshold = info.Threshold
-	}
+	out.Tokens = api.Tokens{Value: res.Tokens, Source: res.TokensSource}
+	out.Threshold = res.Threshold
 	writeJSON(w, http.StatusOK, out)
 }
 
