@@ -102,6 +102,13 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 			m.Time = now
 		}
 		m.Time = m.Time.UTC()
+		// Keep in memory the form the store gives back, so a reload (a
+		// restart, an eviction) serves the same bytes (DESIGN.md §8).
+		c, err := history.Canonical(m)
+		if err != nil {
+			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d]", origin[i]), "%v", err)
+		}
+		m = c
 		e.est.Fill(&m)
 		stored[i] = m
 		if ev, ok := offloaded[i]; ok {

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/summarizer"
 	"sync"
 	"testing"
 )
@@ -65,5 +67,32 @@ func TestEvictionLosesNothing(t *testing.T) {
 		if after := encodeAll(t, h.context(id)); after != before {
 			t.Fatalf("%s: context differs after a reload", id)
 		}
+	}
+}
+
+// A tool call sent with spaced JSON is kept in the stored (compact) form in
+// memory too: every format renders the same bytes before and after a reload.
+func TestReloadRendersTheSameProviderBytes(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	spaced := history.Message{Role: history.RoleAssistant, Content: []history.Block{
+		{Type: history.BlockToolCall, ID: "g1", Name: "grep", Input: json.RawMessage("{\n  \"pattern\": \"x\" }")}}}
+	r := result("g1", "x found")
+	r.ToolName = "grep"
+	h.append("s", user("find x"), spaced, r)
+	render := func() string {
+		a := h.context("s")
+		b1, _ := json.Marshal(summarizer.RenderOpenAI(a.System, a.Tools, a.Messages))
+		b2, _ := json.Marshal(summarizer.RenderAnthropic(a.System, a.Tools, a.Messages))
+		return string(b1) + string(b2)
+	}
+	before := render()
+	h.e.mu.Lock()
+	h.e.opts.MaxLoadedSessions = 0
+	h.e.evictLocked()
+	h.e.opts.MaxLoadedSessions = DefaultMaxLoadedSessions
+	h.e.mu.Unlock()
+	if after := render(); after != before {
+		t.Fatalf("rendering changed after a reload:\n%s\n%s", before, after)
 	}
 }

@@ -44,6 +44,22 @@ func Encode(m Message) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// Canonical returns m exactly as Decode(Encode(m)) gives it back: times in
+// UTC, raw JSON values (tool-call inputs, json blocks) compacted, empty
+// Content nil. Keep this form in memory, so what is sent from memory and
+// what is rebuilt from the store after a restart are the same bytes
+// (DESIGN.md §8). Errors: as Encode's.
+func Canonical(m Message) (Message, error) {
+	m, err := canonical(m)
+	if err != nil {
+		return m, err
+	}
+	if len(m.Content) == 0 {
+		m.Content = nil
+	}
+	return m, nil
+}
+
 // canonical returns a copy of m with times in UTC, nil Content replaced by an
 // empty slice and raw JSON values compacted. It does not modify m's blocks.
 func canonical(m Message) (Message, error) {

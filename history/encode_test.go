@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,28 @@ func TestDecodeStrict(t *testing.T) {
 				t.Fatalf("Decode = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestCanonicalIsWhatTheStoreGivesBack(t *testing.T) {
+	m := Message{Role: RoleAssistant, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)),
+		Content: []Block{{Type: BlockToolCall, ID: "a", Name: "grep", Input: json.RawMessage(`{ "pattern" :  "x" }`)}}}
+	c, err := Canonical(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, back) {
+		t.Fatalf("Canonical = %+v\nround trip = %+v", c, back)
+	}
+	if string(c.Content[0].Input) != `{"pattern":"x"}` {
+		t.Fatalf("input not compacted: %s", c.Content[0].Input)
 	}
 }
