@@ -86,8 +86,12 @@ var emptyObject = json.RawMessage(`{}`)
 //     an artifact becomes a text line naming its artifact:// URI;
 //   - json blocks outside tool results become text holding the JSON.
 //
-// Messages are rendered in order and nothing is dropped, so a longer history
-// renders to an extension of a shorter one's rendering (DESIGN.md §4). The
+// The API refuses empty and whitespace-only text blocks and messages without
+// content (a model's empty end_turn answer is one): such blocks are dropped,
+// and a user or assistant message left with no block is omitted (the API
+// joins the turns around it). Nothing else is dropped, and messages are
+// rendered in order, so a longer history renders to an extension of a
+// shorter one's rendering (DESIGN.md §4). The
 // caller sets Model and MaxTokens. RenderAnthropic does not validate the
 // history; see CheckClosed.
 func RenderAnthropic(system string, tools []history.ToolDef, msgs []history.Message) AnthropicRequest {
@@ -122,12 +126,13 @@ func RenderAnthropic(system string, tools []history.ToolDef, msgs []history.Mess
 			}
 			blocks := make([]AnthropicBlock, 0, len(m.Content))
 			for _, b := range m.Content {
-				// The API rejects empty text blocks; one beside other
-				// blocks carries nothing.
-				if b.Type == history.BlockText && b.Text == "" && len(m.Content) > 1 {
-					continue
+				if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
+					continue // refused by the API, and carries nothing
 				}
 				blocks = append(blocks, anthropicBlock(b))
+			}
+			if len(blocks) == 0 {
+				continue
 			}
 			out.Messages = append(out.Messages, AnthropicMessage{Role: role, Content: blocks})
 		}
@@ -193,7 +198,7 @@ func anthropicResultContent(blocks []history.Block) []AnthropicBlock {
 		case history.BlockToolCall:
 			out = append(out, AnthropicBlock{Type: "text", Text: string(b.Input)})
 		default:
-			if b.Text == "" {
+			if strings.TrimSpace(b.Text) == "" {
 				continue // the API rejects empty text blocks
 			}
 			out = append(out, AnthropicBlock{Type: "text", Text: b.Text})

@@ -197,3 +197,23 @@ func TestRenderOpenAI(t *testing.T) {
 		t.Error("thinking leaked into an OpenAI request")
 	}
 }
+
+func TestRenderAnthropicDropsWhatTheAPIRefuses(t *testing.T) {
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "hi"}}},
+		{Role: history.RoleAssistant},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: ""}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "  \n"}, {Type: history.BlockText, Text: "answer"}}},
+	}
+	r := RenderAnthropic("", nil, msgs)
+	if len(r.Messages) != 2 {
+		t.Fatalf("%d messages, want the user message and the one answer: %+v", len(r.Messages), r.Messages)
+	}
+	if got := r.Messages[1].Content; len(got) != 1 || got[0].Text != "answer" {
+		t.Fatalf("answer rendered as %+v", got)
+	}
+	b, _ := json.Marshal(r)
+	if strings.Contains(string(b), `"content":[]`) || strings.Contains(string(b), `{"type":"text"}`) {
+		t.Fatalf("refused shapes in %s", b)
+	}
+}
