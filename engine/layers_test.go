@@ -220,3 +220,30 @@ func TestPassWithholdsEarlierThinking(t *testing.T) {
 		t.Fatal("no thinking after the rewrite point is sent")
 	}
 }
+
+// A file read larger than a quarter of the window cannot stay in context:
+// it is offloaded although "read" is excluded, instead of being compacted
+// away before the model sees it.
+func TestOversizedReadIsOffloadedDespiteExclude(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), dir+"/db")
+	h.create("s", 30000) // a quarter: 7,500 tokens, 22,500 characters
+	read := func(id string, n int) []history.Message {
+		return []history.Message{
+			{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: id, Name: "Read", Input: json.RawMessage(`{"file_path":"/src/big.go"}`)}}},
+			{Role: history.RoleTool, ToolCallID: id, ToolName: "Read", Content: []history.Block{{Type: history.BlockText, Text: strings.Repeat("func f() {}\n", n)}}},
+		}
+	}
+	res := h.append("s", append([]history.Message{user("read big.go")}, read("r1", 1000)...)...) // 12,000 characters: kept
+	if res.Messages[2].Content[0].Text != strings.Repeat("func f() {}\n", 1000) {
+		t.Fatal("a read under a quarter of the window was offloaded")
+	}
+	res = h.append("s", read("r2", 12500)...) // 150,000 characters
+	if !strings.Contains(res.Messages[1].Content[0].Text, "150000 bytes") {
+		t.Fatalf("the oversized read was not offloaded: %.200s", res.Messages[1].Content[0].Text)
+	}
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil || a.Compacted {
+		t.Fatalf("compacted=%v err=%v: the offloaded read should fit", a.Compacted, err)
+	}
+}

@@ -272,6 +272,10 @@ func (e *Engine) configure(s *session) error {
 		retainer = e.opts.Artifacts
 	}
 	s.offloader = offload.New(cfg.Offload, dir, retainer, e.log)
+	// A result of an excluded tool (a file read) that alone exceeds a
+	// quarter of the window — what retention keeps at most (DESIGN.md §5.2)
+	// — can never stay in the context: offload it all the same.
+	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
 	return nil
 }
 

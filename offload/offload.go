@@ -86,11 +86,21 @@ type Record struct {
 	Lines uint64 `json:"lines"`
 	// Chars is its number of characters (Unicode code points).
 	Chars uint64 `json:"chars"`
+	// Excluded marks the result of an excluded tool offloaded anyway
+	// because it alone exceeded ExcludedMaxChars.
+	Excluded bool `json:"excluded,omitempty"`
 }
 
 // Offloader offloads oversized tool results of every session of a daemon.
 // It is safe for concurrent use.
 type Offloader struct {
+	// ExcludedMaxChars, when not 0, is a size in characters above which a
+	// result of an excluded tool is offloaded all the same: exclude keeps
+	// file reads whole because the model asked to see them, but a result
+	// that alone cannot fit the context window is only ever compacted away,
+	// and the model asks for it again. Set it before use.
+	ExcludedMaxChars uint64
+
 	cfg    config.Offload
 	dir    string
 	store  Retainer
@@ -141,9 +151,6 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 	if !o.cfg.Enabled || m.Role != history.RoleTool || len(m.Content) == 0 {
 		return m, nil
 	}
-	if o.Excluded(m.ToolName) {
-		return m, nil
-	}
 	text, ok := joinText(m.Content)
 	if !ok {
 		return m, nil
@@ -152,6 +159,10 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 	if chars <= o.cfg.MaxChars || !utf8.ValidString(text) {
 		// Invalid UTF-8 cannot be cut into a valid stub; validation
 		// rejects such a message anyway.
+		return m, nil
+	}
+	excluded := o.Excluded(m.ToolName)
+	if excluded && (o.ExcludedMaxChars == 0 || chars <= o.ExcludedMaxChars) {
 		return m, nil
 	}
 
@@ -180,6 +191,7 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 		Bytes:      uint64(len(text)),
 		Lines:      CountLines(text),
 		Chars:      chars,
+		Excluded:   excluded,
 	}
 	out := m
 	out.Content = []history.Block{{Type: history.BlockText, Text: Stub(text, o.cfg.KeepHead, o.cfg.KeepTail, rec)}}

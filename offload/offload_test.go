@@ -507,3 +507,19 @@ func TestExcludeMatchesToolNamesWithoutCase(t *testing.T) {
 		t.Error("\"reader\" is excluded by [\"read\"]")
 	}
 }
+
+func TestExcludedToolOffloadedOnlyOverItsOwnLimit(t *testing.T) {
+	dir := t.TempDir()
+	o := New(config.Offload{Enabled: true, MaxChars: 100, KeepHead: 10, KeepTail: 10, Exclude: []string{"read"}}, dir, nil, nil)
+	o.ExcludedMaxChars = 1000
+	msg := func(n int) history.Message {
+		return history.Message{Role: history.RoleTool, ToolCallID: "r1", ToolName: "Read", Content: []history.Block{{Type: history.BlockText, Text: strings.Repeat("x", n)}}}
+	}
+	if _, rec := o.Offload(context.Background(), "s", msg(500)); rec != nil {
+		t.Fatal("an excluded result under ExcludedMaxChars was offloaded")
+	}
+	out, rec := o.Offload(context.Background(), "s", msg(5000))
+	if rec == nil || !rec.Excluded || len(out.Content[0].Text) >= 5000 {
+		t.Fatalf("an excluded result over ExcludedMaxChars was not offloaded: %+v", rec)
+	}
+}
