@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -116,6 +117,7 @@ type extraction struct {
 	seenArt    map[string]bool
 	toolCount  map[string]int
 	prevGoal   string // Goal of an earlier checkpoint summary, if the history starts with one
+	prev       string // that whole summary
 	hasPrev    bool
 	abandoned  int
 }
@@ -136,6 +138,7 @@ func newExtraction(msgs []history.Message) *extraction {
 			if t := strings.TrimSpace(messageText(m)); t != "" {
 				if len(x.users) == 0 && !x.hasPrev && isSummary(t) {
 					x.hasPrev = true
+					x.prev = t
 					x.prevGoal = sectionBody(t, HeadingGoal)
 					continue
 				}
@@ -244,21 +247,35 @@ func (x *extraction) seqRange() string {
 
 func (x *extraction) goal() string {
 	var b strings.Builder
-	if x.hasPrev && x.prevGoal != "" {
-		b.WriteString("Carried from the earlier checkpoint summary:\n")
-		b.WriteString(x.prevGoal)
-		b.WriteString("\n\n")
+	users := x.users
+	if x.hasPrev {
+		// The session's first request survives every compaction, quoted
+		// once: an earlier summary's own first request is carried, never
+		// nested under another label.
+		if orig := originalRequest(x.prevGoal); orig != "" {
+			fmt.Fprintf(&b, "%s:\n%s\n", exOriginalRequest, orig)
+		} else if x.prevGoal != "" {
+			fmt.Fprintf(&b, "%s:\n%s\n", exOriginalRequest, quote(truncLines(truncRunes(x.prevGoal, exFirstRequestRunes), exQuoteLines)))
+		}
+		if len(users) > 0 {
+			b.WriteString("\n")
+		}
 	}
-	if len(x.users) == 0 {
+	if len(users) == 0 {
 		if b.Len() == 0 {
 			b.WriteString("No user request in the summarized messages.\n")
 		}
 		return b.String()
 	}
-	first := x.users[0]
-	fmt.Fprintf(&b, "First request%s:\n%s\n", x.at(first), quote(truncLines(truncRunes(messageText(&x.msgs[first]), exFirstRequestRunes), exQuoteLines)))
-	if n := len(x.users); n > 1 {
-		between := x.users[1 : n-1]
+	if !x.hasPrev {
+		first := users[0]
+		fmt.Fprintf(&b, "%s%s:\n%s\n", exOriginalRequest, x.at(first), quote(truncLines(truncRunes(messageText(&x.msgs[first]), exFirstRequestRunes), exQuoteLines)))
+	} else {
+		// Every request here came after the earlier checkpoint.
+		users = append([]int{-1}, users...)
+	}
+	if n := len(users); n > 1 {
+		between := users[1 : n-1]
 		if len(between) > 0 {
 			fmt.Fprintf(&b, "\nLater requests (%d in between", len(between))
 			if len(between) > exOtherRequests {
@@ -270,7 +287,7 @@ func (x *extraction) goal() string {
 				fmt.Fprintf(&b, "- %s%s\n", oneLine(truncRunes(messageText(&x.msgs[i]), exOtherRequestRunes)), x.at(i))
 			}
 		}
-		last := x.users[n-1]
+		last := users[n-1]
 		fmt.Fprintf(&b, "\nLatest request%s:\n%s\n", x.at(last), quote(truncLines(truncRunes(messageText(&x.msgs[last]), exLatestRequestRunes), exQuoteLines)))
 	}
 	return b.String()
@@ -417,10 +434,11 @@ func (x *extraction) files() string {
 			fmt.Fprintf(&b, "- %s\n", a)
 		}
 	}
+	earlier := x.carried(HeadingFiles, exCarriedRunes, exNoFiles)
 	if b.Len() == 0 {
-		return "No files, commands or artifacts in tool-call inputs.\n"
+		return exNoFiles + "\n" + earlier
 	}
-	return strings.TrimRight(b.String(), "\n") + "\n"
+	return strings.TrimRight(b.String(), "\n") + "\n" + earlier
 }
 
 func (x *extraction) decisions() string {
@@ -452,8 +470,12 @@ func (x *extraction) errorsAndFixes() string {
 			failed = append(failed, c)
 		}
 	}
+	earlier := x.carried(HeadingErrors, exCarriedRunes, exNoFailures, exNoFailuresSince)
 	if len(failed) == 0 && x.abandoned == 0 {
-		return "No failed tool calls.\n"
+		if x.hasPrev {
+			return exNoFailuresSince + "\n" + earlier
+		}
+		return exNoFailures + "\n"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Failed tool calls: %d of %d", len(failed), len(x.calls))
@@ -468,7 +490,7 @@ func (x *extraction) errorsAndFixes() string {
 			fmt.Fprintf(&b, "  - after: %s\n", after)
 		}
 	}
-	return b.String()
+	return b.String() + earlier
 }
 
 // after says what followed a failed call: the next call of the same tool
@@ -724,6 +746,68 @@ func toolText(m *history.Message) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// exOriginalRequest labels the session's first request in the Goal section.
+const exOriginalRequest = "First request"
+
+// Errors-section lines when nothing failed; exCarriedRunes bounds what a
+// section carries over from an earlier summary, in runes, so repeated
+// compactions cannot grow it.
+const (
+	exNoFailures      = "No failed tool calls."
+	exNoFailuresSince = "No failed tool calls since the earlier checkpoint."
+	exCarriedRunes    = 1500
+	exNoFiles         = "No files, commands or artifacts in tool-call inputs."
+)
+
+// exEarlier introduces what a section carries over from an earlier
+// checkpoint summary.
+const exEarlier = "Before the earlier checkpoint:"
+
+// originalRequest returns the quoted first request of an earlier summary's
+// Goal section ("First request…:" followed by "> " lines), or "".
+func originalRequest(goal string) string {
+	lines := strings.Split(goal, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, exOriginalRequest) {
+			continue
+		}
+		var out []string
+		for _, q := range lines[i+1:] {
+			if !strings.HasPrefix(q, ">") {
+				break
+			}
+			out = append(out, q)
+		}
+		return strings.Join(out, "\n")
+	}
+	return ""
+}
+
+// carried returns the body of section heading of the earlier summary, for
+// appending to this summary's section: its labels and empty markers dropped
+// (so nothing nests across compactions), at most n runes.
+func (x *extraction) carried(heading string, n int, empty ...string) string {
+	if !x.hasPrev {
+		return ""
+	}
+	var keep []string
+	for _, l := range strings.Split(sectionBody(x.prev, heading), "\n") {
+		t := strings.TrimSpace(l)
+		if t == exEarlier || slices.Contains(empty, t) {
+			continue
+		}
+		if t == "" && (len(keep) == 0 || keep[len(keep)-1] == "") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	body := strings.TrimSpace(strings.Join(keep, "\n"))
+	if body == "" {
+		return ""
+	}
+	return "\n" + exEarlier + "\n" + truncLines(truncRunes(body, n), 40) + "\n"
 }
 
 // isSummary reports whether a user message is an earlier checkpoint

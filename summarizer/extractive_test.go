@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -147,9 +148,29 @@ func TestExtractiveChainsSummaries(t *testing.T) {
 	chained := append([]history.Message{{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: first}}}},
 		history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "Next: speed it up."}}})
 	s := ExtractiveSummary(chained, 0)
-	if !strings.Contains(s, "Carried from the earlier checkpoint summary") || !strings.Contains(s, "Fix the failing test in pkg/foo.") ||
-		!strings.Contains(s, "> Next: speed it up.") {
+	if !strings.Contains(s, "First request:\n> Fix the failing test in pkg/foo.") || !strings.Contains(s, "> Next: speed it up.") {
 		t.Errorf("goal not carried:\n%s", s)
+	}
+	// Chained again and again: the first request stays quoted once, earlier
+	// failures and files are carried, nothing nests or grows.
+	prev := s
+	for i := range 5 {
+		next := []history.Message{{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: prev}}},
+			{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: fmt.Sprintf("Step %d.", i)}}}}
+		cur := ExtractiveSummary(next, 0)
+		if n := strings.Count(cur, "Fix the failing test in pkg/foo."); n != 1 {
+			t.Fatalf("round %d: the first request appears %d times:\n%s", i, n, cur)
+		}
+		if n := strings.Count(cur, exEarlier); n > 2 {
+			t.Fatalf("round %d: %d carried blocks (nesting):\n%s", i, n, cur)
+		}
+		if !strings.Contains(cur, "TestFoo") {
+			t.Fatalf("round %d: the earlier failure was dropped:\n%s", i, cur)
+		}
+		if i > 0 && len(cur) > len(prev)+200 {
+			t.Fatalf("round %d: the summary grows (%d → %d bytes)", i, len(prev), len(cur))
+		}
+		prev = cur
 	}
 }
 
