@@ -257,9 +257,6 @@ func (x *extraction) goal() string {
 		} else if x.prevGoal != "" {
 			fmt.Fprintf(&b, "%s:\n%s\n", exOriginalRequest, quote(truncLines(truncRunes(x.prevGoal, exFirstRequestRunes), exQuoteLines)))
 		}
-		if len(users) > 0 {
-			b.WriteString("\n")
-		}
 	}
 	if len(users) == 0 {
 		if b.Len() == 0 {
