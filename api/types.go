@@ -167,8 +167,9 @@ type Session struct {
 	// configured mode and the model's server_context_editing).
 	ContextEditingWhy string `json:"context_editing_why,omitempty"`
 	// SystemDigest and ToolsDigest identify the system prompt and the tool
-	// set (hex SHA-256 of their canonical encodings); a change is a
-	// recorded rewrite (DESIGN.md §4). Empty when unset.
+	// set: 24 hex digits, the first 12 bytes of the SHA-256 of the prompt's
+	// bytes or of the tools' compact JSON; a change is a recorded rewrite
+	// (DESIGN.md §4). Empty when unset.
 	SystemDigest string `json:"system_digest,omitempty"`
 	ToolsDigest  string `json:"tools_digest,omitempty"`
 	// Labels are the labels given at creation.

@@ -319,12 +319,12 @@ type Checkpoint struct {
 // without its summary text, so a stream of events stays small.
 type CheckpointEvent struct {
 	SummaryBytes       uint64 `json:"summary_bytes"`
-	Stalled            bool   `json:"stalled,omitempty"`
+	Stalled            bool   `json:"stalled"`
 	SnapshotSeq        uint64 `json:"snapshot_seq"`
-	FirstRetainedSeq   uint64 `json:"first_retained_seq,omitempty"`
-	SummarizedMessages uint64 `json:"summarized_messages,omitempty"`
+	FirstRetainedSeq   uint64 `json:"first_retained_seq"`
+	SummarizedMessages uint64 `json:"summarized_messages"`
 	Binding            string `json:"binding"`
-	PrunedRetry        bool   `json:"pruned_retry,omitempty"`
+	PrunedRetry        bool   `json:"pruned_retry"`
 	TokensBefore       uint64 `json:"tokens_before"`
 	TokensAfter        uint64 `json:"tokens_after"`
 	Shape              string `json:"shape,omitempty"`

@@ -524,3 +524,37 @@ func TestInterruptedCompactionIsClosedOnLoad(t *testing.T) {
 		t.Fatalf("%d compaction_failed events after a reload", n)
 	}
 }
+
+func TestPatchThatChangesNothingRecordsNothing(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	before := h.context("s").LastSeq
+	same := "You are a test agent."
+	if _, err := h.e.UpdateSession(context.Background(), "s", Patch{System: &same}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.e.UpdateSession(context.Background(), "s", Patch{}); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.context("s").LastSeq; after != before {
+		t.Fatalf("a no-op PATCH wrote events: last seq %d → %d", before, after)
+	}
+	other := "You are another agent."
+	if _, err := h.e.UpdateSession(context.Background(), "s", Patch{System: &other}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.events("s", checkpoint.KindSessionUpdated)); n != 1 {
+		t.Fatalf("%d session_updated events, want 1", n)
+	}
+}
+
+func TestContextLimitBounds(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	for _, limit := range []uint64{1, 999, MaxContextLimit + 1} {
+		_, err := h.e.CreateSession(context.Background(), CreateParams{ID: fmt.Sprintf("l%d", limit), Model: "m", ContextLimit: limit})
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "context_limit" {
+			t.Errorf("limit %d: err = %v, want a context_limit FieldError", limit, err)
+		}
+	}
+}

@@ -317,6 +317,9 @@ func mapLogErr(session string, err error) error {
 // digest returns a short hex digest of b, for detecting a change of system
 // prompt or tool set (DESIGN.md §4).
 func digest(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }

@@ -225,6 +225,9 @@ func (e *Engine) configure(s *session) error {
 		}
 		limit = model.ContextLimit
 	}
+	if limit < MinContextLimit || limit > MaxContextLimit {
+		return invalidField("context_limit", "%d tokens is outside %d..=%d", limit, MinContextLimit, MaxContextLimit)
+	}
 	if !known {
 		model = config.Model{ContextLimit: limit, TokenFactor: 1}
 	}
@@ -278,6 +281,14 @@ func (e *Engine) configure(s *session) error {
 	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
 	return nil
 }
+
+// MinContextLimit and MaxContextLimit bound a session's context window, in
+// tokens: below the minimum no conversation fits beside a summary; above
+// the maximum the figure is a typo (no model has a window of 10^8 tokens).
+const (
+	MinContextLimit = 1000
+	MaxContextLimit = 100_000_000
+)
 
 // effectiveTrigger folds the legacy buffer_tokens alias into the trigger
 // (DESIGN.md §3).
@@ -469,7 +480,7 @@ func (e *Engine) estimate(s *session) (uint64, string) {
 		} else {
 			n -= removed
 		}
-		if s.sinceUsage == 0 && s.editedSinceUsage == 0 {
+		if s.sinceUsage == 0 && s.editedSinceUsage == 0 && s.usageOutput == s.usage.OutputTokens {
 			return n, SourceReported
 		}
 		return n + e.calibrate(s, s.sinceUsage), SourceEstimated

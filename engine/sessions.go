@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -351,6 +352,9 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
+	if metaEqual(meta, s.meta) {
+		return e.info(s), nil // nothing changed: nothing to record
+	}
 	var causes []string
 	if meta.SystemPromptDigest != s.meta.SystemPromptDigest {
 		causes = append(causes, "system_prompt")
@@ -385,6 +389,13 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		e.retokenize(s)
 	}
 	return e.info(s), nil
+}
+
+// metaEqual reports whether a PATCH changed nothing a session is assembled
+// from.
+func metaEqual(a, b checkpoint.Meta) bool {
+	return a.SystemPromptDigest == b.SystemPromptDigest && a.ToolsDigest == b.ToolsDigest &&
+		a.Model == b.Model && a.ContextLimit == b.ContextLimit && bytes.Equal(a.Extra, b.Extra)
 }
 
 // retokenize recomputes the sent-form estimate of every active message after
