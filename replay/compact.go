@@ -34,20 +34,13 @@ type CompactResult struct {
 func CompactTranscript(ctx context.Context, tr *transcript.Transcript, opts Options) (*CompactResult, error) {
 	cfg := opts.Config
 	cfg.ContextCompaction.Auto = false
-	limit, err := ContextLimit(cfg, opts.ContextLimit, tr.ContextLimit, tr.Model)
-	if err != nil {
-		return nil, err
-	}
-	env, err := Open(cfg, opts.DataDir, opts.Logger, nil)
+	env, info, err := openSession(ctx, cfg, tr, opts, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
 	e := env.Engine
-	info, err := e.CreateSession(ctx, engine.CreateParams{ID: SessionID, Model: tr.Model, ContextLimit: limit, System: tr.System})
-	if err != nil {
-		return nil, err
-	}
+	limit := info.ContextLimit
 	// One append per message keeps each within a store transaction.
 	for i, m := range tr.Messages {
 		m.Seq, m.Tokens = 0, 0

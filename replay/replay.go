@@ -24,6 +24,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/transcript"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -167,6 +168,26 @@ func (env *Env) cleanup() {
 	if env.temp {
 		_ = os.RemoveAll(env.dir)
 	}
+}
+
+// openSession opens an engine (see Open) and creates the session tr is
+// replayed into, with the context window ContextLimit resolves. The caller
+// closes the Env. Errors: ErrNoContextLimit, Open's, the engine's.
+func openSession(ctx context.Context, cfg config.Config, tr *transcript.Transcript, opts Options, hook func(string, []history.Message)) (*Env, engine.Info, error) {
+	limit, err := ContextLimit(cfg, opts.ContextLimit, tr.ContextLimit, tr.Model)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	env, err := Open(cfg, opts.DataDir, opts.Logger, hook)
+	if err != nil {
+		return nil, engine.Info{}, err
+	}
+	info, err := env.Engine.CreateSession(ctx, engine.CreateParams{ID: SessionID, Model: tr.Model, ContextLimit: limit, System: tr.System})
+	if err != nil {
+		env.Close()
+		return nil, engine.Info{}, err
+	}
+	return env, info, nil
 }
 
 // ContextLimit resolves the context window of a replay (issue 8): the

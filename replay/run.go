@@ -85,9 +85,7 @@ type Report struct {
 	// request ctxd assembled, summarizer requests included: always 0.
 	OrphanToolResults   int `json:"orphan_tool_results"`
 	UnansweredToolCalls int `json:"unanswered_tool_calls"`
-	// FinalTokens is the estimate of the context at the end, and
-	// UncompactedTokens what it would be without ctxd (the newest recorded
-	// usage, or the estimate of the whole history).
+	// FinalTokens is the estimate of the context at the end, in tokens.
 	FinalTokens uint64 `json:"final_tokens"`
 }
 
@@ -96,16 +94,11 @@ type Report struct {
 // validation names the message).
 func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report, error) {
 	cfg := opts.Config
-	limit, err := ContextLimit(cfg, opts.ContextLimit, tr.ContextLimit, tr.Model)
-	if err != nil {
-		return nil, err
-	}
 	r := &Report{
 		Format:              tr.Format,
 		Responses:           tr.Responses,
 		Messages:            len(tr.Messages),
 		ToolCalls:           tr.ToolCalls,
-		ContextLimit:        limit,
 		Compactions:         []Compaction{},
 		OriginalCompactions: []OriginalCompaction{},
 	}
@@ -121,7 +114,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 		r.UnansweredToolCalls += len(a.Unanswered)
 		mu.Unlock()
 	}
-	env, err := Open(cfg, opts.DataDir, opts.Logger, func(_ string, msgs []history.Message) {
+	env, info, err := openSession(ctx, cfg, tr, opts, func(_ string, msgs []history.Message) {
 		// The summarizer's request ends with the compaction prompt, a user
 		// message: any call still open before it is unanswered.
 		check(msgs)
@@ -131,12 +124,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 	}
 	defer env.Close()
 	e := env.Engine
-
-	info, err := e.CreateSession(ctx, engine.CreateParams{ID: SessionID, Model: tr.Model, ContextLimit: limit, System: tr.System})
-	if err != nil {
-		return nil, err
-	}
-	r.Threshold = info.Threshold
+	r.ContextLimit, r.Threshold = info.ContextLimit, info.Threshold
 
 	rp := &run{e: e, r: r, opts: opts, check: check, firstOriginal: math.MaxInt}
 	if len(tr.OriginalCompactions) > 0 {
