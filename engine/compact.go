@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ctxd/ctxd/config"
 	"time"
 
 	"github.com/ctxd/ctxd/artifacts"
@@ -18,6 +19,11 @@ import (
 // CircuitFailures is how many consecutive failed compactions in a run open
 // the circuit (DESIGN.md §5.5).
 const CircuitFailures = 3
+
+// ErrOpenRound: a compaction was asked for while a tool call waits on its
+// result; its message is exactly trigger.NotCompactingOpenRound
+// (DESIGN.md §5.1).
+var ErrOpenRound = fmt.Errorf("%w: %s", ErrConflict, trigger.NotCompactingOpenRound)
 
 // ErrNothingToCompact: the session has no message a summary could replace.
 var ErrNothingToCompact = fmt.Errorf("%w: nothing to compact", ErrConflict)
@@ -62,8 +68,12 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 		return CompactResult{}, fmt.Errorf("%w: no message since the last checkpoint", ErrNothingToCompact)
 	}
 	before := s.lastCheckpointSeq()
+	open := s.openRound()
 	s.mu.Unlock()
 	if !d.Compact {
+		if open {
+			return CompactResult{}, ErrOpenRound
+		}
 		return CompactResult{}, fmt.Errorf("%w: %s", ErrConflict, d.Reason)
 	}
 	t, err := e.submit(id, reason)
@@ -148,9 +158,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	tokens, _ := e.estimate(s)
 	d := trigger.Decide(sig, s.triggerState(tokens))
 	if !d.Compact {
+		open := s.openRound()
 		s.mu.Unlock()
-		if sig.Automatic() {
+		switch {
+		case sig.Automatic():
 			return nil // nothing to do any more; not a failure
+		case open:
+			return ErrOpenRound
 		}
 		return fmt.Errorf("%w: %s", ErrConflict, d.Reason)
 	}
@@ -172,13 +186,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if s.cp != nil {
 		prevSummarized = s.cp.SummarizedMessages
 	}
-	af, afErr := e.agentFile(s)
+	af, afErr := s.agentFile, s.agentErr
 	req := summarizer.Request{
 		System:            s.system,
 		Tools:             s.tools,
 		Messages:          snap.sent,
 		MaxSummaryBytes:   s.cfg.ContextCompaction.MaxSummaryBytes,
-		Timeout:           e.summarizerTimeout(s),
+		Timeout:           config.SummarizerTimeout(af),
 		ArtifactReadTools: s.cfg.ContextEditing.ArtifactReadTools,
 	}
 	if af != nil {

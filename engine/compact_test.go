@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -556,5 +557,50 @@ func TestContextLimitBounds(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != "context_limit" {
 			t.Errorf("limit %d: err = %v, want a context_limit FieldError", limit, err)
 		}
+	}
+}
+
+func TestAgentFilePromptIsUsed(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nshort"))
+	dir := t.TempDir()
+	path := dir + "/compaction.md"
+	if err := os.WriteFile(path, []byte("+++\n[limits]\ntimeout_ms = 5000\n+++\nSUMMARIZE FOR THE ON-CALL ENGINEER\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Compaction.AgentFile = path
+	cfg.ContextCompaction.KeepRecentTokens = 0
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("hello"), assistant("hi"))
+	if _, err := h.e.Compact(context.Background(), "s", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.requests) != 1 || !strings.Contains(string(f.requests[0]), "SUMMARIZE FOR THE ON-CALL ENGINEER") {
+		t.Fatalf("the agent file's prompt was not sent")
+	}
+}
+
+func TestDeletedSessionIsNotUsedThroughAHeldCopy(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 200000)
+	held, err := h.e.session(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.DeleteSession(context.Background(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	held.mu.Lock()
+	evicted := held.evicted
+	held.mu.Unlock()
+	if !evicted {
+		t.Fatal("the deleted session's copy is still live")
+	}
+	if _, err := h.e.Append(context.Background(), "s", []history.Message{user("x")}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("append after delete: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -61,18 +60,17 @@ type ContextOptions struct {
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
 	var diagnostic string
 	compacted := false
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	if !opts.NoPreSend {
-		s, err := e.lock(ctx, id)
-		if err != nil {
-			return nil, err
-		}
 		e.refresh(s)
-		d := e.check(s, trigger.PreSend)
-		timeout := e.summarizerTimeout(s)
-		s.mu.Unlock()
-		if d.Compact {
+		if d := e.check(s, trigger.PreSend); d.Compact {
+			timeout := config.SummarizerTimeout(s.agentFile)
+			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
-			err := e.compactAndWait(wctx, s.id, trigger.PreSend)
+			err := e.compactAndWait(wctx, id, trigger.PreSend)
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
@@ -82,11 +80,10 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			} else {
 				compacted = true
 			}
+			if s, err = e.lock(ctx, id); err != nil {
+				return nil, err
+			}
 		}
-	}
-	s, err := e.lock(ctx, id)
-	if err != nil {
-		return nil, err
 	}
 	defer s.mu.Unlock()
 	a := e.assemble(s)
@@ -171,26 +168,4 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 		}
 	}
 	return m, false
-}
-
-// summarizerTimeout is the per-call timeout of the session's summarizer
-// (DESIGN.md §5.4).
-func (e *Engine) summarizerTimeout(s *session) time.Duration {
-	af, err := e.agentFile(s)
-	if err != nil || af == nil {
-		return config.SummarizerTimeout(nil)
-	}
-	return config.SummarizerTimeout(af)
-}
-
-// agentFile loads the session's authored compaction.md, if any.
-func (e *Engine) agentFile(s *session) (*config.AgentFile, error) {
-	if s.cfg.Compaction.AgentFile == "" {
-		return nil, nil
-	}
-	af, err := config.LoadAgentFile(s.cfg.Compaction.AgentFile)
-	if err != nil {
-		return nil, errors.Join(errors.New("compaction.agent_file"), err)
-	}
-	return &af, nil
 }

@@ -218,7 +218,9 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	e.loading[id] = c
 	e.mu.Unlock()
 
-	c.s, c.err = e.load(ctx, id)
+	// Other requests wait on this load: one client going away must not
+	// cancel it for them.
+	c.s, c.err = e.load(context.WithoutCancel(ctx), id)
 	e.mu.Lock()
 	delete(e.loading, id)
 	if c.err == nil {
@@ -294,8 +296,16 @@ func (e *Engine) Loaded() int {
 // forget drops a session from memory (after DeleteSession).
 func (e *Engine) forget(id string) {
 	e.mu.Lock()
+	s := e.sessions[id]
 	delete(e.sessions, id)
 	e.mu.Unlock()
+	if s != nil {
+		// A request holding this copy must not go on with it: lock retries
+		// and finds the session gone (or a re-created one).
+		s.mu.Lock()
+		s.evicted = true
+		s.mu.Unlock()
+	}
 }
 
 // mapLogErr turns the log's errors into the engine's.

@@ -116,6 +116,12 @@ type session struct {
 	messages    uint64 // message events in the log
 	checkpoints uint64
 
+	// agentFile is the session's authored compaction.md (nil: none), loaded
+	// when the configuration is (at load and after a reload), or the error
+	// that loading it gave.
+	agentFile *config.AgentFile
+	agentErr  error
+
 	lastCheck  Check
 	lastError  string
 	compacting bool // a compaction of this session is past its snapshot
@@ -263,6 +269,14 @@ func (e *Engine) configure(s *session) error {
 	s.pinned = extra.Pinned
 	s.fixedTokens = e.fixedTokens(s)
 	s.editMode, s.editWhy = contextedit.Mode(cfg.ContextEditing, model.ServerContextEditing)
+	s.agentFile, s.agentErr = nil, nil
+	if path := cfg.Compaction.AgentFile; path != "" {
+		if af, err := config.LoadAgentFile(path); err != nil {
+			s.agentErr = fmt.Errorf("%w: compaction.agent_file: %v", ErrInvalid, err)
+		} else {
+			s.agentFile = &af
+		}
+	}
 	dir := cfg.Offload.Dir
 	if dir == "" {
 		dir = e.opts.OffloadDir

@@ -54,12 +54,11 @@ func ToAPIError(err error) (*api.Error, bool) {
 		return &api.Error{Code: api.NotFound, Message: "no artifact has this id"}, false
 	case errors.Is(err, engine.ErrExists), errors.Is(err, checkpoint.ErrExists):
 		return &api.Error{Code: api.Conflict, Message: err.Error()}, false
+	case errors.Is(err, engine.ErrOpenRound):
+		// The exact sentence of DESIGN.md §5.1, however the error was wrapped.
+		return &api.Error{Code: api.Conflict, Message: trigger.NotCompactingOpenRound}, false
 	case errors.Is(err, engine.ErrConflict):
-		msg := strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")
-		if strings.Contains(msg, trigger.NotCompactingOpenRound) {
-			msg = trigger.NotCompactingOpenRound
-		}
-		return &api.Error{Code: api.Conflict, Message: msg}, false
+		return &api.Error{Code: api.Conflict, Message: strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")}, false
 	case errors.Is(err, checkpoint.ErrTooLarge), errors.Is(err, store.ErrTooLarge):
 		return &api.Error{Code: api.TooLarge, Message: "the messages do not fit one transaction; append them in smaller requests: " + err.Error()}, false
 	case errors.Is(err, engine.ErrUnavailable):

@@ -58,7 +58,7 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w}
 		if err := s.check(r); err != nil {
 			s.writeError(sw, r, err)
-		} else if r.URL.Path != path.Clean(r.URL.Path) && r.URL.Path+"/" != path.Clean(r.URL.Path)+"/" {
+		} else if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 			// The mux would answer an unclean path ("/v1/sessions/../status")
 			// with an HTML redirect; an API client gets the JSON envelope.
 			s.writeError(sw, r, api.Errorf(api.NotFound, "", "no route for the unclean path %q", r.URL.Path))
