@@ -67,6 +67,13 @@ func (l *Ledger) Apply(p Pass) {
 	l.passes++
 }
 
+// Withhold moves the withheld-thinking point forward to seq (never back):
+// the other recorded rewrites — a compaction, a new system prompt or tool
+// set — invalidate the thinking before them too (DESIGN.md §4).
+func (l *Ledger) Withhold(seq uint64) {
+	l.withheld = max(l.withheld, seq)
+}
+
 // Elided reports whether the result answering toolCallID has been elided.
 func (l *Ledger) Elided(toolCallID string) bool {
 	if l == nil {
@@ -172,7 +179,7 @@ func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 		out.Content = []history.Block{{Type: history.BlockText, Text: Stub(m, offloadPath)}}
 		out.Tokens = 0
 		return out
-	case m.Role == history.RoleAssistant && m.Seq < l.WithheldThinkingBefore() && hasThinking(m):
+	case m.Role == history.RoleAssistant && m.Seq < l.WithheldThinkingBefore() && HasThinking(m):
 		out := m
 		out.Content = make([]history.Block, 0, len(m.Content))
 		for _, b := range m.Content {
@@ -193,7 +200,9 @@ func isThinking(b history.Block) bool {
 	return b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking
 }
 
-func hasThinking(m history.Message) bool {
+// HasThinking reports whether m carries a thinking or redacted_thinking
+// block.
+func HasThinking(m history.Message) bool {
 	for _, b := range m.Content {
 		if isThinking(b) {
 			return true

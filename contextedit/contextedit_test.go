@@ -346,7 +346,7 @@ func TestThinkingWithheld(t *testing.T) {
 		if m.Role != history.RoleAssistant {
 			continue
 		}
-		has := hasThinking(r)
+		has := HasThinking(r)
 		if m.Seq < 14 && has {
 			t.Errorf("seq %d: thinking produced before the rewrite point replayed", m.Seq)
 		}
@@ -475,5 +475,19 @@ func TestProtectToolNamesMatchWithoutCase(t *testing.T) {
 	p := Plan(cfg, msgs, nil, false)
 	if p == nil || len(p.Elided) != 1 || p.Elided[0] != "c1" {
 		t.Fatalf("pass = %+v, want only the Bash result elided", p)
+	}
+}
+
+func TestWithholdOnlyMovesForward(t *testing.T) {
+	var l Ledger
+	l.Withhold(10)
+	l.Withhold(5)
+	l.Apply(Pass{WithheldThinkingBefore: 7})
+	if got := l.WithheldThinkingBefore(); got != 10 {
+		t.Fatalf("WithheldThinkingBefore = %d, want 10", got)
+	}
+	m := history.Message{Seq: 9, Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockThinking, Text: "t", Signature: "s"}, {Type: history.BlockText, Text: "x"}}}
+	if r := l.Render(m, ""); HasThinking(r) || len(r.Content) != 1 {
+		t.Fatalf("thinking before the point still rendered: %+v", r)
 	}
 }

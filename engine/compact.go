@@ -301,9 +301,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// 5. Thinking the rewrite invalidated is no longer replayed
 	// (DESIGN.md §4): everything at or before the snapshot.
 	var events []checkpoint.Event
-	if s.model.ThinkingBinding && s.withheldBefore <= snap.seq && anyThinking(s.active, snap.seq) {
-		s.withheldBefore = snap.seq + 1
-		d, _ := json.Marshal(prefixReset{Cause: "compaction", WithheldBefore: s.withheldBefore})
+	if s.model.ThinkingBinding && e.thinkingBefore(s, snap.seq+1) {
+		s.ledger.Withhold(snap.seq + 1)
+		d, _ := json.Marshal(prefixReset{Cause: "compaction", WithheldBefore: snap.seq + 1})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: d})
 		e.retokenize(s)
 	}
@@ -328,15 +328,6 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return fmt.Errorf("%w: compaction stalled: %d tokens after it, threshold %d", ErrConflict, stored.TokensAfter, s.threshold)
 	}
 	return nil
-}
-
-func anyThinking(active []entry, upTo uint64) bool {
-	for _, en := range active {
-		if en.msg.Seq <= upTo && hasThinking(en.msg) {
-			return true
-		}
-	}
-	return false
 }
 
 // maybeOpenCircuit opens the circuit when the run's consecutive failures

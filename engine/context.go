@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/ctxd/ctxd/contextedit"
 	"time"
 
 	"github.com/ctxd/ctxd/config"
@@ -163,8 +164,8 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 			return s.ledger.Render(m, s.offloads[m.ToolCallID]), true
 		}
 	case history.RoleAssistant:
-		if m.Seq < s.withheldBefore && hasThinking(m) {
-			return withoutThinking(m), true
+		if m.Seq < s.ledger.WithheldThinkingBefore() && contextedit.HasThinking(m) {
+			return s.ledger.Render(m, ""), true
 		}
 	}
 	return m, false

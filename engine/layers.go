@@ -85,7 +85,7 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		return nil
 	}
 	events := []checkpoint.Event{{Kind: checkpoint.KindContextEdit, Data: d}}
-	if s.model.ThinkingBinding && p.WithheldThinkingBefore > s.withheldBefore && e.thinkingBefore(s, p.WithheldThinkingBefore) {
+	if s.model.ThinkingBinding && e.thinkingBefore(s, p.WithheldThinkingBefore) {
 		// One event saying the rewrite stopped the replay of earlier
 		// thinking (DESIGN.md §4).
 		r, _ := json.Marshal(prefixReset{Cause: "context_edit", WithheldBefore: p.WithheldThinkingBefore})
@@ -122,7 +122,7 @@ func (e *Engine) thinkingBefore(s *session, seq uint64) bool {
 		if en.msg.Seq >= seq {
 			break
 		}
-		if en.msg.Seq >= s.withheldBefore && en.msg.Role == history.RoleAssistant && hasThinking(en.msg) {
+		if en.msg.Seq >= s.ledger.WithheldThinkingBefore() && en.msg.Role == history.RoleAssistant && contextedit.HasThinking(en.msg) {
 			return true
 		}
 	}
@@ -136,8 +136,5 @@ func (e *Engine) thinkingBefore(s *session, seq uint64) bool {
 // load).
 func (e *Engine) applyPass(s *session, p contextedit.Pass) {
 	s.ledger.Apply(p)
-	if p.WithheldThinkingBefore > s.withheldBefore {
-		s.withheldBefore = p.WithheldThinkingBefore
-	}
 	e.retokenize(s)
 }

@@ -88,10 +88,6 @@ type session struct {
 	failures    int
 	circuitOpen bool
 
-	// withheldBefore: thinking of messages with seq < this is not replayed
-	// (DESIGN.md §4), set at recorded rewrites for thinking-bound models.
-	withheldBefore uint64
-
 	// Layers 1 and 2 (DESIGN.md §6): the offloader, the offload file of each
 	// offloaded result by tool_call_id, the context-edit ledger and the
 	// mode in effect ("local", "server" or "off") with its reason.
@@ -176,8 +172,8 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			e.applyCheckpoint(s, cp)
 		case checkpoint.KindPrefixReset:
 			var d prefixReset
-			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.withheldBefore {
-				s.withheldBefore = d.WithheldBefore
+			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.ledger.WithheldThinkingBefore() {
+				s.ledger.Withhold(d.WithheldBefore)
 				e.retokenize(s)
 			}
 		case checkpoint.KindOffload:
@@ -552,34 +548,6 @@ func summaryMessage(cp checkpoint.Checkpoint) history.Message {
 // (DESIGN.md §4): its blocks as given.
 func pinnedMessage(pinned []history.Block) history.Message {
 	return history.Message{Role: history.RoleUser, Content: pinned}
-}
-
-func hasThinking(m history.Message) bool {
-	for _, b := range m.Content {
-		if b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking {
-			return true
-		}
-	}
-	return false
-}
-
-// withoutThinking returns m without its thinking blocks: a thinking block is
-// sent byte-identical or not at all, never edited (DESIGN.md §4). A message
-// left empty carries contextedit.WithheldText, as providers refuse empty
-// assistant messages.
-func withoutThinking(m history.Message) history.Message {
-	out := m
-	out.Tokens = 0
-	out.Content = make([]history.Block, 0, len(m.Content))
-	for _, b := range m.Content {
-		if b.Type != history.BlockThinking && b.Type != history.BlockRedactedThinking {
-			out.Content = append(out.Content, b)
-		}
-	}
-	if len(out.Content) == 0 {
-		out.Content = []history.Block{{Type: history.BlockText, Text: contextedit.WithheldText}}
-	}
-	return out
 }
 
 // prefixReset is the Data of a prefix_reset event.

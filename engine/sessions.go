@@ -369,7 +369,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		"changed":              causes,
 	})
 	events := []checkpoint.Event{{Kind: checkpoint.KindSessionUpdated, Data: upd}}
-	withheld := s.withheldBefore
+	withheld := s.ledger.WithheldThinkingBefore()
 	if len(causes) > 0 && probe.model.ThinkingBinding && s.lastMsg > 0 {
 		withheld = s.lastMsg + 1
 		d, _ := json.Marshal(prefixReset{Cause: causes[0], WithheldBefore: withheld})
@@ -384,8 +384,8 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if err := e.configure(s); err != nil {
 		return Info{}, err
 	}
-	if withheld != s.withheldBefore {
-		s.withheldBefore = withheld
+	if withheld != s.ledger.WithheldThinkingBefore() {
+		s.ledger.Withhold(withheld)
 		e.retokenize(s)
 	}
 	return e.info(s), nil
