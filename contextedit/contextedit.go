@@ -211,6 +211,31 @@ func HasThinking(m history.Message) bool {
 	return false
 }
 
+// ResultSaving returns the characters (code points) eliding the tool result
+// m would save now (DESIGN.md §6), or 0 when m is not eligible: already
+// elided, shorter than min_chars_to_elide, answering a call of the newest
+// keep_recent_turns turns (recent), from a tool in protect_tool_names
+// (compared without regard to case: agents spell "read" and "Read"), or no
+// longer than its stub. size is ResultChars(m); tool is the result's tool
+// name (the call's when the message names none); path is its offload file
+// or "". The one statement of the eligibility rule: PlanPaths and the
+// engine's cheap pre-check both use it.
+func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size uint64, tool string, recent bool, path string) uint64 {
+	if recent || size < cfg.MinCharsToElide || l.Elided(m.ToolCallID) {
+		return 0
+	}
+	for _, name := range cfg.ProtectToolNames {
+		if strings.EqualFold(name, tool) {
+			return 0
+		}
+	}
+	stub := uint64(utf8.RuneCountInString(Stub(m, path)))
+	if size <= stub {
+		return 0
+	}
+	return size - stub
+}
+
 // Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
 // local), with no offload paths known: PlanPaths with a nil paths.
 func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool) *Pass {
@@ -280,13 +305,6 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 			cutoff = assistants[uint64(len(assistants))-k]
 		}
 	}
-	protected := make(map[string]struct{}, len(cfg.ProtectToolNames))
-	for _, name := range cfg.ProtectToolNames {
-		// Agents spell tool names differently ("read", "Read"): match
-		// without regard to case.
-		protected[strings.ToLower(name)] = struct{}{}
-	}
-
 	var raw, saved uint64
 	var elided []string
 	newest := -1
@@ -296,32 +314,23 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 		}
 		size := ResultChars(m)
 		raw += size
-		if l.Elided(m.ToolCallID) || size < cfg.MinCharsToElide {
-			continue
-		}
 		turn, ok := callTurn[m.ToolCallID]
 		if !ok {
 			turn = i
-		}
-		if turn >= cutoff {
-			continue
 		}
 		tool := m.ToolName
 		if tool == "" {
 			tool = callName[m.ToolCallID]
 		}
-		if _, ok := protected[strings.ToLower(tool)]; ok {
-			continue
-		}
 		path := ""
-		if paths != nil {
+		if paths != nil && !l.Elided(m.ToolCallID) {
 			path = paths(m.ToolCallID)
 		}
-		stub := uint64(utf8.RuneCountInString(Stub(m, path)))
-		if size <= stub {
+		s := ResultSaving(cfg, l, m, size, tool, turn >= cutoff, path)
+		if s == 0 {
 			continue
 		}
-		saved += size - stub
+		saved += s
 		elided = append(elided, m.ToolCallID)
 		newest = i
 	}

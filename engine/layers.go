@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/contextedit"
@@ -62,12 +60,11 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		return nil
 	}
 	for _, en := range s.active {
-		if en.chars >= cfg.MinCharsToElide && en.chars > 0 && en.turn+cfg.KeepRecentTurns <= s.assistants &&
-			!s.ledger.Elided(en.msg.ToolCallID) && !protected(cfg.ProtectToolNames, en.msg.ToolName) {
-			if stub := uint64(utf8.RuneCountInString(contextedit.Stub(en.msg, s.offloads[en.msg.ToolCallID]))); stub < en.chars {
-				saving += en.chars - stub
-			}
+		if en.msg.Role != history.RoleTool {
+			continue
 		}
+		recent := en.turn+cfg.KeepRecentTurns > s.assistants
+		saving += contextedit.ResultSaving(cfg, &s.ledger, en.msg, en.chars, en.tool, recent, s.offloads[en.msg.ToolCallID])
 	}
 	if saving < cfg.MinCharsPerPass {
 		return nil
@@ -103,16 +100,6 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		events[i].Seq = seq + uint64(i)
 	}
 	return events
-}
-
-// protected reports whether tool is in names, without regard to case.
-func protected(names []string, tool string) bool {
-	for _, n := range names {
-		if strings.EqualFold(n, tool) {
-			return true
-		}
-	}
-	return false
 }
 
 // thinkingBefore reports whether an active assistant message before seq

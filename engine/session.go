@@ -27,8 +27,16 @@ type entry struct {
 	// (contextedit.ResultChars), counted once at append; 0 otherwise.
 	chars uint64
 	// turn is, for a tool result, the ordinal (from 1) of the assistant
-	// message that made its call: a turn of context editing (DESIGN.md §2).
+	// message that made its call: a turn of context editing (DESIGN.md §2);
+	// tool is its tool name, the call's when the message names none.
 	turn uint64
+	tool string
+}
+
+// openCall is what a tool result needs of the call it answers.
+type openCall struct {
+	turn uint64
+	name string
 }
 
 // sessionExtra is the engine state kept in checkpoint.Meta.Extra.
@@ -93,10 +101,11 @@ type session struct {
 	// mode in effect ("local", "server" or "off") with its reason.
 	offloader *offload.Offloader
 	offloads  map[string]string
-	// assistants counts the assistant messages appended; callTurn maps an
-	// open call's id to the ordinal of the assistant message that made it.
+	// assistants counts the assistant messages appended; calls maps an open
+	// call's id to the ordinal of the assistant message that made it and
+	// the tool's name.
 	assistants uint64
-	callTurn   map[string]uint64
+	calls      map[string]openCall
 	ledger     contextedit.Ledger
 	editMode   string
 	editWhy    string
@@ -342,26 +351,30 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	t := e.sentTokens(s, m)
 	s.messages++
-	var chars, turn uint64
+	var chars uint64
+	var call openCall
 	switch m.Role {
 	case history.RoleTool:
 		chars = contextedit.ResultChars(m)
-		turn = s.callTurn[m.ToolCallID]
-		delete(s.callTurn, m.ToolCallID)
+		call = s.calls[m.ToolCallID]
+		delete(s.calls, m.ToolCallID)
+		if m.ToolName != "" {
+			call.name = m.ToolName
+		}
 	case history.RoleAssistant:
 		s.assistants++
 		for _, b := range m.Content {
 			if b.Type == history.BlockToolCall {
-				if s.callTurn == nil {
-					s.callTurn = map[string]uint64{}
+				if s.calls == nil {
+					s.calls = map[string]openCall{}
 				}
-				s.callTurn[b.ID] = s.assistants
+				s.calls[b.ID] = openCall{turn: s.assistants, name: b.Name}
 			}
 		}
 	case history.RoleUser:
-		clear(s.callTurn) // open calls are abandoned
+		clear(s.calls) // open calls are abandoned
 	}
-	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: turn})
+	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name})
 	s.activeTokens += t
 	s.lastMsg = m.Seq
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
