@@ -174,6 +174,9 @@ type Session struct {
 	ToolsDigest  string `json:"tools_digest,omitempty"`
 	// Labels are the labels given at creation.
 	Labels map[string]string `json:"labels,omitempty"`
+	// LastError is the newest compaction failure of the current run, for
+	// `ctxctl doctor`; empty when there is none.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // ListSessionsResponse is the body of RouteListSessions.

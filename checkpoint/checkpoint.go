@@ -249,8 +249,6 @@ type Meta struct {
 	Tools json.RawMessage `json:"tools,omitempty"`
 	// ToolsDigest is a digest of Tools (DESIGN.md §4).
 	ToolsDigest string `json:"tools_digest,omitempty"`
-	// Pinned is the session's pinned context, as JSON (DESIGN.md §4).
-	Pinned json.RawMessage `json:"pinned,omitempty"`
 	// Overlay is the TOML configuration overlay sent at creation
 	// (DESIGN.md §3), verbatim.
 	Overlay string `json:"overlay,omitempty"`
@@ -266,7 +264,7 @@ type Meta struct {
 }
 
 func (m *Meta) validate() error {
-	for name, raw := range map[string]json.RawMessage{"tools": m.Tools, "pinned": m.Pinned, "extra": m.Extra} {
+	for name, raw := range map[string]json.RawMessage{"tools": m.Tools, "extra": m.Extra} {
 		if len(raw) > 0 && !json.Valid(raw) {
 			return fmt.Errorf("%w: meta %s is not valid JSON", ErrInvalid, name)
 		}

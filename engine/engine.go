@@ -201,8 +201,8 @@ func (e *Engine) SetConfig(cfg config.Config) {
 // session returns the loaded session id, loading it from the log on first
 // use. Errors: ErrNotFound, ErrInvalid (a malformed id), the log's.
 func (e *Engine) session(ctx context.Context, id string) (*session, error) {
-	if err := checkpoint.ValidSessionID(id); err != nil {
-		return nil, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(id); err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	if s, ok := e.sessions[id]; ok {
@@ -291,6 +291,15 @@ func (e *Engine) Loaded() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.sessions)
+}
+
+// validID checks a session id (checkpoint.ValidSessionID) and names the
+// field. Errors: a *FieldError wrapping ErrInvalid.
+func validID(id string) error {
+	if err := checkpoint.ValidSessionID(id); err != nil {
+		return &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	}
+	return nil
 }
 
 // forget drops a session from memory (after DeleteSession).

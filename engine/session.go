@@ -267,7 +267,9 @@ func (e *Engine) configure(s *session) error {
 	s.cfgVersion = e.cfgVersion.Load()
 	s.model = model
 	s.limit = limit
-	s.threshold = trigger.Threshold(limit, effectiveTrigger(cfg.ContextCompaction))
+	// config.Load and ApplyOverlay fold the legacy buffer_tokens alias into
+	// Trigger (DESIGN.md §3).
+	s.threshold = trigger.Threshold(limit, cfg.ContextCompaction.Trigger)
 	s.shape = trigger.ResolveShape(cfg.Compaction.Shape, model.ThinkingBinding)
 	s.system = s.meta.SystemPrompt
 	s.tools = tools
@@ -308,16 +310,6 @@ const (
 	MinContextLimit = 1000
 	MaxContextLimit = 100_000_000
 )
-
-// effectiveTrigger folds the legacy buffer_tokens alias into the trigger
-// (DESIGN.md §3).
-func effectiveTrigger(cc config.ContextCompaction) config.Trigger {
-	t := cc.Trigger
-	if t.Percent == 0 && t.BufferTokens == 0 && cc.BufferTokens > 0 {
-		t.BufferTokens = cc.BufferTokens
-	}
-	return t
-}
 
 func (e *Engine) fixedTokens(s *session) uint64 {
 	n := e.est.Text(s.system)

@@ -108,8 +108,8 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 		_, _ = rand.Read(b[:])
 		p.ID = "s-" + hex.EncodeToString(b[:])
 	}
-	if err := checkpoint.ValidSessionID(p.ID); err != nil {
-		return Info{}, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(p.ID); err != nil {
+		return Info{}, err
 	}
 	if err := checkTools(p.Tools); err != nil {
 		return Info{}, err
@@ -290,8 +290,8 @@ func (e *Engine) ListSessionInfo(ctx context.Context) ([]Info, error) {
 // Exists reports whether session id exists, without loading it.
 // Errors: ErrInvalid, the log's.
 func (e *Engine) Exists(ctx context.Context, id string) (bool, error) {
-	if err := checkpoint.ValidSessionID(id); err != nil {
-		return false, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(id); err != nil {
+		return false, err
 	}
 	_, err := e.opts.Log.GetMeta(ctx, id)
 	switch {
@@ -426,8 +426,8 @@ func (e *Engine) retokenize(s *session) {
 // DeleteSession deletes a session and everything stored for it.
 // Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) DeleteSession(ctx context.Context, id string) error {
-	if err := checkpoint.ValidSessionID(id); err != nil {
-		return &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(id); err != nil {
+		return err
 	}
 	if err := e.opts.Log.DeleteSession(ctx, id); err != nil {
 		return mapLogErr(id, err)
@@ -458,8 +458,8 @@ func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {
 // Checkpoints returns the session's checkpoints, oldest first.
 // Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) Checkpoints(ctx context.Context, id string) ([]checkpoint.Checkpoint, error) {
-	if err := checkpoint.ValidSessionID(id); err != nil {
-		return nil, &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(id); err != nil {
+		return nil, err
 	}
 	cps, err := e.opts.Log.ListCheckpoints(ctx, id)
 	return cps, mapLogErr(id, err)
@@ -469,8 +469,8 @@ func (e *Engine) Checkpoints(ctx context.Context, id string) ([]checkpoint.Check
 // follow, it then waits for new events until ctx ends or fn returns an
 // error. Errors: ErrInvalid, ErrNotFound, fn's, ctx's.
 func (e *Engine) Events(ctx context.Context, id string, fromSeq uint64, follow bool, fn func(checkpoint.Event) error) error {
-	if err := checkpoint.ValidSessionID(id); err != nil {
-		return &FieldError{Field: "id", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+	if err := validID(id); err != nil {
+		return err
 	}
 	if fromSeq == 0 {
 		fromSeq = 1

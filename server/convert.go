@@ -204,6 +204,7 @@ func toAPISession(in engine.Info) api.Session {
 		SystemDigest:      in.SystemDigest,
 		ToolsDigest:       in.ToolsDigest,
 		Labels:            in.Labels,
+		LastError:         in.LastError,
 	}
 	if s.Compaction == "" {
 		s.Compaction = api.CompactionIdle

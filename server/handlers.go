@@ -105,9 +105,6 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.RunResponse{Seq: seq})
 }
 
-// errStopRange ends a Range once it passed the events of one request.
-var errStopRange = errors.New("stop")
-
 func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	var req api.AppendMessagesRequest
 	if err := decode(w, r, &req, false); err != nil {

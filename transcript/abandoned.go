@@ -8,7 +8,7 @@ import (
 
 // AbandonedText is the text of the error tool result that closes a call
 // which never got a result (DESIGN.md §2 "abandoned round").
-const AbandonedText = "tool call abandoned: no result was recorded"
+const AbandonedText = history.AbandonedText
 
 // CloseAbandoned returns msgs with every unanswered tool call closed: for each
 // call still open when a user message arrives (or when msgs end), an error

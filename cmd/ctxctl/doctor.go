@@ -382,6 +382,9 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 	fmt.Fprintf(w, "  auto compaction: %s\n", auto)
 	fmt.Fprintf(w, "  last check:      %s\n", r.Session.Why)
 	fmt.Fprintf(w, "  circuit:         %s\n", circuitLine(s.Circuit))
+	if s.LastError != "" {
+		fmt.Fprintf(w, "  last failure:    %s\n", s.LastError)
+	}
 	if s.OpenToolCalls > 0 {
 		fmt.Fprintf(w, "  open tool calls: %d (no automatic compaction while a tool round is open)\n", s.OpenToolCalls)
 	}

@@ -143,6 +143,9 @@ func writeSession(w io.Writer, s *api.Session) {
 	line("open tool calls", "%d", s.OpenToolCalls)
 	line("compaction", "%s", orDash(s.Compaction))
 	line("circuit", "%s", circuitLine(s.Circuit))
+	if s.LastError != "" {
+		line("last failure", "%s", s.LastError)
+	}
 	line("checkpoints", "%d", s.Checkpoints)
 	if s.LastCheckpoint != nil {
 		line("last checkpoint", "%s", checkpointLine(s.LastCheckpoint))

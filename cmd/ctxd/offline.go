@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/replay"
@@ -69,12 +68,13 @@ func runOffline(ctx context.Context, name string, args []string, stdout, stderr 
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctxd %s: %v\n", name, err)
 		return 1
 	}
-	tr, err := transcript.Import(strings.NewReader(string(data)), transcript.Options{})
+	tr, err := transcript.Import(f, transcript.Options{})
+	f.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "ctxd %s: %s: %v\n", name, file, err)
 		return 1
