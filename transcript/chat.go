@@ -202,7 +202,11 @@ type oaiPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
-// openAIContent converts content: a string, an array of parts, or null.
+// openAIContent converts content in the OpenAI shapes — a string, null,
+// or an array of parts — for chat messages and Codex rollouts alike:
+// text parts ("text", "input_text", "output_text"), images ("image_url" or
+// "input_image", whose image_url is {"url": …} or the URL itself) as image
+// blocks when they hold a data URL, anything else kept whole as a json block.
 func openAIContent(raw json.RawMessage) ([]history.Block, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -224,15 +228,16 @@ func openAIContent(raw json.RawMessage) ([]history.Block, error) {
 		switch p.Type {
 		case "text", "input_text", "output_text":
 			out = append(out, textBlock(p.Text))
-		case "image_url":
+		case "image_url", "input_image":
 			var url struct {
 				URL string `json:"url"`
 			}
-			if json.Unmarshal(p.ImageURL, &url) == nil {
-				if img, ok := dataURLImage(url.URL); ok {
-					out = append(out, img)
-					continue
-				}
+			if json.Unmarshal(p.ImageURL, &url.URL) != nil {
+				_ = json.Unmarshal(p.ImageURL, &url)
+			}
+			if img, ok := dataURLImage(url.URL); ok {
+				out = append(out, img)
+				continue
 			}
 			out = append(out, jsonBlock(r))
 		default:

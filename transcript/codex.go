@@ -51,47 +51,6 @@ type codexTokenCount struct {
 	} `json:"info"`
 }
 
-type codexContentItem struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	ImageURL string `json:"image_url"`
-	raw      json.RawMessage
-}
-
-func codexContent(raw json.RawMessage) ([]history.Block, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return textBlocks(s), nil
-	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(raw, &raws); err != nil {
-		return nil, fmt.Errorf("content is neither a string nor an array: %w", err)
-	}
-	out := make([]history.Block, 0, len(raws))
-	for i, r := range raws {
-		var it codexContentItem
-		if err := json.Unmarshal(r, &it); err != nil {
-			return nil, fmt.Errorf("content item %d: %w", i, err)
-		}
-		switch it.Type {
-		case "input_text", "output_text", "text":
-			out = append(out, textBlock(it.Text))
-		case "input_image":
-			if img, ok := dataURLImage(it.ImageURL); ok {
-				out = append(out, img)
-				continue
-			}
-			out = append(out, jsonBlock(r))
-		default:
-			out = append(out, jsonBlock(r))
-		}
-	}
-	return out, nil
-}
-
 // dataURLImage converts a "data:<media type>;base64,<data>" URL to an image
 // block.
 func dataURLImage(url string) (history.Block, bool) {
@@ -121,7 +80,7 @@ func codexOutput(raw json.RawMessage) ([]history.Block, bool, error) {
 		return textBlocks(s), false, nil
 	}
 	if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
-		blocks, err := codexContent(raw)
+		blocks, err := openAIContent(raw)
 		return blocks, false, err
 	}
 	var obj struct {
@@ -131,7 +90,7 @@ func codexOutput(raw json.RawMessage) ([]history.Block, bool, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, false, fmt.Errorf("output: %w", err)
 	}
-	blocks, err := codexContent(obj.Content)
+	blocks, err := openAIContent(obj.Content)
 	if err != nil {
 		return nil, false, fmt.Errorf("output %w", err)
 	}
@@ -258,7 +217,7 @@ func (s *codexState) item(p codexPayload, at time.Time) error {
 	b := s.b
 	switch p.Type {
 	case "message":
-		content, err := codexContent(p.Content)
+		content, err := openAIContent(p.Content)
 		if err != nil {
 			return err
 		}

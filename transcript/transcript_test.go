@@ -735,3 +735,18 @@ func TestCutLastLineIsSkipped(t *testing.T) {
 		t.Fatal("a complete but invalid last line was accepted")
 	}
 }
+
+func TestOpenAIContentImagesInBothShapes(t *testing.T) {
+	raw := json.RawMessage(`[{"type":"input_text","text":"see"},` +
+		`{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="},` +
+		`{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,/9j/"}},` +
+		`{"type":"image_url","image_url":{"url":"https://example.com/x.png"}}]`)
+	blocks, err := openAIContent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 4 || blocks[1].Type != history.BlockImage || blocks[1].MediaType != "image/png" ||
+		blocks[2].Type != history.BlockImage || blocks[2].MediaType != "image/jpeg" || blocks[3].Type != history.BlockJSON {
+		t.Fatalf("blocks = %+v", blocks)
+	}
+}
