@@ -1,0 +1,103 @@
+package history
+
+import (
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func thinking(s string) Block { return Block{Type: BlockThinking, Text: s, Signature: "sig-" + s} }
+
+func asst(bs ...Block) Message { return Message{Role: RoleAssistant, Content: bs} }
+
+// TestCheckRequest: each rule of DESIGN.md §4a, broken and kept.
+func TestCheckRequest(t *testing.T) {
+	u := text(RoleUser, "do it")
+	tests := []struct {
+		name  string
+		msgs  []Message
+		rules Rules
+		want  []string // "index:rule"
+	}{
+		{"empty", nil, Rules{}, nil},
+		{"user only", []Message{u}, Rules{}, nil},
+		{"a whole round", []Message{u, calls(call("a", "r"), call("b", "r")), result("a", "1"), result("b", "2"), text(RoleAssistant, "done")}, Rules{}, nil},
+		{"result missing at the end", []Message{u, calls(call("a", "r"))}, Rules{}, []string{"1:" + RuleMissingResult}},
+		{"result missing at the end, open tail", []Message{u, calls(call("a", "r"), call("b", "r")), result("a", "1")}, Rules{OpenTail: true}, nil},
+		{"second result after a later assistant message", []Message{u, calls(call("c1", "r"), call("c2", "r")), result("c1", "1"), text(RoleAssistant, "hm"), result("c2", "2")},
+			Rules{}, []string{"2:" + RuleMissingResult, "4:" + RuleOrphanResult}},
+		{"result of no call", []Message{u, result("x", "1")}, Rules{}, []string{"1:" + RuleOrphanResult}},
+		{"result twice", []Message{u, calls(call("a", "r")), result("a", "1"), result("a", "1")}, Rules{}, []string{"3:" + RuleOrphanResult}},
+		{"user between call and result", []Message{u, calls(call("a", "r")), u, result("a", "1")}, Rules{}, []string{"1:" + RuleMissingResult, "3:" + RuleOrphanResult}},
+		{"duplicate id", []Message{u, calls(call("a", "r")), result("a", "1"), calls(call("a", "r")), result("a", "1")}, Rules{}, []string{"3:" + RuleDuplicateCallID, "4:" + RuleOrphanResult}},
+		{"empty text block", []Message{text(RoleUser, " \n")}, Rules{}, []string{"0:" + RuleEmptyText}},
+		{"message without content", []Message{u, {Role: RoleAssistant}}, Rules{}, []string{"1:" + RuleEmptyMessage}},
+		{"empty tool result is fine", []Message{u, calls(call("a", "r")), {Role: RoleTool, ToolCallID: "a"}}, Rules{}, nil},
+		{"first message assistant", []Message{text(RoleAssistant, "hi"), u}, Rules{}, []string{"0:" + RuleFirstNotUser}},
+
+		{"thinking loop kept", []Message{u, asst(thinking("t1"), call("a", "r")), result("a", "1"), asst(thinking("t2"), call("b", "r")), result("b", "2")}, Rules{Thinking: ThinkingOn}, nil},
+		{"redacted thinking leads the loop", []Message{u, asst(Block{Type: BlockRedactedThinking, Data: "x"}, call("a", "r")), result("a", "1")}, Rules{Thinking: ThinkingOn}, nil},
+		{"final loop message lost its thinking", []Message{u, asst(thinking("t1"), call("a", "r")), result("a", "1"), asst(call("b", "r")), result("b", "2")}, Rules{Thinking: ThinkingOn}, []string{"3:" + RuleLoopThinking}},
+		{"earlier loop message without thinking is not the final one", []Message{u, asst(call("a", "r")), result("a", "1"), asst(thinking("t2"), call("b", "r")), result("b", "2")}, Rules{Thinking: ThinkingOn}, nil},
+		{"thinking unknown: no loop rule", []Message{u, asst(call("a", "r")), result("a", "1")}, Rules{}, nil},
+		{"loop ended by a user prompt", []Message{u, asst(call("a", "r")), result("a", "1"), text(RoleAssistant, "ok"), u}, Rules{Thinking: ThinkingOn}, nil},
+		{"thinking not first", []Message{u, asst(Block{Type: BlockText, Text: "x"}, thinking("t"), call("a", "r")), result("a", "1")}, Rules{},
+			[]string{"1:" + RuleThinkingFirst}},
+		{"thinking last", []Message{u, asst(thinking("t"))}, Rules{}, []string{"1:" + RuleThinkingLast}},
+		{"thinking off, final assistant with thinking", []Message{u, asst(thinking("t"), Block{Type: BlockText, Text: "x"})}, Rules{Thinking: ThinkingOff}, []string{"1:" + RuleThinkingOff}},
+		{"thinking off, earlier thinking is fine", []Message{u, asst(thinking("t"), Block{Type: BlockText, Text: "x"}), u}, Rules{Thinking: ThinkingOff}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := CheckRequest(tc.msgs, tc.rules)
+			var got []string
+			for _, v := range vs {
+				got = append(got, strconv.Itoa(v.Index)+":"+v.Rule)
+				if v.Message == "" {
+					t.Errorf("%v has no message", v)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("violations %v, want %v (%v)", got, tc.want, vs)
+			}
+			if err := vs.Err(); (err != nil) != (len(tc.want) > 0) || (err != nil && !errors.Is(err, ErrProviderRule)) {
+				t.Fatalf("Err() = %v", err)
+			}
+		})
+	}
+}
+
+// The messages quote the providers' own texts.
+func TestCheckRequestQuotesTheProvider(t *testing.T) {
+	msgs := []Message{text(RoleUser, "go"), asst(thinking("t1"), call("toolu_1", "r")), result("toolu_1", "1"), asst(call("toolu_2", "r")), result("toolu_2", "2")}
+	vs := CheckRequest(msgs, Rules{Thinking: ThinkingOn})
+	if len(vs) != 1 || !strings.Contains(vs[0].Message, "Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block") {
+		t.Fatalf("got %v", vs)
+	}
+	vs = CheckRequest([]Message{text(RoleUser, "go"), calls(call("toolu_019tYDrbzifrra2KYzmYqWvk", "r"))}, Rules{})
+	if len(vs) != 1 || !strings.Contains(vs[0].Message, "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_019tYDrbzifrra2KYzmYqWvk.") {
+		t.Fatalf("got %v", vs)
+	}
+}
+
+func TestSendable(t *testing.T) {
+	msgs := []Message{
+		text(RoleUser, "go"),
+		{Role: RoleAssistant, Content: []Block{{Type: BlockText, Text: "  "}}},
+		{Role: RoleAssistant, Content: []Block{{Type: BlockText, Text: ""}, {Type: BlockText, Text: "x"}}},
+		{Role: RoleTool, ToolCallID: "a", Content: []Block{{Type: BlockText, Text: " "}}},
+	}
+	got := Sendable(msgs)
+	if len(got) != 3 || len(got[1].Content) != 1 || got[1].Content[0].Text != "x" || got[2].Role != RoleTool || len(got[2].Content) != 0 {
+		t.Fatalf("Sendable = %+v", got)
+	}
+	if len(msgs[2].Content) != 2 {
+		t.Fatal("Sendable changed its input")
+	}
+	clean := msgs[:1]
+	if s := Sendable(clean); &s[0] != &clean[0] {
+		t.Fatal("a clean list is not returned as is")
+	}
+}
