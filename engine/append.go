@@ -147,6 +147,8 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 			others = append(others, ev)
 		}
 	}
+	// A prompt or tool change deferred by a tool loop that has now ended.
+	e.applyPending(ctx, s)
 	// Layer 2: a context-edit pass, when one fires.
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(stored))

@@ -200,6 +200,14 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	bindings := s.cfg.Summarizer.Bindings
 	shape := s.shape
+	// A compaction inside an open tool loop of a thinking-bound model folds
+	// the loop into the summary (DESIGN.md §4a): retaining the loop would
+	// send its final assistant message without the thinking the rewrite
+	// withholds, which the provider refuses. Shape simple for this one.
+	folded := s.inThinkingLoop()
+	if folded {
+		shape = trigger.ShapeSimple
+	}
 	cfg := s.cfg
 	started, _ := json.Marshal(map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens})
 	s.mu.Unlock()
@@ -301,6 +309,11 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// 5. Thinking the rewrite invalidated is no longer replayed
 	// (DESIGN.md §4): everything at or before the snapshot.
 	var events []checkpoint.Event
+	if folded {
+		d, _ := json.Marshal(map[string]any{"level": "info", "code": "loop_folded", "checkpoint_seq": stored.Seq,
+			"message": "the compaction ran inside an open tool loop of a thinking-bound model: the loop is folded into the summary (shape simple for this compaction), so no message loses the thinking the provider requires"})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
+	}
 	if s.model.ThinkingBinding && e.thinkingBefore(s, snap.seq+1) {
 		s.ledger.Withhold(snap.seq + 1)
 		d, _ := json.Marshal(prefixReset{Cause: "compaction", WithheldBefore: snap.seq + 1})

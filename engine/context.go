@@ -44,6 +44,11 @@ type Assembled struct {
 	ContextEditMode string `json:"-"`
 	// ContextEditing is the session's [context_editing] configuration.
 	ContextEditing config.ContextEditing `json:"-"`
+	// Rules are the provider rules Messages satisfy (DESIGN.md §4a), for
+	// history.CheckRequest(history.Sendable(Messages), Rules): thinking on
+	// when the model binds thinking and the newest assistant message
+	// carries it; OpenTail while a tool call waits on its result.
+	Rules history.Rules `json:"-"`
 }
 
 // ContextOptions tune Context.
@@ -57,7 +62,9 @@ type ContextOptions struct {
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
-// diagnostic. Errors: ErrInvalid, ErrNotFound, ctx's.
+// diagnostic. A context that breaks a provider rule (§4a) is never returned:
+// the violation is logged and counted, and Context returns ErrProviderRule.
+// Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
 	var diagnostic string
 	compacted := false
@@ -88,6 +95,9 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	defer s.mu.Unlock()
 	a := e.assemble(s)
+	if err := e.enforceRules(s, a); err != nil {
+		return nil, err
+	}
 	a.Compacted = compacted
 	a.Diagnostic = diagnostic
 	if a.Tokens > a.ContextLimit {
@@ -97,6 +107,44 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%d tokens, %s) exceeds the context window of %d tokens", a.Tokens, a.TokensSource, a.ContextLimit))
 	}
 	return a, nil
+}
+
+// enforceRules checks the assembled context against the provider rules
+// (DESIGN.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is
+// logged with every violation and counted, and the context is withheld —
+// an error the agent sees instead of the provider's 400 (docs/decisions.md
+// "A context that breaks a provider rule"). Called with s.mu held.
+func (e *Engine) enforceRules(s *session, a *Assembled) error {
+	a.Rules = e.providerRules(s)
+	vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules)
+	if len(vs) == 0 {
+		return nil
+	}
+	for _, v := range vs {
+		e.metrics.ProviderRuleViolation(v.Rule)
+	}
+	e.log.Error("assembled context breaks a provider rule; not returned", "session", s.id, "violations", len(vs), "first", vs[0].Error(), "last_seq", s.lastSeq)
+	return fmt.Errorf("session %q: %w", s.id, vs.Err())
+}
+
+// providerRules are the rules the session's context must satisfy: thinking
+// on when the model binds thinking and the newest assistant message of the
+// active history, as stored, carries thinking (the agent enabled it); calls
+// waiting on their result accepted at the end (an inspection mid-round).
+// Called with s.mu held.
+func (e *Engine) providerRules(s *session) history.Rules {
+	r := history.Rules{OpenTail: s.openRound()}
+	if s.model.ThinkingBinding {
+		for i := len(s.active) - 1; i >= 0; i-- {
+			if m := s.active[i].msg; m.Role == history.RoleAssistant {
+				if contextedit.HasThinking(m) {
+					r.Thinking = history.ThinkingOn
+				}
+				break
+			}
+		}
+	}
+	return r
 }
 
 // compactAndWait submits a compaction (or joins the running one) and waits.

@@ -43,6 +43,10 @@ var (
 	// ErrUnavailable: the compaction queue is full or the engine is
 	// shutting down; try again later.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrProviderRule: the assembled context breaks a provider rule
+	// (DESIGN.md §4a) and was not returned; it wraps
+	// history.ErrProviderRule. A bug of ctxd: logged and counted.
+	ErrProviderRule = history.ErrProviderRule
 )
 
 // FieldError is bad input in one field of a request: Field is its path
@@ -85,6 +89,10 @@ type Metrics interface {
 	SummarizerCall(binding string, d time.Duration, err error)
 	// CircuitOpened counts a session whose circuit opened.
 	CircuitOpened()
+	// ProviderRuleViolation counts an assembled context that broke a
+	// provider rule (DESIGN.md §4a), by rule name (history.Rule*): a bug,
+	// and the context was not returned.
+	ProviderRuleViolation(rule string)
 }
 
 type noMetrics struct{}
@@ -93,6 +101,7 @@ func (noMetrics) Appended(int)                                {}
 func (noMetrics) Compaction(string)                           {}
 func (noMetrics) SummarizerCall(string, time.Duration, error) {}
 func (noMetrics) CircuitOpened()                              {}
+func (noMetrics) ProviderRuleViolation(string)                {}
 
 // Options configure an Engine. Log, Artifacts, Summarizer and Pool are
 // required.

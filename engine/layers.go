@@ -42,7 +42,9 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 // append: when a pass fires it is recorded in the log, then applied. It
 // returns the events it wrote, with their seqs. Called with s.mu held.
 func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
-	if s.editMode != contextedit.ModeLocal {
+	if s.editMode != contextedit.ModeLocal || s.inThinkingLoop() {
+		// A pass inside an open tool loop of a thinking-bound model waits
+		// for the loop's end (DESIGN.md §4a).
 		return nil
 	}
 	// A pass needs raw tool-result text over the limit and eliding the

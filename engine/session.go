@@ -127,6 +127,10 @@ type session struct {
 	agentFile *config.AgentFile
 	agentErr  error
 
+	// pending is a patch of the system prompt or tool set waiting for the
+	// end of an open tool loop (DESIGN.md §4a); nil when none.
+	pending *checkpoint.Meta
+
 	lastCheck  Check
 	lastError  string
 	compacting bool // a compaction of this session is past its snapshot
@@ -179,6 +183,14 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 				return err
 			}
 			e.applyCheckpoint(s, cp)
+		case checkpoint.KindSessionUpdated:
+			var d deferredUpdate
+			if json.Unmarshal(ev.Data, &d) == nil && d.DeferredMeta != nil {
+				m := *d.DeferredMeta
+				s.pending = &m
+			} else {
+				s.pending = nil // applied
+			}
 		case checkpoint.KindPrefixReset:
 			var d prefixReset
 			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.ledger.WithheldThinkingBefore() {
@@ -515,6 +527,28 @@ func (e *Engine) check(s *session, sig trigger.Signal) trigger.Decision {
 
 // openRound reports whether a tool call of the session waits on its result.
 func (s *session) openRound() bool { return len(s.state.Open()) > 0 }
+
+// inThinkingLoop reports whether an open tool loop of a thinking-bound model
+// is in progress: the newest message is a tool result or an assistant
+// message whose calls wait on their results, and the newest assistant
+// message carries thinking. The provider then requires that message to be
+// sent with its thinking first, so no rewrite may withhold it (DESIGN.md
+// §4a): passes and prompt or tool changes wait for the loop's end (the next
+// user prompt), and a compaction folds the loop.
+func (s *session) inThinkingLoop() bool {
+	if !s.model.ThinkingBinding || len(s.active) == 0 {
+		return false
+	}
+	if s.active[len(s.active)-1].msg.Role != history.RoleTool && !s.openRound() {
+		return false
+	}
+	for i := len(s.active) - 1; i >= 0; i-- {
+		if m := s.active[i].msg; m.Role == history.RoleAssistant {
+			return contextedit.HasThinking(m)
+		}
+	}
+	return false
+}
 
 // newGroupSinceCheckpoint: something was appended after the latest
 // checkpoint's snapshot (the no-loop rule of DESIGN.md §5.1).

@@ -317,14 +317,23 @@ type Patch struct {
 // UpdateSession applies p. A changed system prompt or tool set (detected by
 // digest) is a recorded rewrite: a session_updated event and, for models
 // that bind thinking to the prefix, a prefix_reset that stops the replay of
-// earlier thinking (DESIGN.md §4). Errors: ErrInvalid, ErrNotFound.
+// earlier thinking (DESIGN.md §4). Inside an open tool loop of such a model
+// (see inThinkingLoop) a change of system prompt or tool set takes effect
+// when the loop ends (§4a): the whole patch is recorded as pending (a
+// session_updated event with deferred_meta) and applied by the append that
+// ends the loop; until then the context keeps the old prompt, tools and the
+// loop's thinking. Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, error) {
 	s, err := e.lock(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
 	defer s.mu.Unlock()
-	meta := s.meta
+	cur := s.meta
+	if s.pending != nil {
+		cur = *s.pending // a later patch builds on the pending one
+	}
+	meta := cur
 	if p.System != nil {
 		meta.SystemPrompt = *p.System
 		meta.SystemPromptDigest = digest([]byte(*p.System))
@@ -352,8 +361,40 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
-	if metaEqual(meta, s.meta) {
+	if metaEqual(meta, cur) {
 		return e.info(s), nil // nothing changed: nothing to record
+	}
+	if (meta.SystemPromptDigest != s.meta.SystemPromptDigest || meta.ToolsDigest != s.meta.ToolsDigest) && s.inThinkingLoop() {
+		d, _ := json.Marshal(deferredUpdate{DeferredMeta: &meta, Message: "the system prompt or tool set changes when the open tool loop ends (DESIGN.md §4a)"})
+		seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindSessionUpdated, Data: d}})
+		if err != nil {
+			return Info{}, mapLogErr(id, err)
+		}
+		s.lastSeq = seq
+		s.pending = &meta
+		return e.info(s), nil
+	}
+	if err := e.commitUpdate(ctx, s, meta); err != nil {
+		return Info{}, err
+	}
+	return e.info(s), nil
+}
+
+// deferredUpdate is the Data of a session_updated event that records a
+// patch waiting for the end of an open tool loop.
+type deferredUpdate struct {
+	DeferredMeta *checkpoint.Meta `json:"deferred_meta"`
+	Message      string           `json:"message"`
+}
+
+// commitUpdate stores meta as the session's and applies it: session_updated
+// and, for a changed system prompt or tool set of a thinking-bound model, a
+// prefix_reset withholding the thinking before it, all in one write. It
+// clears a pending patch. Called with s.mu held.
+func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.Meta) error {
+	probe := &session{id: s.id, meta: meta, state: s.state}
+	if err := e.configure(probe); err != nil {
+		return err
 	}
 	var causes []string
 	if meta.SystemPromptDigest != s.meta.SystemPromptDigest {
@@ -375,20 +416,33 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		d, _ := json.Marshal(prefixReset{Cause: causes[0], WithheldBefore: withheld})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: d})
 	}
-	first, err := e.opts.Log.PutMeta(ctx, id, meta, events...)
+	first, err := e.opts.Log.PutMeta(ctx, s.id, meta, events...)
 	if err != nil {
-		return Info{}, mapLogErr(id, err)
+		return mapLogErr(s.id, err)
 	}
 	s.meta = meta
+	s.pending = nil
 	s.lastSeq = first + uint64(len(events)) - 1
 	if err := e.configure(s); err != nil {
-		return Info{}, err
+		return err
 	}
 	if withheld != s.ledger.WithheldThinkingBefore() {
 		s.ledger.Withhold(withheld)
 		e.retokenize(s)
 	}
-	return e.info(s), nil
+	return nil
+}
+
+// applyPending applies a patch deferred by an open tool loop once the loop
+// has ended (DESIGN.md §4a). A failure is logged; the next append retries.
+// Called with s.mu held.
+func (e *Engine) applyPending(ctx context.Context, s *session) {
+	if s.pending == nil || s.inThinkingLoop() {
+		return
+	}
+	if err := e.commitUpdate(ctx, s, *s.pending); err != nil {
+		e.log.Warn("applying a session update deferred by a tool loop", "session", s.id, "err", err)
+	}
 }
 
 // metaEqual reports whether a PATCH changed nothing a session is assembled

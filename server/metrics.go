@@ -19,6 +19,7 @@ const (
 	MetricCompactions    = "ctxd_compactions_total"
 	MetricSummarizer     = "ctxd_summarizer_call_duration_seconds"
 	MetricCircuitOpen    = "ctxd_circuit_opened_total"
+	MetricProviderRule   = "ctxd_provider_rule_violations_total"
 	MetricSessions       = "ctxd_sessions"
 	MetricQueueDepth     = "ctxd_compaction_queue_depth"
 	MetricQueueCapacity  = "ctxd_compaction_queue_capacity"
@@ -40,6 +41,7 @@ type Metrics struct {
 	compactions *prometheus.CounterVec
 	summarizer  *prometheus.HistogramVec
 	circuit     prometheus.Counter
+	rules       *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	reqSeconds  *prometheus.HistogramVec
 }
@@ -48,7 +50,8 @@ type Metrics struct {
 // appended messages (counter), compactions by outcome ("ok", "stalled",
 // "failed"; counter), summarizer call latency by binding and outcome
 // ("ok", "error"; histogram in seconds, 50 ms to ~3 min), sessions whose
-// circuit opened (counter), and HTTP requests by route and status. A nil reg
+// circuit opened (counter), contexts withheld for a provider rule by rule
+// (counter), and HTTP requests by route and status. A nil reg
 // makes the collectors without registering them.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -66,6 +69,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		circuit: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricCircuitOpen, Help: "Sessions whose failure circuit opened (three consecutive failed compactions in a run).",
 		}),
+		rules: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricProviderRule, Help: "Assembled contexts withheld because they broke a provider rule (DESIGN.md §4a), by rule: always 0 unless ctxd has a bug.",
+		}, []string{"rule"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests, Help: "HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
@@ -76,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"route"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.requests, m.reqSeconds)
+		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.rules, m.requests, m.reqSeconds)
 	}
 	return m
 }
@@ -99,6 +105,10 @@ func (m *Metrics) SummarizerCall(binding string, d time.Duration, err error) {
 
 // CircuitOpened counts a session whose circuit opened (engine.Metrics).
 func (m *Metrics) CircuitOpened() { m.circuit.Inc() }
+
+// ProviderRuleViolation counts a context withheld for breaking a provider
+// rule (engine.Metrics); rule is one of the history.Rule* names.
+func (m *Metrics) ProviderRuleViolation(rule string) { m.rules.WithLabelValues(rule).Inc() }
 
 func (m *Metrics) request(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
