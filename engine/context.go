@@ -199,7 +199,8 @@ func (e *Engine) activeMessages(s *session) []history.Message {
 
 // render returns m as it is sent: an elided tool result as its stub
 // (DESIGN.md §6), thinking withheld after a recorded rewrite for
-// thinking-bound models (§4). Same state, same bytes.
+// thinking-bound models (§4), and an assistant message's trailing thinking
+// dropped (§4a: an interrupted response). Same state, same bytes.
 func (e *Engine) render(s *session, m history.Message) history.Message {
 	r, _ := e.renderChanged(s, m)
 	return r
@@ -212,9 +213,16 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 			return s.ledger.Render(m, s.offloads[m.ToolCallID]), true
 		}
 	case history.RoleAssistant:
+		changed := false
 		if m.Seq < s.ledger.WithheldThinkingBefore() && contextedit.HasThinking(m) {
-			return s.ledger.Render(m, ""), true
+			m, changed = s.ledger.Render(m, ""), true
 		}
+		// A response interrupted while reasoning ends with thinking, which
+		// the provider refuses (DESIGN.md §4a).
+		if r, ok := history.DropTrailingThinking(m); ok {
+			m, changed = r, true
+		}
+		return m, changed
 	}
 	return m, false
 }

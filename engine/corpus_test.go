@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -86,4 +87,87 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 			t.Logf("%s: %d messages, %d compactions", file, len(tr.Messages), compactions)
 		})
 	}
+}
+
+// Forced compactions at every position of each corpus session (every
+// position where one may run, thinned to about 25 per session and shape),
+// in the shapes simple and keep-tail, on the session's own model when the
+// catalog binds its thinking: every context the engine returns, and every
+// one after each later append, satisfies the provider rules
+// (history.CheckRequest, DESIGN.md §4a) — the engine withholds any that
+// does not, so h.context fails the test.
+func TestForcedCompactionAtEveryPositionOnTheCorpus(t *testing.T) {
+	files := append(append([]string(nil), corpusFiles...),
+		"recorded/pi/pi0.73.1-anthropic-1compaction.jsonl",
+		"recorded/claude-code/cc2.1.197-two-turns.jsonl",
+		"recorded/codex/cli0.171-function-tools.rollout.jsonl")
+	for _, file := range files {
+		for _, shape := range []string{trigger.ShapeSimple, trigger.ShapeKeepTail} {
+			t.Run(file+"/"+shape, func(t *testing.T) {
+				data := corpustest.Read(t, file)
+				tr, err := transcript.Import(bytes.NewReader(data), transcript.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr.CloseAbandoned()
+				cfg := testConfig()
+				cfg.ContextCompaction.Auto = false
+				cfg.ContextCompaction.KeepRecentTokens = 2000
+				cfg.Compaction.Shape = shape
+				h := newHarness(t, cfg, "")
+				model := "test-model"
+				if strings.HasPrefix(tr.Model, "claude") || tr.Format == "pi" && hasThinking(tr.Messages) {
+					model = thinkingModel
+				}
+				if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: model, ContextLimit: 200000}); err != nil {
+					t.Fatal(err)
+				}
+				step := max(1, len(tr.Messages)/25)
+				state := &history.State{}
+				compactions, due := 0, 0
+				for i, m := range tr.Messages {
+					h.append("s", m)
+					state.Apply(m)
+					a := h.context("s")
+					if vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules); len(vs) > 0 {
+						t.Fatalf("after message %d: %v", i, vs)
+					}
+					if i%step == 0 {
+						due++
+					}
+					if due == 0 || len(state.Open()) > 0 {
+						continue
+					}
+					due = 0
+					_, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+					if errors.Is(err, ErrNothingToCompact) {
+						continue
+					}
+					if err != nil {
+						t.Fatalf("compaction after message %d: %v", i, err)
+					}
+					compactions++
+					a = h.context("s")
+					if vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules); len(vs) > 0 {
+						t.Fatalf("compaction after message %d: %v", i, vs)
+					}
+				}
+				if compactions < 2 {
+					t.Fatalf("only %d compactions ran", compactions)
+				}
+				t.Logf("%s (%s, %s): %d messages, %d compactions", file, model, shape, len(tr.Messages), compactions)
+			})
+		}
+	}
+}
+
+func hasThinking(msgs []history.Message) bool {
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			if b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -253,12 +253,12 @@ func (f *fakeAnthropic) count() int {
 	return len(f.requests)
 }
 
-// checkValid fails the test when msgs carries a tool result without its call
-// or a call without its result.
+// checkValid fails the test when msgs breaks a provider rule
+// (history.CheckRequest, DESIGN.md §4a): a tool result without its call, a
+// call without its result, an empty block or message, thinking out of place.
 func checkValid(t *testing.T, msgs []history.Message) {
 	t.Helper()
-	a := history.Groups(msgs)
-	if len(a.Orphans) > 0 || len(a.Unanswered) > 0 {
-		t.Fatalf("invalid context: %d orphan results, %d unanswered calls", len(a.Orphans), len(a.Unanswered))
+	if vs := history.CheckRequest(history.Sendable(msgs), history.Rules{}); len(vs) > 0 {
+		t.Fatalf("invalid context: %v", vs)
 	}
 }

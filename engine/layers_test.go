@@ -171,7 +171,8 @@ func TestResumeRebuildsTheSameContextWithLayers(t *testing.T) {
 }
 
 // After a pass in a session with signed thinking, no request carries
-// thinking produced before the rewrite point.
+// thinking produced before the rewrite point. The pass waits for the end of
+// the tool loop (DESIGN.md §4a).
 func TestPassWithholdsEarlierThinking(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Offload.Enabled = false
@@ -188,6 +189,11 @@ func TestPassWithholdsEarlierThinking(t *testing.T) {
 				{Type: history.BlockToolCall, ID: id, Name: "bash", Input: json.RawMessage(`{}`)}}},
 			history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: words(3000)}}})
 	}
+	if n := len(h.events("s", checkpoint.KindContextEdit)); n != 0 {
+		t.Fatalf("%d passes inside the tool loop", n)
+	}
+	h.append("s", history.Message{Role: history.RoleAssistant, Content: []history.Block{
+		{Type: history.BlockThinking, Text: "all done", Signature: "sig-end"}, {Type: history.BlockText, Text: "done"}}})
 	passes := h.events("s", checkpoint.KindContextEdit)
 	resets := h.events("s", checkpoint.KindPrefixReset)
 	if len(passes) != 1 || len(resets) != 1 {

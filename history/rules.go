@@ -292,3 +292,34 @@ func Sendable(msgs []Message) []Message {
 	}
 	return out
 }
+
+// InterruptedText replaces the content of an assistant message made only of
+// thinking blocks once DropTrailingThinking removed them: a response
+// interrupted while it was reasoning, which providers refuse to be sent
+// back as it is, and a message needs content.
+const InterruptedText = "[a response interrupted while reasoning; its reasoning is not replayed]"
+
+// DropTrailingThinking returns m without the thinking and redacted_thinking
+// blocks that end it, and true, when m is an assistant message ending with
+// one: providers refuse it ("The final block in an assistant message cannot
+// be `thinking`", DESIGN.md §4a) — an agent stores one when a response was
+// interrupted while reasoning. Whole blocks are dropped, never edited; a
+// message left empty holds one text block, InterruptedText. The copy shares
+// no slice with m and has Tokens 0. Any other message is returned as is,
+// with false.
+func DropTrailingThinking(m Message) (Message, bool) {
+	n := len(m.Content)
+	if m.Role != RoleAssistant || n == 0 || !isThinkingBlock(m.Content[n-1]) {
+		return m, false
+	}
+	for n > 0 && isThinkingBlock(m.Content[n-1]) {
+		n--
+	}
+	out := m
+	out.Content = append([]Block(nil), m.Content[:n]...)
+	if n == 0 {
+		out.Content = []Block{{Type: BlockText, Text: InterruptedText}}
+	}
+	out.Tokens = 0
+	return out, true
+}

@@ -101,3 +101,21 @@ func TestSendable(t *testing.T) {
 		t.Fatal("a clean list is not returned as is")
 	}
 }
+
+func TestDropTrailingThinking(t *testing.T) {
+	m := asst(thinking("a"), Block{Type: BlockText, Text: "x"}, thinking("b"))
+	got, ok := DropTrailingThinking(m)
+	if !ok || len(got.Content) != 2 || got.Content[1].Text != "x" || len(m.Content) != 3 {
+		t.Fatalf("got %+v, %v", got, ok)
+	}
+	got, ok = DropTrailingThinking(asst(thinking("only")))
+	if !ok || len(got.Content) != 1 || got.Content[0].Text != InterruptedText {
+		t.Fatalf("thinking only: %+v", got)
+	}
+	if vs := CheckRequest([]Message{text(RoleUser, "go"), got}, Rules{}); len(vs) > 0 {
+		t.Fatal(vs)
+	}
+	if _, ok := DropTrailingThinking(asst(thinking("a"), call("c", "r"))); ok {
+		t.Fatal("a message ending with a call changed")
+	}
+}
