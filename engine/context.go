@@ -49,6 +49,9 @@ type Assembled struct {
 	// when the model binds thinking and the newest assistant message
 	// carries it; OpenTail while a tool call waits on its result.
 	Rules history.Rules `json:"-"`
+	// Violations are the provider rules Messages break: always empty
+	// unless ContextOptions.Unchecked.
+	Violations history.Violations `json:"-"`
 }
 
 // ContextOptions tune Context.
@@ -56,6 +59,11 @@ type ContextOptions struct {
 	// NoPreSend skips the pre-send check (inspection: `ctxctl session
 	// context` reads without compacting).
 	NoPreSend bool
+	// Unchecked returns a context that breaks a provider rule instead of
+	// ErrProviderRule, with the violations in Assembled.Violations (for
+	// `ctxctl replay`, which reports them; never for a context an agent
+	// sends). The violation is still logged and counted.
+	Unchecked bool
 }
 
 // Context returns the session's assembled context (DESIGN.md §4). Unless
@@ -95,7 +103,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	defer s.mu.Unlock()
 	a := e.assemble(s)
-	if err := e.enforceRules(s, a); err != nil {
+	if err := e.enforceRules(s, a); err != nil && !opts.Unchecked {
 		return nil, err
 	}
 	a.Compacted = compacted
@@ -120,6 +128,7 @@ func (e *Engine) enforceRules(s *session, a *Assembled) error {
 	if len(vs) == 0 {
 		return nil
 	}
+	a.Violations = vs
 	for _, v := range vs {
 		e.metrics.ProviderRuleViolation(v.Rule)
 	}

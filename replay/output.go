@@ -36,13 +36,16 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.GrowthError.Samples > 0 {
 		fmt.Fprintf(w, "estimated growth vs recorded: p50 %.1f %%, p90 %.1f %% (%d pairs)\n", 100*r.GrowthError.P50, 100*r.GrowthError.P90, r.GrowthError.Samples)
 	}
-	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.NonAppendRequests == r.RecordedRewrites
+	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.ProviderRuleViolations == 0 && r.NonAppendRequests == r.RecordedRewrites
 	verdict := "ok"
 	if !ok {
 		verdict = "PROBLEM"
 	}
-	fmt.Fprintf(w, "checks: %d orphan tool results, %d unanswered tool calls, %d non-append requests for %d recorded rewrites: %s\n",
-		r.OrphanToolResults, r.UnansweredToolCalls, r.NonAppendRequests, r.RecordedRewrites, verdict)
+	fmt.Fprintf(w, "checks: %d orphan tool results, %d unanswered tool calls, %d provider-rule violations, %d non-append requests for %d recorded rewrites: %s\n",
+		r.OrphanToolResults, r.UnansweredToolCalls, r.ProviderRuleViolations, r.NonAppendRequests, r.RecordedRewrites, verdict)
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "  violation: %s\n", v)
+	}
 }
 
 // WriteStep writes one timeline line.

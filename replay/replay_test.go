@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
@@ -67,6 +68,8 @@ func TestReplayCorpus(t *testing.T) {
 		"claude-code/v1-167tools-sidechains.jsonl",
 		"pi/454tools-2compactions.jsonl",
 		"swe-agent/marshmallow-1867.traj.json",
+		"recorded/pi/pi0.73.1-anthropic-1compaction.jsonl",
+		"recorded/claude-code/cc2.1.197-two-turns.jsonl",
 	}
 	for _, f := range files {
 		for _, variant := range []struct {
@@ -98,6 +101,9 @@ func checkClean(t *testing.T, r *Report) {
 	if r.OrphanToolResults != 0 || r.UnansweredToolCalls != 0 {
 		t.Fatalf("orphan results %d, unanswered calls %d", r.OrphanToolResults, r.UnansweredToolCalls)
 	}
+	if r.ProviderRuleViolations != 0 {
+		t.Fatalf("%d provider-rule violations: %v", r.ProviderRuleViolations, r.Violations)
+	}
 	if r.NonAppendRequests != r.RecordedRewrites {
 		t.Fatalf("non-append requests %d ≠ recorded rewrites %d", r.NonAppendRequests, r.RecordedRewrites)
 	}
@@ -126,4 +132,16 @@ func TestCompactTranscriptOnTheCorpus(t *testing.T) {
 		t.Fatalf("tokens %d → %d", r.TokensBefore, r.TokensAfter)
 	}
 	t.Logf("pi: %d messages, %d → %d tokens, %d retained, %d-byte summary", r.Messages, r.TokensBefore, r.TokensAfter, r.RetainedMessages, r.SummaryBytes)
+}
+
+// The text report's checks name provider-rule violations and call them a
+// problem.
+func TestReportShowsProviderRuleViolations(t *testing.T) {
+	r := &Report{ProviderRuleViolations: 1, Violations: []string{"request before response 3: message 4: loop_thinking_missing: Expected `thinking`"}}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	out := b.String()
+	if !strings.Contains(out, "1 provider-rule violations") || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "violation: request before response 3") {
+		t.Fatalf("report:\n%s", out)
+	}
 }
