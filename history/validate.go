@@ -117,7 +117,10 @@ func (s *State) openIndex(id string) int {
 //   - tool_call_id, tool_name and is_error only on tool messages; usage and
 //     model only on assistant messages;
 //   - a user message is refused while calls are open: append the results
-//     Abandon returns first (an abandoned round).
+//     Abandon returns first (an abandoned round);
+//   - an assistant message is refused while calls are open, naming the
+//     first: the provider wants every result in the message right after
+//     its call (DESIGN.md §4a; docs/decisions.md).
 //
 // It returns a *ValidationError (Index -1) for the first rule broken.
 func (s *State) Check(m Message) error {
@@ -140,6 +143,11 @@ func (s *State) Check(m Message) error {
 			return invalid("tool_name", "%q does not match the call's tool %q", m.ToolName, s.open[i].Name)
 		}
 	case RoleAssistant:
+		if len(s.open) > 0 {
+			// The provider wants every call's result in the next message
+			// (DESIGN.md §4a); a response can only follow the results.
+			return invalid("role", "an assistant message while tool call %q (%s) is open: append its result first", s.open[0].ID, s.open[0].Name)
+		}
 		var ids map[string]bool
 		for i, b := range m.Content {
 			if b.Type != BlockToolCall {

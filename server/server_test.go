@@ -25,6 +25,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
@@ -361,6 +362,7 @@ func TestContextFormats(t *testing.T) {
 	if anth.System == "" || len(anth.Tools) != 1 || len(anth.Messages) != 3 || anth.Messages[2].Role != "user" {
 		t.Errorf("anthropic shape: %s", body)
 	}
+	strictAnthropic(t, body, history.ThinkingUnknown)
 	if len(anth.ContextManagement) == 0 || hdr.Get(api.HeaderAnthropicBeta) != AnthropicContextManagementBeta {
 		t.Errorf("mode server: context_management %s, beta header %q", anth.ContextManagement, hdr.Get(api.HeaderAnthropicBeta))
 	}
