@@ -81,6 +81,11 @@ type session struct {
 
 	active       []entry
 	activeTokens uint64
+	// compactedAt is the seq of the newest active message holding a
+	// provider compaction block (history.BlockCompaction), 0 when none: the
+	// provider drops everything before that block, so the messages before
+	// it count no tokens.
+	compactedAt uint64
 
 	// usage is the newest reported usage after the latest checkpoint; usageAt
 	// is the index in active just after the message that carried it (so
@@ -324,10 +329,7 @@ const (
 )
 
 func (e *Engine) fixedTokens(s *session) uint64 {
-	n := e.est.Text(s.system)
-	for _, t := range s.tools {
-		n += e.est.Text(t.Name) + e.est.Text(t.Description) + e.est.Text(string(t.InputSchema))
-	}
+	n := e.est.Text(s.system) + e.est.Tools(s.tools)
 	if len(s.pinned) > 0 {
 		n += e.est.Message(pinnedMessage(s.pinned))
 	}
@@ -380,6 +382,11 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name})
 	s.activeTokens += t
+	if history.LastCompaction(m) >= 0 {
+		// A provider compaction: what precedes it is no longer billed.
+		s.compactedAt = m.Seq
+		e.retokenize(s)
+	}
 	s.lastMsg = m.Seq
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
 		e.observeUsage(s, m)
@@ -400,8 +407,13 @@ func (e *Engine) addActive(s *session, m history.Message) {
 }
 
 // sentTokens is the estimate of m as it is sent: the stored estimate, or
-// that of its rendering when context editing or withheld thinking changed it.
+// that of its rendering when context editing or withheld thinking changed
+// it; 0 before a provider compaction block, which the provider replaces by
+// its summary.
 func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
+	if m.Seq < s.compactedAt {
+		return 0 // before a provider compaction block
+	}
 	if r, changed := e.renderChanged(s, m); changed {
 		return e.est.Message(r)
 	}

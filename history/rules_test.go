@@ -119,3 +119,28 @@ func TestDropTrailingThinking(t *testing.T) {
 		t.Fatal("a message ending with a call changed")
 	}
 }
+
+// A message holding a provider compaction block counts from that block on;
+// only assistant messages may hold one.
+func TestCompactionBlock(t *testing.T) {
+	var e Estimator
+	long := Block{Type: BlockText, Text: strings.Repeat("the quick brown fox ", 2000)}
+	summary := Block{Type: BlockCompaction, Text: "a short summary"}
+	m := asst(long, summary, Block{Type: BlockText, Text: "hello"})
+	if got, want := e.Message(m), e.Message(asst(summary, Block{Type: BlockText, Text: "hello"})); got != want {
+		t.Fatalf("estimate %d, want %d (from the compaction block on)", got, want)
+	}
+	msgs := []Message{text(RoleUser, "x"), m, text(RoleUser, "y")}
+	if i := CompactionIndex(msgs); i != 1 {
+		t.Fatalf("CompactionIndex = %d", i)
+	}
+	if err := (&State{}).Check(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&State{}).Check(Message{Role: RoleUser, Content: []Block{summary}}); err == nil {
+		t.Fatal("a compaction block in a user message was accepted")
+	}
+	if e.Tools(nil) != 0 || e.Tools([]ToolDef{{Name: "t"}}) < ToolsPreambleTokens+ToolDefOverheadTokens {
+		t.Fatal("tool overheads not counted")
+	}
+}

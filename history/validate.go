@@ -220,6 +220,7 @@ var blockFields = map[BlockType][]string{
 	BlockToolCall:         {"id", "name", "input"},
 	BlockImage:            {"media_type", "data", "artifact"},
 	BlockJSON:             {"json"},
+	BlockCompaction:       {"text"},
 }
 
 // IsObject reports whether raw, valid JSON, is an object.
@@ -289,6 +290,10 @@ func checkBlock(role Role, b *Block) *ValidationError {
 			return invalid("input", "invalid JSON")
 		case !IsObject(b.Input):
 			return invalid("input", "must be a JSON object, as providers require ({} for no arguments)")
+		}
+	case BlockCompaction:
+		if role != RoleAssistant {
+			return invalid("type", "compaction blocks only in assistant messages")
 		}
 	case BlockThinking, BlockRedactedThinking:
 		if role != RoleAssistant {

@@ -724,7 +724,7 @@ func cutBody(s string, n int) string {
 func messageText(m *history.Message) string {
 	var parts []string
 	for _, b := range m.Content {
-		if b.Type == history.BlockText && strings.TrimSpace(b.Text) != "" {
+		if (b.Type == history.BlockText || b.Type == history.BlockCompaction) && strings.TrimSpace(b.Text) != "" {
 			parts = append(parts, b.Text)
 		}
 	}

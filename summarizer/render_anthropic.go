@@ -1,6 +1,7 @@
 package summarizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -52,6 +53,52 @@ type AnthropicBlock struct {
 	Source    *AnthropicSource `json:"source,omitempty"`
 	// CacheControl marks a prompt-cache breakpoint.
 	CacheControl *AnthropicCacheControl `json:"cache_control,omitempty"`
+	// Compaction is the summary of a "compaction" block (server-side
+	// compaction), encoded as its "content" string.
+	Compaction string `json:"-"`
+}
+
+// MarshalJSON encodes b as the API wants it, without HTML escaping: a
+// "compaction" block as {"type":"compaction","content":"<summary>"}, any
+// other with its fields.
+func (b AnthropicBlock) MarshalJSON() ([]byte, error) {
+	type plain AnthropicBlock
+	var v any = plain(b)
+	if b.Type == "compaction" {
+		v = struct {
+			Type         string                 `json:"type"`
+			Content      string                 `json:"content"`
+			CacheControl *AnthropicCacheControl `json:"cache_control,omitempty"`
+		}{b.Type, b.Compaction, b.CacheControl}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes: a "compaction" block's
+// string content into Compaction.
+func (b *AnthropicBlock) UnmarshalJSON(data []byte) error {
+	type plain AnthropicBlock
+	var probe struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return err
+	}
+	if probe.Type != "compaction" {
+		return json.Unmarshal(data, (*plain)(b))
+	}
+	*b = AnthropicBlock{Type: probe.Type}
+	if len(probe.Content) == 0 {
+		return nil
+	}
+	return json.Unmarshal(probe.Content, &b.Compaction)
 }
 
 // AnthropicSource is the source of an image block: base64 data.
@@ -161,6 +208,8 @@ func anthropicBlock(b history.Block) AnthropicBlock {
 		return AnthropicBlock{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
 	case history.BlockRedactedThinking:
 		return AnthropicBlock{Type: "redacted_thinking", Data: b.Data}
+	case history.BlockCompaction:
+		return AnthropicBlock{Type: "compaction", Compaction: b.Text}
 	case history.BlockToolCall:
 		in := b.Input
 		if len(in) == 0 {
