@@ -29,7 +29,9 @@ type AppendResult struct {
 	// and others.
 	FirstSeq, LastSeq uint64
 	// Events are the events other than messages it wrote, in seq order
-	// (abandoned_round, offload, context_edit, prefix_reset).
+	// (abandoned_round, offload, session_updated and prefix_reset of a
+	// change deferred by a tool loop that this append ended, context_edit,
+	// prefix_reset).
 	Events []checkpoint.Event
 	// Tokens is the assembled context's size after the append, in tokens;
 	// TokensSource "reported" or "estimated"; Threshold the session's.
@@ -148,7 +150,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		}
 	}
 	// A prompt or tool change deferred by a tool loop that has now ended.
-	e.applyPending(ctx, s)
+	others = append(others, e.applyPending(ctx, s)...)
 	// Layer 2: a context-edit pass, when one fires.
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(stored))

@@ -374,7 +374,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		s.pending = &meta
 		return e.info(s), nil
 	}
-	if err := e.commitUpdate(ctx, s, meta); err != nil {
+	if _, err := e.commitUpdate(ctx, s, meta); err != nil {
 		return Info{}, err
 	}
 	return e.info(s), nil
@@ -390,11 +390,12 @@ type deferredUpdate struct {
 // commitUpdate stores meta as the session's and applies it: session_updated
 // and, for a changed system prompt or tool set of a thinking-bound model, a
 // prefix_reset withholding the thinking before it, all in one write. It
-// clears a pending patch. Called with s.mu held.
-func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.Meta) error {
+// clears a pending patch. It returns the events written, with their seqs.
+// Called with s.mu held.
+func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.Meta) ([]checkpoint.Event, error) {
 	probe := &session{id: s.id, meta: meta, state: s.state}
 	if err := e.configure(probe); err != nil {
-		return err
+		return nil, err
 	}
 	var causes []string
 	if meta.SystemPromptDigest != s.meta.SystemPromptDigest {
@@ -418,31 +419,36 @@ func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.M
 	}
 	first, err := e.opts.Log.PutMeta(ctx, s.id, meta, events...)
 	if err != nil {
-		return mapLogErr(s.id, err)
+		return nil, mapLogErr(s.id, err)
 	}
 	s.meta = meta
 	s.pending = nil
 	s.lastSeq = first + uint64(len(events)) - 1
+	for i := range events {
+		events[i].Seq = first + uint64(i)
+	}
 	if err := e.configure(s); err != nil {
-		return err
+		return events, err
 	}
 	if withheld != s.ledger.WithheldThinkingBefore() {
 		s.ledger.Withhold(withheld)
 		e.retokenize(s)
 	}
-	return nil
+	return events, nil
 }
 
 // applyPending applies a patch deferred by an open tool loop once the loop
-// has ended (DESIGN.md §4a). A failure is logged; the next append retries.
-// Called with s.mu held.
-func (e *Engine) applyPending(ctx context.Context, s *session) {
+// has ended (DESIGN.md §4a), returning the events written. A failure is
+// logged; the next append retries. Called with s.mu held.
+func (e *Engine) applyPending(ctx context.Context, s *session) []checkpoint.Event {
 	if s.pending == nil || s.inThinkingLoop() {
-		return
+		return nil
 	}
-	if err := e.commitUpdate(ctx, s, *s.pending); err != nil {
+	events, err := e.commitUpdate(ctx, s, *s.pending)
+	if err != nil {
 		e.log.Warn("applying a session update deferred by a tool loop", "session", s.id, "err", err)
 	}
+	return events
 }
 
 // metaEqual reports whether a PATCH changed nothing a session is assembled

@@ -81,7 +81,10 @@ func TestToolChangeInsideAThinkingLoopWaitsForItsEnd(t *testing.T) {
 		t.Fatalf("%d prefix resets inside the loop", n)
 	}
 	// The loop ends with the answer: the change takes effect, recorded.
-	h.append("s", thinkingAnswer("done", "fixed"))
+	res := h.append("s", thinkingAnswer("done", "fixed"))
+	if len(res.Events) != 2 || res.Events[0].Kind != checkpoint.KindSessionUpdated || res.Events[1].Kind != checkpoint.KindPrefixReset || res.Events[1].Seq == 0 {
+		t.Fatalf("the append that ended the loop reports events %+v", res.Events)
+	}
 	a = checkRules(t, h, "s", true, "after the loop")
 	if len(a.Tools) != 2 {
 		t.Fatalf("the deferred tools did not take effect: %+v", a.Tools)
