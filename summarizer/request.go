@@ -138,7 +138,10 @@ func (r *Request) artifactReadTools() []string {
 
 // Assemble returns the messages a provider is sent for r: a copy of
 // r.Messages followed by one user message holding the compaction prompt
-// (DESIGN.md §5.3). The message slice is new; blocks are shared with r and
+// (DESIGN.md §5.3). When r.Messages holds a provider compaction block
+// (history.BlockCompaction), the messages before it — which that provider
+// dropped — are left out, and its summary opens the request as a user
+// message (ProviderSummaryText), so any binding can read it. The message slice is new; blocks are shared with r and
 // must not be modified.
 //
 // It returns an error wrapping ErrInvalidHistory when the history is not
@@ -149,8 +152,8 @@ func (r *Request) Assemble() ([]history.Message, error) {
 	if err := CheckClosed(r.Messages); err != nil {
 		return nil, err
 	}
-	out := make([]history.Message, 0, len(r.Messages)+1)
-	out = append(out, r.Messages...)
+	out := make([]history.Message, 0, len(r.Messages)+2)
+	out = append(out, fromProviderCompaction(r.Messages)...)
 	out = append(out, history.Message{
 		Role:    history.RoleUser,
 		Content: []history.Block{{Type: history.BlockText, Text: r.prompt()}},
@@ -208,4 +211,28 @@ func openRoundError(open map[string]int, order []string, msgs []history.Message,
 		}
 	}
 	return fmt.Errorf("%w: open tool round", ErrInvalidHistory)
+}
+
+// ProviderSummaryText begins the user message that carries a provider
+// compaction block's summary in a summarizer request.
+const ProviderSummaryText = "Summary of the earlier conversation, written by the model provider when it compacted the context:"
+
+// fromProviderCompaction returns msgs from the newest provider compaction
+// block on: a user message holding its summary, then what followed the
+// block in its assistant message, then the later messages. msgs as is when
+// it holds none.
+func fromProviderCompaction(msgs []history.Message) []history.Message {
+	i := history.CompactionIndex(msgs)
+	if i < 0 {
+		return msgs
+	}
+	m := msgs[i]
+	j := history.LastCompaction(m)
+	out := []history.Message{{Role: history.RoleUser, Time: m.Time,
+		Content: []history.Block{{Type: history.BlockText, Text: ProviderSummaryText + "\n\n" + m.Content[j].Text}}}}
+	if rest := m.Content[j+1:]; len(rest) > 0 {
+		m.Content = rest
+		out = append(out, m)
+	}
+	return append(out, msgs[i+1:]...)
 }
