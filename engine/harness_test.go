@@ -18,6 +18,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
 	"github.com/dgraph-io/badger/v4"
@@ -195,6 +196,9 @@ type fakeAnthropic struct {
 	mu       sync.Mutex
 	replies  []fakeReply
 	requests [][]byte
+	// refused lists the provider rules the requests broke: the fake is
+	// strict (internal/strict) and answers them with Anthropic's 400.
+	refused []string
 	received chan struct{}
 	release  chan struct{} // when non-nil, each request waits for it
 }
@@ -218,8 +222,16 @@ func newFakeAnthropic(t *testing.T, replies ...fakeReply) *fakeAnthropic {
 	f := &fakeAnthropic{replies: replies, received: make(chan struct{}, 100)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		vs, err := strict.Anthropic(body, history.ThinkingUnknown, false)
 		f.mu.Lock()
 		f.requests = append(f.requests, body)
+		if err != nil || len(vs) > 0 {
+			f.refused = append(f.refused, fmt.Sprint(err, vs))
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":%q}}`, fmt.Sprint(err, vs))
+			return
+		}
 		rep := f.replies[0]
 		if len(f.replies) > 1 {
 			f.replies = f.replies[1:]
@@ -239,6 +251,13 @@ func newFakeAnthropic(t *testing.T, replies ...fakeReply) *fakeAnthropic {
 		_, _ = io.WriteString(w, rep.body)
 	}))
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.refused) > 0 {
+			t.Errorf("the strict provider refused %d summarizer requests: %v", len(f.refused), f.refused)
+		}
+	})
 	t.Setenv("CTXD_TEST_KEY", "test-key")
 	return f
 }

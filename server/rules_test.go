@@ -9,51 +9,23 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/summarizer"
 )
 
-// strictAnthropic is a strict fake Anthropic Messages API: it reads a
-// request body as ?format=anthropic serves it, turns it back into canonical
-// messages (each tool_result block a tool message) and refuses it, failing
-// the test with the provider's own words, when it breaks a rule the real API
-// enforces (history.CheckRequest, DESIGN.md §4a). thinking is the request's
-// thinking setting.
+// strictAnthropic fails the test when the strict fake provider
+// (internal/strict) refuses body, a request as ?format=anthropic serves it.
 func strictAnthropic(t *testing.T, body []byte, thinking history.Thinking) summarizer.AnthropicRequest {
 	t.Helper()
-	var req summarizer.AnthropicRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatalf("strict provider: not a Messages request: %v: %s", err, body)
+	vs, err := strict.Anthropic(body, thinking, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var msgs []history.Message
-	for _, m := range req.Messages {
-		var rest []history.Block
-		for _, b := range m.Content {
-			switch b.Type {
-			case "tool_result":
-				tm := history.Message{Role: history.RoleTool, ToolCallID: b.ToolUseID, IsError: b.IsError}
-				for _, c := range b.Content {
-					tm.Content = append(tm.Content, history.Block{Type: history.BlockText, Text: c.Text})
-				}
-				msgs = append(msgs, tm)
-			case "thinking":
-				rest = append(rest, history.Block{Type: history.BlockThinking, Text: b.Thinking, Signature: b.Signature})
-			case "redacted_thinking":
-				rest = append(rest, history.Block{Type: history.BlockRedactedThinking, Data: b.Data})
-			case "tool_use":
-				rest = append(rest, history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: b.Input})
-			case "image":
-				rest = append(rest, history.Block{Type: history.BlockImage})
-			default:
-				rest = append(rest, history.Block{Type: history.BlockText, Text: b.Text})
-			}
-		}
-		if len(rest) > 0 || len(m.Content) == 0 {
-			msgs = append(msgs, history.Message{Role: history.Role(m.Role), Content: rest})
-		}
-	}
-	if vs := history.CheckRequest(msgs, history.Rules{Thinking: thinking}); len(vs) > 0 {
+	if len(vs) > 0 {
 		t.Fatalf("strict provider: 400 invalid_request_error: %v\nrequest: %s", vs, body)
 	}
+	var req summarizer.AnthropicRequest
+	_ = json.Unmarshal(body, &req)
 	return req
 }
 
