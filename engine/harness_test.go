@@ -198,7 +198,7 @@ type fakeAnthropic struct {
 	requests [][]byte
 	// refused lists the provider rules the requests broke: the fake is
 	// strict (internal/strict) and answers them with Anthropic's 400.
-	refused []string
+	refused  []string
 	received chan struct{}
 	release  chan struct{} // when non-nil, each request waits for it
 }
