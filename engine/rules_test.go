@@ -179,3 +179,41 @@ func TestToolDefinitionsCountInTheEstimate(t *testing.T) {
 		t.Fatalf("after a checkpoint the estimate is %d tokens", info.Tokens)
 	}
 }
+
+// ruleMetrics records provider-rule violations.
+type ruleMetrics struct {
+	noMetrics
+	rules []string
+}
+
+func (m *ruleMetrics) ProviderRuleViolation(rule string) { m.rules = append(m.rules, rule) }
+
+// A context that breaks a provider rule is never returned (DESIGN.md §4a):
+// Context answers ErrProviderRule and the violation is counted; Unchecked
+// returns it with its violations (replay). A history that opens with an
+// assistant message is one Anthropic refuses ("first message must use the
+// "user" role").
+func TestAContextBreakingAProviderRuleIsWithheld(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	rec := &ruleMetrics{}
+	h.e.metrics = rec
+	h.create("s", 20000)
+	h.append("s", assistant("Hello, how can I help?"), user("fix it"))
+	_, err := h.e.Context(context.Background(), "s", ContextOptions{NoPreSend: true})
+	if !errors.Is(err, ErrProviderRule) || !strings.Contains(err.Error(), history.RuleFirstNotUser) {
+		t.Fatalf("err = %v, want ErrProviderRule naming %s", err, history.RuleFirstNotUser)
+	}
+	if len(rec.rules) != 1 || rec.rules[0] != history.RuleFirstNotUser {
+		t.Fatalf("counted %v", rec.rules)
+	}
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{NoPreSend: true, Unchecked: true})
+	if err != nil || len(a.Violations) != 1 || len(a.Messages) != 2 {
+		t.Fatalf("unchecked: %v, %+v", err, a)
+	}
+	// Pinned context before it makes the same history valid.
+	pinned := []history.Block{{Type: history.BlockText, Text: "project notes"}}
+	if _, err := h.e.UpdateSession(context.Background(), "s", Patch{Pinned: &pinned}); err != nil {
+		t.Fatal(err)
+	}
+	checkValid(t, h.context("s").Messages)
+}

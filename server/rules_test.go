@@ -136,3 +136,25 @@ func strictAnthropicOpen(t *testing.T, body []byte) summarizer.AnthropicRequest 
 	strictAnthropic(t, b, history.ThinkingUnknown)
 	return req
 }
+
+// A context that breaks a provider rule is answered with a 500, never sent,
+// and counted on /metrics.
+func TestContextBreakingAProviderRuleIs500AndCounted(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleAssistant, "Hello!"), text(api.RoleUser, "hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.client.ContextRaw(ctx, "s1", api.FormatAnthropic)
+	if api.ErrorCode(err) != api.Internal {
+		t.Fatalf("err = %v (%s), want internal", err, api.ErrorCode(err))
+	}
+	m, err := f.client.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m), MetricProviderRule+`{rule="`+history.RuleFirstNotUser+`"} 1`) {
+		t.Fatalf("metrics lack the violation:\n%s", m)
+	}
+}
