@@ -121,7 +121,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 // (DESIGN.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is
 // logged with every violation and counted, and the context is withheld —
 // an error the agent sees instead of the provider's 400 (docs/decisions.md
-// "A context that breaks a provider rule"). Called with s.mu held.
+// "Provider rules: one validator"). Called with s.mu held.
 func (e *Engine) enforceRules(s *session, a *Assembled) error {
 	a.Rules = e.providerRules(s)
 	vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules)
