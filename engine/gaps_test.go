@@ -113,6 +113,7 @@ func TestAgentFileTimeoutReachesTheSummarizer(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Compaction.AgentFile = path
+	cfg.ContextCompaction.KeepRecentTokens = 0
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
 	h := newHarness(t, cfg, "")
 	rec := &callMetrics{}
