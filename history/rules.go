@@ -3,6 +3,7 @@ package history
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -125,13 +126,14 @@ func CheckRequest(msgs []Message, r Rules) Violations {
 		vs = append(vs, Violation{Index: i, Rule: rule, Message: fmt.Sprintf(format, args...)})
 	}
 	seen := map[string]bool{}
-	var pending []string // calls of the last assistant message, unanswered
-	var callsOf map[string]bool
-	flush := func(at int) { // the run of results after a call ended at message at
+	var pending []string         // calls of the last assistant message, unanswered
+	callsOf := map[string]bool{} // the same, as a set
+	flush := func(at int) {      // the run of results after a call ended at message at
 		for _, id := range pending {
 			add(at, RuleMissingResult, textMissingResult, id)
 		}
-		pending, callsOf = nil, nil
+		pending = pending[:0]
+		clear(callsOf)
 	}
 	inRun := false // the messages since the last assistant with calls are all tool messages
 	for i := range msgs {
@@ -150,11 +152,8 @@ func CheckRequest(msgs []Message, r Rules) Violations {
 				continue
 			}
 			delete(callsOf, m.ToolCallID)
-			for j, id := range pending {
-				if id == m.ToolCallID {
-					pending = append(pending[:j:j], pending[j+1:]...)
-					break
-				}
+			if j := slices.Index(pending, m.ToolCallID); j >= 0 {
+				pending = slices.Delete(pending, j, j+1)
 			}
 		case RoleUser, RoleAssistant:
 			if len(m.Content) == 0 {
@@ -179,9 +178,6 @@ func CheckRequest(msgs []Message, r Rules) Violations {
 					continue
 				}
 				seen[b.ID] = true
-				if callsOf == nil {
-					callsOf = map[string]bool{}
-				}
 				callsOf[b.ID] = true
 				pending = append(pending, b.ID)
 			}

@@ -144,3 +144,24 @@ func TestCompactionBlock(t *testing.T) {
 		t.Fatal("tool overheads not counted")
 	}
 }
+
+// BenchmarkCheckRequest: the provider-rule check that runs before every
+// context is returned, beside Groups (the pairing check replay ran before)
+// on the same 2,000-message thinking history as the baseline.
+func BenchmarkCheckRequest(b *testing.B) {
+	msgs := make([]Message, 0, 2000)
+	for i := 0; len(msgs) < 2000; i++ {
+		id := "c" + strconv.Itoa(i)
+		msgs = append(msgs, text(RoleUser, "q"), asst(thinking("t"), call(id, "r")), result(id, "x"))
+	}
+	b.Run("groups baseline", func(b *testing.B) {
+		for b.Loop() {
+			Groups(msgs)
+		}
+	})
+	b.Run("sendable+check", func(b *testing.B) {
+		for b.Loop() {
+			CheckRequest(Sendable(msgs), Rules{Thinking: ThinkingOn})
+		}
+	})
+}
