@@ -311,6 +311,28 @@ type Checkpoint struct {
 	Shape string `json:"shape,omitempty"`
 	// Reason is why it ran: "auto", "manual" or "overflow".
 	Reason string `json:"reason,omitempty"`
+	// Request is the current request — the user prompt that opened the
+	// run being compacted — carried after the summary when the summary
+	// covers it (DESIGN.md §5.2); nil when it is retained or there is none.
+	Request *Carried `json:"request,omitempty"`
+	// FirstRequest is the session's first user request, carried as pinned
+	// context before the summary (DESIGN.md §5.2 keep_first_request); nil
+	// when it is off, retained, or the current request itself.
+	FirstRequest *Carried `json:"first_request,omitempty"`
+	// Fallback says the summary came from the implicit extractive fallback
+	// binding after every configured binding failed (DESIGN.md §5.5).
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// Carried is a user message a checkpoint keeps in the context outside the
+// summary (DESIGN.md §5.2): the message of the log with seq Seq, sent as it
+// was stored when Stub is "", else as one text block holding Stub (its head
+// and tail with the artifact URI of the whole).
+type Carried struct {
+	// Seq is the message's seq in the session's log.
+	Seq uint64 `json:"seq"`
+	// Stub, when not "", is the bounded text sent instead of the message.
+	Stub string `json:"stub,omitempty"`
 }
 
 // CheckpointEvent is the Data of a KindCheckpoint event: the checkpoint
@@ -327,16 +349,29 @@ type CheckpointEvent struct {
 	TokensAfter        uint64 `json:"tokens_after"`
 	Shape              string `json:"shape,omitempty"`
 	Reason             string `json:"reason,omitempty"`
+	// RequestSeq and FirstRequestSeq are the seqs of the carried requests
+	// (0: none); Fallback marks a summary by the extractive fallback.
+	RequestSeq      uint64 `json:"request_seq,omitempty"`
+	FirstRequestSeq uint64 `json:"first_request_seq,omitempty"`
+	Fallback        bool   `json:"fallback,omitempty"`
 }
 
 func (cp *Checkpoint) event() CheckpointEvent {
-	return CheckpointEvent{
+	ev := CheckpointEvent{
 		SummaryBytes: cp.SummaryBytes, Stalled: cp.Stalled,
 		SnapshotSeq: cp.SnapshotSeq, FirstRetainedSeq: cp.FirstRetainedSeq,
 		SummarizedMessages: cp.SummarizedMessages, Binding: cp.Binding,
 		PrunedRetry: cp.PrunedRetry, TokensBefore: cp.TokensBefore,
 		TokensAfter: cp.TokensAfter, Shape: cp.Shape, Reason: cp.Reason,
+		Fallback: cp.Fallback,
 	}
+	if cp.Request != nil {
+		ev.RequestSeq = cp.Request.Seq
+	}
+	if cp.FirstRequest != nil {
+		ev.FirstRequestSeq = cp.FirstRequest.Seq
+	}
+	return ev
 }
 
 // ValidSessionID checks a session id: 1 to 128 characters from

@@ -52,7 +52,7 @@ var tables = []string{
 func Defaults() Config {
 	c := Config{
 		ContextCompaction: defaultContextCompaction(),
-		Compaction:        Compaction{Shape: ShapeAuto},
+		Compaction:        Compaction{Shape: ShapeAuto, KeepFirstRequest: true, Fallback: FallbackExtractive},
 		Offload:           defaultOffload(),
 		ContextEditing:    defaultContextEditing(),
 		Models:            Catalog(),
@@ -98,6 +98,7 @@ func defaultContextEditing() ContextEditing {
 		MinCharsPerPass:         DefaultMinCharsPerPass,
 		ProtectToolNames:        []string{"todo", "plan"},
 		ArtifactReadTools:       []string{"read"},
+		ClearToolInputs:         true,
 	}
 }
 
@@ -108,6 +109,16 @@ const (
 	ShapeSimple   = "simple"
 	ShapeServer   = "server"
 )
+
+// Values of Compaction.Fallback (DESIGN.md §5.5).
+const (
+	FallbackExtractive = "extractive"
+	FallbackNone       = "none"
+)
+
+// FirstRequestMaxTokens is the size in tokens up to which the first request
+// is carried verbatim (DESIGN.md §5.2 keep_first_request).
+const FirstRequestMaxTokens = 2000
 
 // Values of ContextEditing.Mode (DESIGN.md §6).
 const (

@@ -61,6 +61,15 @@ type Compaction struct {
 	Shape string `toml:"shape" json:"shape"`
 	// AgentFile is the path of an authored compaction.md (§5.4), or "".
 	AgentFile string `toml:"agent_file,omitempty" json:"agent_file,omitempty"`
+	// KeepFirstRequest carries the session's first user request as pinned
+	// context after every compaction, verbatim up to FirstRequestMaxTokens
+	// tokens, else its head and tail with the artifact URI of the whole
+	// (DESIGN.md §5.2). Default true. A session-overlay (policy) key.
+	KeepFirstRequest bool `toml:"keep_first_request" json:"keep_first_request"`
+	// Fallback is "extractive" (default: the embedded extractive
+	// summarizer is an implicit last binding, DESIGN.md §5.5) or "none".
+	// A session-overlay (policy) key.
+	Fallback string `toml:"fallback" json:"fallback"`
 }
 
 // Offload is the [offload] table (DESIGN.md §6). Limits count characters
@@ -104,6 +113,10 @@ type ContextEditing struct {
 	// ArtifactReadTools name the tools that read artifact:// URIs (§5.5).
 	// Default ["read"].
 	ArtifactReadTools []string `toml:"artifact_read_tools" json:"artifact_read_tools"`
+	// ClearToolInputs: a pass also elides, in the calls it may edit, every
+	// top-level string field of a tool call's input of at least
+	// MinCharsToElide characters (DESIGN.md §6). Default true.
+	ClearToolInputs bool `toml:"clear_tool_inputs" json:"clear_tool_inputs"`
 }
 
 // Summarizer is the [summarizer] table.

@@ -130,6 +130,11 @@ func (s *state) validate() {
 		default:
 			s.errorf(TableCompaction, "compaction.shape", "must be one of \"auto\", \"keep-tail\", \"simple\", \"server\" (got %q)", c.Compaction.Shape)
 		}
+		switch c.Compaction.Fallback {
+		case FallbackExtractive, FallbackNone:
+		default:
+			s.errorf(TableCompaction, "compaction.fallback", "must be \"extractive\" (the embedded summarizer as a last binding) or \"none\" (got %q)", c.Compaction.Fallback)
+		}
 	})
 	check(TableOffload, func() {
 		o := c.Offload
@@ -206,6 +211,24 @@ func (s *state) validateContextCompaction() {
 	}
 	if cc.MaxSummaryBytes < 1 || cc.MaxSummaryBytes > MaxMaxSummaryBytes {
 		s.errorf(TableContextCompaction, "context_compaction.max_summary_bytes", "must be in 1..=%d bytes (got %d)", MaxMaxSummaryBytes, cc.MaxSummaryBytes)
+	}
+	if n := t.BufferTokens; n > 0 && t.Percent == 0 {
+		// A buffer at or above a model's window leaves it a threshold of 0:
+		// no compaction can get under it, so automatic compaction never runs
+		// for that model (DESIGN.md §5.2 futility).
+		var hit []string
+		for _, id := range slices.Sorted(maps.Keys(s.cfg.Models)) {
+			if l := s.cfg.Models[id].ContextLimit; l > 0 && n >= l {
+				hit = append(hit, fmt.Sprintf("%s (%d)", id, l))
+			}
+		}
+		if len(hit) > 0 {
+			key := tk + ".buffer_tokens"
+			if !s.authored(TableContextCompaction, key) && s.authored(TableContextCompaction, "context_compaction.buffer_tokens") {
+				key = "context_compaction.buffer_tokens"
+			}
+			s.warnf(TableContextCompaction, key, "%d tokens is at or above the context window of %d model(s): %s; their threshold is 0 and automatic compaction never runs for them (a session on such a model needs a larger context_limit)", n, len(hit), strings.Join(hit, ", "))
+		}
 	}
 }
 

@@ -161,7 +161,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		// Post-check (DESIGN.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch
 		// count too, so the check never lags the log.
-		d := e.check(s, trigger.PostCheck)
+		d := e.check(ctx, s, trigger.PostCheck)
 		res.Decision = d.Reason
 		if d.Compact {
 			if _, err := e.submit(s.id, trigger.PostCheck); err == nil {

@@ -82,7 +82,14 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	if !opts.NoPreSend {
 		e.refresh(s)
-		if d := e.check(s, trigger.PreSend); d.Compact {
+		d := e.check(ctx, s, trigger.PreSend)
+		if !d.Compact && s.lastCheck.Tokens >= s.threshold {
+			// Over the threshold with no compaction (the circuit is open,
+			// compaction is futile or has nothing to replace): say why
+			// with the context rather than leave the agent guessing.
+			diagnostic = "no pre-send compaction: " + d.Reason
+		}
+		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
 			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
@@ -190,15 +197,22 @@ func (e *Engine) assemble(s *session) *Assembled {
 }
 
 // activeMessages is the message list of the assembled context: pinned
-// context, summary, then the active history as it is sent. Called with s.mu
-// held.
+// context, the first request the latest checkpoint carries, the summary,
+// the current request it carries (DESIGN.md §5.2), then the active history
+// as it is sent. Called with s.mu held.
 func (e *Engine) activeMessages(s *session) []history.Message {
 	out := make([]history.Message, 0, len(s.active)+2)
 	if len(s.pinned) > 0 {
 		out = append(out, pinnedMessage(s.pinned))
 	}
+	if s.firstPinned != nil {
+		out = append(out, s.firstPinned.msg)
+	}
 	if s.summaryMsg != nil {
 		out = append(out, *s.summaryMsg)
+	}
+	if s.keptReq != nil {
+		out = append(out, s.keptReq.msg)
 	}
 	for _, en := range s.active {
 		out = append(out, e.render(s, en.msg))

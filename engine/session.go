@@ -79,6 +79,17 @@ type session struct {
 	summaryMsg    *history.Message
 	summaryTokens uint64
 
+	// The requests that survive compaction (DESIGN.md §5.2): first is the
+	// session's first user message and req the newest one (the prompt that
+	// opened the current run), as appended; firstPinned and keptReq are
+	// what the latest checkpoint carries of them outside the summary (nil:
+	// nothing), with their sent-form estimates, uncalibrated.
+	first, req           *entry
+	firstPinned, keptReq *entry
+	// futilityRun: the futility diagnostic was given in this run
+	// (DESIGN.md §5.2: one per run).
+	futilityRun bool
+
 	active       []entry
 	activeTokens uint64
 	// compactedAt is the seq of the newest active message holding a
@@ -173,6 +184,13 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			started = ev.Seq
 		case checkpoint.KindCompactionFailed:
 			ended = ev.Seq
+		case checkpoint.KindDiagnostic:
+			var d struct {
+				Code string `json:"code"`
+			}
+			if json.Unmarshal(ev.Data, &d) == nil && d.Code == diagNothingToCompact {
+				ended = ev.Seq
+			}
 		case checkpoint.KindMessage:
 			if ev.Message == nil {
 				return fmt.Errorf("event %d: %w", ev.Seq, checkpoint.ErrCorrupt)
@@ -380,7 +398,15 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	case history.RoleUser:
 		clear(s.calls) // open calls are abandoned
 	}
-	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name})
+	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name}
+	if m.Role == history.RoleUser {
+		c := en
+		s.req = &c
+		if s.first == nil {
+			s.first = &c
+		}
+	}
+	s.active = append(s.active, en)
 	s.activeTokens += t
 	if history.LastCompaction(m) >= 0 {
 		// A provider compaction: what precedes it is no longer billed.
@@ -403,6 +429,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		// A user prompt begins a new run (DESIGN.md §5.5).
 		s.failures = 0
 		s.circuitOpen = false
+		s.futilityRun = false
 	}
 }
 
@@ -468,6 +495,8 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	if cp.FirstRetainedSeq > 0 {
 		keepFrom = cp.FirstRetainedSeq
 	}
+	s.keptReq = e.carried(s, cp.Request)
+	s.firstPinned = e.carried(s, cp.FirstRequest)
 	kept := s.active[:0:0]
 	var total uint64
 	for _, en := range s.active {
@@ -485,8 +514,38 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	if cp.Stalled {
 		s.failures++
 	} else {
+		// A successful checkpoint of any reason closes the circuit
+		// (DESIGN.md §5.5).
 		s.failures = 0
+		s.circuitOpen = false
 	}
+}
+
+// carried returns the entry a checkpoint carries outside its summary
+// (DESIGN.md §5.2): the stored message with c.Seq as it is sent, or its
+// stub. nil for nil c or a message no longer known. Called with s.mu held
+// (or during load), before the checkpoint drops what it covers.
+func (e *Engine) carried(s *session, c *checkpoint.Carried) *entry {
+	if c == nil {
+		return nil
+	}
+	if c.Stub != "" {
+		m := history.Message{Seq: c.Seq, Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: c.Stub}}}
+		return &entry{msg: m, tokens: e.est.Message(m)}
+	}
+	for _, en := range s.active {
+		if en.msg.Seq == c.Seq {
+			en := en
+			return &en
+		}
+	}
+	for _, en := range []*entry{s.keptReq, s.firstPinned, s.req, s.first} {
+		if en != nil && en.msg.Seq == c.Seq {
+			c := *en
+			return &c
+		}
+	}
+	return nil
 }
 
 // factor is the session model's calibration factor.
@@ -524,17 +583,67 @@ func (e *Engine) estimate(s *session) (uint64, string) {
 		}
 		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
 	}
-	return e.calibrate(s, s.fixedTokens+s.summaryTokens+s.activeTokens), SourceEstimated
+	return e.calibrate(s, s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens), SourceEstimated
+}
+
+// carriedTokens is the sent-form estimate of the requests the latest
+// checkpoint carries outside its summary, uncalibrated.
+func (s *session) carriedTokens() uint64 {
+	var n uint64
+	for _, en := range []*entry{s.firstPinned, s.keptReq} {
+		if en != nil {
+			n += en.tokens
+		}
+	}
+	return n
 }
 
 // check decides signal sig for the session now and records it as the last
-// check. Called with s.mu held.
-func (e *Engine) check(s *session, sig trigger.Signal) trigger.Decision {
+// check. An automatic signal over the threshold does not compact when
+// nothing could be compacted or when compaction is futile (DESIGN.md §5.2);
+// the first futile check of a run records one diagnostic event. Called with
+// s.mu held.
+func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trigger.Decision {
 	tokens, source := e.estimate(s)
-	d := trigger.Decide(sig, s.triggerState(tokens))
+	d, futile := e.decide(s, sig, tokens)
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
 		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
+	if futile && !s.futilityRun {
+		s.futilityRun = true
+		data, _ := json.Marshal(map[string]any{"level": "warning", "code": "futile", "message": d.Reason,
+			"fixed_prefix_tokens": e.fixedPrefix(s), "threshold": s.threshold})
+		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
+			s.lastSeq = max(s.lastSeq, seq)
+		}
+		e.log.Warn("automatic compaction is futile", "session", s.id, "reason", d.Reason)
+	}
 	return d
+}
+
+// decide is trigger.Decide with the engine's two further rules for the
+// automatic signals (DESIGN.md §5.2): no compaction that would replace
+// nothing, and none that cannot get under the threshold — when the fixed
+// prefix (system prompt, tools, pinned context, the carried first request
+// and the current request) alone reaches it (futile). Called with s.mu held.
+func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.Decision, bool) {
+	d := trigger.Decide(sig, s.triggerState(tokens))
+	if !d.Compact || !sig.Automatic() {
+		return d, false
+	}
+	if p := e.fixedPrefix(s); p >= s.threshold {
+		return trigger.Decision{Reason: fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)}, true
+	}
+	if why := e.nothingToCompact(s, sig); why != "" {
+		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but nothing to compact: %s", sig, tokens, s.threshold, why)}, false
+	}
+	return d, false
+}
+
+// fixedPrefix is what no compaction can remove, calibrated: system prompt,
+// tools, pinned context and the requests a compaction carries (DESIGN.md
+// §5.2). Called with s.mu held.
+func (e *Engine) fixedPrefix(s *session) uint64 {
+	return e.calibrate(s, s.fixedTokens+e.carriedEstimate(s))
 }
 
 // openRound reports whether a tool call of the session waits on its result.
