@@ -177,6 +177,10 @@ type Session struct {
 	// LastError is the newest compaction failure of the current run, for
 	// `ctxctl doctor`; empty when there is none.
 	LastError string `json:"last_error,omitempty"`
+	// Warnings, in the creation response only, say what in the session's
+	// settings works against it, e.g. a trigger whose threshold is 0 for
+	// the session's window (DESIGN.md §5.2 futility). Nothing was refused.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ListSessionsResponse is the body of RouteListSessions.
@@ -299,8 +303,8 @@ const (
 	// CompactQueued: the compaction is queued or running (joined, if one
 	// was already under way, DESIGN.md §8a); watch the events.
 	CompactQueued = "queued"
-	// CompactNothing: nothing was appended since the last checkpoint;
-	// nothing was done.
+	// CompactNothing: a compaction would replace nothing (Reason says
+	// why); nothing was done, and it is not a failure (DESIGN.md §5.2).
 	CompactNothing = "nothing_to_compact"
 )
 
@@ -311,6 +315,9 @@ type CompactResponse struct {
 	// Checkpoint is the new checkpoint, with its summary, when Status is
 	// CompactDone.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Reason says why, when Status is CompactNothing: e.g. "the session has
+	// no messages yet", "no message since the last checkpoint".
+	Reason string `json:"reason,omitempty"`
 }
 
 // Compaction shapes (Checkpoint.Shape; DESIGN.md §3 [compaction].shape).

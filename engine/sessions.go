@@ -98,6 +98,9 @@ type Info struct {
 	ContextEditPasses int `json:"context_edit_passes,omitempty"`
 	// Offloads is the number of tool results offloaded.
 	Offloads int `json:"offloads,omitempty"`
+	// Warnings, set by CreateSession only, say what in the session's
+	// settings works against it (DESIGN.md §5.2 futility).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CreateSession creates a session. Errors: ErrInvalid (*FieldError: id,
@@ -146,7 +149,20 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
-	return e.info(probe), nil
+	in := e.info(probe)
+	in.Warnings = createWarnings(probe)
+	return in, nil
+}
+
+// createWarnings says what in a new session's settings works against it:
+// a trigger whose buffer_tokens reaches the window leaves a threshold of 0,
+// where every compaction is futile (DESIGN.md §5.2).
+func createWarnings(s *session) []string {
+	var out []string
+	if b := s.cfg.ContextCompaction.Trigger.BufferTokens; b > 0 && b >= s.limit {
+		out = append(out, fmt.Sprintf("context_compaction.trigger.buffer_tokens = %d is at or above the context window of %d tokens: the threshold is 0 and automatic compaction never runs for this session", b, s.limit))
+	}
+	return out
 }
 
 // checkPinned validates pinned context as the content of a user message.

@@ -205,6 +205,7 @@ func toAPISession(in engine.Info) api.Session {
 		ToolsDigest:       in.ToolsDigest,
 		Labels:            in.Labels,
 		LastError:         in.LastError,
+		Warnings:          in.Warnings,
 	}
 	if s.Compaction == "" {
 		s.Compaction = api.CompactionIdle

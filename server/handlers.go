@@ -207,7 +207,7 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 	res, err := s.eng.Compact(r.Context(), r.PathValue(api.PathValueID), sig, req.Wait)
 	switch {
 	case errors.Is(err, engine.ErrNothingToCompact):
-		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing})
+		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing, Reason: engine.NothingToCompactReason(err)})
 	case err != nil:
 		s.writeError(w, r, err)
 	case !req.Wait:
