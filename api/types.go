@@ -364,6 +364,14 @@ type Checkpoint struct {
 	Shape string `json:"shape,omitempty"`
 	// Reason is ReasonAuto, ReasonManual or ReasonOverflow.
 	Reason string `json:"reason,omitempty"`
+	// RequestSeq is the seq of the current request carried after the
+	// summary, FirstRequestSeq that of the first request carried before it
+	// (DESIGN.md §5.2); 0 when none.
+	RequestSeq      uint64 `json:"request_seq,omitempty"`
+	FirstRequestSeq uint64 `json:"first_request_seq,omitempty"`
+	// Fallback: the summary came from the implicit extractive fallback
+	// binding after every configured binding failed (DESIGN.md §5.5).
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // CheckpointsResponse is the body of RouteCheckpoints.

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ctxd/ctxd/internal/corpustest"
 	"strings"
 	"testing"
 
@@ -340,5 +342,79 @@ func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
 	info, _ = h.e.Session(context.Background(), "s")
 	if info.CircuitOpen || info.Failures != 0 {
 		t.Fatalf("after a successful checkpoint: circuit open=%v failures=%d", info.CircuitOpen, info.Failures)
+	}
+}
+
+// corpusErrorBody returns the body of the corpus's recorded provider error
+// with id (../shared/corpus/providers/error-bodies.json).
+func corpusErrorBody(t *testing.T, id string) (int, string) {
+	t.Helper()
+	var doc struct {
+		Errors []struct {
+			ID     string `json:"id"`
+			Status int    `json:"http_status"`
+			Body   string `json:"body"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range doc.Errors {
+		if e.ID == id {
+			return e.Status, e.Body
+		}
+	}
+	t.Fatalf("no error %q in the corpus", id)
+	return 0, ""
+}
+
+// One LLM binding that refuses the history (60 KB and 90 KB of plain text,
+// which the pruned retry cannot shrink: it only trims tool results) with
+// Anthropic's recorded "prompt is too long": the overflow compaction
+// succeeds through the implicit extractive fallback, and says so in its
+// checkpoint event and a diagnostic (DESIGN.md §5.5). With fallback =
+// "none" it fails as before.
+func TestExtractiveFallbackIsTheWayOut(t *testing.T) {
+	status, body := corpusErrorBody(t, "anthropic_400_prompt_too_long_with_request_id_1")
+	for _, fallback := range []string{config.FallbackExtractive, config.FallbackNone} {
+		t.Run(fallback, func(t *testing.T) {
+			f := newFakeAnthropic(t, fakeReply{status: status, body: body})
+			cfg := testConfig()
+			cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+			cfg.Compaction.Fallback = fallback
+			h := newHarness(t, cfg, "")
+			h.create("s", 200000)
+			h.append("s", user("explain these logs: "+strings.Repeat("log line with some text\n", 60*1024/24)),
+				assistant("They show: "+strings.Repeat("an explanation of a line\n", 90*1024/25)),
+				user("and now?"), assistant("now it works"))
+			res, err := h.e.Compact(context.Background(), "s", trigger.Overflow, true)
+			if fallback == config.FallbackNone {
+				if err == nil {
+					t.Fatal("compaction succeeded with fallback = none")
+				}
+				if f.count() != 2 {
+					t.Fatalf("%d summarizer requests, want the call and its pruned retry", f.count())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp := res.Checkpoint
+			if cp == nil || !cp.Fallback || cp.Binding != FallbackBinding {
+				t.Fatalf("checkpoint = %+v, want one by %s marked fallback", cp, FallbackBinding)
+			}
+			evs := h.events("s", checkpoint.KindCheckpoint)
+			if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"fallback":true`) {
+				t.Fatalf("checkpoint event does not say fallback: %s", evs[0].Data)
+			}
+			var said bool
+			for _, ev := range h.events("s", checkpoint.KindDiagnostic) {
+				said = said || strings.Contains(string(ev.Data), `"code":"fallback"`)
+			}
+			if !said {
+				t.Fatal("no fallback diagnostic")
+			}
+		})
 	}
 }
