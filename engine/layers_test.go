@@ -253,3 +253,33 @@ func TestOversizedReadIsOffloadedDespiteExclude(t *testing.T) {
 		t.Fatalf("compacted=%v err=%v: the offloaded read should fit", a.Compacted, err)
 	}
 }
+
+// A tool result with an image and 940k characters of text is offloaded by
+// its text, the image kept; the next pre-send has nothing to compact, so
+// the model sees the head and tail (they were summarized away before).
+func TestMixedResultIsOffloadedByItsText(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), "")
+	h.create("s", 200000)
+	image := history.Block{Type: history.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}
+	text := "HEAD-MARK " + strings.Repeat("a line of a page's text, rendered\n", 940000/34) + " TAIL-MARK"
+	res := h.append("s", user("screenshot the page and dump its text"),
+		history.Message{Role: history.RoleAssistant, Content: []history.Block{
+			{Type: history.BlockToolCall, ID: "p1", Name: "browser", Input: json.RawMessage(`{"url":"http://localhost/"}`)}}},
+		history.Message{Role: history.RoleTool, ToolCallID: "p1", ToolName: "browser", Content: []history.Block{image, {Type: history.BlockText, Text: text}}})
+	stored := res.Messages[2]
+	if len(stored.Content) != 2 || stored.Content[0].Type != history.BlockImage || !strings.HasPrefix(stored.Content[1].Text, "[ctxd offloaded") {
+		t.Fatalf("stored result: %d blocks, want the image and the stub", len(stored.Content))
+	}
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || a.CheckpointSeq != 0 {
+		t.Fatal("the pre-send compacted the result away")
+	}
+	got := a.Messages[2].Content[1].Text
+	if !strings.Contains(got, "HEAD-MARK") || !strings.Contains(got, "TAIL-MARK") {
+		t.Fatal("the model does not see the head and tail")
+	}
+}

@@ -130,18 +130,19 @@ func New(cfg config.Offload, dir string, store Retainer, logger *slog.Logger) *O
 }
 
 // Offload returns m unchanged, and a nil Record, unless offloading is
-// enabled, m is a tool message whose tool is not excluded, every one of its
-// blocks (at least one) is a text block, and its text — the blocks joined
-// with BlockSeparator — is valid UTF-8 longer than max_chars characters.
-// Results holding images or json blocks are never offloaded: they are not
-// text to read or grep, and images are kept as they are.
+// enabled, m is a tool message whose tool is not excluded, it has at least
+// one text block, and its text — its text blocks joined with BlockSeparator
+// — is valid UTF-8 longer than max_chars characters. A result with non-text
+// blocks (an image beside text) is measured and offloaded by its text; the
+// non-text blocks stay as they are (DESIGN.md §6).
 //
 // Otherwise it stores the text whole as an artifact (format text) and as the
 // file Path(session, m.ToolCallID), creating <dir>/<session>/ (mode DirMode)
-// on first use, and returns a copy of m whose content is one text block
-// holding Stub(...), with Tokens reset to 0 (the estimate counted the
-// original), and the Record. Role, tool_call_id, tool_name, is_error, time and
-// seq are kept.
+// on first use, and returns a copy of m whose text blocks are replaced by
+// one text block holding Stub(...), where the first of them was, its other
+// blocks kept in order, with Tokens reset to 0 (the estimate counted the
+// original), and the Record. Role, tool_call_id, tool_name, is_error, time
+// and seq are kept.
 //
 // A failed write — the directory cannot be created, the file cannot be
 // written, the store refuses — returns m unchanged and a nil Record; the
@@ -153,7 +154,7 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 	}
 	text, ok := joinText(m.Content)
 	if !ok {
-		return m, nil
+		return m, nil // no text to measure
 	}
 	chars := uint64(utf8.RuneCountInString(text))
 	if chars <= o.cfg.MaxChars || !utf8.ValidString(text) {
@@ -194,25 +195,35 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 		Excluded:   excluded,
 	}
 	out := m
-	out.Content = []history.Block{{Type: history.BlockText, Text: Stub(text, o.cfg.KeepHead, o.cfg.KeepTail, rec)}}
+	stub := history.Block{Type: history.BlockText, Text: Stub(text, o.cfg.KeepHead, o.cfg.KeepTail, rec)}
+	out.Content = make([]history.Block, 0, len(m.Content))
+	placed := false
+	for _, b := range m.Content {
+		switch {
+		case b.Type != history.BlockText:
+			out.Content = append(out.Content, b)
+		case !placed:
+			out.Content = append(out.Content, stub)
+			placed = true
+		}
+	}
 	out.Tokens = 0
 	return out, rec
 }
 
-// joinText returns the text of a result made only of text blocks, joined
-// with BlockSeparator, and false when some block is not text.
+// joinText returns the text of a result's text blocks, joined with
+// BlockSeparator, and false when it has none.
 func joinText(blocks []history.Block) (string, bool) {
 	if len(blocks) == 1 {
 		return blocks[0].Text, blocks[0].Type == history.BlockText
 	}
 	parts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
-		if b.Type != history.BlockText {
-			return "", false
+		if b.Type == history.BlockText {
+			parts = append(parts, b.Text)
 		}
-		parts = append(parts, b.Text)
 	}
-	return strings.Join(parts, BlockSeparator), true
+	return strings.Join(parts, BlockSeparator), len(parts) > 0
 }
 
 func (o *Offloader) logFailure(session, tool string, size int, err error) {
