@@ -16,6 +16,9 @@
 package contextedit
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -39,6 +42,20 @@ type Pass struct {
 	// blocks of assistant messages with a smaller seq are no longer
 	// replayed. Set only for models with thinking_binding; 0 otherwise.
 	WithheldThinkingBefore uint64 `json:"withheld_thinking_before,omitempty"`
+	// Inputs are the tool calls whose input string fields this pass
+	// cleared (clear_tool_inputs, DESIGN.md §6), in history order. The
+	// field names are recorded, not re-derived from the configuration, so a
+	// resume rebuilds byte-identical requests.
+	Inputs []ClearedInput `json:"inputs,omitempty"`
+}
+
+// ClearedInput is one tool call whose input lost string fields to a pass.
+type ClearedInput struct {
+	// ID is the tool call's id.
+	ID string `json:"id"`
+	// Fields are the top-level keys of its input whose string values are
+	// sent as InputStub.
+	Fields []string `json:"fields"`
 }
 
 // Ledger is the set of recorded context-edit passes of a session: the
@@ -49,6 +66,7 @@ type Pass struct {
 // as it does for its history.
 type Ledger struct {
 	elided   map[string]struct{}
+	inputs   map[string][]string // call id → cleared input fields
 	withheld uint64
 	passes   int
 }
@@ -62,6 +80,12 @@ func (l *Ledger) Apply(p Pass) {
 	}
 	for _, id := range p.Elided {
 		l.elided[id] = struct{}{}
+	}
+	for _, in := range p.Inputs {
+		if l.inputs == nil {
+			l.inputs = map[string][]string{}
+		}
+		l.inputs[in.ID] = append(l.inputs[in.ID], in.Fields...)
 	}
 	l.withheld = max(l.withheld, p.WithheldThinkingBefore)
 	l.passes++
@@ -90,6 +114,130 @@ func (l *Ledger) WithheldThinkingBefore() uint64 {
 		return 0
 	}
 	return l.withheld
+}
+
+// InputCleared reports whether a pass cleared fields of the input of the
+// tool call with id toolCallID.
+func (l *Ledger) InputCleared(toolCallID string) bool {
+	if l == nil {
+		return false
+	}
+	_, ok := l.inputs[toolCallID]
+	return ok
+}
+
+// Changes reports whether Render sends m otherwise than stored: an elided
+// result, an assistant message whose thinking is withheld or one of whose
+// calls had input fields cleared.
+func (l *Ledger) Changes(m history.Message) bool {
+	switch m.Role {
+	case history.RoleTool:
+		return l.Elided(m.ToolCallID)
+	case history.RoleAssistant:
+		if m.Seq < l.WithheldThinkingBefore() && HasThinking(m) {
+			return true
+		}
+		for _, b := range m.Content {
+			if b.Type == history.BlockToolCall && l.InputCleared(b.ID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// InputStub is the one-line string a cleared input field is sent as: its
+// size in characters. Same input, same bytes.
+func InputStub(chars int) string {
+	return "[ctxd elided this " + strconv.Itoa(chars) + "-character input field to save context; the call ran with the whole value]"
+}
+
+// InputStrings returns the top-level keys of a tool call's input (a JSON
+// object) whose values are strings, with their lengths in characters, in
+// the input's order; nothing when input is not an object.
+func InputStrings(input json.RawMessage) (keys []string, chars []int) {
+	fields, ok := objectFields(input)
+	if !ok {
+		return nil, nil
+	}
+	for _, f := range fields {
+		if len(f.raw) == 0 || f.raw[0] != '"' {
+			continue
+		}
+		var v string
+		if json.Unmarshal(f.raw, &v) != nil {
+			continue
+		}
+		keys = append(keys, f.key)
+		chars = append(chars, utf8.RuneCountInString(v))
+	}
+	return keys, chars
+}
+
+type field struct {
+	key string
+	raw json.RawMessage
+}
+
+// objectFields splits a JSON object into its members, in order, values as
+// they are written; false when input is not an object.
+func objectFields(input json.RawMessage) ([]field, bool) {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var out []field
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		k, ok := t.(string)
+		if !ok {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		out = append(out, field{key: k, raw: raw})
+	}
+	return out, true
+}
+
+// clearInput returns input with the string values of fields replaced by
+// InputStub: an object of the same keys in the same order, compact.
+func clearInput(input json.RawMessage, fields []string) json.RawMessage {
+	members, ok := objectFields(input)
+	if !ok {
+		return input
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, f.key)
+		b.WriteByte(':')
+		var v string
+		if slices.Contains(fields, f.key) && len(f.raw) > 0 && f.raw[0] == '"' && json.Unmarshal(f.raw, &v) == nil {
+			writeString(&b, InputStub(utf8.RuneCountInString(v)))
+			continue
+		}
+		_ = json.Compact(&b, f.raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// writeString writes s as a JSON string without HTML escaping, as
+// history's encoding does.
+func writeString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
 // Passes returns the number of passes applied.
@@ -168,6 +316,9 @@ const WithheldText = "[earlier reasoning withheld after a context edit]"
 //     without its thinking and redacted_thinking blocks — whole blocks are
 //     dropped, never edited — or, if nothing else is left, one text block
 //     holding WithheldText;
+//   - in an assistant message, a tool call whose input fields a pass
+//     cleared has those string values sent as InputStub: the input stays
+//     an object of the same keys, in the same order;
 //   - any other message is returned as it is.
 //
 // A copy has Tokens 0: the stored estimate counted what was replaced. The
@@ -179,13 +330,18 @@ func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 		out.Content = []history.Block{{Type: history.BlockText, Text: Stub(m, offloadPath)}}
 		out.Tokens = 0
 		return out
-	case m.Role == history.RoleAssistant && m.Seq < l.WithheldThinkingBefore() && HasThinking(m):
+	case m.Role == history.RoleAssistant && l.Changes(m):
+		withhold := m.Seq < l.WithheldThinkingBefore()
 		out := m
 		out.Content = make([]history.Block, 0, len(m.Content))
 		for _, b := range m.Content {
-			if !isThinking(b) {
-				out.Content = append(out.Content, b)
+			switch {
+			case withhold && isThinking(b):
+				continue
+			case b.Type == history.BlockToolCall && l.InputCleared(b.ID):
+				b.Input = clearInput(b.Input, l.inputs[b.ID])
 			}
+			out.Content = append(out.Content, b)
 		}
 		if len(out.Content) == 0 {
 			out.Content = append(out.Content, history.Block{Type: history.BlockText, Text: WithheldText})
@@ -236,6 +392,41 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 	return size - stub
 }
 
+// inputSizes is what one tool call's input counts for a pass: raw, the
+// characters of its string fields of at least min_chars_to_elide (as
+// stored, cleared or not); saved, what clearing the eligible ones saves.
+type inputSizes struct{ raw, saved uint64 }
+
+// inputSaving returns the top-level string fields of call b's input that a
+// pass would clear now (clear_tool_inputs, DESIGN.md §6) and the sizes:
+// fields of at least min_chars_to_elide characters, longer than their
+// stub, of a call not in the recent turns, whose tool is not protected and
+// whose input no pass cleared yet.
+func inputSaving(cfg config.ContextEditing, l *Ledger, b history.Block, recent bool) ([]string, inputSizes) {
+	var sz inputSizes
+	keys, chars := InputStrings(b.Input)
+	eligible := !recent && !l.InputCleared(b.ID)
+	for _, name := range cfg.ProtectToolNames {
+		if strings.EqualFold(name, b.Name) {
+			eligible = false
+		}
+	}
+	var fields []string
+	for i, k := range keys {
+		n := uint64(chars[i])
+		if n < cfg.MinCharsToElide {
+			continue
+		}
+		sz.raw += n
+		stub := uint64(utf8.RuneCountInString(InputStub(chars[i])))
+		if eligible && n > stub {
+			fields = append(fields, k)
+			sz.saved += n - stub
+		}
+	}
+	return fields, sz
+}
+
 // Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
 // local), with no offload paths known: PlanPaths with a nil paths.
 func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool) *Pass {
@@ -253,10 +444,17 @@ func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinki
 // engine resolves "auto" with Mode and plans only when it says local).
 // A pass fires when both hold:
 //   - the raw tool-result text of active — ResultChars of every tool
-//     message, elided or not, as stored before any elision — exceeds
-//     cfg.MaxTotalToolResultChars;
-//   - eliding every eligible result saves at least cfg.MinCharsPerPass
-//     characters (its size minus its stub's).
+//     message, elided or not, as stored before any elision, plus, with
+//     cfg.ClearToolInputs, the tool-call input string fields of at least
+//     cfg.MinCharsToElide characters — exceeds cfg.MaxTotalToolResultChars;
+//   - eliding every eligible result (and clearing every eligible input
+//     field) saves at least cfg.MinCharsPerPass characters (its size minus
+//     its stub's).
+//
+// With cfg.ClearToolInputs the pass also clears, in the calls of the turns
+// older than cfg.KeepRecentTurns whose tool is not protected, every
+// top-level string field of the input of at least cfg.MinCharsToElide
+// characters (a write's content): Pass.Inputs lists them.
 //
 // A tool result is eligible when it is not elided yet; its turn is older
 // than the newest cfg.KeepRecentTurns turns (a turn is one assistant
@@ -307,8 +505,25 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 	}
 	var raw, saved uint64
 	var elided []string
+	var inputs []ClearedInput
 	newest := -1
 	for i, m := range active {
+		if m.Role == history.RoleAssistant && cfg.ClearToolInputs {
+			for _, b := range m.Content {
+				if b.Type != history.BlockToolCall {
+					continue
+				}
+				fields, s := inputSaving(cfg, l, b, i >= cutoff)
+				raw += s.raw
+				if len(fields) == 0 {
+					continue
+				}
+				saved += s.saved
+				inputs = append(inputs, ClearedInput{ID: b.ID, Fields: fields})
+				newest = max(newest, i)
+			}
+			continue
+		}
 		if m.Role != history.RoleTool {
 			continue
 		}
@@ -332,12 +547,12 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 		}
 		saved += s
 		elided = append(elided, m.ToolCallID)
-		newest = i
+		newest = max(newest, i)
 	}
-	if raw <= cfg.MaxTotalToolResultChars || len(elided) == 0 || saved < cfg.MinCharsPerPass {
+	if raw <= cfg.MaxTotalToolResultChars || len(elided)+len(inputs) == 0 || saved < cfg.MinCharsPerPass {
 		return nil
 	}
-	p := &Pass{Elided: elided, ElidedCount: len(elided), CharsSaved: saved}
+	p := &Pass{Elided: elided, ElidedCount: len(elided), CharsSaved: saved, Inputs: inputs}
 	if thinkingBinding {
 		p.WithheldThinkingBefore = active[newest].Seq + 1
 		if n := len(assistants); n > 0 {

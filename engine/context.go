@@ -3,10 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/ctxd/ctxd/contextedit"
 	"time"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -237,7 +237,7 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 		}
 	case history.RoleAssistant:
 		changed := false
-		if m.Seq < s.ledger.WithheldThinkingBefore() && contextedit.HasThinking(m) {
+		if s.ledger.Changes(m) {
 			m, changed = s.ledger.Render(m, ""), true
 		}
 		// A response interrupted while reasoning ends with thinking, which

@@ -57,15 +57,21 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	var raw, saving uint64
 	for _, en := range s.active {
 		raw += en.chars
+		if cfg.ClearToolInputs {
+			raw += en.inputChars
+		}
 	}
 	if raw <= cfg.MaxTotalToolResultChars {
 		return nil
 	}
 	for _, en := range s.active {
+		recent := en.turn+cfg.KeepRecentTurns > s.assistants
+		if en.msg.Role == history.RoleAssistant && cfg.ClearToolInputs && !recent {
+			saving += en.inputChars // an upper bound: PlanPaths counts exactly
+		}
 		if en.msg.Role != history.RoleTool {
 			continue
 		}
-		recent := en.turn+cfg.KeepRecentTurns > s.assistants
 		saving += contextedit.ResultSaving(cfg, &s.ledger, en.msg, en.chars, en.tool, recent, s.offloads[en.msg.ToolCallID])
 	}
 	if saving < cfg.MinCharsPerPass {

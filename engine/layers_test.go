@@ -12,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 )
 
@@ -281,5 +282,49 @@ func TestMixedResultIsOffloadedByItsText(t *testing.T) {
 	got := a.Messages[2].Content[1].Text
 	if !strings.Contains(got, "HEAD-MARK") || !strings.Contains(got, "TAIL-MARK") {
 		t.Fatal("the model does not see the head and tail")
+	}
+}
+
+// A 40 KB write input is not re-sent verbatim forever (clear_tool_inputs,
+// DESIGN.md §6): once its turn is older than keep_recent_turns a pass sends
+// its content as a one-line stub, the input an object of the same keys;
+// the pass is recorded, and a restart serves byte-identical context.
+func TestPassClearsA40KBWriteInput(t *testing.T) {
+	dir := t.TempDir()
+	cfg := layersConfig(dir + "/offload")
+	cfg.ContextEditing.MaxTotalToolResultChars = 30000
+	cfg.ContextEditing.MinCharsPerPass = 20000
+	h := newHarness(t, cfg, dir+"/db")
+	h.create("s", 200000)
+	content := strings.Repeat("package main // generated line\n", 40*1024/31)
+	in, _ := json.Marshal(map[string]string{"file_path": "/src/gen.go", "content": content})
+	h.append("s", user("generate the file"),
+		history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: "w1", Name: "write", Input: in}}},
+		history.Message{Role: history.RoleTool, ToolCallID: "w1", ToolName: "write", Content: []history.Block{{Type: history.BlockText, Text: "File written."}}})
+	before := h.context("s")
+	for i := range 3 {
+		toolRound(h, fmt.Sprintf("r%d", i), "bash", 20)
+	}
+	a := h.context("s")
+	got := a.Messages[1].Content[0].Input
+	var fields map[string]string
+	if err := json.Unmarshal(got, &fields); err != nil || len(fields) != 2 || fields["file_path"] != "/src/gen.go" {
+		t.Fatalf("rendered input %s", got)
+	}
+	if fields["content"] != contextedit.InputStub(len(content)) {
+		t.Fatalf("content sent as %.100q", fields["content"])
+	}
+	if a.Tokens+5000 > before.Tokens+3*100 {
+		t.Fatalf("tokens %d after the pass, %d before the rounds: the input was not cleared from the estimate", a.Tokens, before.Tokens)
+	}
+	evs := h.events("s", checkpoint.KindContextEdit)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"inputs":[{"id":"w1","fields":["content"]}]`) {
+		t.Fatalf("context_edit events: %d", len(evs))
+	}
+	want := encodeAll(t, a)
+	h.Close()
+	h2 := newHarness(t, cfg, dir+"/db")
+	if encodeAll(t, h2.context("s")) != want {
+		t.Fatal("the context after a restart differs")
 	}
 }

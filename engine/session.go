@@ -31,6 +31,11 @@ type entry struct {
 	// tool is its tool name, the call's when the message names none.
 	turn uint64
 	tool string
+	// inputChars is, for an assistant message, the characters of the
+	// string fields of its tool calls' inputs (an upper bound of what
+	// clear_tool_inputs can clear), counted once at append; its turn is
+	// its own ordinal.
+	inputChars uint64
 }
 
 // openCall is what a tool result needs of the call it answers.
@@ -375,7 +380,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	t := e.sentTokens(s, m)
 	s.messages++
-	var chars uint64
+	var chars, inputChars uint64
 	var call openCall
 	switch m.Role {
 	case history.RoleTool:
@@ -387,18 +392,23 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		}
 	case history.RoleAssistant:
 		s.assistants++
+		call.turn = s.assistants
 		for _, b := range m.Content {
 			if b.Type == history.BlockToolCall {
 				if s.calls == nil {
 					s.calls = map[string]openCall{}
 				}
 				s.calls[b.ID] = openCall{turn: s.assistants, name: b.Name}
+				_, n := contextedit.InputStrings(b.Input)
+				for _, c := range n {
+					inputChars += uint64(c)
+				}
 			}
 		}
 	case history.RoleUser:
 		clear(s.calls) // open calls are abandoned
 	}
-	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name}
+	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputChars: inputChars}
 	if m.Role == history.RoleUser {
 		c := en
 		s.req = &c
