@@ -45,8 +45,18 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 			pending := 0 // points passed during an open round, compacted at its end
 			compactions := 0
 			state := &history.State{}
+			var firstReq, lastReq *history.Message
 			for i, m := range tr.Messages {
-				h.append("s", m)
+				ar := h.append("s", m)
+				for _, st := range ar.Messages {
+					if st.Role == history.RoleUser {
+						c := st
+						lastReq = &c
+						if firstReq == nil {
+							firstReq = &c
+						}
+					}
+				}
 				state.Apply(m)
 				if points[i] {
 					pending++
@@ -75,6 +85,13 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 				}
 				a := h.context("s")
 				checkValid(t, a.Messages)
+				// The current request survives, verbatim (or bounded when it
+				// alone cannot fit), and so does the first (DESIGN.md §5.2).
+				for _, req := range []*history.Message{lastReq, firstReq} {
+					if req != nil && containsMessage(t, a.Messages, *req) < 0 && !carriedBounded(a.Messages, req.Seq) {
+						t.Fatalf("compaction after message %d: request seq %d is not in the context", i, req.Seq)
+					}
+				}
 				// A history smaller than keep_recent_tokens is retained whole
 				// (DESIGN.md §5.2), so only a larger one must shrink.
 				if cp.TokensBefore > 4*cfg.ContextCompaction.KeepRecentTokens && cp.TokensAfter >= cp.TokensBefore {
@@ -167,6 +184,17 @@ func hasThinking(msgs []history.Message) bool {
 			if b.Type == history.BlockThinking || b.Type == history.BlockRedactedThinking {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// carriedBounded reports whether msgs carries the request with seq in its
+// bounded form (head and tail with the artifact URI).
+func carriedBounded(msgs []history.Message, seq uint64) bool {
+	for _, m := range msgs {
+		if m.Seq == seq && len(m.Content) == 1 && strings.HasPrefix(m.Content[0].Text, "[ctxd kept the ") {
+			return true
 		}
 	}
 	return false

@@ -145,3 +145,33 @@ func TestReportShowsProviderRuleViolations(t *testing.T) {
 		t.Fatalf("report:\n%s", out)
 	}
 }
+
+// clear_tool_inputs on real sessions (DESIGN.md §6): the corpus sessions
+// whose agents wrote files replay with more saved by context editing and a
+// smaller final context than with it off, and stay clean (no orphan, no
+// unanswered call, every non-append request a recorded rewrite).
+func TestClearToolInputsOnTheCorpus(t *testing.T) {
+	for _, f := range []string{"claude-code/autocompact-150tools.jsonl", "pi/454tools-2compactions.jsonl"} {
+		t.Run(f, func(t *testing.T) {
+			tr := importCorpus(t, f)
+			off := config.Defaults()
+			off.ContextEditing.ClearToolInputs = false
+			rOff, err := Run(context.Background(), tr, Options{Config: off, ContextLimit: 200000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rOn, err := Run(context.Background(), importCorpus(t, f), Options{Config: config.Defaults(), ContextLimit: 200000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, rOn)
+			t.Logf("off: %d passes, %d characters saved, %d compactions, final %d tokens; on: %d passes, %d characters saved, %d compactions, final %d tokens",
+				rOff.ContextEditPasses, rOff.ContextEditCharsSaved, len(rOff.Compactions), rOff.FinalTokens,
+				rOn.ContextEditPasses, rOn.ContextEditCharsSaved, len(rOn.Compactions), rOn.FinalTokens)
+			if rOn.ContextEditCharsSaved <= rOff.ContextEditCharsSaved || rOn.FinalTokens >= rOff.FinalTokens {
+				t.Fatalf("clear_tool_inputs saved nothing more: %d → %d characters, final %d → %d tokens",
+					rOff.ContextEditCharsSaved, rOn.ContextEditCharsSaved, rOff.FinalTokens, rOn.FinalTokens)
+			}
+		})
+	}
+}
