@@ -351,3 +351,47 @@ func TestRuleTypeErrorDoesNotHideTheTable(t *testing.T) {
 		t.Errorf("%d problems, want 4 (the keep_head + keep_tail rule against the default max_chars too): %+v", len(problems), problems)
 	}
 }
+
+func TestRuleCompactionFallbackAndKeepFirstRequest(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "extractive", src: "[compaction]\nfallback = \"extractive\"\n"},
+		{name: "none", src: "[compaction]\nfallback = \"none\"\n"},
+		{name: "unknown", src: "[compaction]\nfallback = \"openai\"\n",
+			key: "compaction.fallback", pos: "2:1", msg: `must be "extractive"`},
+		{name: "keep_first_request off", src: "[compaction]\nkeep_first_request = false\n"},
+		{name: "keep_first_request string", src: "[compaction]\nkeep_first_request = \"yes\"\n",
+			key: "compaction.keep_first_request", pos: "2:22", msg: "bool"},
+	})
+	// An authored [compaction] table takes the defaults for the keys it
+	// omits, and so does an overlay (both are policy keys).
+	cfg, _, problems := loadSrc(t, "[compaction]\nshape = \"simple\"\n")
+	if len(problems) > 0 {
+		t.Fatal(dump(problems))
+	}
+	if !cfg.Compaction.KeepFirstRequest || cfg.Compaction.Fallback != FallbackExtractive || !cfg.ContextEditing.ClearToolInputs {
+		t.Fatalf("defaults not taken: %+v %+v", cfg.Compaction, cfg.ContextEditing)
+	}
+	over, _, err := ApplyOverlay(cfg, []byte("[compaction]\nfallback = \"none\"\nkeep_first_request = false\n[context_editing]\nclear_tool_inputs = false\n"), "session s overlay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over.Compaction.KeepFirstRequest || over.Compaction.Fallback != FallbackNone || over.ContextEditing.ClearToolInputs {
+		t.Fatalf("overlay not applied: %+v %+v", over.Compaction, over.ContextEditing)
+	}
+}
+
+// trigger = { buffer_tokens = N } with N at or above a catalog model's
+// window warns, naming the models; below every window it does not.
+func TestRuleBufferTokensAtOrAboveAWindowWarns(t *testing.T) {
+	_, warnings, problems := loadSrc(t, "[context_compaction]\ntrigger = { buffer_tokens = 128000 }\n")
+	if len(problems) > 0 {
+		t.Fatal(dump(problems))
+	}
+	if len(warnings) != 1 || warnings[0].Key != "context_compaction.trigger.buffer_tokens" ||
+		!strings.Contains(warnings[0].Message, "gpt-4o (128000)") || strings.Contains(warnings[0].Message, "claude") {
+		t.Fatalf("warnings = %v", warnings)
+	}
+	if _, warnings, _ := loadSrc(t, "[context_compaction]\ntrigger = { buffer_tokens = 20000 }\n"); len(warnings) != 0 {
+		t.Fatalf("warnings = %v", warnings)
+	}
+}

@@ -324,7 +324,7 @@ func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
 	cfg.ContextCompaction.KeepRecentTokens = 0
 	h := newHarness(t, cfg, "")
 	h.create("s", 20000)
-	h.append("s", user("go"), calls("a"), result("a", words(2000)), assistant("done"))
+	h.append("s", user("go"), calls("a"), result("a", words(15000)), assistant("done"))
 	for range CircuitFailures {
 		if _, err := h.e.Compact(context.Background(), "s", trigger.Manual, true); err == nil {
 			t.Fatal("compaction succeeded")
@@ -333,6 +333,15 @@ func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
 	info, _ := h.e.Session(context.Background(), "s")
 	if !info.CircuitOpen {
 		t.Fatal("circuit not open after three failures")
+	}
+	// Over the threshold with the circuit open, the pre-send context says
+	// why it was not compacted.
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || !strings.Contains(a.Diagnostic, "circuit open") {
+		t.Fatalf("compacted=%v diagnostic=%q", a.Compacted, a.Diagnostic)
 	}
 	cfg.Compaction.Fallback = config.FallbackExtractive
 	h.e.SetConfig(cfg)
