@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,12 +96,15 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
 			err := e.compactAndWait(wctx, id, trigger.PreSend)
 			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, ctx.Err()
+			case errors.Is(err, ErrNothingToCompact):
+				// An answer, not a failure (DESIGN.md §5.2).
+				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
+			case err != nil:
 				diagnostic = "pre-send compaction failed: " + err.Error()
-			} else {
+			default:
 				compacted = true
 			}
 			if s, err = e.lock(ctx, id); err != nil {
