@@ -16,9 +16,6 @@
 package contextedit
 
 import (
-	"bytes"
-	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -53,8 +50,9 @@ type Pass struct {
 type ClearedInput struct {
 	// ID is the tool call's id.
 	ID string `json:"id"`
-	// Fields are the top-level keys of its input whose string values are
-	// sent as InputStub.
+	// Fields are the JSON Pointers (RFC 6901) of the string values of its
+	// input sent as InputStub: "/content" for a top-level field,
+	// "/edits/0/old_string" or "/command/2" inside objects and arrays.
 	Fields []string `json:"fields"`
 }
 
@@ -146,100 +144,6 @@ func (l *Ledger) Changes(m history.Message) bool {
 	return false
 }
 
-// InputStub is the one-line string a cleared input field is sent as: its
-// size in characters. Same input, same bytes.
-func InputStub(chars int) string {
-	return "[ctxd elided this " + strconv.Itoa(chars) + "-character input field to save context; the call ran with the whole value]"
-}
-
-// InputStrings returns the top-level keys of a tool call's input (a JSON
-// object) whose values are strings, with their lengths in characters, in
-// the input's order; nothing when input is not an object.
-func InputStrings(input json.RawMessage) (keys []string, chars []int) {
-	fields, ok := objectFields(input)
-	if !ok {
-		return nil, nil
-	}
-	for _, f := range fields {
-		if len(f.raw) == 0 || f.raw[0] != '"' {
-			continue
-		}
-		var v string
-		if json.Unmarshal(f.raw, &v) != nil {
-			continue
-		}
-		keys = append(keys, f.key)
-		chars = append(chars, utf8.RuneCountInString(v))
-	}
-	return keys, chars
-}
-
-type field struct {
-	key string
-	raw json.RawMessage
-}
-
-// objectFields splits a JSON object into its members, in order, values as
-// they are written; false when input is not an object.
-func objectFields(input json.RawMessage) ([]field, bool) {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
-	}
-	var out []field
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		k, ok := t.(string)
-		if !ok {
-			return nil, false
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, false
-		}
-		out = append(out, field{key: k, raw: raw})
-	}
-	return out, true
-}
-
-// clearInput returns input with the string values of fields replaced by
-// InputStub: an object of the same keys in the same order, compact.
-func clearInput(input json.RawMessage, fields []string) json.RawMessage {
-	members, ok := objectFields(input)
-	if !ok {
-		return input
-	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, f := range members {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeString(&b, f.key)
-		b.WriteByte(':')
-		var v string
-		if slices.Contains(fields, f.key) && len(f.raw) > 0 && f.raw[0] == '"' && json.Unmarshal(f.raw, &v) == nil {
-			writeString(&b, InputStub(utf8.RuneCountInString(v)))
-			continue
-		}
-		_ = json.Compact(&b, f.raw)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-// writeString writes s as a JSON string without HTML escaping, as
-// history's encoding does.
-func writeString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	b.Truncate(b.Len() - 1) // Encode's newline
-}
-
 // Passes returns the number of passes applied.
 func (l *Ledger) Passes() int {
 	if l == nil {
@@ -317,8 +221,8 @@ const WithheldText = "[earlier reasoning withheld after a context edit]"
 //     dropped, never edited — or, if nothing else is left, one text block
 //     holding WithheldText;
 //   - in an assistant message, a tool call whose input fields a pass
-//     cleared has those string values sent as InputStub: the input stays
-//     an object of the same keys, in the same order;
+//     cleared has those string values sent as InputStub: the input keeps
+//     its shape, keys and order;
 //   - any other message is returned as it is.
 //
 // A copy has Tokens 0: the stored estimate counted what was replaced. The
@@ -397,11 +301,11 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 // stored, cleared or not); saved, what clearing the eligible ones saves.
 type inputSizes struct{ raw, saved uint64 }
 
-// inputSaving returns the top-level string fields of call b's input that a
-// pass would clear now (clear_tool_inputs, DESIGN.md §6) and the sizes:
-// fields of at least min_chars_to_elide characters, longer than their
-// stub, of a call not in the recent turns, whose tool is not protected and
-// whose input no pass cleared yet.
+// inputSaving returns the string values of call b's input (as JSON
+// Pointers) that a pass would clear now (clear_tool_inputs, DESIGN.md §6)
+// and the sizes: strings of at least min_chars_to_elide characters, longer
+// than their stub, of a call not in the recent turns, whose tool is not
+// protected and whose input no pass cleared yet.
 func inputSaving(cfg config.ContextEditing, l *Ledger, b history.Block, recent bool) ([]string, inputSizes) {
 	var sz inputSizes
 	keys, chars := InputStrings(b.Input)

@@ -40,7 +40,7 @@ func TestPassClearsLongToolInputs(t *testing.T) {
 		h.turn(false, res{"bash", 10})
 	}
 	p := Plan(cfg, h.msgs, nil, false)
-	if p == nil || len(p.Inputs) != 1 || p.Inputs[0].ID != "w1" || len(p.Inputs[0].Fields) != 1 || p.Inputs[0].Fields[0] != "content" {
+	if p == nil || len(p.Inputs) != 1 || p.Inputs[0].ID != "w1" || len(p.Inputs[0].Fields) != 1 || p.Inputs[0].Fields[0] != "/content" {
 		t.Fatalf("pass = %+v, want the write's content cleared", p)
 	}
 	if p.ElidedCount != 0 || p.CharsSaved < 39000 {
@@ -95,5 +95,33 @@ func TestPassClearsLongToolInputs(t *testing.T) {
 	prot.ProtectToolNames = []string{"Write"}
 	if p := Plan(prot, h.msgs, nil, false); p != nil {
 		t.Fatalf("protected write cleared: %+v", p)
+	}
+}
+
+// Long strings nested in objects and arrays (a multi-edit's old and new
+// text, a shell command array's heredoc) are cleared by their JSON Pointer;
+// short ones, numbers and keys keep their bytes.
+func TestClearInputNested(t *testing.T) {
+	long := strings.Repeat("ab/~", 500)
+	in := json.RawMessage(`{"file_path":"/a.go","edits":[{"old_string":"` + long + `","new_string":"short"},{"old_string":"x","new_string":"` + long + `"}],"command":["bash","-lc","` + long + `"],"n":3,"a/b~":"` + long + `"}`)
+	paths, chars := InputStrings(in)
+	var big []string
+	for i, p := range paths {
+		if chars[i] >= 1000 {
+			big = append(big, p)
+		}
+	}
+	want := []string{"/edits/0/old_string", "/edits/1/new_string", "/command/2", "/a~1b~0"}
+	if strings.Join(big, " ") != strings.Join(want, " ") {
+		t.Fatalf("long strings at %q, want %q", big, want)
+	}
+	got := string(clearInput(in, big))
+	stub := InputStub(2000)
+	wantOut := `{"file_path":"/a.go","edits":[{"old_string":"` + stub + `","new_string":"short"},{"old_string":"x","new_string":"` + stub + `"}],"command":["bash","-lc","` + stub + `"],"n":3,"a/b~":"` + stub + `"}`
+	if got != wantOut {
+		t.Fatalf("cleared input\n%s\nwant\n%s", got, wantOut)
+	}
+	if string(clearInput(json.RawMessage(`not json`), want)) != "not json" {
+		t.Fatal("invalid input changed")
 	}
 }

@@ -318,7 +318,7 @@ func TestPassClearsA40KBWriteInput(t *testing.T) {
 		t.Fatalf("tokens %d after the pass, %d before the rounds: the input was not cleared from the estimate", a.Tokens, before.Tokens)
 	}
 	evs := h.events("s", checkpoint.KindContextEdit)
-	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"inputs":[{"id":"w1","fields":["content"]}]`) {
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"inputs":[{"id":"w1","fields":["/content"]}]`) {
 		t.Fatalf("context_edit events: %d", len(evs))
 	}
 	want := encodeAll(t, a)
