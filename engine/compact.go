@@ -75,7 +75,7 @@ func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
 		return "the session holds only the current request, which compaction keeps verbatim"
 	}
 	if sig != trigger.Overflow && e.allRetained(s) {
-		return fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", e.retentionTarget(s, s.summaryTokens))
+		return fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", e.retentionTarget(s, s.shape, s.summaryTokens))
 	}
 	return ""
 }
@@ -96,15 +96,15 @@ func (s *session) currentRequest() *entry {
 }
 
 // retentionTarget is the retention budget (DESIGN.md §5.2) of a compaction
-// whose summary has summaryTokens (uncalibrated), with the current request
+// of shape whose summary has summaryTokens (uncalibrated), with the current request
 // and the first request counted as fixed content beside it. Calibrated.
-func (e *Engine) retentionTarget(s *session, summaryTokens uint64) uint64 {
+func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64) uint64 {
 	fixed := s.fixedTokens + summaryTokens + e.carriedEstimate(s)
 	return trigger.Retention{
 		KeepRecentTokens: s.cfg.ContextCompaction.KeepRecentTokens,
 		ContextLimit:     s.limit,
 		FixedTokens:      e.calibrate(s, fixed),
-		Shape:            s.shape,
+		Shape:            shape,
 	}.Target()
 }
 
@@ -130,7 +130,7 @@ func (e *Engine) carriedEstimate(s *session) uint64 {
 // (so a summary would replace nothing new), with the previous summary's
 // size standing in for the new one's. Called with s.mu held.
 func (e *Engine) allRetained(s *session) bool {
-	target := e.retentionTarget(s, s.summaryTokens)
+	target := e.retentionTarget(s, s.shape, s.summaryTokens)
 	msgs := make([]history.Message, len(s.active))
 	toks := make([]uint64, len(s.active))
 	for i, en := range s.active {
@@ -364,7 +364,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	summaryTokens := e.est.Message(summaryMessage(cp))
-	target := e.retentionTarget(s, summaryTokens)
+	target := e.retentionTarget(s, shape, summaryTokens)
 	// Current entries of the snapshot's range (a context-edit pass may have
 	// changed their sent form meanwhile).
 	var covered []entry
