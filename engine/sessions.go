@@ -528,6 +528,7 @@ func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {
 	s.lastSeq = seq
 	s.failures = 0
 	s.circuitOpen = false
+	s.futilityRun = false
 	return seq, nil
 }
 
