@@ -10,12 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ctxd/ctxd/config"
-	"github.com/ctxd/ctxd/offload"
-
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/workers"
@@ -96,8 +95,9 @@ func (s *session) currentRequest() *entry {
 }
 
 // retentionTarget is the retention budget (DESIGN.md §5.2) of a compaction
-// of shape whose summary has summaryTokens (uncalibrated), with the current request
-// and the first request counted as fixed content beside it. Calibrated.
+// of shape whose summary has summaryTokens (uncalibrated), with the current
+// request and the first request counted as fixed content beside it.
+// Calibrated.
 func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64) uint64 {
 	fixed := s.fixedTokens + summaryTokens + e.carriedEstimate(s)
 	return trigger.Retention{
