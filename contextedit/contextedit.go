@@ -16,6 +16,7 @@
 package contextedit
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -63,8 +64,12 @@ type ClearedInput struct {
 // A Ledger is not safe for concurrent use: its session serializes access,
 // as it does for its history.
 type Ledger struct {
-	elided   map[string]struct{}
-	inputs   map[string][]string // call id → cleared input fields
+	elided map[string]struct{}
+	inputs map[string][]string // call id → cleared input fields
+	// cleared caches each cleared call's rendered input: a call's input
+	// never changes, nor its cleared fields once recorded (a call is
+	// cleared once), so it is computed on first use, not on every request.
+	cleared  map[string]json.RawMessage
 	withheld uint64
 	passes   int
 }
@@ -142,6 +147,20 @@ func (l *Ledger) Changes(m history.Message) bool {
 		}
 	}
 	return false
+}
+
+// clearedInput returns call b's input as sent after its fields were
+// cleared, from the cache when it holds it.
+func (l *Ledger) clearedInput(b history.Block) json.RawMessage {
+	if in, ok := l.cleared[b.ID]; ok {
+		return in
+	}
+	in := clearInput(b.Input, l.inputs[b.ID])
+	if l.cleared == nil {
+		l.cleared = map[string]json.RawMessage{}
+	}
+	l.cleared[b.ID] = in
+	return in
 }
 
 // Passes returns the number of passes applied.
@@ -243,7 +262,7 @@ func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 			case withhold && isThinking(b):
 				continue
 			case b.Type == history.BlockToolCall && l.InputCleared(b.ID):
-				b.Input = clearInput(b.Input, l.inputs[b.ID])
+				b.Input = l.clearedInput(b)
 			}
 			out.Content = append(out.Content, b)
 		}
@@ -296,39 +315,37 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 	return size - stub
 }
 
-// inputSizes is what one tool call's input counts for a pass: raw, the
-// characters of its string fields of at least min_chars_to_elide (as
-// stored, cleared or not); saved, what clearing the eligible ones saves.
-type inputSizes struct{ raw, saved uint64 }
-
-// inputSaving returns the string values of call b's input (as JSON
-// Pointers) that a pass would clear now (clear_tool_inputs, DESIGN.md §6)
-// and the sizes: strings of at least min_chars_to_elide characters, longer
-// than their stub, of a call not in the recent turns, whose tool is not
-// protected and whose input no pass cleared yet.
-func inputSaving(cfg config.ContextEditing, l *Ledger, b history.Block, recent bool) ([]string, inputSizes) {
-	var sz inputSizes
-	keys, chars := InputStrings(b.Input)
-	eligible := !recent && !l.InputCleared(b.ID)
+// InputSaving is what one tool call's input counts for a pass
+// (clear_tool_inputs, DESIGN.md §6), given the lengths in characters of its
+// input's string values (InputStrings): raw, the characters of those of at
+// least min_chars_to_elide (as stored, cleared or not); saved, what
+// clearing the eligible ones saves; and which of them (indexes into chars)
+// a pass clears. A value is eligible when it has at least
+// min_chars_to_elide characters and is longer than its stub, and its call
+// (id toolCallID, tool name tool) is not in the recent turns, its tool is
+// not protected (compared without regard to case) and no pass cleared its
+// input yet. The one statement of the rule: PlanPaths and the engine's
+// cheap pre-check both use it.
+func InputSaving(cfg config.ContextEditing, l *Ledger, toolCallID, tool string, chars []int, recent bool) (raw, saved uint64, clear []int) {
+	eligible := !recent && !l.InputCleared(toolCallID)
 	for _, name := range cfg.ProtectToolNames {
-		if strings.EqualFold(name, b.Name) {
+		if strings.EqualFold(name, tool) {
 			eligible = false
 		}
 	}
-	var fields []string
-	for i, k := range keys {
-		n := uint64(chars[i])
+	for i, c := range chars {
+		n := uint64(c)
 		if n < cfg.MinCharsToElide {
 			continue
 		}
-		sz.raw += n
-		stub := uint64(utf8.RuneCountInString(InputStub(chars[i])))
+		raw += n
+		stub := uint64(utf8.RuneCountInString(InputStub(c)))
 		if eligible && n > stub {
-			fields = append(fields, k)
-			sz.saved += n - stub
+			clear = append(clear, i)
+			saved += n - stub
 		}
 	}
-	return fields, sz
+	return raw, saved, clear
 }
 
 // Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
@@ -417,12 +434,17 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 				if b.Type != history.BlockToolCall {
 					continue
 				}
-				fields, s := inputSaving(cfg, l, b, i >= cutoff)
-				raw += s.raw
-				if len(fields) == 0 {
+				paths, chars := InputStrings(b.Input)
+				r, s, clear := InputSaving(cfg, l, b.ID, b.Name, chars, i >= cutoff)
+				raw += r
+				if len(clear) == 0 {
 					continue
 				}
-				saved += s.saved
+				saved += s
+				fields := make([]string, len(clear))
+				for k, j := range clear {
+					fields[k] = paths[j]
+				}
 				inputs = append(inputs, ClearedInput{ID: b.ID, Fields: fields})
 				newest = max(newest, i)
 			}

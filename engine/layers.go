@@ -58,7 +58,10 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	for _, en := range s.active {
 		raw += en.chars
 		if cfg.ClearToolInputs {
-			raw += en.inputChars
+			for _, c := range en.inputs {
+				r, _, _ := contextedit.InputSaving(cfg, nil, c.id, c.name, c.chars, true)
+				raw += r
+			}
 		}
 	}
 	if raw <= cfg.MaxTotalToolResultChars {
@@ -66,8 +69,11 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	}
 	for _, en := range s.active {
 		recent := en.turn+cfg.KeepRecentTurns > s.assistants
-		if en.msg.Role == history.RoleAssistant && cfg.ClearToolInputs && !recent {
-			saving += en.inputChars // an upper bound: PlanPaths counts exactly
+		if cfg.ClearToolInputs {
+			for _, c := range en.inputs {
+				_, saved, _ := contextedit.InputSaving(cfg, &s.ledger, c.id, c.name, c.chars, recent)
+				saving += saved
+			}
 		}
 		if en.msg.Role != history.RoleTool {
 			continue

@@ -31,11 +31,18 @@ type entry struct {
 	// tool is its tool name, the call's when the message names none.
 	turn uint64
 	tool string
-	// inputChars is, for an assistant message, the characters of the
-	// string fields of its tool calls' inputs (an upper bound of what
-	// clear_tool_inputs can clear), counted once at append; its turn is
-	// its own ordinal.
-	inputChars uint64
+	// inputs are, for an assistant message, its tool calls with the
+	// lengths of their input's string values (contextedit.InputStrings),
+	// measured once at append for clear_tool_inputs; its turn is its own
+	// ordinal.
+	inputs []callStrings
+}
+
+// callStrings is one tool call of an assistant message: its id, tool name
+// and the lengths in characters of its input's string values.
+type callStrings struct {
+	id, name string
+	chars    []int
 }
 
 // openCall is what a tool result needs of the call it answers.
@@ -380,7 +387,8 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	t := e.sentTokens(s, m)
 	s.messages++
-	var chars, inputChars uint64
+	var chars uint64
+	var inputs []callStrings
 	var call openCall
 	switch m.Role {
 	case history.RoleTool:
@@ -399,16 +407,15 @@ func (e *Engine) addActive(s *session, m history.Message) {
 					s.calls = map[string]openCall{}
 				}
 				s.calls[b.ID] = openCall{turn: s.assistants, name: b.Name}
-				_, n := contextedit.InputStrings(b.Input)
-				for _, c := range n {
-					inputChars += uint64(c)
+				if _, n := contextedit.InputStrings(b.Input); len(n) > 0 {
+					inputs = append(inputs, callStrings{id: b.ID, name: b.Name, chars: n})
 				}
 			}
 		}
 	case history.RoleUser:
 		clear(s.calls) // open calls are abandoned
 	}
-	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputChars: inputChars}
+	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputs: inputs}
 	if m.Role == history.RoleUser {
 		c := en
 		s.req = &c
