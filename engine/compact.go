@@ -110,12 +110,18 @@ func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64)
 
 // carriedEstimate is what the requests a compaction carries outside the
 // summary will take (DESIGN.md §5.2), uncalibrated: the current request
-// and, with keep_first_request, the first one, at most about
-// config.FirstRequestMaxTokens. Called with s.mu held.
+// (about config.FirstRequestMaxTokens when it cannot fit the window and is
+// carried bounded) and, with keep_first_request, the first one, at most
+// about config.FirstRequestMaxTokens. Called with s.mu held.
 func (e *Engine) carriedEstimate(s *session) uint64 {
 	var n uint64
 	req := s.currentRequest()
-	if req != nil {
+	switch {
+	case req == nil:
+	case e.calibrate(s, s.fixedTokens+req.tokens) > s.limit:
+		// Too long for the window: carried as its head and tail (carry).
+		n += min(req.tokens, config.FirstRequestMaxTokens)
+	default:
 		n += req.tokens
 	}
 	if s.firstPinned != nil {

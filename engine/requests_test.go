@@ -427,3 +427,22 @@ func TestExtractiveFallbackIsTheWayOut(t *testing.T) {
 		})
 	}
 }
+
+// A current request longer than the window is carried bounded, so it does
+// not make compaction futile: the pre-send compacts and the context fits.
+func TestRequestOverTheWindowIsNotFutile(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 20000)
+	h.append("s", user("first"), calls("a"), result("a", words(3000)), assistant("done"))
+	h.append("s", user("REQ-HEAD "+words(25000)+" REQ-TAIL"))
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Compacted || a.Tokens > a.ContextLimit {
+		t.Fatalf("compacted=%v tokens=%d diagnostic=%q", a.Compacted, a.Tokens, a.Diagnostic)
+	}
+	if !carriedBounded(a.Messages, h.context("s").Messages[len(a.Messages)-1].Seq) {
+		t.Fatal("the request is not carried bounded")
+	}
+}
