@@ -129,7 +129,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 	for i := range stored {
 		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
-		if ev, ok := offloaded[i]; ok {
+		if ev, ok := offloaded[i]; ok && ev.Kind == checkpoint.KindOffload {
 			var rec struct {
 				Path string `json:"path"`
 			}

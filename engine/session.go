@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -317,6 +318,9 @@ func (e *Engine) configure(s *session) error {
 	// quarter of the window — what retention keeps at most (DESIGN.md §5.2)
 	// — can never stay in the context: offload it all the same.
 	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
+	if r := cfg.Storage.MinFreeBytes; r > 0 && dir != "" {
+		s.offloader.Space = store.NewSpace(dir, r, nil)
+	}
 	return nil
 }
 
