@@ -61,7 +61,7 @@ func ToAPIError(err error) (*api.Error, bool) {
 	case errors.Is(err, engine.ErrConflict):
 		return &api.Error{Code: api.Conflict, Message: strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")}, false
 	case errors.Is(err, checkpoint.ErrTooLarge), errors.Is(err, store.ErrTooLarge):
-		return &api.Error{Code: api.TooLarge, Message: "the messages do not fit one transaction; append them in smaller requests: " + err.Error()}, false
+		return &api.Error{Code: api.TooLarge, Message: "the messages take more than one append may hold (about 1.1 MB as stored: docs/api.md \"Limits\"); split them into smaller appends; nothing was stored: " + err.Error()}, false
 	case errors.Is(err, store.ErrNoSpace):
 		msg := "the disk is full: ctxd refuses writes below its free-space reserve; nothing was stored"
 		if se, ok := errors.AsType[*store.SpaceError](err); ok {

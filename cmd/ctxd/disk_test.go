@@ -238,3 +238,33 @@ func TestOffloadFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendLimitAsDocumented (issue 14): docs/api.md "Limits" says about
+// 5,000 one-line messages fit one append and 10,000 do not; the refusal is
+// 413 too_large telling the client to split, and stores nothing.
+func TestAppendLimitAsDocumented(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	e.start(t)
+	c := e.client()
+	ctx := context.Background()
+	if _, err := c.CreateSession(ctx, api.CreateSessionRequest{ID: "s", Model: "local", ContextLimit: 10_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int) []api.Message {
+		out := make([]api.Message, n)
+		for i := range out {
+			out[i] = userText(fmt.Sprintf("message %d", i))
+		}
+		return out
+	}
+	_, err := c.AppendMessages(ctx, "s", api.AppendMessagesRequest{Messages: batch(10_000)})
+	if api.ErrorCode(err) != api.TooLarge || !strings.Contains(err.Error(), "split them into smaller appends") || !strings.Contains(err.Error(), `docs/api.md "Limits"`) {
+		t.Fatalf("10,000 messages: %v, want too_large asking to split", err)
+	}
+	if s, err := c.GetSession(ctx, "s"); err != nil || s.Messages != 0 {
+		t.Fatalf("after the refusal: %+v %v, want no message", s, err)
+	}
+	if _, err := c.AppendMessages(ctx, "s", api.AppendMessagesRequest{Messages: batch(4_500)}); err != nil {
+		t.Fatalf("4,500 messages: %v", err)
+	}
+}
