@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -143,5 +144,29 @@ func TestReportShowsProviderRuleViolations(t *testing.T) {
 	out := b.String()
 	if !strings.Contains(out, "1 provider-rule violations") || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "violation: request before response 3") {
 		t.Fatalf("report:\n%s", out)
+	}
+}
+
+// TestReplayIsDeterministic (issue 14): two replays of the same file, one
+// after the other, give the same report. The temporary data directory's
+// path and the artifact ids are in the offload stubs, and their random parts
+// used to change the token counts.
+func TestReplayIsDeterministic(t *testing.T) {
+	tr := importCorpus(t, "claude-code/autocompact-150tools.jsonl")
+	var reports [2][]byte
+	for i := range reports {
+		r, err := Run(context.Background(), tr, Options{Config: config.Defaults()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Offloads == 0 {
+			t.Fatal("no offload: the test needs stubs")
+		}
+		if reports[i], err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(reports[0], reports[1]) {
+		t.Errorf("two replays differ:\n%s\n%s", reports[0], reports[1])
 	}
 }
