@@ -231,7 +231,26 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.lastSeq = seq
 		}
 	}
+	e.restoreLastCheck(s)
 	return s, nil
+}
+
+// restoreLastCheck rebuilds the last trigger check after a load (a restart,
+// an eviction): the check itself is not stored, and `ctxctl doctor` must
+// still say why compaction did or did not fire (issue 14). It is the
+// post-check decision the state rebuilt from the log gives; nothing is
+// queued here, so Fired is false and the reason says what the next check
+// will do.
+func (e *Engine) restoreLastCheck(s *session) {
+	if s.lastMsg == 0 {
+		return
+	}
+	d := e.check(s, trigger.PostCheck)
+	s.lastCheck.Fired = false
+	s.lastCheck.Reason = "rebuilt from the log when the session was loaded: " + d.Reason
+	if d.Compact {
+		s.lastCheck.Reason += " (the next check compacts)"
+	}
 }
 
 // configure derives the session's effective configuration, model and
