@@ -228,6 +228,8 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType},
 		{name: "unknown call", method: "POST", path: msgs, body: `{"messages":[{"role":"tool","tool_call_id":"nope","content":[{"type":"text","text":"r"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].tool_call_id"},
 		{name: "bad block type", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"video"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].type"},
+		{name: "empty text block", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[1].text"},
+		{name: "unsigned thinking for a thinking-bound model", method: "POST", path: msgs, body: `{"messages":[{"role":"assistant","content":[{"type":"thinking","text":"hmm"},{"type":"text","text":"ok"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].signature"},
 		{name: "unknown session", method: "POST", path: "/v1/sessions/nope/messages", body: `{"messages":[{"role":"user","content":[]}]}`, status: 404, code: api.NotFound},
 		{name: "bad session id", method: "GET", path: "/v1/sessions/a%20b", status: 400, code: api.Invalid, field: "id"},
 		{name: "wrong method", method: "PUT", path: msgs, body: `{}`, status: 405, code: api.MethodNotAllowed},

@@ -236,7 +236,24 @@ func importBytes(format string, data []byte, opts Options) (*Transcript, error) 
 		return nil, fmt.Errorf("%w in %s input", ErrNoMessages, format)
 	}
 	normalizeToolInputs(t.Messages)
+	unsignedThinkingToText(t.Messages)
 	return t, nil
+}
+
+// unsignedThinkingToText turns a thinking block without a signature into a
+// text block holding the thinking between <thinking> tags: a provider that
+// binds thinking to signatures refuses an unsigned thinking block, so the
+// agent cannot have sent it as one (pi, for one, sends such blocks as text),
+// and ctxd refuses to store one for such a model (DESIGN.md §4).
+func unsignedThinkingToText(msgs []history.Message) {
+	for i := range msgs {
+		for j := range msgs[i].Content {
+			b := &msgs[i].Content[j]
+			if b.Type == history.BlockThinking && b.Signature == "" {
+				*b = history.Block{Type: history.BlockText, Text: "<thinking>\n" + b.Text + "\n</thinking>"}
+			}
+		}
+	}
 }
 
 // normalizeToolInputs gives every tool call an object input, as providers
