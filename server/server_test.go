@@ -45,7 +45,7 @@ type fixture struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newFixture(t *testing.T, mod func(*Options)) *fixture {
+func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	db, err := store.OpenInMemory()
 	if err != nil {
@@ -136,14 +136,14 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]str
 	return resp.StatusCode, env.Error, b, resp.Header
 }
 
-func (f *fixture) create(t *testing.T, id string) {
+func (f *fixture) create(t testing.TB, id string) {
 	t.Helper()
 	if _, err := f.client.CreateSession(context.Background(), api.CreateSessionRequest{ID: id, Model: "claude-sonnet-4-5"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (f *fixture) lastSeq(t *testing.T, id string) uint64 {
+func (f *fixture) lastSeq(t testing.TB, id string) uint64 {
 	t.Helper()
 	s, err := f.client.GetSession(context.Background(), id)
 	if err != nil {
