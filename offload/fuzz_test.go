@@ -23,7 +23,7 @@ func FuzzOffloadRoundTrip(f *testing.F) {
 		"short",
 		strings.Repeat("\xff", 200),
 		strings.Repeat("[… 5 characters (5 bytes) omitted …]\n", 10),
-		strings.Repeat("artifact://" + strings.Repeat("a", 64) + " ", 5),
+		strings.Repeat("artifact://"+strings.Repeat("a", 64)+" ", 5),
 	} {
 		f.Add(s, uint8(40), uint8(10))
 	}
