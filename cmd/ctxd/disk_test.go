@@ -63,19 +63,20 @@ func fill(t *testing.T, path string) {
 	}
 }
 
-// TestDiskFull: on a 20 MB tmpfs, 900 KB appends (the 24th killed ctxd with
-// SIGBUS before issue 14) are refused with 507 insufficient_storage once the
+// TestDiskFull: on a small tmpfs (12 MB: a race-enabled daemon takes
+// seconds per 900 KB append on a loaded machine), 900 KB appends (on 20 MB
+// the 24th killed ctxd with SIGBUS before issue 14) are refused with 507 insufficient_storage once the
 // reserve is reached, while reads, contexts and the status keep working;
 // the daemon stops cleanly; a start on a full disk fails with one line
 // naming the directory and the space needed (exit 1, no signal); once
 // space is freed it starts with every acknowledged message.
 func TestDiskFull(t *testing.T) {
-	fs := mountTmpfs(t, "20m")
+	fs := mountTmpfs(t, "12m")
 	e := newEnv(t, baseConfig+"\n[storage]\nmin_free_bytes = 4194304\n")
 	e.dataDir = filepath.Join(fs, "data")
 	p := e.start(t)
 	c := e.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := c.CreateSession(ctx, api.CreateSessionRequest{ID: "s", Model: "local", ContextLimit: 1_000_000}); err != nil {
 		t.Fatal(err)
@@ -98,8 +99,8 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("append %d: %v\n%s", i, err, p.stderr.String())
 		}
 	}
-	if refused == 0 || stored < 10 {
-		t.Fatalf("%d appends stored, %d refused: want refusals after at least 10", stored, refused)
+	if refused == 0 || stored < 5 {
+		t.Fatalf("%d appends stored, %d refused: want refusals after at least 5", stored, refused)
 	}
 	t.Logf("%d appends of 900 KB stored, then refused", stored)
 
