@@ -122,6 +122,7 @@ func (m *Metrics) CircuitOpened() { m.circuit.Inc() }
 // ProviderRuleViolation counts a context withheld for breaking a provider
 // rule (engine.Metrics); rule is one of the history.Rule* names.
 func (m *Metrics) ProviderRuleViolation(rule string) { m.rules.WithLabelValues(rule).Inc() }
+
 // OffloadFailed counts a tool result kept whole because its offload could
 // not be written (engine.Metrics).
 func (m *Metrics) OffloadFailed() { m.offloadFail.Inc() }
