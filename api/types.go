@@ -413,6 +413,11 @@ const (
 	// EventOffload: a tool result was offloaded (DESIGN.md §6), e.g.
 	// {"tool_call_id", "artifact", "path", "bytes", "lines", "chars"}.
 	EventOffload EventKind = "offload"
+	// EventOffloadFailed: a tool result over the offload limit was kept
+	// whole because its file could not be written (a full or unwritable
+	// offload directory), e.g. {"tool_call_id", "tool_name", "bytes",
+	// "dir", "reason", "no_space"}. The append succeeded.
+	EventOffloadFailed EventKind = "offload_failed"
 	// EventDiagnostic: something to see; Data is a Diagnostic.
 	EventDiagnostic EventKind = "diagnostic"
 	// EventPrefixReset: a recorded rewrite stopped the replay of thinking
@@ -478,4 +483,27 @@ type Status struct {
 	Queue Queue `json:"queue"`
 	// Workers is the compaction worker pool.
 	Workers Workers `json:"workers"`
+	// Disk is the free space of each guarded directory ("data", then
+	// "offload"); empty from a daemon without the guard.
+	Disk []Disk `json:"disk,omitempty"`
+}
+
+// Disk is the free space of one directory the daemon writes to, against
+// the reserve it keeps (storage.min_free_bytes, docs/operating.md "Disk
+// full").
+type Disk struct {
+	// Name is "data" (the badger store) or "offload".
+	Name string `json:"name"`
+	// Dir is the directory.
+	Dir string `json:"dir"`
+	// FreeBytes is the space available there, in bytes.
+	FreeBytes uint64 `json:"free_bytes"`
+	// ReserveBytes is the space the daemon keeps free, in bytes.
+	ReserveBytes uint64 `json:"reserve_bytes"`
+	// Low is true when FreeBytes < ReserveBytes: on "data", appends, new
+	// sessions and compactions are refused with InsufficientStorage; on
+	// "offload", oversized tool results are kept whole (offload_failed).
+	Low bool `json:"low"`
+	// Error is set when the free space could not be read.
+	Error string `json:"error,omitempty"`
 }

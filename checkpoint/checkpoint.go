@@ -131,6 +131,11 @@ const (
 	// {"tool_call_id", "artifact": "artifact://…", "path", "bytes",
 	// "lines", "chars"}.
 	KindOffload Kind = "offload"
+	// KindOffloadFailed: a tool result over max_chars was kept whole
+	// because its offload could not be written (DESIGN.md §6: a full or
+	// unwritable offload directory), e.g. {"tool_call_id", "tool_name",
+	// "bytes", "dir", "reason", "no_space"}.
+	KindOffloadFailed Kind = "offload_failed"
 	// KindDiagnostic: something an operator should see, e.g.
 	// {"level", "code", "message"}.
 	KindDiagnostic Kind = "diagnostic"
@@ -157,7 +162,7 @@ const (
 var kinds = map[Kind]bool{
 	KindMessage: true, KindUsage: true, KindCheckpoint: true,
 	KindCompactionStarted: true, KindCompactionFailed: true,
-	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true,
+	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true, KindOffloadFailed: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
 }
@@ -166,7 +171,7 @@ var kinds = map[Kind]bool{
 func Kinds() []Kind {
 	return []Kind{
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
-		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload,
+		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload, KindOffloadFailed,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
 		KindSessionUpdated, KindImported,
 	}

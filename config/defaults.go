@@ -20,6 +20,11 @@ const (
 	DefaultMinCharsPerPass         = 50000  // code points
 	DefaultWorkersSize             = 4
 	DefaultWorkersQueue            = 64
+	// DefaultMinFreeBytes is storage.min_free_bytes (128 MiB): room for
+	// what badger writes on its own (a memtable flush, a compaction) and
+	// one request of up to 32 MiB with its offloaded copy, so a write never
+	// meets a full file system through badger's memory maps (a SIGBUS).
+	DefaultMinFreeBytes = 128 << 20
 	// DefaultModelTokenFactor is the token_factor of an authored model entry
 	// that omits it.
 	DefaultModelTokenFactor = 1.0
@@ -56,7 +61,7 @@ func Defaults() Config {
 		Offload:           defaultOffload(),
 		ContextEditing:    defaultContextEditing(),
 		Models:            Catalog(),
-		Storage:           Storage{SyncWrites: true},
+		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
 		Sources:           map[string]string{},
 	}

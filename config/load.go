@@ -228,7 +228,7 @@ func (s *state) finish() (Config, []Warning, error) {
 	sortProblems(s.problems, s.order)
 	sortProblems(s.warnings, s.order)
 	if len(s.problems) > 0 {
-		return Config{}, s.warnings, &Error{Problems: s.problems}
+		return Config{}, s.warnings, &Error{Problems: s.problems, AgentFile: s.cfg.Compaction.AgentFile}
 	}
 	return s.cfg, s.warnings, nil
 }

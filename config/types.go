@@ -177,6 +177,13 @@ type Storage struct {
 	DataDir string `toml:"data_dir,omitempty" json:"data_dir,omitempty"`
 	// SyncWrites: an append is acknowledged only once durable. Default true.
 	SyncWrites bool `toml:"sync_writes" json:"sync_writes"`
+	// MinFreeBytes is the free space, in bytes, kept on the file systems of
+	// the data directory and the offload directory: a write that would
+	// leave less is refused (appends and compactions answer 507
+	// insufficient_storage, an offload keeps the result whole), and ctxd
+	// does not start below it. Default 134217728 (128 MiB); 0 turns the
+	// guard off. See docs/operating.md "Disk full".
+	MinFreeBytes uint64 `toml:"min_free_bytes" json:"min_free_bytes"`
 }
 
 // Workers is the [workers] table.

@@ -81,6 +81,20 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		return AppendResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 
+	if s.model.ThinkingBinding {
+		// A thinking-bound model (DESIGN.md §4) rejects a thinking block
+		// whose signature is missing; storing one would break every later
+		// request of the session.
+		for i, m := range expanded {
+			for j, b := range m.Content {
+				if m.Role == history.RoleAssistant && b.Type == history.BlockThinking && b.Signature == "" {
+					return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].content[%d].signature", origin[i], j),
+						"required on a thinking block for model %q, which binds thinking to the provider's signature: send the signature, or leave the block out", s.meta.Model)
+				}
+			}
+		}
+	}
+
 	now := e.opts.Now().UTC()
 	// Layer 1: offload oversized tool results (on a copy: msgs is the
 	// caller's).
@@ -129,7 +143,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 	for i := range stored {
 		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
-		if ev, ok := offloaded[i]; ok {
+		if ev, ok := offloaded[i]; ok && ev.Kind == checkpoint.KindOffload {
 			var rec struct {
 				Path string `json:"path"`
 			}

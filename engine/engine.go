@@ -93,6 +93,9 @@ type Metrics interface {
 	// provider rule (DESIGN.md §4a), by rule name (history.Rule*): a bug,
 	// and the context was not returned.
 	ProviderRuleViolation(rule string)
+	// OffloadFailed counts a tool result kept whole because its offload
+	// could not be written (DESIGN.md §6).
+	OffloadFailed()
 }
 
 type noMetrics struct{}
@@ -102,6 +105,7 @@ func (noMetrics) Compaction(string)                           {}
 func (noMetrics) SummarizerCall(string, time.Duration, error) {}
 func (noMetrics) CircuitOpened()                              {}
 func (noMetrics) ProviderRuleViolation(string)                {}
+func (noMetrics) OffloadFailed()                              {}
 
 // Options configure an Engine. Log, Artifacts, Summarizer and Pool are
 // required.

@@ -12,7 +12,8 @@ import (
 // offloadMessages runs layer 1 (DESIGN.md §6 "Offload") over the messages of
 // an append: each oversized tool result is stored whole and replaced by its
 // stub. It returns the messages to store and, for each offloaded one, its
-// offload event, keyed by index. A failed write leaves the result whole.
+// offload event, keyed by index. A failed write leaves the result whole and
+// its event is an offload_failed one (counted by Metrics.OffloadFailed).
 // Called with s.mu held, before the messages are stored: the artifact and
 // file exist before any event refers to them.
 func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message) ([]history.Message, map[int]checkpoint.Event) {
@@ -21,7 +22,19 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 		if msgs[i].Role != history.RoleTool {
 			continue
 		}
-		m, rec := s.offloader.Offload(ctx, s.id, msgs[i])
+		m, rec, fail := s.offloader.Try(ctx, s.id, msgs[i])
+		if fail != nil {
+			// The result stays whole; say so in the log and the append's
+			// response (DESIGN.md §6 "A failed write … says so").
+			e.metrics.OffloadFailed()
+			if d, err := json.Marshal(fail); err == nil {
+				if events == nil {
+					events = map[int]checkpoint.Event{}
+				}
+				events[i] = checkpoint.Event{Kind: checkpoint.KindOffloadFailed, Data: d}
+			}
+			continue
+		}
 		if rec == nil {
 			continue
 		}

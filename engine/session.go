@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -260,7 +261,29 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.lastSeq = seq
 		}
 	}
+	e.restoreLastCheck(s)
 	return s, nil
+}
+
+// restoreLastCheck rebuilds the last trigger check after a load (a restart,
+// an eviction): the check itself is not stored, and `ctxctl doctor` must
+// still say why compaction did or did not fire (issue 14). It is the
+// post-check decision the state rebuilt from the log gives; nothing is
+// queued here, so Fired is false and the reason says what the next check
+// will do.
+func (e *Engine) restoreLastCheck(s *session) {
+	if s.lastMsg == 0 {
+		return
+	}
+	// decide, not check: a load writes nothing (check may record a
+	// futility diagnostic).
+	tokens, source := e.estimate(s)
+	d, _ := e.decide(s, trigger.PostCheck, tokens)
+	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: trigger.PostCheck, Tokens: tokens, Source: source,
+		Threshold: s.threshold, Reason: "rebuilt from the log when the session was loaded: " + d.Reason}
+	if d.Compact {
+		s.lastCheck.Reason += " (the next check compacts)"
+	}
 }
 
 // configure derives the session's effective configuration, model and
@@ -347,6 +370,9 @@ func (e *Engine) configure(s *session) error {
 	// quarter of the window — what retention keeps at most (DESIGN.md §5.2)
 	// — can never stay in the context: offload it all the same.
 	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
+	if r := cfg.Storage.MinFreeBytes; r > 0 && dir != "" {
+		s.offloader.Space = store.NewSpace(dir, r, nil)
+	}
 	return nil
 }
 

@@ -276,6 +276,12 @@ func checkBlock(role Role, b *Block) *ValidationError {
 		}
 	}
 	switch b.Type {
+	case BlockText:
+		if b.Text == "" {
+			// Providers refuse it (Anthropic: "text content blocks must be
+			// non-empty"), so the next request would fail.
+			return invalid("text", "an empty text block; providers refuse it: leave the block out")
+		}
 	case BlockToolCall:
 		switch {
 		case role != RoleAssistant:

@@ -10,7 +10,14 @@ import (
 // WriteText writes the human reading of a report: the figures, ctxd's
 // compactions beside the original agent's, and the checks.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls\n", r.Format, r.Responses, r.Messages, r.ToolCalls)
+	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls", r.Format, r.Responses, r.Messages, r.ToolCalls)
+	if r.TrailingCalls > 0 {
+		fmt.Fprintf(w, " (and %d at the end of the file that got no result, left out)", r.TrailingCalls)
+	}
+	if r.CutLine > 0 {
+		fmt.Fprintf(w, "; line %d was cut short and skipped", r.CutLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "context limit %d tokens, threshold %d\n", r.ContextLimit, r.Threshold)
 	fmt.Fprintf(w, "layers: %d offloads (%d tokens saved), %d context-edit passes (%d characters saved), %d compactions",
 		r.Offloads, r.OffloadTokensSaved, r.ContextEditPasses, r.ContextEditCharsSaved, len(r.Compactions))

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -175,5 +176,55 @@ func TestClearToolInputsOnTheCorpus(t *testing.T) {
 					rOff.ContextEditCharsSaved, rOn.ContextEditCharsSaved, rOff.FinalTokens, rOn.FinalTokens)
 			}
 		})
+	}
+}
+
+// TestReplayIsDeterministic (issue 14): two replays of the same file, one
+// after the other, give the same report. The temporary data directory's
+// path and the artifact ids are in the offload stubs, and their random parts
+// used to change the token counts.
+func TestReplayIsDeterministic(t *testing.T) {
+	tr := importCorpus(t, "claude-code/autocompact-150tools.jsonl")
+	var reports [2][]byte
+	for i := range reports {
+		r, err := Run(context.Background(), tr, Options{Config: config.Defaults()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Offloads == 0 {
+			t.Fatal("no offload: the test needs stubs")
+		}
+		if reports[i], err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(reports[0], reports[1]) {
+		t.Errorf("two replays differ:\n%s\n%s", reports[0], reports[1])
+	}
+}
+
+// TestReplayFinalSubmitCall (issue 14): a file that ends with a tool call and
+// no result (a final submit) replays without an unanswered call; the report
+// counts the call as trailing.
+func TestReplayFinalSubmitCall(t *testing.T) {
+	chat := `[{"role":"system","content":"Solve it."},{"role":"user","content":"the tests fail"},
+ {"role":"assistant","content":"looking","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},
+ {"role":"tool","tool_call_id":"a","content":"setup.py"},
+ {"role":"assistant","content":"done","tool_calls":[{"id":"b","type":"function","function":{"name":"submit","arguments":"{}"}}]}]`
+	tr, err := transcript.Import(strings.NewReader(chat), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), tr, Options{Config: config.Defaults(), ContextLimit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TrailingCalls != 1 || r.UnansweredToolCalls != 0 {
+		t.Fatalf("trailing %d, unanswered %d", r.TrailingCalls, r.UnansweredToolCalls)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if strings.Contains(b.String(), "PROBLEM") {
+		t.Errorf("a final submit call reads as a problem:\n%s", b.String())
 	}
 }

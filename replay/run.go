@@ -68,6 +68,12 @@ type Report struct {
 	OffloadTokensSaved    uint64 `json:"offload_tokens_saved"`
 	Offloads              int    `json:"offloads"`
 	AbandonedRounds       int    `json:"abandoned_rounds"`
+	// TrailingCalls is the number of tool calls the file ended with, with
+	// no result after them; they are left out (transcript.TrailingCalls),
+	// so they are not unanswered calls. CutLine is the JSONL line cut short
+	// at the end of the file and skipped, 0 for none.
+	TrailingCalls int `json:"trailing_calls"`
+	CutLine       int `json:"cut_line,omitempty"`
 	// EstimateError compares each pre-send estimate with the next recorded
 	// usage (lowered by what ctxd's own layers removed), before the first
 	// compaction: (estimate − recorded) / recorded.
@@ -110,6 +116,8 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 		ToolCalls:           tr.ToolCalls,
 		Compactions:         []Compaction{},
 		OriginalCompactions: []OriginalCompaction{},
+		TrailingCalls:       len(tr.TrailingCalls),
+		CutLine:             tr.CutLine,
 	}
 	for _, oc := range tr.OriginalCompactions {
 		r.OriginalCompactions = append(r.OriginalCompactions, OriginalCompaction{BeforeResponse: oc.BeforeResponse, PreTokens: oc.PreTokens})

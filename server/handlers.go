@@ -33,6 +33,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.Model == "" && req.ContextLimit == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required unless context_limit is given (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return
@@ -113,6 +117,10 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Messages) == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "messages", "messages: at least one message is required"))
+		return
+	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	id := r.PathValue(api.PathValueID)
@@ -204,6 +212,10 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, api.Errorf(api.Invalid, "reason", "reason: %q is not %q or %q", req.Reason, api.ReasonManual, api.ReasonOverflow))
 		return
 	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	res, err := s.eng.Compact(r.Context(), r.PathValue(api.PathValueID), sig, req.Wait)
 	switch {
 	case errors.Is(err, engine.ErrNothingToCompact):
@@ -272,8 +284,43 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Sessions:      len(ids),
 		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
 		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
+		Disk:          s.diskStatus(),
 	})
 }
+
+// checkSpace refuses a write up front when the data directory's file
+// system is below its reserve (store.ErrNoSpace → insufficient_storage),
+// before any work (an offload, a summarizer call) is done for nothing. The
+// store checks every write again with its real size.
+func (s *Server) checkSpace() error {
+	for _, g := range s.spaces {
+		if g.Name == DiskData {
+			return g.Space.Check(0)
+		}
+	}
+	return nil
+}
+
+// diskStatus reads the free space of every guarded directory.
+func (s *Server) diskStatus() []api.Disk {
+	var out []api.Disk
+	for _, g := range s.spaces {
+		d := api.Disk{Name: g.Name, Dir: g.Space.Dir(), ReserveBytes: g.Space.Reserve()}
+		free, low, err := g.Space.State()
+		if err != nil {
+			d.Error = err.Error()
+		}
+		d.FreeBytes, d.Low = free, low
+		out = append(out, d)
+	}
+	return out
+}
+
+// Names of GuardedDir.
+const (
+	DiskData    = "data"
+	DiskOffload = "offload"
+)
 
 func (s *Server) poolStats() workers.Stats {
 	if s.pool.Stats == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -74,6 +75,19 @@ type Options struct {
 	Heartbeat time.Duration
 	// Now is the clock (uptime); nil means time.Now.
 	Now func() time.Time
+	// Disk are the guarded directories (storage.min_free_bytes), reported
+	// in GET /v1/status and the disk_low metric. The one named "data" is
+	// checked before each append, session creation and compaction, which
+	// are refused with api.InsufficientStorage below its reserve.
+	Disk []GuardedDir
+}
+
+// GuardedDir is a directory whose free space the daemon guards.
+type GuardedDir struct {
+	// Name is "data" or "offload" (the metrics' dir label).
+	Name string
+	// Space is the guard; its Dir and Reserve are reported.
+	Space *store.Space
 }
 
 // Server answers the API of DESIGN.md §7. Create it with New; it is safe for
@@ -91,6 +105,7 @@ type Server struct {
 	heartbeat time.Duration
 	now       func() time.Time
 	started   time.Time
+	spaces    []GuardedDir
 
 	uidMu   sync.RWMutex
 	allowed map[uint32]bool
@@ -121,6 +136,7 @@ func New(opts Options) *Server {
 		ownUID:    opts.OwnUID,
 		heartbeat: opts.Heartbeat,
 		now:       opts.Now,
+		spaces:    opts.Disk,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -44,7 +45,7 @@ type fixture struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newFixture(t *testing.T, mod func(*Options)) *fixture {
+func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	db, err := store.OpenInMemory()
 	if err != nil {
@@ -135,14 +136,14 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]str
 	return resp.StatusCode, env.Error, b, resp.Header
 }
 
-func (f *fixture) create(t *testing.T, id string) {
+func (f *fixture) create(t testing.TB, id string) {
 	t.Helper()
 	if _, err := f.client.CreateSession(context.Background(), api.CreateSessionRequest{ID: id, Model: "claude-sonnet-4-5"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (f *fixture) lastSeq(t *testing.T, id string) uint64 {
+func (f *fixture) lastSeq(t testing.TB, id string) uint64 {
 	t.Helper()
 	s, err := f.client.GetSession(context.Background(), id)
 	if err != nil {
@@ -216,10 +217,10 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		code, field              string
 	}{
 		{name: "malformed JSON", method: "POST", path: msgs, body: `{"messages":[`, status: 400, code: api.Invalid},
-		{name: "syntax error", method: "POST", path: msgs, body: `{"messages":[}`, status: 400, code: api.Invalid},
+		{name: "syntax error", method: "POST", path: msgs, body: `{"messages":[}`, status: 400, code: api.Invalid, field: "messages[0]"},
 		{name: "unknown field", method: "POST", path: msgs, body: `{"messages":[],"extra":1}`, status: 400, code: api.Invalid, field: "extra"},
-		{name: "unknown nested field", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[],"colour":"red"}]}`, status: 400, code: api.Invalid, field: "colour"},
-		{name: "wrong type", method: "POST", path: msgs, body: `{"messages":[{"role":7,"content":[]}]}`, status: 400, code: api.Invalid, field: "messages.role"},
+		{name: "unknown nested field", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[],"colour":"red"}]}`, status: 400, code: api.Invalid, field: "messages[0].colour"},
+		{name: "wrong type", method: "POST", path: msgs, body: `{"messages":[{"role":7,"content":[]}]}`, status: 400, code: api.Invalid, field: "messages[0].role"},
 		{name: "two values", method: "POST", path: msgs, body: `{"messages":[]} {}`, status: 400, code: api.Invalid},
 		{name: "empty body", method: "POST", path: msgs, body: ``, status: 400, code: api.Invalid},
 		{name: "no messages", method: "POST", path: msgs, body: `{"messages":[]}`, status: 400, code: api.Invalid, field: "messages"},
@@ -227,6 +228,8 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType},
 		{name: "unknown call", method: "POST", path: msgs, body: `{"messages":[{"role":"tool","tool_call_id":"nope","content":[{"type":"text","text":"r"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].tool_call_id"},
 		{name: "bad block type", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"video"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].type"},
+		{name: "empty text block", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[1].text"},
+		{name: "unsigned thinking for a thinking-bound model", method: "POST", path: msgs, body: `{"messages":[{"role":"assistant","content":[{"type":"thinking","text":"hmm"},{"type":"text","text":"ok"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].signature"},
 		{name: "unknown session", method: "POST", path: "/v1/sessions/nope/messages", body: `{"messages":[{"role":"user","content":[]}]}`, status: 404, code: api.NotFound},
 		{name: "bad session id", method: "GET", path: "/v1/sessions/a%20b", status: 400, code: api.Invalid, field: "id"},
 		{name: "wrong method", method: "PUT", path: msgs, body: `{}`, status: 405, code: api.MethodNotAllowed},
@@ -235,7 +238,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "bad presend", method: "GET", path: "/v1/sessions/s1/context?presend=maybe", status: 400, code: api.Invalid, field: "presend"},
 		{name: "bad reason", method: "POST", path: "/v1/sessions/s1/compact", body: `{"reason":"because"}`, status: 400, code: api.Invalid, field: "reason"},
 		{name: "bad from", method: "GET", path: "/v1/sessions/s1/events?from=-1", status: 400, code: api.Invalid, field: "from"},
-		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels"},
+		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels.a"},
 		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
 		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
 		{name: "existing id", method: "POST", path: "/v1/sessions", body: `{"id":"s1","model":"gpt-4o"}`, status: 409, code: api.Conflict},
@@ -251,7 +254,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			if ae.Field != c.field {
 				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
 			}
-			if c.field != "" && !strings.Contains(ae.Message, strings.TrimPrefix(c.field, "messages.")) {
+			if c.field != "" && !strings.Contains(ae.Message, c.field) {
 				t.Errorf("message %q does not name the field %q", ae.Message, c.field)
 			}
 			if got := f.lastSeq(t, "s1"); got != before {
@@ -261,6 +264,82 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 	if _, err := f.client.GetSession(ctx, "s2"); api.ErrorCode(err) != api.NotFound {
 		t.Errorf("a refused create left session s2 behind: %v", err)
+	}
+}
+
+// TestStrictDecoding (issue 14): what docs/api.md promises of a request
+// body — valid UTF-8, no duplicate key, case-sensitive keys, no unknown key,
+// the right types — is refused with 400 naming the full path of the value,
+// without Go type names, and nothing is stored.
+func TestStrictDecoding(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.lastSeq(t, "s1")
+	three := func(third string) string {
+		return `{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":[{"type":"text","text":"b"}]},` + third + `]}`
+	}
+	cases := []struct {
+		name, path, body, field string
+		want                    []string
+	}{
+		{"raw invalid UTF-8", "/v1/sessions/s1/messages", three("{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"bad \xff byte\"}]}"),
+			"messages[2].content[0].text", []string{"invalid UTF-8"}},
+		{"lone surrogate escape", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":"\ud800"}]}`),
+			"messages[2].content[0].text", []string{"invalid UTF-8", `\ud800`}},
+		{"duplicate key", "/v1/sessions/s1/messages", three(`{"role":"user","role":"assistant","content":[]}`),
+			"messages[2].role", []string{"duplicate key \"role\""}},
+		{"duplicate key in a tool input", "/v1/sessions/s1/messages", three(`{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"x","input":{"a":1,"a":2}}]}`),
+			"messages[2].content[0].input.a", []string{"duplicate key"}},
+		{"key of another case", "/v1/sessions/s1/messages", three(`{"Role":"user","content":[]}`),
+			"messages[2].Role", []string{"unknown key \"Role\""}},
+		{"type error", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":7}]}`),
+			"messages[2].content[0].text", []string{"must be a string, not a number"}},
+		{"role of the wrong type", "/v1/sessions/s1/messages", three(`{"role":1,"content":[]}`),
+			"messages[2].role", []string{"must be a string, not a number"}},
+		{"unknown key with its path", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":"x","extra":1}]}`),
+			"messages[2].content[0].extra", []string{"unknown key \"extra\""}},
+		{"bad time", "/v1/sessions/s1/messages", three(`{"role":"user","content":[],"time":"yesterday"}`),
+			"messages[2].time", []string{"RFC 3339"}},
+		{"negative usage", "/v1/sessions/s1/messages", three(`{"role":"assistant","content":[],"usage":{"input_tokens":-1}}`),
+			"messages[2].usage.input_tokens", []string{"must be a non-negative integer, not -1"}},
+		{"patch tools of the wrong type", "/v1/sessions/s1", `{"tools":{"name":"x"}}`, "tools", []string{"must be an array"}},
+		{"create with a duplicate", "/v1/sessions", `{"id":"s9","model":"gpt-4o","model":"o3"}`, "model", []string{"duplicate key"}},
+		{"compact wait of the wrong type", "/v1/sessions/s1/compact", `{"wait":"yes"}`, "wait", []string{"must be true or false"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method := "POST"
+			if c.path == "/v1/sessions/s1" {
+				method = "PATCH"
+			}
+			status, ae, body, _ := f.do(t, method, c.path, c.body, nil)
+			if status != http.StatusBadRequest || ae == nil || ae.Code != api.Invalid {
+				t.Fatalf("got %d %s, want 400 invalid", status, body)
+			}
+			if ae.Field != c.field {
+				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
+			}
+			for _, w := range append(c.want, c.field) {
+				if !strings.Contains(ae.Message, w) {
+					t.Errorf("message %q lacks %q", ae.Message, w)
+				}
+			}
+			for _, goName := range []string{"api.", "string (", "uint64", "time.Time", "json:", "Go "} {
+				if strings.Contains(ae.Message, goName) {
+					t.Errorf("message %q shows Go's %q", ae.Message, goName)
+				}
+			}
+			if got := f.lastSeq(t, "s1"); got != before {
+				t.Errorf("last_seq %d after a bad request, want %d", got, before)
+			}
+		})
+	}
+	if _, err := f.client.GetSession(ctx, "s9"); api.ErrorCode(err) != api.NotFound {
+		t.Errorf("a refused create left a session behind: %v", err)
 	}
 }
 
@@ -660,5 +739,46 @@ func TestUncleanPathGetsTheEnvelope(t *testing.T) {
 	f.srv.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestOversizedBodyWholeFirst (issue 14): a client that writes its whole
+// oversized body before reading the answer (Python's http.client does)
+// gets the 413, not a broken pipe or a reset, with and without a
+// Content-Length.
+func TestOversizedBodyWholeFirst(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	body := `{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", api.MaxRequestBytes+1<<20) + `"}]}]}`
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var req bytes.Buffer
+			fmt.Fprintf(&req, "POST /v1/sessions/s1/messages HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n", f.ts.Listener.Addr())
+			if chunked {
+				fmt.Fprintf(&req, "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+			} else {
+				fmt.Fprintf(&req, "Content-Length: %d\r\n\r\n%s", len(body), body)
+			}
+			if _, err := conn.Write(req.Bytes()); err != nil {
+				t.Fatalf("writing the whole body first: %v", err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"too_large"`) {
+				t.Fatalf("got %d %s", resp.StatusCode, b)
+			}
+		})
+	}
+	if got := f.lastSeq(t, "s1"); got != 0 {
+		t.Errorf("last_seq %d, want 0", got)
 	}
 }

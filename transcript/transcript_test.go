@@ -660,6 +660,24 @@ func fuzzSeeds(f *testing.F) {
 	if data, err := os.ReadFile(codexFixture); err == nil {
 		f.Add(data)
 	}
+	// Issue 14's shapes: mini-swe-agent, a Responses body, glued records,
+	// an OpenHands event array.
+	f.Add([]byte(miniTraj))
+	f.Add([]byte(`{"instructions":"i","input":[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"n","arguments":"{}"}]}`))
+	f.Add([]byte(`{"type":"session","id":"x"}{"type":"message","message":{"role":"user","content":"hi"}}` + "\n" + `{"type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"t"}]}}{"type":"mess`))
+	f.Add([]byte(`[{"id":0,"source":"user","action":"message","args":{}}]`))
+}
+
+func FuzzImportMiniSWEAgent(f *testing.F) {
+	fuzzImporter(f, func(b []byte) (*Transcript, error) {
+		return ImportFormat(bytes.NewReader(b), FormatMiniSWEAgent, Options{SkipMalformed: true})
+	})
+}
+
+func FuzzImportResponses(f *testing.F) {
+	fuzzImporter(f, func(b []byte) (*Transcript, error) {
+		return ImportFormat(bytes.NewReader(b), FormatOpenAIResponses, Options{SkipMalformed: true})
+	})
 }
 
 func fuzzImporter(f *testing.F, imp func([]byte) (*Transcript, error)) {

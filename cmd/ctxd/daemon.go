@@ -349,7 +349,24 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger})
+	offloadDir := cfg.Offload.Dir
+	if offloadDir == "" {
+		offloadDir = filepath.Join(m.dataDir, "offload")
+	}
+	var dataSpace *store.Space
+	var disks []server.GuardedDir
+	if reserve := cfg.Storage.MinFreeBytes; reserve > 0 {
+		dataSpace = store.NewSpace(m.dataDir, reserve, nil)
+		// Badger replays its logs through memory maps at start: on a full
+		// file system that is a SIGBUS, so refuse to start instead, in one
+		// line naming the directory and the space needed.
+		if free, low, err := dataSpace.State(); err == nil && low {
+			return fmt.Errorf("data directory %s has %s free, less than the %s ctxd keeps free (storage.min_free_bytes): free at least %s there, or lower storage.min_free_bytes",
+				m.dataDir, store.FormatBytes(free), store.FormatBytes(reserve), store.FormatBytes(reserve-free))
+		}
+		disks = []server.GuardedDir{{Name: server.DiskData, Space: dataSpace}, {Name: server.DiskOffload, Space: store.NewSpace(offloadDir, reserve, nil)}}
+	}
+	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -399,6 +416,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Metrics:     metrics,
 		AuthToken:   token,
 		AllowedUIDs: cfg.Daemon.AllowedUIDs,
+		Disk:        disks,
 	})
 	return nil
 }
@@ -432,6 +450,7 @@ func (m *Main) reload() {
 	keep("daemon.auth_token_env", cfg.Daemon.AuthTokenEnv != old.Daemon.AuthTokenEnv)
 	keep("storage.data_dir", filepath.Clean(cfg.Storage.DataDir) != filepath.Clean(old.Storage.DataDir))
 	keep("storage.sync_writes", cfg.Storage.SyncWrites != old.Storage.SyncWrites)
+	keep("storage.min_free_bytes", cfg.Storage.MinFreeBytes != old.Storage.MinFreeBytes)
 	keep("workers.size", cfg.Workers.Size != old.Workers.Size)
 	keep("workers.queue", cfg.Workers.Queue != old.Workers.Queue)
 	cfg.Daemon.Socket, cfg.Daemon.Listen, cfg.Daemon.AuthTokenEnv = old.Daemon.Socket, old.Daemon.Listen, old.Daemon.AuthTokenEnv
