@@ -58,10 +58,12 @@ func TestExtractiveCorpus(t *testing.T) {
 			if testing.Verbose() && rel == "pi/454tools-2compactions.jsonl" {
 				t.Logf("extractive summary of %s (%d bytes):\n%s", rel, len(full), full)
 			}
-			// The first user request is quoted verbatim (up to its budget).
+			// The first user request is quoted verbatim (up to its budget);
+			// text that is not a request (injected reminders, notices) is not.
 			for i := range msgs {
 				if msgs[i].Role == history.RoleUser {
-					if first := strings.TrimSpace(messageText(&msgs[i])); first != "" && !isSummary(first) {
+					text := strings.TrimSpace(messageText(&msgs[i]))
+					if first, req := requestText(text); text != "" && req && !isSummary(text) {
 						line := truncateBytes(strings.SplitN(first, "\n", 2)[0], 100)
 						if !strings.Contains(full, line) {
 							t.Errorf("first request %q not quoted", line)
@@ -115,15 +117,15 @@ func TestExtractiveContent(t *testing.T) {
 		"`go test ./pkg/foo/`",                                        // command
 		"artifact://abc123",                                           // artifact read path
 		"artifact://deadbeef",                                         // artifact in a command
-		"bash(command=go test ./pkg/foo/) (seq 6): --- FAIL: TestFoo", // error
-		"next bash call (seq 8) succeeded",                            // what came after
-		"The test fails because the fixture is missing",               // decisions and reasoning
-		"> Look at the test first.",                                   // thinking
-		"Assistant (seq 7):\n> The test fails",                        // decisions
-		"Answer the latest user request (seq 11)",                     // next steps
-		"Tools used: bash ×2, read ×2, edit ×1.",                      // counts
-		"Open tool rounds: none.",                                     // state
-		"# Checkpoint summary (extractive, 11 messages, seq 1–11)",    // title
+		"bash `go test ./pkg/foo/` (seq 6) failed: --- FAIL: TestFoo", // error
+		"fixed: edited pkg/foo/testdata/fixture.json; then `go test ./pkg/foo/ && echo artifact://deadbeef` succeeded (seq 8)", // the change that fixed it
+		"The test fails because the fixture is missing",            // decisions and reasoning
+		"> Look at the test first.",                                // thinking
+		"Last assistant message (seq 7):\n> The test fails",        // the last message in full
+		"Answer the latest user request (seq 11)",                  // next steps
+		"Tools used: bash ×2, read ×2, edit ×1.",                   // counts
+		"Open tool rounds: none.",                                  // state
+		"# Checkpoint summary (extractive, 11 messages, seq 1–11)", // title
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
@@ -189,7 +191,7 @@ func TestExtractiveBudget(t *testing.T) {
 		}
 	}
 	s := ExtractiveSummary(msgs, 4000)
-	if !strings.Contains(s, cutMarker) {
+	if !strings.Contains(s, exCutMarker) {
 		t.Error("a cut section carries no marker")
 	}
 }
