@@ -1089,7 +1089,17 @@ func (x *extraction) errorsAndFixes() []exItem {
 // without Claude Code's <tool_use_error> tags.
 func errorLine(s string) string {
 	s = strings.ReplaceAll(strings.ReplaceAll(s, "<tool_use_error>", ""), "</tool_use_error>", "")
-	for _, l := range strings.Split(s, "\n") {
+	lines := strings.Split(s, "\n")
+	// A line that names the error beats a warning printed before it.
+	for k, l := range lines {
+		if k == 40 {
+			break
+		}
+		if l = strings.TrimSpace(l); exErrorWordRe.MatchString(l) && !exWarnRe.MatchString(l) {
+			return l
+		}
+	}
+	for _, l := range lines {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "Exit code") || strings.HasPrefix(l, "{\"exit_code\"") {
 			continue
@@ -1098,6 +1108,15 @@ func errorLine(s string) string {
 	}
 	return strings.TrimSpace(s)
 }
+
+var (
+	exErrorWordRe = regexp.MustCompile(`(?i)\b(error|failed|failure|fatal|exception|cannot|can't|not found|no such|denied|invalid|undefined|panic)\b`)
+	exWarnRe      = regexp.MustCompile(`(?i)^(npm warn|warning\b|\[warn)`)
+	// exLookCmds are commands that look rather than act: a later one is
+	// another look, not the same action retried.
+	exLookCmds = map[string]bool{"find": true, "grep": true, "rg": true, "ls": true, "cat": true, "head": true,
+		"tail": true, "echo": true, "tree": true, "pwd": true, "wc": true, "sed": true, "awk": true, "which": true}
+)
 
 // actionKey identifies what a call acted on, to recognise a later attempt
 // at the same action: its file, else its command's first two words, else
@@ -1108,6 +1127,9 @@ func actionKey(c *exCall) string {
 	}
 	if c.cmd != "" {
 		f := strings.Fields(stripCd(c.cmd))
+		if len(f) > 0 && exLookCmds[f[0]] {
+			return stripCd(c.cmd)
+		}
 		if len(f) > 2 {
 			f = f[:2]
 		}
@@ -1128,9 +1150,12 @@ func (x *extraction) fixAfter(k int) string {
 		if !c.done || c.failed() {
 			continue
 		}
-		same := c.name == f.name && actionKey(c) == key
+		same := actionKey(c) == key && (c.name == f.name || (f.file != "" && isWrite(f) && isWrite(c)))
 		if !same && f.cmd != "" && key != "" && c.cmd != "" && strings.Contains(c.cmd, key) {
 			same = true // the command run again inside a longer one
+		}
+		if !same && f.file != "" && isWrite(f) && c.cmd != "" && redirectsTo(c.cmd, f.file) {
+			same = true // the file written by a shell command instead
 		}
 		if same {
 			ok = c
@@ -1201,6 +1226,31 @@ func (x *extraction) fixAfter(k int) string {
 		fmt.Fprintf(&b, "%s succeeded%s", x.short(ok), x.at(ok.idx))
 	}
 	return b.String()
+}
+
+// isWrite reports whether a call writes a file.
+func isWrite(c *exCall) bool {
+	return len(c.edits) > 0 || (c.file != "" && toolOp(c.name) == "write")
+}
+
+// redirectsTo reports whether a shell command writes file p with a
+// redirection ("cat > dir/p <<EOF", "tee p").
+func redirectsTo(cmd, p string) bool {
+	base := p[strings.LastIndexByte(p, '/')+1:]
+	for _, op := range []string{">", "tee "} {
+		for rest := cmd; ; {
+			i := strings.Index(rest, op)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(op):]
+			f := strings.Fields(strings.TrimLeft(rest, "> "))
+			if len(f) > 0 && (f[0] == p || strings.HasSuffix(f[0], "/"+base) || f[0] == base) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // short names a call briefly: its tool and command, or its tool and file.
