@@ -63,6 +63,10 @@ var (
 	exAbandonedRe = regexp.MustCompile(`(?i)tool call abandoned`)
 	exErrTextRe   = regexp.MustCompile(`^(?:Error|ERROR|Traceback|fatal:|error(?:\[\w+\])?:|panic:|Exception)`)
 	exSysTagRe    = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
+	exUserShellRe = regexp.MustCompile("^Ran `[^`\n]*`\n(?:```|\\(no output\\))")
+	exSteerRe     = regexp.MustCompile(`(?i)\b(only|never|always|don't|do not|dont|must|should|prefer|want|instead|keep|no need|rather|why (?:does|do|would|are)|not what)\b`)
+	exRuleRe      = regexp.MustCompile(`(?i)\b(only|never|always|must|must not|mustn't)\b`)
+	exBranchCmdRe = regexp.MustCompile(`\bgit\s+(?:checkout\s+-b|switch\s+-c|branch)\s+\S+|\bgit\s+worktree\s+add\b`)
 	exCmdNameRe   = regexp.MustCompile(`<command-name>\s*([^<]*?)\s*</command-name>`)
 	exCmdArgsRe   = regexp.MustCompile(`(?s)<command-args>\s*(.*?)\s*</command-args>`)
 	exTaskCmdRe   = regexp.MustCompile(`(?i)^(?:\S+=\S+\s+)*(?:bd|br|gh|glab|tea|issues?|jira|linear|task|tk|todo|beads)\s+(?:(?:issue|pr|task|ticket)\s+)?(?:show|view|get|read|info|details)\b`)
@@ -278,6 +282,11 @@ func requestText(t string) (string, bool) {
 		if strings.HasPrefix(stripped, p) {
 			return stripped, false
 		}
+	}
+	if exUserShellRe.MatchString(stripped) {
+		// A shell command the user ran in the agent (pi's bashExecution,
+		// Claude Code's "!" commands) and its output.
+		return stripped, false
 	}
 	return stripped, true
 }
@@ -513,9 +522,14 @@ func (x *extraction) goal() []exItem {
 		reqs = append([]exUser{{idx: -1}}, reqs...)
 	}
 	if n := len(reqs); n > 1 {
-		between := reqs[1 : n-1]
+		var between []exUser
+		for _, u := range reqs[1 : n-1] {
+			if len(strings.TrimSpace(u.text)) >= 16 {
+				between = append(between, u)
+			}
+		}
 		if len(between) > 0 {
-			label := fmt.Sprintf("Later requests (%d in between", len(between))
+			label := fmt.Sprintf("Later requests (%d in between, short replies left out", len(between))
 			if len(between) > exOtherRequests {
 				label += fmt.Sprintf(", last %d shown", exOtherRequests)
 				between = between[len(between)-exOtherRequests:]
@@ -532,6 +546,17 @@ func (x *extraction) goal() []exItem {
 			}
 		}
 		last := reqs[n-1]
+		if len(strings.TrimSpace(last.text)) < 16 {
+			// A short reply ("ok", "continue") says little alone: the
+			// latest request with substance comes with it.
+			for k := n - 2; k >= 1; k-- {
+				if u := reqs[k]; len(strings.TrimSpace(u.text)) >= 16 && u.idx >= 0 {
+					add(0, fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 800), 16))),
+						fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 300), 6))))
+					break
+				}
+			}
+		}
 		add(0, fmt.Sprintf("\nLatest request%s:\n%s\n", x.at(last.idx), quote(truncLines(truncRunes(last.text, exLatestRequestRunes), exQuoteLines))),
 			fmt.Sprintf("\nLatest request%s:\n%s\n", x.at(last.idx), quote(truncLines(truncRunes(last.text, 400), 8))))
 	}
@@ -898,6 +923,12 @@ func (x *extraction) commands(order int) []exItem {
 	for _, c := range key {
 		pick(c, 1)
 	}
+	// Where the work lives (a branch, a worktree) is kept wherever it was.
+	for _, c := range all {
+		if exBranchCmdRe.MatchString(c.cmd) {
+			pick(c, 1)
+		}
+	}
 	// Distinct build/test commands, the latest of each.
 	lastOf := map[string]*exCall{}
 	var kinds []string
@@ -984,6 +1015,30 @@ func (x *extraction) decisions() []exItem {
 				text: fmt.Sprintf("- The user answered%s: %s\n", x.at(c.resIdx), oneLine(truncRunes(t, exDecisionRunes)))})
 		}
 	}
+	// What the user said that steers the work (constraints, preferences,
+	// corrections), latest first; the first and latest requests are
+	// quoted under Goal already.
+	reqs := x.requests()
+	nRule, nSteer := 0, 0
+	for k := len(reqs) - 2; k >= 1; k-- {
+		u := reqs[k]
+		if !exSteerRe.MatchString(u.text) || len(u.text) < 16 {
+			continue
+		}
+		// A standing rule (only, never, always, must …) holds however
+		// old it is; other steering matters while it is recent.
+		prio := 1
+		if exRuleRe.MatchString(u.text) && nRule < 6 {
+			nRule++
+		} else if nSteer < 4 {
+			nSteer++
+			prio = 2
+		} else {
+			continue
+		}
+		items = append(items, exItem{sec: secDecisions, order: u.idx, prio: prio,
+			text: fmt.Sprintf("- The user%s: %q\n", x.at(u.idx), oneLine(truncRunes(u.text, 200)))})
+	}
 	// Decision lines of the assistant's text, latest first.
 	var lines []exItem
 	seen := map[string]bool{}
@@ -1028,7 +1083,7 @@ func (x *extraction) errorsAndFixes() []exItem {
 	var groups []*exFailure
 	byKey := map[string]*exFailure{}
 	for k, c := range x.calls {
-		if !c.failed() {
+		if !c.failed() || exAbandonedRe.MatchString(c.resText) {
 			continue
 		}
 		msg := errorLine(c.resText)
@@ -1352,8 +1407,21 @@ func (x *extraction) nextSteps() []exItem {
 		text := x.rel(strings.TrimSpace(messageText(&x.msgs[lastAsst])))
 		add(0, fmt.Sprintf("- Last assistant message%s:\n%s\n", x.at(lastAsst), quote(truncRunes(text, exLastMessageRunes))),
 			fmt.Sprintf("- Last assistant message%s:\n%s\n", x.at(lastAsst), quote(truncRunes(text, 700))))
+		// A short last message ("Done.", "👍") says little: the latest
+		// substantive one comes with it.
+		substantive := false
+		if len(text) < 200 {
+			for k := len(x.assistants) - 2; k >= 0 && !substantive; k-- {
+				i := x.assistants[k]
+				if t := x.rel(strings.TrimSpace(messageText(&x.msgs[i]))); len(t) >= 200 {
+					add(1, fmt.Sprintf("- Latest substantive assistant message%s:\n%s\n", x.at(i), quote(truncRunes(t, 1000))),
+						fmt.Sprintf("- Latest substantive assistant message%s:\n%s\n", x.at(i), quote(truncRunes(t, 400))))
+					substantive = true
+				}
+			}
+		}
 		// A plan stated in an earlier message when the last one is short.
-		if len(text) < 400 {
+		if len(text) < 400 && !substantive {
 			for k := len(x.assistants) - 2; k >= 0 && k >= len(x.assistants)-4; k-- {
 				i := x.assistants[k]
 				var plan []string
