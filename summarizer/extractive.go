@@ -67,6 +67,7 @@ var (
 	exSteerRe     = regexp.MustCompile(`(?i)\b(only|never|always|don't|do not|dont|must|should|prefer|want|instead|keep|no need|rather|why (?:does|do|would|are)|not what)\b`)
 	exRuleRe      = regexp.MustCompile(`(?i)\b(only|never|always|must|must not|mustn't)\b`)
 	exBranchCmdRe = regexp.MustCompile(`\bgit\s+(?:checkout\s+-b|switch\s+-c|branch)\s+\S+|\bgit\s+worktree\s+add\b`)
+	exOpenFileRe  = regexp.MustCompile(`(?m)^\[File: (\S+) \(\d+ lines total\)\]`)
 	exCmdNameRe   = regexp.MustCompile(`<command-name>\s*([^<]*?)\s*</command-name>`)
 	exCmdArgsRe   = regexp.MustCompile(`(?s)<command-args>\s*(.*?)\s*</command-args>`)
 	exTaskCmdRe   = regexp.MustCompile(`(?i)^(?:\S+=\S+\s+)*(?:bd|br|gh|glab|tea|issues?|jira|linear|task|tk|todo|beads)\s+(?:(?:issue|pr|task|ticket)\s+)?(?:show|view|get|read|info|details)\b`)
@@ -125,6 +126,7 @@ type exFile struct {
 	created                 bool
 	last                    int // message index of the last call naming it
 	added, removed, changed []string
+	snippets                []string // small edits that define nothing, as written
 }
 
 // exUser is one user message with text and what it is.
@@ -241,6 +243,20 @@ func newExtraction(msgs []history.Message) *extraction {
 			}
 		}
 	}
+	for _, c := range x.calls {
+		// An editor that edits "the open file" (SWE-agent) names it in
+		// its result.
+		if c.file == "" && c.done && (len(c.edits) > 0 || toolOp(c.name) == "write") {
+			if m := exOpenFileRe.FindStringSubmatch(c.resText); m != nil {
+				c.file = m[1]
+				for k := range c.edits {
+					if c.edits[k].path == "" {
+						c.edits[k].path = m[1]
+					}
+				}
+			}
+		}
+	}
 	x.collectFiles()
 	x.workDir = x.statedWorkDir()
 	if x.workDir == "" {
@@ -255,7 +271,41 @@ func newExtraction(msgs []history.Message) *extraction {
 		sort.Strings(all)
 		x.workDir = inferWorkDir(written, all)
 	}
+	x.mergeFiles()
 	return x
+}
+
+// mergeFiles joins the entries of one file named both by its absolute
+// path and relative to the working directory.
+func (x *extraction) mergeFiles() {
+	if x.workDir == "" {
+		return
+	}
+	keys := make([]string, 0, len(x.fileMap))
+	for k := range x.fileMap {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	merged := map[string]*exFile{}
+	for _, k := range keys {
+		f := x.fileMap[k]
+		r := strings.TrimPrefix(x.rel(f.path), "./")
+		g := merged[r]
+		if g == nil {
+			f.path = r
+			merged[r] = f
+			continue
+		}
+		g.reads += f.reads
+		g.write += f.write
+		g.created = g.created || f.created
+		g.last = max(g.last, f.last)
+		g.added = appendNew(g.added, f.added...)
+		g.removed = appendNew(g.removed, f.removed...)
+		g.changed = appendNew(g.changed, f.changed...)
+		g.snippets = appendNew(g.snippets, f.snippets...)
+	}
+	x.fileMap = merged
 }
 
 // requestText returns the text of a user message as a request and whether
@@ -377,6 +427,11 @@ func (x *extraction) collectFiles() {
 				known[p] = strings.Replace(prev, e.oldText, e.newText, 1)
 			}
 			add, rem, chg := identDelta(e)
+			if len(add)+len(rem)+len(chg) == 0 {
+				if snip := editSnippet(e); snip != "" {
+					f.snippets = appendNew(f.snippets, snip)
+				}
+			}
 			f.added = appendNew(f.added, add...)
 			f.removed = appendNew(f.removed, rem...)
 			f.changed = appendNew(f.changed, chg...)
@@ -393,6 +448,16 @@ func (x *extraction) collectFiles() {
 		}
 		f.added = keep
 	}
+}
+
+// editSnippet returns the new text of a small edit on one line (what a
+// one-line fix wrote), or "" when the edit is not small.
+func editSnippet(e exEdit) string {
+	n := strings.TrimSpace(e.newText)
+	if n == "" || len(n) > 160 || e.created {
+		return ""
+	}
+	return oneLine(n)
 }
 
 // wholeRead reports whether a read call's input asks for the whole file
@@ -818,6 +883,12 @@ func (x *extraction) files() []exItem {
 			short := line + "\n"
 			if ids := identList(f); ids != "" {
 				line += ": " + ids
+			}
+			for k, sn := range f.snippets {
+				if k == 2 {
+					break
+				}
+				line += fmt.Sprintf("; wrote `%s`", truncRunes(sn, 120))
 			}
 			items = append(items, exItem{sec: secFiles, order: k, prio: prio, group: label, text: line + "\n", alt: short})
 		}
