@@ -1501,7 +1501,7 @@ func (x *extraction) nextSteps() []exItem {
 						plan = append(plan, truncRunes(strings.TrimSpace(x.rel(l)), exLineRunes))
 					}
 				}
-				if len(plan) >= 2 {
+				if len(plan) >= 2 && strings.TrimSpace(messageText(&x.msgs[i])) != strings.TrimSpace(messageText(&x.msgs[lastAsst])) {
 					var b strings.Builder
 					fmt.Fprintf(&b, "- Plan stated earlier%s:\n", x.at(i))
 					for _, l := range plan {

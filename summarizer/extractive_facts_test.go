@@ -173,3 +173,86 @@ func TestExtractiveKeepsFacts(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractiveFixIsApplied: a failure's fix is the change that was
+// applied before the same action succeeded, never the plan stated in
+// thinking or text, and never an edit that itself failed.
+func TestExtractiveFixIsApplied(t *testing.T) {
+	text := func(s string) []history.Block { return []history.Block{{Type: history.BlockText, Text: s}} }
+	call := func(id, name, input string) history.Block {
+		return history.Block{Type: history.BlockToolCall, ID: id, Name: name, Input: json.RawMessage(input)}
+	}
+	res := func(id, name, out string, isErr bool) history.Message {
+		return history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: name, IsError: isErr, Content: text(out)}
+	}
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: text("Fix the build.")},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockThinking, Text: "I'll rename Foo to Bar in a.go."}, call("1", "Bash", `{"command":"go build ./..."}`)}},
+		res("1", "Bash", "./b.go:3: undefined: Baz", true),
+		{Role: history.RoleAssistant, Content: []history.Block{
+			{Type: history.BlockThinking, Text: "The fix is to define Baz in b.go."},
+			{Type: history.BlockText, Text: "I will define Baz in b.go."},
+			call("2", "Edit", `{"file_path":"/w/p/d.go","old_string":"x","new_string":"func Nope() {}"}`)}},
+		res("2", "Edit", "old_string not found", true),
+		{Role: history.RoleAssistant, Content: []history.Block{call("3", "Edit", `{"file_path":"/w/p/c.go","old_string":"// todo","new_string":"func Baz() int { return 1 }"}`)}},
+		res("3", "Edit", "ok", false),
+		{Role: history.RoleAssistant, Content: []history.Block{call("4", "Bash", `{"command":"go build ./..."}`)}},
+		res("4", "Bash", "", false),
+		{Role: history.RoleAssistant, Content: text("Built.")},
+	}
+	s := ExtractiveSummary(msgs, 0)
+	// The line after the failure is its fix.
+	lines := strings.Split(s, "\n")
+	build := ""
+	for k, l := range lines {
+		if strings.Contains(l, "undefined: Baz") && k+1 < len(lines) {
+			build = lines[k+1]
+		}
+	}
+	if !strings.Contains(build, "fixed:") {
+		t.Fatalf("no fix stated for the build failure:\n%s", s)
+	}
+	if !strings.Contains(build, "edited /w/p/c.go (+Baz)") && !strings.Contains(build, "edited c.go (+Baz)") {
+		t.Errorf("the build fix does not name the applied edit: %q\n%s", build, s)
+	}
+	for _, bad := range []string{"b.go", "a.go", "rename", "d.go", "Nope", "define Baz"} {
+		if strings.Contains(build, bad) {
+			t.Errorf("the build fix states %q, which was planned or failed, not applied: %q", bad, build)
+		}
+	}
+}
+
+// exFixedEditRe finds the files a "fixed:" line says were edited.
+var exFixedEditRe = regexp.MustCompile(`edited (\S+?)(?: \(|;|$)`)
+
+// TestExtractiveCorpusFixesApplied: on every corpus point, each file a
+// "fixed:" line names as edited was written by a successful call.
+func TestExtractiveCorpusFixesApplied(t *testing.T) {
+	for _, ff := range loadFacts(t) {
+		t.Run(ff.Session, func(t *testing.T) {
+			for _, pt := range factPoints(t, ff.Session) {
+				x := newExtraction(pt.msgs)
+				written := map[string]bool{}
+				for _, c := range x.calls {
+					if c.done && !c.failed() && isWrite(c) {
+						written[x.rel(editTarget(c))] = true
+					}
+				}
+				s := ExtractiveSummary(pt.msgs, 0)
+				n := 0
+				for _, l := range strings.Split(s, "\n") {
+					if !strings.Contains(l, "fixed:") {
+						continue
+					}
+					for _, m := range exFixedEditRe.FindAllStringSubmatch(l, -1) {
+						n++
+						if !written[m[1]] {
+							t.Errorf("%s: fix names %q, which no successful call wrote: %s", pt.name, m[1], l)
+						}
+					}
+				}
+				t.Logf("%s: %d edits named in fixes, all applied", pt.name, n)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package summarizer
 
 import (
+	"encoding/json"
 	"path"
 	"regexp"
 	"strings"
@@ -177,8 +178,20 @@ func firstString(m map[string]any, keys ...string) (string, bool) {
 	return "", false
 }
 
+// exCodeModeCmdRe finds the shell command in Codex code-mode input
+// (tools.exec_command({cmd: "…"})).
+var exCodeModeCmdRe = regexp.MustCompile(`exec_command\(\{\s*cmd:\s*("(?:[^"\\]|\\.)*")`)
+
 // commandText is the raw command of a tool input (not cut to one line).
 func commandText(in map[string]any) string {
+	if code, ok := in["input"].(string); ok && strings.Contains(code, "exec_command(") {
+		if m := exCodeModeCmdRe.FindStringSubmatch(code); m != nil {
+			var cmd string
+			if json.Unmarshal([]byte(m[1]), &cmd) == nil {
+				return cmd
+			}
+		}
+	}
 	for _, k := range []string{"command", "cmd"} {
 		switch v := in[k].(type) {
 		case string:
