@@ -130,6 +130,9 @@ func (s *state) validate() {
 		default:
 			s.errorf(TableCompaction, "compaction.shape", "must be one of \"auto\", \"keep-tail\", \"simple\", \"server\" (got %q)", c.Compaction.Shape)
 		}
+		if b := c.Compaction.ExtractiveSummaryBytes; b < MinExtractiveSummaryBytes || b > MaxMaxSummaryBytes {
+			s.errorf(TableCompaction, "compaction.extractive_summary_bytes", "must be in %d..=%d bytes (got %d)", MinExtractiveSummaryBytes, MaxMaxSummaryBytes, b)
+		}
 	})
 	check(TableOffload, func() {
 		o := c.Offload
