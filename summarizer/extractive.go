@@ -25,7 +25,7 @@ const (
 	exOtherRequestRunes  = 240
 	exOtherRequests      = 6
 	exCommandRunes       = 160
-	exRecentCommands     = 8
+	exRecentCommands     = 6
 	exKeyCommands        = 12
 	exModifiedFiles      = 40
 	exReadFiles          = 40
@@ -582,6 +582,12 @@ func (x *extraction) goal() []exItem {
 			fmt.Sprintf("%s%s:\n%s\n", exOriginalRequest, x.at(first.idx), quote(truncLines(truncRunes(full, 400), 8))))
 	}
 	items = append(items, x.taskMaterial(len(items))...)
+	curIdx := -2
+	if cur, ok := x.currentTask(reqs); ok {
+		curIdx = cur.idx
+		add(0, fmt.Sprintf("\nCurrent task (the latest request followed by sustained work)%s:\n%s\n", x.at(cur.idx), quote(truncLines(truncRunes(cur.text, 800), 16))),
+			fmt.Sprintf("\nCurrent task%s:\n%s\n", x.at(cur.idx), quote(truncLines(truncRunes(cur.text, 300), 6))))
+	}
 	if x.hasPrev && len(reqs) > 0 {
 		// Every request here came after the earlier checkpoint.
 		reqs = append([]exUser{{idx: -1}}, reqs...)
@@ -611,13 +617,13 @@ func (x *extraction) goal() []exItem {
 			}
 		}
 		last := reqs[n-1]
-		if len(strings.TrimSpace(last.text)) < 16 {
+		if len(strings.TrimSpace(last.text)) < exSubstantive {
 			// A short reply ("ok", "continue") says little alone: the
 			// latest request with substance comes with it.
 			for k := n - 2; k >= 1; k-- {
-				if u := reqs[k]; len(strings.TrimSpace(u.text)) >= 16 && u.idx >= 0 {
-					add(0, fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 800), 16))),
-						fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 300), 6))))
+				if u := reqs[k]; len(strings.TrimSpace(u.text)) >= exSubstantive && u.idx >= 0 && u.idx != curIdx {
+					add(0, fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 500), 12))),
+						fmt.Sprintf("\nLatest substantive request%s:\n%s\n", x.at(u.idx), quote(truncLines(truncRunes(u.text, 200), 4))))
 					break
 				}
 			}
@@ -626,6 +632,42 @@ func (x *extraction) goal() []exItem {
 			fmt.Sprintf("\nLatest request%s:\n%s\n", x.at(last.idx), quote(truncLines(truncRunes(last.text, 400), 8))))
 	}
 	return items
+}
+
+// exSustainedCalls is how many tool calls after a request, before the next
+// one, make it a task rather than a question.
+const exSustainedCalls = 8
+
+// exSubstantive is the length, in bytes, from which a request says what to
+// do on its own; shorter ones ("ok", "continue", "no, that's wrong") are
+// replies.
+const exSubstantive = 40
+
+// currentTask returns the latest request that was followed by sustained
+// work (exSustainedCalls tool calls or more before the next request),
+// when it is neither the first nor the latest request: the task the
+// recent work serves, which short follow-ups would otherwise hide.
+func (x *extraction) currentTask(reqs []exUser) (exUser, bool) {
+	for k := len(reqs) - 2; k >= 1; k-- {
+		from, to := reqs[k].idx, reqs[k+1].idx
+		n := 0
+		for _, c := range x.calls {
+			if c.idx > from && c.idx < to {
+				n++
+			}
+		}
+		if n >= exSustainedCalls {
+			// A short go-ahead ("can leave it", "continue") starts the
+			// work; the request it answers says what the work is.
+			for j := k; j >= 1; j-- {
+				if len(strings.TrimSpace(reqs[j].text)) >= exSubstantive {
+					return reqs[j], true
+				}
+			}
+			return exUser{}, false
+		}
+	}
+	return exUser{}, false
 }
 
 // firstRequestText is the first request, followed by a slash command's
@@ -982,9 +1024,10 @@ func (x *extraction) commands(order int) []exItem {
 			chosen[c] = prio
 		}
 	}
+	// Failed key commands are in the errors section with their fix.
 	var key []*exCall
 	for _, c := range all {
-		if exKeyCmdRe.MatchString(c.cmd) {
+		if exKeyCmdRe.MatchString(c.cmd) && !c.failed() {
 			key = append(key, c)
 		}
 	}
@@ -1005,8 +1048,12 @@ func (x *extraction) commands(order int) []exItem {
 	var kinds []string
 	for _, c := range all {
 		if m := exTestCmdRe.FindString(c.cmd); m != "" {
-			k := strings.Join(strings.Fields(stripCd(c.cmd)), " ")
-			k = truncRunes(k, 60)
+			// One entry per command, whatever its output filter.
+			k := stripCd(c.cmd)
+			if i := strings.IndexAny(k, "|>"); i > 0 {
+				k = k[:i]
+			}
+			k = truncRunes(strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimSpace(k), "2")), " "), 60)
 			if _, ok := lastOf[k]; !ok {
 				kinds = append(kinds, k)
 			}
@@ -1019,6 +1066,9 @@ func (x *extraction) commands(order int) []exItem {
 	seen := map[string]bool{}
 	n := 0
 	for k := len(all) - 1; k >= 0 && n < exRecentCommands; k-- {
+		if exLookCmds[firstWord(stripCd(all[k].cmd))] && n >= 3 {
+			continue // a look (ls, grep, cat) matters only among the very last
+		}
 		if !seen[all[k].cmd] {
 			seen[all[k].cmd] = true
 			pick(all[k], 2)
@@ -1044,8 +1094,12 @@ func (x *extraction) commands(order int) []exItem {
 				status = " → " + res
 			}
 		}
-		items = append(items, exItem{sec: secFiles, order: order + k, prio: r.prio, group: label,
-			text: fmt.Sprintf("- `%s`%s%s\n", x.rel(r.c.cmd), x.at(r.c.idx), status)})
+		rank := len(refs) - k
+		if exBranchCmdRe.MatchString(r.c.cmd) {
+			rank = 0 // where the work lives comes first
+		}
+		items = append(items, exItem{sec: secFiles, order: order + k, rank: rank, prio: r.prio, group: label,
+			text: fmt.Sprintf("- `%s`%s%s\n", truncRunes(x.rel(x.inWorkDir(r.c.cmd)), 110), x.at(r.c.idx), status)})
 	}
 	return items
 }
@@ -1062,6 +1116,23 @@ func outcomeLine(out string) string {
 		if l := strings.TrimSpace(lines[k]); l != "" && exOutcomeRe.MatchString(l) {
 			return oneLine(truncRunes(l, 100))
 		}
+	}
+	return ""
+}
+
+// inWorkDir drops a leading "cd DIR &&" when DIR is the working
+// directory: every command runs there unless it says otherwise.
+func (x *extraction) inWorkDir(cmd string) string {
+	if m := exCdPrefixRe.FindStringSubmatchIndex(cmd); m != nil && x.workDir != "" && cleanDir(cmd[m[4]:m[5]]) == x.workDir {
+		return strings.TrimSpace(cmd[m[1]:])
+	}
+	return cmd
+}
+
+// firstWord returns the first word of s.
+func firstWord(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
 	}
 	return ""
 }
@@ -1197,7 +1268,7 @@ func (x *extraction) errorsAndFixes() []exItem {
 		if g.fix != "" {
 			fix = "  - fixed: " + g.fix + "\n"
 		}
-		items = append(items, exItem{sec: secErrors, order: g.first.idx, prio: prio, text: head + fix})
+		items = append(items, exItem{sec: secErrors, order: g.first.idx, rank: rank, prio: prio, text: head + fix})
 	}
 	if earlier := x.carried(HeadingErrors, exCarriedRunes, exNoFailures, exNoFailuresSince); earlier != "" {
 		items = append(items, exItem{sec: secErrors, order: len(x.msgs) + 1, prio: 2, text: earlier})
@@ -1544,11 +1615,16 @@ func (x *extraction) at(i int) string {
 type exItem struct {
 	sec   int
 	order int
+	rank  int // within its section and priority, lower is taken first; ties by order
 	prio  int
 	group string
 	text  string
 	alt   string
 }
+
+// exSmallBudget is the budget, in bytes, below which sections say
+// "—" when empty and "[…]" when cut.
+const exSmallBudget = 3000
 
 // exCutMarker ends a section some of whose items were left out, or an
 // item that was cut, to fit the byte budget.
@@ -1575,6 +1651,9 @@ func fitItems(title string, items []exItem, maxBytes int) string {
 	for i := range order {
 		order[i] = i
 	}
+	// Within a priority the sections take turns (the first item of each,
+	// then the second of each …), so one long section cannot starve the
+	// others at a small budget.
 	sort.SliceStable(order, func(a, b int) bool {
 		ia, ib := items[order[a]], items[order[b]]
 		if ia.prio != ib.prio {
@@ -1583,12 +1662,40 @@ func fitItems(title string, items []exItem, maxBytes int) string {
 		if ia.sec != ib.sec {
 			return ia.sec < ib.sec
 		}
+		if ia.rank != ib.rank {
+			return ia.rank < ib.rank
+		}
 		return ia.order < ib.order
 	})
-	// Room for the empty-section lines and the cut markers.
+	turn := make([]int, len(items))
+	count := map[[2]int]int{}
+	for _, i := range order {
+		k := [2]int{items[i].prio, items[i].sec}
+		turn[i] = count[k]
+		count[k]++
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ia, ib := items[order[a]], items[order[b]]
+		if ia.prio != ib.prio {
+			return ia.prio < ib.prio
+		}
+		if turn[order[a]] != turn[order[b]] {
+			return turn[order[a]] < turn[order[b]]
+		}
+		return ia.sec < ib.sec
+	})
+	// Room for the empty-section lines and the cut markers; a small
+	// budget gets short ones, so the room goes to what was said.
+	empty, marker := exEmpty, exCutMarker
+	if maxBytes < exSmallBudget {
+		for s := range empty {
+			empty[s] = "—"
+		}
+		marker = "[…]"
+	}
 	reserve := 0
 	for s := range secCount {
-		reserve += max(len(exCutMarker), len(exEmpty[s])) + 2
+		reserve += max(len(marker), len(empty[s])) + 2
 	}
 	budget := maxBytes - fixed - reserve
 	if budget < 0 {
@@ -1665,10 +1772,10 @@ func fitItems(title string, items []exItem, maxBytes int) string {
 			out.WriteString(exHeadings[s] + "\n")
 			body := strings.Trim(bodies[s].String(), "\n")
 			if body == "" {
-				body = exEmpty[s]
+				body = empty[s]
 			}
 			if dropped[s] > 0 {
-				body += "\n" + exCutMarker
+				body += "\n" + marker
 			}
 			out.WriteString(body + "\n\n")
 		}

@@ -160,6 +160,10 @@ func TestExtractiveKeepsFacts(t *testing.T) {
 				if pt.llm != "" {
 					lpct, llost := ff.score(pt.name, pt.llm)
 					line += fmt.Sprintf("; LLM summary %d bytes, %.0f %% (lost %v)", len(pt.llm), lpct, llost)
+					// The same facts at the LLM summary's own size.
+					at := ExtractiveSummary(pt.msgs, uint64(len(pt.llm)))
+					apct, alost := ff.score(pt.name, at)
+					line += fmt.Sprintf("; extractive at the LLM's %d bytes: %d bytes, %.0f %% (lost %v)", len(pt.llm), len(at), apct, alost)
 				}
 				t.Logf("%s; lost %v", line, lost)
 				if pct < ff.MinPercent {
