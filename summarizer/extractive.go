@@ -271,6 +271,7 @@ func newExtraction(msgs []history.Message) *extraction {
 		sort.Strings(all)
 		x.workDir = inferWorkDir(written, all)
 	}
+	x.carryFiles()
 	x.mergeFiles()
 	return x
 }
@@ -562,8 +563,8 @@ func (x *extraction) goal() []exItem {
 		} else if x.prevGoal != "" {
 			add(0, exOriginalRequest+":\n"+quote(truncLines(truncRunes(x.prevGoal, exFirstRequestRunes), exQuoteLines))+"\n", "")
 		}
-		if task := sectionPart(x.prevGoal, exTaskLabel); task != "" {
-			add(1, task+"\n", "")
+		if task := sectionPart(x.prevGoal, exTaskLabel); task != "" && len(x.taskMaterial(0)) == 0 {
+			add(1, "\n"+task+"\n", "")
 		}
 	}
 	reqs := x.requests()
@@ -583,7 +584,11 @@ func (x *extraction) goal() []exItem {
 	}
 	items = append(items, x.taskMaterial(len(items))...)
 	curIdx := -2
-	if cur, ok := x.currentTask(reqs); ok {
+	if cur, ok := x.currentTask(reqs); !ok && x.hasPrev {
+		if task := sectionPart(x.prevGoal, "Current task"); task != "" {
+			add(1, "\n"+task+"\n", "")
+		}
+	} else if ok {
 		curIdx = cur.idx
 		add(0, fmt.Sprintf("\nCurrent task (the latest request followed by sustained work)%s:\n%s\n", x.at(cur.idx), quote(truncLines(truncRunes(cur.text, 800), 16))),
 			fmt.Sprintf("\nCurrent task%s:\n%s\n", x.at(cur.idx), quote(truncLines(truncRunes(cur.text, 300), 6))))
@@ -793,6 +798,12 @@ func (x *extraction) state() []exItem {
 	}
 	if todo := x.todoList(); todo != "" {
 		add(1, todo)
+	} else {
+		for _, e := range x.prevEntries(HeadingState) {
+			if strings.HasPrefix(e.text, "- Task list") {
+				add(1, e.text)
+			}
+		}
 	}
 	for _, v := range x.verified(2) {
 		add(1, v)
@@ -923,7 +934,13 @@ func (x *extraction) files() []exItem {
 			}
 			line += ")"
 			short := line + "\n"
-			if ids := identList(f); ids != "" {
+			// The most recent files name everything they define; older
+			// ones their first names.
+			limit := exIdentsPerFile
+			if k >= 5 {
+				limit = 8
+			}
+			if ids := identList(f, limit); ids != "" {
 				line += ": " + ids
 			}
 			for k, sn := range f.snippets {
@@ -932,7 +949,7 @@ func (x *extraction) files() []exItem {
 				}
 				line += fmt.Sprintf("; wrote `%s`", truncRunes(sn, 120))
 			}
-			items = append(items, exItem{sec: secFiles, order: k, prio: prio, group: label, text: line + "\n", alt: short})
+			items = append(items, exItem{sec: secFiles, order: k, rank: k, prio: prio, group: label, text: line + "\n", alt: short})
 		}
 	}
 	if len(read) > 0 {
@@ -971,15 +988,13 @@ func (x *extraction) files() []exItem {
 			items = append(items, exItem{sec: secFiles, order: 400 + k, prio: 1, group: label, text: "- " + a + "\n"})
 		}
 	}
-	if earlier := x.carried(HeadingFiles, exCarriedRunes, exNoFiles); earlier != "" {
-		items = append(items, exItem{sec: secFiles, order: 500, prio: 3, text: earlier})
-	}
+	items = append(items, x.carriedItems(HeadingFiles, secFiles, 2, 500, "Commands", exEarlier)...)
 	return items
 }
 
 // identList renders the names an edit added (+), removed (−) and changed
 // (~) in a file, at most exIdentsPerFile of them, added first.
-func identList(f *exFile) string {
+func identList(f *exFile, limit int) string {
 	var parts []string
 	n := 0
 	for _, g := range []struct {
@@ -987,7 +1002,7 @@ func identList(f *exFile) string {
 		names []string
 	}{{"+", f.added}, {"−", f.removed}, {"~", f.changed}} {
 		for _, name := range g.names {
-			if n == exIdentsPerFile {
+			if n == limit {
 				parts = append(parts, "…")
 				return strings.Join(parts, " ")
 			}
@@ -1094,7 +1109,7 @@ func (x *extraction) commands(order int) []exItem {
 				status = " → " + res
 			}
 		}
-		rank := len(refs) - k
+		rank := len(refs) - 1 - k
 		if exBranchCmdRe.MatchString(r.c.cmd) {
 			rank = 0 // where the work lives comes first
 		}
@@ -1204,6 +1219,7 @@ func (x *extraction) decisions() []exItem {
 		}
 	}
 	items = append(items, lines...)
+	items = append(items, x.carriedItems(HeadingDecisions, secDecisions, 2, len(x.msgs)*100+1)...)
 	return items
 }
 
@@ -1270,11 +1286,10 @@ func (x *extraction) errorsAndFixes() []exItem {
 		}
 		items = append(items, exItem{sec: secErrors, order: g.first.idx, rank: rank, prio: prio, text: head + fix})
 	}
-	if earlier := x.carried(HeadingErrors, exCarriedRunes, exNoFailures, exNoFailuresSince); earlier != "" {
-		items = append(items, exItem{sec: secErrors, order: len(x.msgs) + 1, prio: 2, text: earlier})
-	} else if len(groups) == 0 && x.hasPrev {
+	if len(groups) == 0 && x.hasPrev {
 		items = append(items, exItem{sec: secErrors, order: 0, prio: 0, text: exNoFailuresSince + "\n"})
 	}
+	items = append(items, x.carriedItems(HeadingErrors, secErrors, 2, len(x.msgs)+1, "Failed tool calls", exEarlier)...)
 	if x.abandoned > 0 {
 		items = append(items, exItem{sec: secErrors, order: len(x.msgs), prio: 1,
 			text: fmt.Sprintf("- %d tool call(s) abandoned (interrupted, no result).\n", x.abandoned)})
@@ -1542,6 +1557,10 @@ func (x *extraction) nextSteps() []exItem {
 	}
 	if n := len(x.calls); n > 0 && x.calls[n-1].failed() {
 		add(0, fmt.Sprintf("- The last tool call failed: %s — fix the cause before going on.\n", x.rel(callSummary(x.calls[n-1]))), "")
+	}
+	if lastAsst < 0 {
+		// Nothing said since the earlier checkpoint: its next steps stand.
+		items = append(items, x.carriedItems(HeadingNextSteps, secNext, 1, 1, "")...)
 	}
 	if lastAsst >= 0 {
 		// The last assistant message in full: it usually states what was

@@ -260,3 +260,47 @@ func TestExtractiveCorpusFixesApplied(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractiveKeepsFactsChained: ctxd compacts again and again; each
+// summary after the first summarizes the previous summary and the messages
+// since. At every point after the first, the chained summary keeps the
+// facts at the file's share, like the summary of the whole history.
+func TestExtractiveKeepsFactsChained(t *testing.T) {
+	for _, ff := range loadFacts(t) {
+		t.Run(ff.Session, func(t *testing.T) {
+			pts := factPoints(t, ff.Session)
+			if len(pts) < 2 {
+				t.Skip("one point only")
+			}
+			prev := ""
+			from := 0
+			for _, pt := range pts {
+				var msgs []history.Message
+				if prev != "" {
+					msgs = append(msgs, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: prev}}})
+				}
+				// Points are prefixes of one history: continue after the
+				// last one, from a closed round boundary.
+				rest := pt.msgs[from:]
+				for len(rest) > 0 && rest[0].Role == history.RoleTool {
+					rest = rest[1:]
+				}
+				msgs = append(msgs, rest...)
+				s := ExtractiveSummary(msgs, 0)
+				pct, lost := ff.score(pt.name, s)
+				t.Logf("%s (chained): %d bytes, %.0f %% of facts; lost %v", pt.name, len(s), pct, lost)
+				if dir := os.Getenv("CTXD_DUMP_SUMMARIES"); dir != "" {
+					name := strings.NewReplacer("/", "_").Replace(ff.Session) + "." + pt.name + ".chained.md"
+					_ = os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
+				}
+				if uint64(len(s)) > DefaultExtractiveBytes {
+					t.Errorf("%s (chained): %d bytes > budget %d", pt.name, len(s), DefaultExtractiveBytes)
+				}
+				if pct < ff.MinPercent {
+					t.Errorf("%s (chained): kept %.1f %% < %.0f %%; lost %v", pt.name, pct, ff.MinPercent, lost)
+				}
+				prev, from = s, len(pt.msgs)
+			}
+		})
+	}
+}

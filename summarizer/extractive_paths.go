@@ -161,6 +161,9 @@ func (x *extraction) rel(s string) string {
 	if x.workDir == "" || !strings.Contains(s, x.workDir) {
 		return s
 	}
+	if s == x.workDir {
+		return "."
+	}
 	s = strings.ReplaceAll(s, x.workDir+"/", "")
 	return s
 }
