@@ -1861,13 +1861,10 @@ func toolText(m *history.Message) string {
 // exOriginalRequest labels the session's first request in the Goal section.
 const exOriginalRequest = "First request"
 
-// Errors-section lines when nothing failed; exCarriedRunes bounds what a
-// section carries over from an earlier summary, in runes, so repeated
-// compactions cannot grow it.
+// What a section says when it has nothing.
 const (
 	exNoFailures      = "No failed tool calls."
 	exNoFailuresSince = "No failed tool calls since the earlier checkpoint."
-	exCarriedRunes    = 1500
 	exNoFiles         = "No files, commands or artifacts in tool-call inputs."
 )
 
@@ -1912,31 +1909,6 @@ func sectionPart(body, label string) string {
 		out = append(out, l)
 	}
 	return truncRunes(strings.Join(out, "\n"), exTaskRunes)
-}
-
-// carried returns the body of section heading of the earlier summary, for
-// appending to this summary's section: its labels and empty markers dropped
-// (so nothing nests across compactions), at most n runes.
-func (x *extraction) carried(heading string, n int, empty ...string) string {
-	if !x.hasPrev {
-		return ""
-	}
-	var keep []string
-	for _, l := range strings.Split(sectionBody(x.prev, heading), "\n") {
-		t := strings.TrimSpace(l)
-		if t == exEarlier || t == exCutMarker || slices.Contains(empty, t) {
-			continue
-		}
-		if t == "" && (len(keep) == 0 || keep[len(keep)-1] == "") {
-			continue
-		}
-		keep = append(keep, l)
-	}
-	body := strings.TrimSpace(strings.Join(keep, "\n"))
-	if body == "" {
-		return ""
-	}
-	return "\n" + exEarlier + "\n" + truncLines(truncRunes(body, n), 40) + "\n"
 }
 
 // isSummary reports whether a user message is an earlier checkpoint

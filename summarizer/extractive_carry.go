@@ -44,7 +44,7 @@ func (x *extraction) prevEntries(heading string) []exPrevEntry {
 	return out
 }
 
-// prevGroup reports whether an entry's group label starts with prefix.
+// in reports whether an entry's group label starts with prefix.
 func (e exPrevEntry) in(prefix string) bool { return strings.HasPrefix(e.group, prefix) }
 
 var (
