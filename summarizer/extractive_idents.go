@@ -50,10 +50,15 @@ var exIdentDefs = []*regexp.Regexp{
 	regexp.MustCompile(`(?m)^\s*(?:computer|input|val|event|attribute|action|field|schema|embeds_one|embeds_many|has_many|belongs_to)\s+:([a-z_]\w*)`),
 	// C-family constants and #define
 	regexp.MustCompile(`(?m)^\s*#define\s+([A-Za-z_]\w*)`),
+	// Configuration keys named in code: struct tags (toml:"max_bytes").
+	regexp.MustCompile("(?:toml|yaml|mapstructure|env|koanf):\"([A-Za-z0-9_.-]+)[,\"]"),
 }
 
 // exConfigKey matches a key in a TOML, YAML, INI or .env file.
 var exConfigKey = regexp.MustCompile(`(?m)^\s*(?:\[\[?([A-Za-z0-9_."-]+)\]\]?|([A-Za-z_][\w.-]*)\s*[=:])`)
+
+// exJSONKey matches a key of a JSON object written one per line.
+var exJSONKey = regexp.MustCompile(`(?m)^\s*"([A-Za-z_][\w.-]*)"\s*:`)
 
 // exIdentStop are names the patterns catch that say nothing.
 var exIdentStop = map[string]bool{
@@ -84,6 +89,12 @@ func identifiers(p, text string) []string {
 		out = append(out, name)
 	}
 	ext := strings.ToLower(path.Ext(p))
+	if ext == ".json" {
+		for _, m := range exJSONKey.FindAllStringSubmatch(text, -1) {
+			add(m[1])
+		}
+		return out
+	}
 	if exConfigExts[ext] || strings.HasPrefix(path.Base(p), ".env") {
 		for _, m := range exConfigKey.FindAllStringSubmatch(text, -1) {
 			if m[1] != "" {
