@@ -58,10 +58,10 @@ var exEditorVerbs = map[string]string{
 var (
 	exArtifactRe  = regexp.MustCompile(`artifact://[A-Za-z0-9_-]+`)
 	exReasonRe    = regexp.MustCompile(`(?i)\b(because|hypothes\w*|suspect|likely|probably|ruled out|rule out|root cause|the (?:issue|problem|bug) is|turns out|caused by|doesn't work|does not work|won't work|assum\w+)\b`)
-	exDecisionRe  = regexp.MustCompile(`(?i)\b(decid\w*|decision|instead of|rather than|chose|choos\w+|going with|opt(?:ed)? for|prefer\w*|i'll use|we'll use|will use|keep(?:ing)? (?:the|it|them|old|both)|must|never|always|the approach|trade-?off|so that|not needed|no longer needed|redundant)\b`)
+	exDecisionRe  = regexp.MustCompile(`(?i)\b(decid\w*|decision|instead of|rather than|chose|choos\w+|going with|opt(?:ed)? for|prefer\w*|i'll use|we'll use|will use|keep(?:ing)? (?:the|it|them|old|both)|must|never|always|the approach|trade-?off|so that|not needed|no longer needed|redundant|(?:don't|do not|no) need|not necessary|better to|the right (?:fix|approach|place))\b`)
 	exNextRe      = regexp.MustCompile(`(?i)^\s*(?:[-*]\s*)?(?:\[ \]\s*)?(?:\d+[.)]\s*)?(?:\*\*)?(next|then|todo|remaining|still need|i'll|i will|let me|we need|need to|we should|i should|after that|finally)\b`)
 	exAbandonedRe = regexp.MustCompile(`(?i)tool call abandoned`)
-	exErrTextRe   = regexp.MustCompile(`^(?:Error|ERROR|Traceback|fatal:|error(?:\[\w+\])?:|panic:|Exception)`)
+	exErrTextRe   = regexp.MustCompile(`^(?:Error|ERROR|Traceback|fatal:|error(?:\[\w+\])?:|panic:|Exception|npm ERR!|\*\* \(\w*Error\)|--- FAIL|FAIL\s)`)
 	exSysTagRe    = regexp.MustCompile(`(?s)<system-reminder>.*?</system-reminder>`)
 	exUserShellRe = regexp.MustCompile("^Ran `[^`\n]*`\n(?:```|\\(no output\\))")
 	exSteerRe     = regexp.MustCompile(`(?i)\b(only|never|always|don't|do not|dont|must|should|prefer|want|instead|keep|no need|rather|why (?:does|do|would|are)|not what)\b`)
@@ -116,7 +116,9 @@ func (c *exCall) failed() bool {
 	if c.isError {
 		return true
 	}
-	return exErrTextRe.MatchString(strings.TrimSpace(c.resText))
+	// Only a command's output is judged by its text: a file read may
+	// well start with "Error".
+	return c.cmd != "" && exErrTextRe.MatchString(strings.TrimSpace(c.resText))
 }
 
 // exFile is one file seen in tool-call inputs.
@@ -996,13 +998,24 @@ func (x *extraction) files() []exItem {
 // (~) in a file, at most exIdentsPerFile of them, added first.
 func identList(f *exFile, limit int) string {
 	var parts []string
+	added := f.added
+	if over := len(added) - limit; over > 0 {
+		// The first names (often the module or type) and the latest
+		// (what the work is on now); the middle is left out.
+		head := min(6, limit/2)
+		added = append(append(slices.Clone(added[:head]), "…"), added[len(added)-(limit-head):]...)
+	}
 	n := 0
 	for _, g := range []struct {
 		mark  string
 		names []string
-	}{{"+", f.added}, {"−", f.removed}, {"~", f.changed}} {
+	}{{"+", added}, {"−", f.removed}, {"~", f.changed}} {
 		for _, name := range g.names {
-			if n == limit {
+			if name == "…" {
+				parts = append(parts, name)
+				continue
+			}
+			if n >= limit {
 				parts = append(parts, "…")
 				return strings.Join(parts, " ")
 			}
