@@ -651,6 +651,12 @@ func fuzzSeeds(f *testing.F) {
 		`{"type":"user","sessionId":"s","isSidechain":true,"message":{"content":"x"}}`,
 		`{"type":"system","subtype":"compact_boundary","sessionId":"s"}`,
 		`{"type":"user","sessionId":"s","isCompactSummary":true,"message":{"content":[{"type":"text","text":"S"}]}}`)))
+	f.Add([]byte(ccLines(`{"type":"assistant","sessionId":"s","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]}}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"more"}`,
+		`{"type":"queue-operation","operation":"remove","sessionId":"s"}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":{"not":"text"}}`,
+		`{"type":"queue-operation","operation":"popAll","sessionId":"s"}`,
+		`{"type":"user","sessionId":"s","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}}`)))
 	f.Add([]byte(ccLines(`{"type":"session","id":"x"}`, `{"type":"message","message":{"role":"bashExecution","command":"ls","exitCode":2,"truncated":true}}`,
 		`{"type":"compaction","tokensBefore":3,"summary":"s"}`, `{"type":"message","message":{"role":"toolResult","toolCallId":"q"}}`)))
 	f.Add([]byte(ccLines(`{"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":1,"cached_input_tokens":9}}}}`,
