@@ -182,6 +182,7 @@ type extraction struct {
 	seenArt    map[string]bool
 	toolCount  map[string]int
 	workDir    string
+	ids        identCache
 	prevGoal   string // Goal of an earlier checkpoint summary, if the history starts with one
 	prev       string // that whole summary
 	hasPrev    bool
@@ -190,7 +191,7 @@ type extraction struct {
 
 func newExtraction(msgs []history.Message) *extraction {
 	x := &extraction{msgs: msgs, byID: map[string]*exCall{}, fileMap: map[string]*exFile{},
-		seenArt: map[string]bool{}, toolCount: map[string]int{}}
+		seenArt: map[string]bool{}, toolCount: map[string]int{}, ids: identCache{}}
 	afterCommand := false // the previous user message was a slash command
 	for i := range msgs {
 		m := &msgs[i]
@@ -429,7 +430,7 @@ func (x *extraction) collectFiles() {
 			} else if prev, ok := known[p]; ok && e.oldText != "" && strings.Contains(prev, e.oldText) {
 				known[p] = strings.Replace(prev, e.oldText, e.newText, 1)
 			}
-			add, rem, chg := identDelta(e)
+			add, rem, chg := identDeltaWith(x.ids.identifiers, e)
 			if len(add)+len(rem)+len(chg) == 0 {
 				if snip := editSnippet(e); snip != "" {
 					f.snippets = appendNew(f.snippets, snip)
@@ -1408,7 +1409,7 @@ func (x *extraction) fixAfter(k int) string {
 			desc := "edited " + x.rel(editTarget(c))
 			var ids []string
 			for _, e := range c.edits {
-				a, r, ch := identDelta(e)
+				a, r, ch := identDeltaWith(x.ids.identifiers, e)
 				for _, n := range a {
 					ids = append(ids, "+"+n)
 				}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -56,6 +57,31 @@ var exIdentDefs = []*regexp.Regexp{
 
 // exConfigKey matches a key in a TOML, YAML, INI or .env file.
 var exConfigKey = regexp.MustCompile(`(?m)^\s*(?:\[\[?([A-Za-z0-9_."-]+)\]\]?|([A-Za-z_][\w.-]*)\s*[=:])`)
+
+// exLangDefs are the definition patterns of a file's language, by
+// extension (indexes into exIdentDefs); a file of another kind (Markdown
+// with code blocks, an unknown extension) is read with all of them.
+var exLangDefs = func() map[string][]*regexp.Regexp {
+	pick := func(idx ...int) []*regexp.Regexp {
+		out := make([]*regexp.Regexp, len(idx))
+		for i, k := range idx {
+			out[i] = exIdentDefs[k]
+		}
+		return out
+	}
+	jsLike := pick(2, 3, 4, 5, 6, 7, 8)
+	m := map[string][]*regexp.Regexp{
+		".go": pick(0, 1, 15),
+		".py": pick(4, 8), ".rb": pick(4, 8),
+		".ex": pick(8, 9, 10, 12, 13), ".exs": pick(8, 9, 10, 12, 13),
+		".rs": pick(8, 11),
+		".c":  pick(4, 14), ".h": pick(4, 14), ".cc": pick(4, 14), ".cpp": pick(4, 14), ".hpp": pick(4, 14),
+	}
+	for _, e := range []string{".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".java", ".cs", ".kt", ".swift", ".dart", ".scala", ".php"} {
+		m[e] = jsLike
+	}
+	return m
+}()
 
 // exJSONKey matches a key of a JSON object written one per line.
 var exJSONKey = regexp.MustCompile(`(?m)^\s*"([A-Za-z_][\w.-]*)"\s*:`)
@@ -110,17 +136,17 @@ func identifiers(p, text string) []string {
 		name string
 	}
 	var hits []hit
-	for _, re := range exIdentDefs {
+	defs := exIdentDefs
+	if set, ok := exLangDefs[ext]; ok {
+		defs = set
+	}
+	for _, re := range defs {
 		for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
 			hits = append(hits, hit{m[2], text[m[2]:m[3]]})
 		}
 	}
 	// Order of appearance in the text, whichever pattern found it.
-	for i := 1; i < len(hits); i++ {
-		for j := i; j > 0 && hits[j].at < hits[j-1].at; j-- {
-			hits[j], hits[j-1] = hits[j-1], hits[j]
-		}
-	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
 	for _, h := range hits {
 		add(h.name)
 	}
@@ -265,8 +291,27 @@ func parsePatch(patch string) []exEdit {
 // not in its old text), removes (the reverse) and changes (defined in both
 // texts of an edit that replaced something), in order of appearance.
 func identDelta(e exEdit) (added, removed, changed []string) {
-	oldIDs := identifiers(e.path, e.oldText)
-	newIDs := identifiers(e.path, e.newText)
+	return identDeltaWith(identifiers, e)
+}
+
+// identCache memoizes identifiers within one summary: a rewritten file's
+// old text is the previous write's new text.
+type identCache map[[2]string][]string
+
+func (c identCache) identifiers(p, text string) []string {
+	k := [2]string{p, text}
+	if ids, ok := c[k]; ok {
+		return ids
+	}
+	ids := identifiers(p, text)
+	c[k] = ids
+	return ids
+}
+
+// identDeltaWith is identDelta with the identifier function given.
+func identDeltaWith(idents func(p, text string) []string, e exEdit) (added, removed, changed []string) {
+	oldIDs := idents(e.path, e.oldText)
+	newIDs := idents(e.path, e.newText)
 	inOld := map[string]bool{}
 	for _, n := range oldIDs {
 		inOld[n] = true
