@@ -11,6 +11,8 @@ const (
 	DefaultMaxSummaryBytes         = 262144  // bytes
 	MaxMaxSummaryBytes             = 2097152 // bytes (2 MiB), inclusive
 	DefaultKeepRecentTokens        = 16384   // tokens
+	DefaultExtractiveSummaryBytes  = 10240   // bytes
+	MinExtractiveSummaryBytes      = 1024    // bytes, inclusive
 	DefaultOffloadMaxChars         = 16000   // code points
 	DefaultOffloadKeepHead         = 4000    // code points
 	DefaultOffloadKeepTail         = 1000    // code points
@@ -57,7 +59,7 @@ var tables = []string{
 func Defaults() Config {
 	c := Config{
 		ContextCompaction: defaultContextCompaction(),
-		Compaction:        Compaction{Shape: ShapeAuto, KeepFirstRequest: true, Fallback: FallbackExtractive},
+		Compaction:        Compaction{Shape: ShapeAuto, KeepFirstRequest: true, Fallback: FallbackExtractive, ExtractiveSummaryBytes: DefaultExtractiveSummaryBytes},
 		Offload:           defaultOffload(),
 		ContextEditing:    defaultContextEditing(),
 		Models:            Catalog(),

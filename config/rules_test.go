@@ -94,6 +94,24 @@ func TestRuleCompactionShape(t *testing.T) {
 	runRuleCases(t, cases)
 }
 
+func TestRuleExtractiveSummaryBytes(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "1 KiB", src: "[compaction]\nextractive_summary_bytes = 1024\n"},
+		{name: "2 MiB", src: "[compaction]\nextractive_summary_bytes = 2097152\n"},
+		{name: "below 1 KiB", src: "[compaction]\nextractive_summary_bytes = 1023\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:1", msg: "1024..=2097152"},
+		{name: "2 MiB + 1", src: "[compaction]\nextractive_summary_bytes = 2097153\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:1", msg: "1024..=2097152"},
+		{name: "string", src: "[compaction]\nextractive_summary_bytes = \"10KB\"\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:28", msg: "expected a non-negative integer, got a string"},
+	})
+	// An authored [compaction] that omits the key takes the default.
+	cfg, _, problems := loadSrc(t, "[compaction]\nshape = \"simple\"\n")
+	if len(problems) > 0 || cfg.Compaction.ExtractiveSummaryBytes != DefaultExtractiveSummaryBytes {
+		t.Errorf("omitted key: %d (problems %v), want the default %d", cfg.Compaction.ExtractiveSummaryBytes, problems, DefaultExtractiveSummaryBytes)
+	}
+}
+
 func TestRuleOffloadHeadPlusTailBelowMaxChars(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{name: "just below", src: "[offload]\nmax_chars = 100\nkeep_head = 60\nkeep_tail = 39\n"},

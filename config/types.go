@@ -70,6 +70,12 @@ type Compaction struct {
 	// summarizer is an implicit last binding, DESIGN.md §5.5) or "none".
 	// A session-overlay (policy) key.
 	Fallback string `toml:"fallback" json:"fallback"`
+	// ExtractiveSummaryBytes is the byte budget of the embedded extractive
+	// summarizer, 1024..=2097152; the extractive summary is at most the
+	// smaller of it and context_compaction.max_summary_bytes. Default
+	// 10240, about what an LLM summary of a 150k–170k-token session takes
+	// (docs/decisions.md).
+	ExtractiveSummaryBytes uint64 `toml:"extractive_summary_bytes" json:"extractive_summary_bytes"`
 }
 
 // Offload is the [offload] table (DESIGN.md §6). Limits count characters

@@ -135,6 +135,9 @@ func (s *state) validate() {
 		default:
 			s.errorf(TableCompaction, "compaction.fallback", "must be \"extractive\" (the embedded summarizer as a last binding) or \"none\" (got %q)", c.Compaction.Fallback)
 		}
+		if b := c.Compaction.ExtractiveSummaryBytes; b < MinExtractiveSummaryBytes || b > MaxMaxSummaryBytes {
+			s.errorf(TableCompaction, "compaction.extractive_summary_bytes", "must be in %d..=%d bytes (got %d)", MinExtractiveSummaryBytes, MaxMaxSummaryBytes, b)
+		}
 	})
 	check(TableOffload, func() {
 		o := c.Offload

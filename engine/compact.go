@@ -310,6 +310,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		Tools:             s.tools,
 		Messages:          snap.sent,
 		MaxSummaryBytes:   s.cfg.ContextCompaction.MaxSummaryBytes,
+		ExtractiveBytes:   s.cfg.Compaction.ExtractiveSummaryBytes,
 		Timeout:           config.SummarizerTimeout(af),
 		ArtifactReadTools: s.cfg.ContextEditing.ArtifactReadTools,
 	}

@@ -95,6 +95,11 @@ type Request struct {
 	// MaxSummaryBytes is max_summary_bytes, in bytes; 0 means
 	// DefaultMaxSummaryBytes. A longer answer fails its binding.
 	MaxSummaryBytes uint64
+	// ExtractiveBytes is the extractive summarizer's byte budget
+	// ([compaction] extractive_summary_bytes); 0 means
+	// DefaultExtractiveBytes. The extractive summary is at most the smaller
+	// of it and MaxSummaryBytes.
+	ExtractiveBytes uint64
 	// Timeout bounds each binding call (the pruned retry is its own call);
 	// 0 means DefaultTimeout. It is never scaled by history size (§5.4).
 	Timeout time.Duration
@@ -118,6 +123,17 @@ func (r *Request) maxBytes() uint64 {
 		return DefaultMaxSummaryBytes
 	}
 	return r.MaxSummaryBytes
+}
+
+// extractiveBytes returns the extractive summary's budget in effect: the
+// configured budget (or DefaultExtractiveBytes), never above
+// max_summary_bytes.
+func (r *Request) extractiveBytes() uint64 {
+	b := r.ExtractiveBytes
+	if b == 0 {
+		b = DefaultExtractiveBytes
+	}
+	return min(b, r.maxBytes())
 }
 
 // timeout returns the per-call timeout in effect.

@@ -217,7 +217,7 @@ func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request
 	case ProviderOpenAI:
 		out = s.callOpenAI(cctx, b, req)
 	case ProviderExtractive:
-		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.maxBytes())}}
+		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.extractiveBytes())}}
 	default:
 		out = callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
 			Message: fmt.Sprintf("provider %q is not anthropic, openai or extractive", b.Provider), Err: ErrUnknownProvider}}
