@@ -165,7 +165,11 @@ func ExtractiveSummary(msgs []history.Message, maxBytes uint64) string {
 	items = append(items, x.errorsAndFixes()...)
 	items = append(items, x.reasoning()...)
 	items = append(items, x.nextSteps()...)
-	title := fmt.Sprintf("# Checkpoint summary (extractive, %d messages%s)\n\n", len(msgs), x.seqRange())
+	// The title names the range of seqs read, not a count: the messages
+	// read here include the previous summary and the recent ones retention
+	// may keep, so their number is not what the checkpoint records as
+	// summarized (issue 14).
+	title := fmt.Sprintf("# Checkpoint summary (extractive%s)\n\n", x.seqRange())
 	return fitItems(title, items, int(maxBytes))
 }
 

@@ -128,7 +128,7 @@ func TestExtractiveContent(t *testing.T) {
 		"Answer the latest user request (seq 11)",                  // next steps
 		"Tools used: bash ×2, read ×2, edit ×1.",                   // counts
 		"Open tool rounds: none.",                                  // state
-		"# Checkpoint summary (extractive, 11 messages, seq 1–11)", // title
+		"# Checkpoint summary (extractive, seq 1–11)", // title
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
@@ -347,5 +347,20 @@ func TestExtractiveBudgetConfigured(t *testing.T) {
 		if n := uint64(len(res.Summary)); n > tc.want || n < tc.want*8/10 {
 			t.Errorf("extractive %d, max %d: %d bytes, want at most %d and close to it", tc.extractive, tc.max, n, tc.want)
 		}
+	}
+}
+
+// TestExtractiveTitleNamesTheSeqRange (issue 14): the title names the seqs
+// read and no message count, since the messages read (previous summary,
+// recent ones retention may keep) are not what the checkpoint records as
+// summarized.
+func TestExtractiveTitleNamesTheSeqRange(t *testing.T) {
+	msgs := []history.Message{
+		{Seq: 4, Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "fix the build"}}},
+		{Seq: 5, Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "on it"}}},
+	}
+	title, _, _ := strings.Cut(ExtractiveSummary(msgs, 0), "\n")
+	if title != "# Checkpoint summary (extractive, seq 4–5)" {
+		t.Fatalf("title %q", title)
 	}
 }
