@@ -122,13 +122,13 @@ func TestExtractiveContent(t *testing.T) {
 		"artifact://deadbeef",                                         // artifact in a command
 		"bash `go test ./pkg/foo/` (seq 6) failed: --- FAIL: TestFoo", // error
 		"fixed: edited pkg/foo/testdata/fixture.json; then `go test ./pkg/foo/ && echo artifact://deadbeef` succeeded (seq 8)", // the change that fixed it
-		"The test fails because the fixture is missing",            // decisions and reasoning
-		"> Look at the test first.",                                // thinking
-		"Last assistant message (seq 7):\n> The test fails",        // the last message in full
-		"Answer the latest user request (seq 11)",                  // next steps
-		"Tools used: bash ×2, read ×2, edit ×1.",                   // counts
-		"Open tool rounds: none.",                                  // state
-		"# Checkpoint summary (extractive, seq 1–11)", // title
+		"The test fails because the fixture is missing",     // decisions and reasoning
+		"> Look at the test first.",                         // thinking
+		"Last assistant message (seq 7):\n> The test fails", // the last message in full
+		"Answer the latest user request (seq 11)",           // next steps
+		"Tools used: bash ×2, read ×2, edit ×1.",            // counts
+		"Open tool rounds: none.",                           // state
+		"# Checkpoint summary (extractive, seq 1–11)",       // title
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
