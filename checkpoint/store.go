@@ -649,13 +649,41 @@ func (st *Store) ListCheckpoints(ctx context.Context, session string) ([]Checkpo
 // each session's keys), so its cost does not grow with the events stored.
 func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := st.db.View(func(txn *badger.Txn) error {
+	err := st.scanSessions(ctx, "", func(_ *badger.Txn, id string) (bool, error) {
+		ids = append(ids, id)
+		return true, nil
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+// CountSessions implements Log, visiting one key per session as
+// ListSessions does, without keeping the ids.
+func (st *Store) CountSessions(ctx context.Context) (int, error) {
+	n := 0
+	err := st.scanSessions(ctx, "", func(txn *badger.Txn, id string) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// scanSessions calls fn with each session (a meta record exists) after the
+// session id after, in key order, until fn returns false or an error. Keys
+// without a meta record are leftovers of an interrupted delete (or a
+// listing row written after one): not a session.
+func (st *Store) scanSessions(ctx context.Context, after string, fn func(txn *badger.Txn, id string) (bool, error)) error {
+	return st.db.View(func(txn *badger.Txn) error {
 		o := badger.DefaultIteratorOptions
 		o.PrefetchValues = false
 		o.Prefix = []byte("s/")
 		it := txn.NewIterator(o)
 		defer it.Close()
-		for it.Seek([]byte("s/")); it.Valid(); {
+		start := []byte("s/")
+		if after != "" {
+			start = append(sessionPrefix(after), 0xff)
+		}
+		for it.Seek(start); it.Valid(); {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -665,10 +693,11 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 				return fmt.Errorf("%w: key %q", ErrCorrupt, key)
 			}
 			id := string(key[2 : 2+end])
-			// Keys without a meta record are leftovers of an
-			// interrupted delete: not a session.
 			if _, err := txn.Get(metaKey(id)); err == nil {
-				ids = append(ids, id)
+				more, err := fn(txn, id)
+				if err != nil || !more {
+					return err
+				}
 			} else if !errors.Is(err, badger.ErrKeyNotFound) {
 				return err
 			}
@@ -676,8 +705,64 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 		}
 		return nil
 	})
-	slices.Sort(ids)
-	return ids, err
+}
+
+// ListPage implements Log: one read transaction for the page, a few point
+// reads and one seek per session, whatever the number of sessions stored.
+func (st *Store) ListPage(ctx context.Context, after string, limit int) ([]Listed, bool, error) {
+	if after != "" {
+		if err := ValidSessionID(after); err != nil {
+			return nil, false, err
+		}
+	}
+	if limit < 1 {
+		return nil, false, fmt.Errorf("%w: limit %d: must be at least 1", ErrInvalid, limit)
+	}
+	var page []Listed
+	more := false
+	err := st.scanSessions(ctx, after, func(txn *badger.Txn, id string) (bool, error) {
+		if len(page) == limit {
+			more = true
+			return false, nil
+		}
+		meta, err := getMeta(txn, id)
+		if err != nil {
+			return false, err
+		}
+		l := Listed{ID: id, Meta: meta}
+		switch item, err := txn.Get(rowKey(id)); {
+		case err == nil:
+			if l.Row, err = item.ValueCopy(nil); err != nil {
+				return false, err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return false, err
+		}
+		if l.LastSeq, err = lastSeq(txn, eventPrefix(id)); err != nil {
+			return false, err
+		}
+		page = append(page, l)
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return page, more, nil
+}
+
+// PutRow implements Log.
+func (st *Store) PutRow(session string, row []byte) error {
+	if err := ValidSessionID(session); err != nil {
+		return err
+	}
+	if len(row) > MaxRowBytes {
+		return fmt.Errorf("session %q: %w: listing row of %d bytes (at most %d)", session, ErrTooLarge, len(row), MaxRowBytes)
+	}
+	err := st.commit.Submit([]store.Write{{Key: rowKey(session), Value: bytes.Clone(row)}})
+	if errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("session %q: %w", session, ErrClosed)
+	}
+	return err
 }
 
 // DeleteSession implements Log. The meta record goes first, in a synced

@@ -185,6 +185,7 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 			}
 		}
 	}
+	e.saveRow(s)
 	return res, nil
 }
 

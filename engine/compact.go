@@ -237,7 +237,9 @@ func (s *session) lastCheckpointSeq() uint64 {
 // one queued or running. Errors: ErrUnavailable.
 func (e *Engine) submit(id string, sig trigger.Signal) (*workers.Ticket, error) {
 	t, err := e.opts.Pool.Submit(id, func(ctx context.Context) error {
-		return e.runCompaction(ctx, id, sig)
+		err := e.runCompaction(ctx, id, sig)
+		e.saveRowOf(ctx, id)
+		return err
 	})
 	switch {
 	case errors.Is(err, workers.ErrQueueFull):
