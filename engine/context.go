@@ -10,6 +10,7 @@ import (
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // Assembled is what the agent sends next (DESIGN.md §4), provider-neutral:
@@ -169,7 +170,7 @@ func (e *Engine) providerRules(s *session) history.Rules {
 
 // compactAndWait submits a compaction (or joins the running one) and waits.
 func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal) error {
-	t, err := e.submit(id, sig)
+	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
 		return err
 	}
