@@ -51,8 +51,15 @@ type sessionState struct {
 	loaded bool
 	exists bool
 	next   uint64        // seq of the next event
-	wake   chan struct{} // closed and replaced when the log grows or the session goes
+	wake   chan struct{} // made by a waiter; closed (and dropped) when the log grows or the session goes
 }
+
+// MaxSessionStates bounds the session states the Store keeps in memory
+// beyond those in use: past it, states nobody holds are dropped (at
+// random, down to 7/8 of the bound) and rebuilt from the store on their
+// session's next call (one seek). A state is ~200 bytes: kept for every
+// session, a million idle sessions would hold ~250 MB (issue 19).
+const MaxSessionStates = 4096
 
 // Open returns a Store over db, which must have been opened by
 // internal/store (its value threshold and sync setting are the contract of
@@ -89,11 +96,27 @@ func (st *Store) acquire(id string) *sessionState {
 	defer st.mu.Unlock()
 	s := st.sessions[id]
 	if s == nil {
-		s = &sessionState{wake: make(chan struct{})}
+		if len(st.sessions) >= MaxSessionStates {
+			st.shrinkLocked()
+		}
+		s = &sessionState{}
 		st.sessions[id] = s
 	}
 	s.refs++
 	return s
+}
+
+// shrinkLocked drops states nobody holds until at most 7/8 of
+// MaxSessionStates remain (or none is left to drop). st.mu is held.
+func (st *Store) shrinkLocked() {
+	for id, s := range st.sessions {
+		if len(st.sessions) <= MaxSessionStates*7/8 {
+			return
+		}
+		if s.refs == 0 {
+			delete(st.sessions, id)
+		}
+	}
 }
 
 // release drops a reference; the state of a session that does not exist is
@@ -175,8 +198,10 @@ func (st *Store) locked(ctx context.Context, id string, create bool, fn func(s *
 
 // wakeAll tells waiters the log of s changed. s.mu is held.
 func (s *sessionState) wakeAll() {
-	close(s.wake)
-	s.wake = make(chan struct{})
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 // prepare validates events and encodes them (without seqs, which live in
@@ -392,6 +417,9 @@ func (st *Store) Wait(ctx context.Context, session string, afterSeq uint64) (uin
 		if err := st.load(session, s); err != nil {
 			s.mu.Unlock()
 			return 0, err
+		}
+		if s.wake == nil {
+			s.wake = make(chan struct{})
 		}
 		exists, last, wake := s.exists, s.next-1, s.wake
 		s.mu.Unlock()

@@ -684,3 +684,44 @@ func TestListPage(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionStatesAreBounded (issue 19 §3): the store keeps at most
+// MaxSessionStates session states whatever the number of sessions touched,
+// and a session whose state was dropped carries on at the right seq, its
+// waiters woken.
+func TestSessionStatesAreBounded(t *testing.T) {
+	st, _ := newStore(t)
+	n := MaxSessionStates + MaxSessionStates/4
+	for i := range n {
+		id := fmt.Sprintf("s%05d", i)
+		create(t, st, id)
+		if _, err := st.Append(bg, id, []Event{msg(history.RoleUser, "x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	states := len(st.sessions)
+	st.mu.Unlock()
+	if states > MaxSessionStates {
+		t.Fatalf("%d session states kept for %d sessions (bound %d)", states, n, MaxSessionStates)
+	}
+	// Every session, its state kept or dropped, appends at seq 2.
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		id := fmt.Sprintf("s%05d", i)
+		waited := make(chan uint64, 1)
+		go func() {
+			last, err := st.Wait(bg, id, 1)
+			if err != nil {
+				t.Error(err)
+			}
+			waited <- last
+		}()
+		first, err := st.Append(bg, id, []Event{msg(history.RoleUser, "y")})
+		if err != nil || first != 2 {
+			t.Fatalf("%s: append at %d, %v; want seq 2", id, first, err)
+		}
+		if last := <-waited; last != 2 {
+			t.Fatalf("%s: waiter saw %d", id, last)
+		}
+	}
+}
