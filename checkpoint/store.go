@@ -697,11 +697,15 @@ func (st *Store) CountSessions(ctx context.Context) (int, error) {
 }
 
 // scanSessions calls fn with each session (a meta record exists) after the
-// session id after, in key order, until fn returns false or an error. Keys
+// session id after, in key order, until fn returns false or an error, then
+// each of end before the read transaction ends. Keys
 // without a meta record are leftovers of an interrupted delete (or a
 // listing row written after one): not a session.
-func (st *Store) scanSessions(ctx context.Context, after string, fn func(txn *badger.Txn, id string) (bool, error)) error {
+func (st *Store) scanSessions(ctx context.Context, after string, fn func(txn *badger.Txn, id string) (bool, error), end ...func()) error {
 	return st.db.View(func(txn *badger.Txn) error {
+		for _, f := range end {
+			defer f() // inside the transaction: fn's iterators close here
+		}
 		o := badger.DefaultIteratorOptions
 		o.PrefetchValues = false
 		o.Prefix = []byte("s/")
@@ -748,6 +752,12 @@ func (st *Store) ListPage(ctx context.Context, after string, limit int) ([]Liste
 	}
 	var page []Listed
 	more := false
+	var rev *badger.Iterator // one reverse iterator for the page's last seqs
+	closeRev := func() {
+		if rev != nil {
+			rev.Close()
+		}
+	}
 	err := st.scanSessions(ctx, after, func(txn *badger.Txn, id string) (bool, error) {
 		if len(page) == limit {
 			more = true
@@ -766,12 +776,24 @@ func (st *Store) ListPage(ctx context.Context, after string, limit int) ([]Liste
 		case !errors.Is(err, badger.ErrKeyNotFound):
 			return false, err
 		}
-		if l.LastSeq, err = lastSeq(txn, eventPrefix(id)); err != nil {
-			return false, err
+		if rev == nil {
+			o := badger.DefaultIteratorOptions
+			o.Reverse = true
+			o.PrefetchValues = false
+			o.Prefix = []byte("s/")
+			rev = txn.NewIterator(o)
+		}
+		prefix := eventPrefix(id)
+		if rev.Seek(seqKey(prefix, ^uint64(0))); rev.ValidForPrefix(prefix) {
+			seq, ok := keySeq(prefix, rev.Item().Key())
+			if !ok {
+				return false, fmt.Errorf("%w: key %q", ErrCorrupt, rev.Item().Key())
+			}
+			l.LastSeq = seq
 		}
 		page = append(page, l)
 		return true, nil
-	})
+	}, closeRev)
 	if err != nil {
 		return nil, false, err
 	}
