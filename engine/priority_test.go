@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +69,65 @@ func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
 	}
 	if cps, _ := h.e.Checkpoints(ctx, "bg"); len(cps) != 0 {
 		t.Fatal("the yielded background compaction ran")
+	}
+}
+
+// TestPreSendDoesNotWaitBehindOtherSessions (issue 19 §1): with every
+// worker busy, a pre-send check whose context still fits the window (below
+// the midpoint between threshold and window) is answered at once with the
+// uncompacted context and a diagnostic; its compaction stays queued as
+// waited work and runs when a worker frees.
+func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
+	ctx := context.Background()
+	h.create("busy", 200000)
+	h.append("busy", user("hello "+words(50)), assistant("hi "+words(50)))
+	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	<-f.received // the only worker is busy
+
+	h.create("agent", 40000)
+	h.append("agent", user("go"))
+	for i := 0; ; i++ {
+		in, err := h.e.Session(ctx, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Tokens >= in.Threshold {
+			if mid := in.Threshold + (in.ContextLimit-in.Threshold)/2; in.Tokens >= mid {
+				t.Fatalf("setup: %d tokens, past the midpoint %d", in.Tokens, mid)
+			}
+			break
+		}
+		id := fmt.Sprintf("c%d", i)
+		h.append("agent", calls(id), result(id, words(600)))
+	}
+	start := time.Now()
+	a, err := h.e.Context(ctx, "agent", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || !strings.Contains(a.Diagnostic, "queued behind others") {
+		t.Fatalf("compacted %v, diagnostic %q", a.Compacted, a.Diagnostic)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the pre-send check waited %v", d)
+	}
+	tk := h.pool.Active("agent")
+	if tk == nil {
+		t.Fatal("the pre-send compaction is not queued")
+	}
+	close(release)
+	if err := tk.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cps, _ := h.e.Checkpoints(ctx, "agent"); len(cps) != 1 {
+		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
 	}
 }

@@ -69,7 +69,8 @@ type Ticket struct {
 }
 
 type jobState struct {
-	done chan struct{}
+	started chan struct{} // closed when a worker takes the job
+	done    chan struct{}
 	err  error
 	fn   Func
 	key  string
@@ -77,6 +78,11 @@ type jobState struct {
 	// queued is true while the job waits to start (guarded by Pool.mu).
 	queued bool
 }
+
+// Started is closed when a worker has taken the job (it is running or has
+// run); a job that never ran (yielded, abandoned at shutdown) never closes
+// it, so select on Done too.
+func (t *Ticket) Started() <-chan struct{} { return t.state.started }
 
 // Done is closed when the job has finished (or was abandoned at shutdown).
 func (t *Ticket) Done() <-chan struct{} { return t.state.done }
@@ -181,7 +187,7 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 		last.err = ErrYielded
 		close(last.done)
 	}
-	st := &jobState{done: make(chan struct{}), fn: fn, key: session, prio: prio, queued: true}
+	st := &jobState{started: make(chan struct{}), done: make(chan struct{}), fn: fn, key: session, prio: prio, queued: true}
 	if prio == Waited {
 		p.waited = append(p.waited, st)
 	} else {
@@ -247,6 +253,7 @@ func (p *Pool) next() *jobState {
 		if st != nil {
 			st.queued = false
 			p.running++
+			close(st.started)
 			return st
 		}
 		p.cond.Wait()
