@@ -190,8 +190,9 @@ var errQueuedBehind = errors.New("compaction queued behind others")
 // joins the queued or running one) and waits for it. With mayDefer, when
 // no worker takes it within startGrace (every worker busy with other
 // waited compactions), it returns errQueuedBehind at once and the job
-// stays queued, ahead of background work (issue 19: an agent whose context
-// still fits does not wait behind other sessions' compactions).
+// stays queued as background work, first among it (issue 19: an agent
+// whose context still fits does not wait behind other sessions'
+// compactions, and those that must wait go ahead of it).
 func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, mayDefer bool) error {
 	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
@@ -204,6 +205,8 @@ func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Sign
 		case <-t.Started():
 		case <-t.Done():
 		case <-grace.C:
+			// Nobody waits on it now: requests that must wait go first.
+			e.opts.Pool.Unwait(t)
 			return errQueuedBehind
 		case <-ctx.Done():
 			return ctx.Err()

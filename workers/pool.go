@@ -71,12 +71,15 @@ type Ticket struct {
 type jobState struct {
 	started chan struct{} // closed when a worker takes the job
 	done    chan struct{}
-	err  error
-	fn   Func
-	key  string
-	prio Priority // guarded by Pool.mu
+	err     error
+	fn      Func
+	key     string
+	prio    Priority // guarded by Pool.mu
 	// queued is true while the job waits to start (guarded by Pool.mu).
 	queued bool
+	// waiters counts the Waited requests for the job that have not let go
+	// of it (Pool.Unwait); guarded by Pool.mu.
+	waiters int
 }
 
 // Started is closed when a worker has taken the job (it is running or has
@@ -167,11 +170,14 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 		return nil, ErrClosed
 	}
 	if st, ok := p.active[session]; ok {
-		if prio == Waited && st.prio == Background {
-			st.prio = Waited
-			if st.queued {
-				p.background = remove(p.background, st)
-				p.waited = append(p.waited, st)
+		if prio == Waited {
+			st.waiters++
+			if st.prio == Background {
+				st.prio = Waited
+				if st.queued {
+					p.background = remove(p.background, st)
+					p.waited = append(p.waited, st)
+				}
 			}
 		}
 		return &Ticket{Session: session, Joined: true, state: st}, nil
@@ -189,6 +195,7 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 	}
 	st := &jobState{started: make(chan struct{}), done: make(chan struct{}), fn: fn, key: session, prio: prio, queued: true}
 	if prio == Waited {
+		st.waiters = 1
 		p.waited = append(p.waited, st)
 	} else {
 		p.background = append(p.background, st)
@@ -196,6 +203,26 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 	p.active[session] = st
 	p.cond.Signal()
 	return &Ticket{Session: session, state: st}, nil
+}
+
+// Unwait tells the pool that a Waited request for t's job (its own
+// SubmitPriority or a join) no longer waits on it. When no request waits
+// any more and the job has not started, it becomes Background work again,
+// first among the background jobs (it was asked for before them): a
+// request that does wait goes ahead of it (issue 19). Unwait once per
+// Waited request, at most.
+func (p *Pool) Unwait(t *Ticket) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := t.state
+	if st.waiters > 0 {
+		st.waiters--
+	}
+	if st.waiters == 0 && st.prio == Waited && st.queued {
+		st.prio = Background
+		p.waited = remove(p.waited, st)
+		p.background = append([]*jobState{st}, p.background...)
+	}
 }
 
 func remove(q []*jobState, st *jobState) []*jobState {

@@ -407,3 +407,39 @@ func TestFullQueueRefusesBackgroundAndYieldsToWaited(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+func TestUnwaitedJobGoesBackBehindWaitedOnes(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 8})
+	release := blockWorkers(t, p, 1)
+	order := make(chan string, 8)
+	if _, err := p.Submit("b1", recorder(order, "b1")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.SubmitPriority("d", Waited, recorder(order, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.SubmitPriority("d", Waited, nil) // a second waiter joins
+	if err != nil || !j.Joined {
+		t.Fatal(err)
+	}
+	if _, err := p.SubmitPriority("w", Waited, recorder(order, "w")); err != nil {
+		t.Fatal(err)
+	}
+	p.Unwait(d)
+	if st := p.Stats(); st.QueuedWaited != 2 {
+		t.Fatalf("one waiter left: %+v", st)
+	}
+	p.Unwait(j)
+	if st := p.Stats(); st.QueuedWaited != 1 || st.Queued != 3 {
+		t.Fatalf("no waiter left: %+v", st)
+	}
+	release()
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{<-order, <-order, <-order}
+	if fmt.Sprint(got) != "[w d b1]" {
+		t.Fatalf("start order %v, want [w d b1]", got)
+	}
+}
