@@ -7,7 +7,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchMessages is a tool round of realistic size: an assistant message
@@ -103,6 +105,7 @@ func BenchmarkCountCorpus(b *testing.B) {
 	var e Estimator
 	run := func(b *testing.B, reset bool, count func(string) uint64) {
 		b.SetBytes(size)
+		cpu0 := processCPU()
 		for b.Loop() {
 			if reset {
 				resetPieceCache()
@@ -116,6 +119,11 @@ func BenchmarkCountCorpus(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(want), "tokens")
+		// MB per second of CPU time: what one core does, however much of
+		// it a shared machine gave the benchmark (run with -cpu 1).
+		if cpu := processCPU() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(size)*float64(b.N)/1e6/cpu.Seconds(), "MB/cpu-s")
+		}
 	}
 	b.Run("Estimator.Text/warm", func(b *testing.B) {
 		for _, s := range texts { // warm the cache outside the timer
@@ -125,4 +133,13 @@ func BenchmarkCountCorpus(b *testing.B) {
 	})
 	b.Run("Estimator.Text/cold", func(b *testing.B) { run(b, true, e.Text) })
 	b.Run("TokenizerCount", func(b *testing.B) { run(b, false, chunkedRawCount) })
+}
+
+// processCPU is the CPU time (user + system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
