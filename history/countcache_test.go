@@ -93,7 +93,7 @@ func TestPreTokenizerMatchesRegexp(t *testing.T) {
 		check(t, s)
 	}
 	limit := 400 << 10
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		limit = 40 << 10
 	}
 	for name, texts := range corpusTexts(t) {
@@ -117,8 +117,15 @@ func TestCountMatchesTokenizerOnCorpus(t *testing.T) {
 	var e Estimator
 	for name, texts := range corpusTexts(t) {
 		t.Run(name, func(t *testing.T) {
-			if testing.Short() && len(texts) > 2000 {
-				texts = texts[:2000]
+			if testing.Short() || raceEnabled {
+				// Each file's first 128 KiB of texts; all of them without
+				// -race or -short.
+				n, size := 0, 0
+				for n < len(texts) && size < 128<<10 {
+					size += len(texts[n])
+					n++
+				}
+				texts = texts[:n]
 			}
 			var want uint64
 			for _, s := range texts {
