@@ -22,12 +22,13 @@ func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
 	release := make(chan struct{})
 	f.release = release
 	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
 	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 1, DrainTimeout: time.Second})
 	ctx := context.Background()
 	for _, id := range []string{"busy", "bg"} {
 		h.create(id, 200000)
-		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)))
+		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
 	}
 	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
 		t.Fatal(err)
@@ -82,11 +83,12 @@ func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
 	release := make(chan struct{})
 	f.release = release
 	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
 	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
 	ctx := context.Background()
 	h.create("busy", 200000)
-	h.append("busy", user("hello "+words(50)), assistant("hi "+words(50)))
+	h.append("busy", user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
 	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
 		t.Fatal(err)
 	}
