@@ -185,8 +185,13 @@ type Session struct {
 
 // ListSessionsResponse is the body of RouteListSessions.
 type ListSessionsResponse struct {
-	// Sessions are every session, sorted by id.
+	// Sessions are one page of sessions, in the store's key order (id +
+	// "/" bytewise). A session not in memory is described from its
+	// listing row (its figures as of its last change) and has no
+	// last_check or last_checkpoint.
 	Sessions []Session `json:"sessions"`
+	// Next is the QueryAfter of the next page; empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // RunRequest is the body of RouteStartRun. It has no fields yet; an empty

@@ -90,6 +90,26 @@ type Log interface {
 	ListCheckpoints(ctx context.Context, session string) ([]Checkpoint, error)
 	// ListSessions returns the ids of all sessions, sorted bytewise.
 	ListSessions(ctx context.Context) ([]string, error)
+	// CountSessions returns the number of sessions without building their
+	// list.
+	CountSessions(ctx context.Context) (int, error)
+	// ListPage returns at most limit sessions (limit ≥ 1) that follow the
+	// session id after ("" starts from the first), in the order of
+	// id + "/" bytewise (the store's key order: it differs from plain id
+	// order only where one id is another followed by '-' or '.'), each
+	// with its metadata, listing row and last seq; more reports whether
+	// any session follows the page. The order is a stable cursor: a
+	// session created or deleted between two pages never makes another
+	// appear twice or go missing. Errors: ErrInvalid (after is not a valid
+	// id, limit < 1), ctx's.
+	ListPage(ctx context.Context, after string, limit int) (page []Listed, more bool, err error)
+	// PutRow replaces the session's listing row (what a listing shows
+	// without loading the session; the caller's bytes, at most
+	// MaxRowBytes) and returns without waiting for the write: the row lands
+	// in the next group commit, in PutRow order. A row written after
+	// DeleteSession is a leftover and ignored. Errors: ErrInvalid,
+	// ErrTooLarge, ErrClosed.
+	PutRow(session string, row []byte) error
 	// DeleteSession deletes the session with its events and checkpoints:
 	// the only deletion there is. Errors: ErrInvalid, ErrNotFound.
 	DeleteSession(ctx context.Context, session string) error
@@ -397,6 +417,21 @@ func ValidSessionID(id string) error {
 		}
 	}
 	return nil
+}
+
+// MaxRowBytes is the largest listing row PutRow takes, in bytes.
+const MaxRowBytes = 1024
+
+// Listed is one session of a ListPage page.
+type Listed struct {
+	// ID is the session id.
+	ID string
+	// Meta is the session's metadata.
+	Meta Meta
+	// Row is the listing row PutRow stored last (nil when none was).
+	Row []byte
+	// LastSeq is the seq of the session's last event, 0 when it has none.
+	LastSeq uint64
 }
 
 // MaxSessionIDLen is the longest session id, in bytes.

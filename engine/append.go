@@ -10,6 +10,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // AppendResult is what an append stored (DESIGN.md §7 POST messages).
@@ -178,13 +179,14 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		d := e.check(ctx, s, trigger.PostCheck)
 		res.Decision = d.Reason
 		if d.Compact {
-			if _, err := e.submit(s.id, trigger.PostCheck); err == nil {
+			if _, err := e.submit(s.id, trigger.PostCheck, workers.Background); err == nil {
 				res.CompactionQueued = true
 			} else {
 				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)
 			}
 		}
 	}
+	e.saveRow(s)
 	return res, nil
 }
 

@@ -194,7 +194,11 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 		}
 		return CompactResult{}, fmt.Errorf("%w: %s", ErrConflict, d.Reason)
 	}
-	t, err := e.submit(id, reason)
+	prio := workers.Background
+	if wait {
+		prio = workers.Waited
+	}
+	t, err := e.submit(id, reason, prio)
 	if err != nil {
 		return CompactResult{}, err
 	}
@@ -223,7 +227,11 @@ func (e *Engine) WaitCompaction(ctx context.Context, id string) error {
 	if t == nil {
 		return nil
 	}
-	return t.Wait(ctx)
+	err := t.Wait(ctx)
+	if errors.Is(err, workers.ErrYielded) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
 }
 
 func (s *session) lastCheckpointSeq() uint64 {
@@ -234,10 +242,15 @@ func (s *session) lastCheckpointSeq() uint64 {
 }
 
 // submit queues a compaction of the session in the worker pool, or joins the
-// one queued or running. Errors: ErrUnavailable.
-func (e *Engine) submit(id string, sig trigger.Signal) (*workers.Ticket, error) {
-	t, err := e.opts.Pool.Submit(id, func(ctx context.Context) error {
-		return e.runCompaction(ctx, id, sig)
+// one queued or running. prio is workers.Waited when a request waits on the
+// result (a pre-send check, wait=true): it then starts before background
+// compactions and takes over the session's queued one (issue 19).
+// Errors: ErrUnavailable.
+func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*workers.Ticket, error) {
+	t, err := e.opts.Pool.SubmitPriority(id, prio, func(ctx context.Context) error {
+		err := e.runCompaction(ctx, id, sig)
+		e.saveRowOf(ctx, id)
+		return err
 	})
 	switch {
 	case errors.Is(err, workers.ErrQueueFull):

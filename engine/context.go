@@ -10,6 +10,7 @@ import (
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // Assembled is what the agent sends next (DESIGN.md §4), provider-neutral:
@@ -71,8 +72,12 @@ type ContextOptions struct {
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
-// diagnostic. A context that breaks a provider rule (§4a) is never returned:
-// the violation is logged and counted, and Context returns ErrProviderRule.
+// diagnostic. The compaction runs ahead of background ones (issue 19); when
+// no worker takes it at once and the context is still below the midpoint
+// between the threshold and the window, the uncompacted context is served
+// at once with a diagnostic and the compaction stays queued. A context
+// that breaks a provider rule (§4a) is never returned: the violation is
+// logged and counted, and Context returns ErrProviderRule.
 // Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
 	var diagnostic string
@@ -92,13 +97,19 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
+			// The context still fits with room to spare: below the midpoint
+			// between the threshold and the window.
+			tokens, _ := e.estimate(s)
+			fits := s.threshold < s.limit && tokens < s.threshold+(s.limit-s.threshold)/2
 			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
-			err := e.compactAndWait(wctx, id, trigger.PreSend)
+			err := e.compactAndWait(wctx, id, trigger.PreSend, fits)
 			cancel()
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil, ctx.Err()
+			case errors.Is(err, errQueuedBehind):
+				diagnostic = "pre-send compaction queued behind others; the context, which still fits the window, is served uncompacted"
 			case errors.Is(err, ErrNothingToCompact):
 				// An answer, not a failure (DESIGN.md §5.2).
 				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
@@ -167,11 +178,39 @@ func (e *Engine) providerRules(s *session) history.Rules {
 	return r
 }
 
-// compactAndWait submits a compaction (or joins the running one) and waits.
-func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal) error {
-	t, err := e.submit(id, sig)
+// startGrace is how long a pre-send check gives a free worker to take its
+// compaction before it counts as queued behind others.
+const startGrace = 250 * time.Millisecond
+
+// errQueuedBehind: the pre-send compaction did not start within startGrace
+// and the caller may go on without it.
+var errQueuedBehind = errors.New("compaction queued behind others")
+
+// compactAndWait submits a compaction as a job the caller waits on (or
+// joins the queued or running one) and waits for it. With mayDefer, when
+// no worker takes it within startGrace (every worker busy with other
+// waited compactions), it returns errQueuedBehind at once and the job
+// stays queued as background work, first among it (issue 19: an agent
+// whose context still fits does not wait behind other sessions'
+// compactions, and those that must wait go ahead of it).
+func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, mayDefer bool) error {
+	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
 		return err
+	}
+	if mayDefer {
+		grace := time.NewTimer(startGrace)
+		defer grace.Stop()
+		select {
+		case <-t.Started():
+		case <-t.Done():
+		case <-grace.C:
+			// Nobody waits on it now: requests that must wait go first.
+			e.opts.Pool.Unwait(t)
+			return errQueuedBehind
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return t.Wait(ctx)
 }

@@ -234,6 +234,9 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	// Other requests wait on this load: one client going away must not
 	// cancel it for them.
 	c.s, c.err = e.load(context.WithoutCancel(ctx), id)
+	if c.err == nil {
+		e.saveRow(c.s) // heals a row a crash left behind; nobody else has c.s yet
+	}
 	e.mu.Lock()
 	delete(e.loading, id)
 	if c.err == nil {

@@ -46,6 +46,12 @@ func quietLogger() *slog.Logger {
 
 func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
 	t.Helper()
+	return newHarnessPool(t, cfg, dir, workers.Options{Size: 2, Queue: 16, DrainTimeout: time.Second})
+}
+
+// newHarnessPool is newHarness with the worker pool's options.
+func newHarnessPool(t *testing.T, cfg config.Config, dir string, pool workers.Options) *harness {
+	t.Helper()
 	var db *badger.DB
 	var err error
 	if dir == "" {
@@ -62,7 +68,7 @@ func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.pool, err = workers.New(workers.Options{Size: 2, Queue: 16, DrainTimeout: time.Second})
+	h.pool, err = workers.New(pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type Info struct {
 	// Updated is when the session's metadata last changed.
 	Updated time.Time         `json:"updated"`
 	Labels  map[string]string `json:"labels,omitempty"`
-	// Loaded is false for a light listing entry (ListSessionInfo) of a
+	// Loaded is false for a listing entry (ListSessionPage) of a
 	// session not in memory: only the fields from its metadata are set.
 	Loaded bool `json:"loaded"`
 	// Auto is context_compaction.auto in effect.
@@ -149,6 +149,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
+	e.saveRow(probe)
 	in := e.info(probe)
 	in.Warnings = createWarnings(probe)
 	return in, nil
@@ -268,39 +269,166 @@ func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
 	return e.opts.Log.ListSessions(ctx)
 }
 
-// ListSessionInfo describes every stored session without loading any: a
-// session in memory gets its full Info, any other a light one from its
-// metadata (Loaded false: no token figure). Listing thousands of idle
-// sessions therefore costs one metadata read each, not a replay of each log.
-func (e *Engine) ListSessionInfo(ctx context.Context) ([]Info, error) {
-	ids, err := e.opts.Log.ListSessions(ctx)
+// listRow is what a listing shows of a session not in memory (its message
+// count, tokens and threshold, issue 14 §3), kept in the log beside the
+// metadata (checkpoint.Log.PutRow) after every change of those figures:
+// creation, an append, a compaction, a PATCH, a load.
+type listRow struct {
+	Messages       uint64 `json:"messages"`
+	ActiveMessages int    `json:"active_messages"`
+	Tokens         uint64 `json:"tokens"`
+	TokensSource   string `json:"tokens_source,omitempty"`
+	Threshold      uint64 `json:"threshold"`
+	ContextLimit   uint64 `json:"context_limit"`
+	Auto           bool   `json:"auto"`
+	Shape          string `json:"shape,omitempty"`
+	// LastSeq is the session's last seq when the row was written.
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// saveRow hands the session's listing row to the log, which writes it with
+// the next group commit (no wait, no sync of its own). Called with s.mu
+// held.
+func (e *Engine) saveRow(s *session) {
+	tokens, source := e.estimate(s)
+	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
+		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq})
+	if err == nil {
+		err = e.opts.Log.PutRow(s.id, b)
+	}
+	if err != nil && !errors.Is(err, checkpoint.ErrClosed) {
+		e.log.Warn("listing row not saved", "session", s.id, "err", err)
+	}
+}
+
+// saveRowOf saves session id's listing row after a change made outside a
+// request (a compaction job), when the session still exists.
+func (e *Engine) saveRowOf(ctx context.Context, id string) {
+	s, err := e.lock(context.WithoutCancel(ctx), id)
 	if err != nil {
-		return nil, err
+		return
 	}
-	out := make([]Info, 0, len(ids))
-	for _, id := range ids {
-		e.mu.Lock()
-		s := e.sessions[id]
-		e.mu.Unlock()
-		if s != nil {
-			s.mu.Lock()
-			if !s.evicted {
-				out = append(out, e.info(s))
-				s.mu.Unlock()
-				continue
+	e.saveRow(s)
+	s.mu.Unlock()
+}
+
+// Listing limits for ListSessionPage.
+const (
+	// DefaultListLimit is the page size when the caller gives none.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest page.
+	MaxListLimit = 1000
+)
+
+// ListSessionPage describes at most limit sessions after the session id
+// after ("" for the first page), in the log's key order (id + "/"
+// bytewise; checkpoint.Log.ListPage), and returns the id to pass as after
+// for the next page ("" after the last). It loads no session it can
+// describe from its listing row: a session in memory gets its full Info;
+// any other its metadata and row (Loaded false), with messages appended
+// after the row was written (a crash before the row landed) counted from
+// the log. A session with no row yet (stored by an older ctxd) is read
+// once from its log, without joining the loaded sessions, and its row
+// written. The work is bounded by the page, not by the sessions stored.
+// limit 0 means DefaultListLimit. Errors: ErrInvalid (*FieldError: after,
+// limit), the log's.
+func (e *Engine) ListSessionPage(ctx context.Context, after string, limit int) ([]Info, string, error) {
+	if after != "" {
+		if err := checkpoint.ValidSessionID(after); err != nil {
+			return nil, "", &FieldError{Field: "after", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, "", invalidField("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
+	}
+	page, more, err := e.opts.Log.ListPage(ctx, after, limit)
+	if err != nil {
+		return nil, "", mapLogErr(after, err)
+	}
+	out := make([]Info, 0, len(page))
+	for _, l := range page {
+		in, ok := e.loadedInfo(l.ID)
+		if !ok {
+			in, err = e.rowInfo(ctx, l)
+			if errors.Is(err, ErrNotFound) {
+				continue // deleted meanwhile
 			}
-			s.mu.Unlock()
+			if err != nil {
+				return nil, "", err
+			}
 		}
-		meta, err := e.opts.Log.GetMeta(ctx, id)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		last, _ := e.opts.Log.LastSeq(ctx, id)
-		out = append(out, Info{ID: id, Created: meta.Created, Updated: meta.Updated, Labels: meta.Labels,
-			Model: meta.Model, ContextLimit: meta.ContextLimit, LastSeq: last, Checkpoints: meta.Checkpoints,
-			SystemDigest: meta.SystemPromptDigest, ToolsDigest: meta.ToolsDigest, Compaction: "idle"})
+		out = append(out, in)
 	}
-	return out, nil
+	next := ""
+	if more && len(page) > 0 {
+		next = page[len(page)-1].ID
+	}
+	return out, next, nil
+}
+
+// loadedInfo returns the full Info of session id when it is in memory.
+func (e *Engine) loadedInfo(id string) (Info, bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		return Info{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.evicted {
+		return Info{}, false
+	}
+	return e.info(s), true
+}
+
+// rowInfo describes a session not in memory from its listing row.
+func (e *Engine) rowInfo(ctx context.Context, l checkpoint.Listed) (Info, error) {
+	meta := l.Meta
+	in := Info{ID: l.ID, Created: meta.Created, Updated: meta.Updated, Labels: meta.Labels,
+		Model: meta.Model, ContextLimit: meta.ContextLimit, LastSeq: l.LastSeq, Checkpoints: meta.Checkpoints,
+		SystemDigest: meta.SystemPromptDigest, ToolsDigest: meta.ToolsDigest, Compaction: "idle"}
+	var row listRow
+	if len(l.Row) == 0 || json.Unmarshal(l.Row, &row) != nil {
+		// No row yet: read the session once, as a load would, and keep
+		// its row for the next listing.
+		s, err := e.load(ctx, l.ID)
+		if err != nil {
+			return Info{}, err
+		}
+		e.saveRow(s)
+		in := e.info(s)
+		in.Loaded = false
+		return in, nil
+	}
+	in.Messages, in.ActiveMessages = row.Messages, row.ActiveMessages
+	in.Tokens, in.TokensSource = row.Tokens, row.TokensSource
+	in.Threshold, in.ContextLimit, in.Auto, in.Shape = row.Threshold, row.ContextLimit, row.Auto, row.Shape
+	if row.LastSeq < l.LastSeq {
+		// Events after the row (its write was lost in a crash): count
+		// their messages, at their o200k estimates.
+		err := e.opts.Log.Range(ctx, l.ID, row.LastSeq+1, func(ev checkpoint.Event) error {
+			if ev.Kind == checkpoint.KindMessage && ev.Message != nil {
+				in.Messages++
+				in.ActiveMessages++
+				in.Tokens += ev.Message.Tokens
+				in.TokensSource = "estimated"
+			}
+			return nil
+		})
+		if err != nil {
+			return Info{}, mapLogErr(l.ID, err)
+		}
+	}
+	return in, nil
+}
+
+// CountSessions returns the number of stored sessions.
+func (e *Engine) CountSessions(ctx context.Context) (int, error) {
+	return e.opts.Log.CountSessions(ctx)
 }
 
 // Exists reports whether session id exists, without loading it.
@@ -393,6 +521,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if _, err := e.commitUpdate(ctx, s, meta); err != nil {
 		return Info{}, err
 	}
+	e.saveRow(s)
 	return e.info(s), nil
 }
 

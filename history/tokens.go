@@ -82,7 +82,9 @@ func (e Estimator) chunk() int {
 }
 
 // Text returns the o200k_base tokens of s, counted in chunks of at most
-// ChunkBytes bytes (see MaxCountBytes), in time linear in len(s).
+// ChunkBytes bytes (see MaxCountBytes), in time linear in len(s). Each
+// chunk's count is the tokenizer's Count of it, computed through the piece
+// cache (countcache.go).
 func (e Estimator) Text(s string) uint64 {
 	limit := e.chunk()
 	var n uint64
@@ -91,13 +93,7 @@ func (e Estimator) Text(s string) uint64 {
 		if len(s) > limit {
 			piece = s[:cutPoint(s, limit)]
 		}
-		c, err := codec().Count(piece)
-		if err != nil {
-			// Only a pre-tokenizer failure, which o200k's pattern does not
-			// produce; fall back on a byte-based figure rather than zero.
-			c = (len(piece) + 2) / 3
-		}
-		n += uint64(c)
+		n += uint64(countPieces(piece))
 		s = s[len(piece):]
 	}
 	return n

@@ -50,14 +50,24 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	// Sessions not in memory are described from their metadata alone:
-	// listing an idle fleet must not load every session.
-	infos, err := s.eng.ListSessionInfo(r.Context())
+	// One page (?limit=N&after=ID): sessions not in memory are described
+	// from their listing rows, so no request loads or lists every session.
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get(api.QueryLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxListLimit {
+			s.writeError(w, r, api.Errorf(api.Invalid, api.QueryLimit, "limit: %q is not a page size (a decimal integer from 1 to %d)", v, api.MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	infos, next, err := s.eng.ListSessionPage(r.Context(), q.Get(api.QueryAfter), limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(infos))}
+	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(infos)), Next: next}
 	for _, info := range infos {
 		out.Sessions = append(out.Sessions, toAPISession(info))
 	}
@@ -270,7 +280,7 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.eng.ListSessions(r.Context())
+	n, err := s.eng.CountSessions(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -281,7 +291,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Version:       s.version,
 		Started:       s.started,
 		UptimeSeconds: now.Sub(s.started).Seconds(),
-		Sessions:      len(ids),
+		Sessions:      n,
 		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
 		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
 		Disk:          s.diskStatus(),

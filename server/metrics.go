@@ -142,11 +142,11 @@ func (m *Metrics) registerState(reg *prometheus.Registry, s *Server) {
 		}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), sessionsScrapeTimeout)
 			defer cancel()
-			ids, err := s.eng.ListSessions(ctx)
+			n, err := s.eng.CountSessions(ctx)
 			if err != nil {
 				return -1
 			}
-			return float64(len(ids))
+			return float64(n)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: MetricQueueDepth, Help: "Compactions waiting in the queue.",

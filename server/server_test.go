@@ -238,6 +238,10 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "bad presend", method: "GET", path: "/v1/sessions/s1/context?presend=maybe", status: 400, code: api.Invalid, field: "presend"},
 		{name: "bad reason", method: "POST", path: "/v1/sessions/s1/compact", body: `{"reason":"because"}`, status: 400, code: api.Invalid, field: "reason"},
 		{name: "bad from", method: "GET", path: "/v1/sessions/s1/events?from=-1", status: 400, code: api.Invalid, field: "from"},
+		{name: "bad limit", method: "GET", path: "/v1/sessions?limit=0", status: 400, code: api.Invalid, field: "limit"},
+		{name: "limit too large", method: "GET", path: "/v1/sessions?limit=1001", status: 400, code: api.Invalid, field: "limit"},
+		{name: "limit not a number", method: "GET", path: "/v1/sessions?limit=ten", status: 400, code: api.Invalid, field: "limit"},
+		{name: "bad after", method: "GET", path: "/v1/sessions?after=a%2Fb", status: 400, code: api.Invalid, field: "after"},
 		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels.a"},
 		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
 		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
@@ -672,6 +676,14 @@ func TestSessionLifecycle(t *testing.T) {
 	list, err := f.client.ListSessions(ctx)
 	if err != nil || len(list) != 2 || list[0].ID != "a" {
 		t.Fatalf("list %+v %v", list, err)
+	}
+	page, err := f.client.ListSessionsPage(ctx, "", 1)
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != "a" || page.Next != "a" {
+		t.Fatalf("first page %+v %v", page, err)
+	}
+	page, err = f.client.ListSessionsPage(ctx, page.Next, 1)
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != "b" || page.Next != "" {
+		t.Fatalf("second page %+v %v", page, err)
 	}
 	sys := "new"
 	s, err := f.client.PatchSession(ctx, "a", api.PatchSessionRequest{System: &sys})

@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,6 +48,13 @@ const (
 	// readHeaderTimeout bounds a client's request line and headers. There
 	// is no write timeout: event streams and waited compactions are long.
 	readHeaderTimeout = 10 * time.Second
+	// idleTrimAfter is how long the daemon must have served no request
+	// before it returns the memory it no longer uses to the system, once
+	// per idle period (issue 19: a fleet's idle daemon stays small; the Go
+	// runtime alone returns it over minutes). idleTrimCheck is how often it
+	// looks.
+	idleTrimAfter = 10 * time.Second
+	idleTrimCheck = 2 * time.Second
 )
 
 // dirDataDefault is the data directory under $XDG_STATE_HOME (or
@@ -264,9 +273,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	wg.Go(func() { _ = pool.Run(poolCtx) })
 
 	servers := []*http.Server{}
+	// Requests on sessions and artifacts, for the idle trim (monitoring's
+	// /v1/status and /metrics scrapes do not make the daemon busy).
+	var served atomic.Uint64
+	handler := m.srv.Handler()
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/status") && !strings.HasPrefix(r.URL.Path, "/metrics") {
+			served.Add(1)
+		}
+		handler.ServeHTTP(w, r)
+	})
 	serve := func(l net.Listener, name string) {
 		hs := &http.Server{
-			Handler:           m.srv.Handler(),
+			Handler:           counted,
 			ConnContext:       m.srv.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
 			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
@@ -296,10 +315,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	trim := time.NewTicker(idleTrimCheck)
+	defer trim.Stop()
+	lastServed, lastActive, trimmed := served.Load(), time.Now(), true
+
 	var runErr error
 loop:
 	for {
 		select {
+		case now := <-trim.C:
+			switch n := served.Load(); {
+			case n != lastServed:
+				lastServed, lastActive, trimmed = n, now, false
+			case !trimmed && now.Sub(lastActive) >= idleTrimAfter:
+				// A full collection that also returns the freed pages
+				// now: tens of milliseconds, once per idle period.
+				debug.FreeOSMemory()
+				releaseMappedFiles(m.dataDir)
+				trimmed = true
+			}
 		case <-ctx.Done():
 			m.logger.Info("ctxd stopping", attrReason, context.Cause(ctx))
 			break loop

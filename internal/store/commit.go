@@ -164,6 +164,30 @@ func (c *Committer) Commit(ctx context.Context, writes []Write) error {
 	return <-r.errc
 }
 
+// Submit hands writes to the committer like Commit but returns without
+// waiting for their commit: for writes that may lag a little and whose
+// failure nobody waits on (a session's listing row). They are committed,
+// atomically, with the next group, in the order handed over; Submit blocks
+// only while the committer's queue is full. Errors: ErrTooLarge, ErrClosed.
+func (c *Committer) Submit(writes []Write) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	r := &request{writes: writes, count: int64(len(writes)) + 1, errc: make(chan error, 1)}
+	r.size = c.Estimate(writes)
+	if r.size > c.maxSize || r.count > c.maxCount {
+		return fmt.Errorf("%w: %d bytes in %d entries (limit %d bytes, %d entries)",
+			ErrTooLarge, r.size, len(writes), c.maxSize, c.maxCount)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.reqs <- r
+	return nil
+}
+
 // Close commits what was handed over, then stops the committer. Later
 // Commit calls return ErrClosed. Close is idempotent.
 func (c *Committer) Close() error {
