@@ -247,16 +247,23 @@ func TestRuleWorkersBounded(t *testing.T) {
 	})
 }
 
-func TestRuleDaemonListenLoopbackUnlessToken(t *testing.T) {
+func TestRuleDaemonListenNeedsToken(t *testing.T) {
 	runRuleCases(t, []ruleCase{
-		{name: "ipv4 loopback", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\n"},
-		{name: "ipv6 loopback", src: "[daemon]\nlisten = \"[::1]:7411\"\n"},
-		{name: "localhost", src: "[daemon]\nlisten = \"localhost:7411\"\n"},
+		// Issue 12: loopback without a token was accepted, and every local
+		// user could use the daemon over it.
+		{name: "ipv4 loopback without token", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token (every local user can reach a loopback port): set auth_token_env"},
+		{name: "ipv6 loopback without token", src: "[daemon]\nlisten = \"[::1]:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token"},
+		{name: "localhost without token", src: "[daemon]\nlisten = \"localhost:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token"},
+		{name: "ipv4 loopback", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
+		{name: "localhost", src: "[daemon]\nlisten = \"localhost:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
 		{name: "public with token", src: "[daemon]\nlisten = \"0.0.0.0:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
 		{name: "public without token", src: "[daemon]\nlisten = \"0.0.0.0:7411\"\n",
-			key: "daemon.listen", pos: "2:1", msg: "not a loopback address"},
+			key: "daemon.listen", pos: "2:1", msg: "not even a loopback address"},
 		{name: "all interfaces", src: "[daemon]\nlisten = \":7411\"\n",
-			key: "daemon.listen", pos: "2:1", msg: "not a loopback address"},
+			key: "daemon.listen", pos: "2:1", msg: "not even a loopback address"},
 		{name: "no port", src: "[daemon]\nlisten = \"127.0.0.1\"\n",
 			key: "daemon.listen", pos: "2:1", msg: "host:port"},
 		{name: "token env is a secret", src: "[daemon]\nauth_token_env = \"sk-0123456789abcdef0123\"\n",

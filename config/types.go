@@ -76,6 +76,13 @@ type Compaction struct {
 	// 10240, about what an LLM summary of a 150k–170k-token session takes
 	// (docs/decisions.md).
 	ExtractiveSummaryBytes uint64 `toml:"extractive_summary_bytes" json:"extractive_summary_bytes"`
+	// Binding names the summarizer binding compactions start with: one of
+	// summarizer.bindings' names ("extractive" when none is configured).
+	// The bindings before it are skipped, the ones after it stay the
+	// fallback (Config.SummarizerBindings). "" starts with the first. A
+	// session overlay chooses its summarizer with this key, never by
+	// defining a binding (DESIGN.md §3).
+	Binding string `toml:"binding,omitempty" json:"binding,omitempty"`
 }
 
 // Offload is the [offload] table (DESIGN.md §6). Limits count characters

@@ -138,6 +138,18 @@ func (s *state) validate() {
 		if b := c.Compaction.ExtractiveSummaryBytes; b < MinExtractiveSummaryBytes || b > MaxMaxSummaryBytes {
 			s.errorf(TableCompaction, "compaction.extractive_summary_bytes", "must be in %d..=%d bytes (got %d)", MinExtractiveSummaryBytes, MaxMaxSummaryBytes, b)
 		}
+		if b := c.Compaction.Binding; b != "" && !s.unreliable(TableSummarizer) {
+			names := []string{ProviderExtractive} // the default binding
+			if len(c.Summarizer.Bindings) > 0 {
+				names = names[:0]
+				for _, sb := range c.Summarizer.Bindings {
+					names = append(names, sb.Name)
+				}
+			}
+			if !slices.Contains(names, b) {
+				s.errorf(TableCompaction, "compaction.binding", "no summarizer binding is named %q: choose one of %q (summarizer.bindings in the daemon's files)", b, names)
+			}
+		}
 	})
 	check(TableOffload, func() {
 		o := c.Offload
@@ -349,8 +361,14 @@ func (s *state) validateDaemon() {
 		s.errorf(TableDaemon, "daemon.listen", "must be host:port, e.g. \"127.0.0.1:7411\"")
 		return
 	}
-	if d.AuthTokenEnv == "" && !isLoopback(host) {
-		s.errorf(TableDaemon, "daemon.listen", "%q is not a loopback address: listen on 127.0.0.1, ::1 or localhost, or set auth_token_env to require a bearer token", host)
+	if d.AuthTokenEnv == "" {
+		// DESIGN.md §8b: loopback does not make TCP private — every local
+		// user reaches it, bypassing the socket's peer-uid check.
+		where := "every local user can reach a loopback port"
+		if !isLoopback(host) {
+			where = fmt.Sprintf("%q is not even a loopback address", host)
+		}
+		s.errorf(TableDaemon, "daemon.listen", "TCP needs a bearer token (%s): set auth_token_env to the name of an environment variable holding the token, e.g. auth_token_env = \"CTXD_AUTH_TOKEN\", or remove listen and use the unix socket", where)
 	}
 }
 

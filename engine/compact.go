@@ -330,7 +330,8 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if af != nil {
 		req.Prompt = af.Prompt
 	}
-	bindings, fallback := withFallback(s.cfg.Summarizer.Bindings, s.cfg.Compaction.Fallback)
+	// From compaction.binding on (DESIGN.md §3), then the fallback.
+	bindings, fallback := withFallback(s.cfg.SummarizerBindings(), s.cfg.Compaction.Fallback)
 	shape := s.shape
 	// A compaction inside an open tool loop of a thinking-bound model folds
 	// the loop into the summary (DESIGN.md §4a): retaining the loop would

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -292,9 +293,15 @@ func (e *Engine) configure(s *session) error {
 	base := e.Config()
 	cfg := base
 	if s.meta.Overlay != "" {
-		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), "session "+s.id+" overlay")
+		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), config.OverlayName)
 		if err != nil {
-			return &FieldError{Field: "config", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+			// The field is the first key the overlay got wrong (a key it
+			// may not set, DESIGN.md §3), else the config field itself.
+			field := "config"
+			if ce, ok := errors.AsType[*config.Error](err); ok && len(ce.Problems) > 0 && ce.Problems[0].Key != "" {
+				field = ce.Problems[0].Key
+			}
+			return &FieldError{Field: field, Err: fmt.Errorf("%w: config: %v", ErrInvalid, err)}
 		}
 		cfg = c
 	}

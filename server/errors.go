@@ -83,14 +83,17 @@ func ToAPIError(err error) (*api.Error, bool) {
 }
 
 // invalidMessage is the message of an invalid-input error: the field, then
-// the cause without the "invalid: " sentinel text the engine wraps in.
+// the cause without the "invalid: " sentinel text the engine wraps in. A
+// cause that already names the field as "FIELD: " (a configuration
+// problem, "config: session overlay:3:1: summarizer.bindings: …") is not
+// prefixed again.
 func invalidMessage(err error, field string) string {
 	msg := err.Error()
 	if fe, ok := errors.AsType[*engine.FieldError](err); ok && fe.Err != nil {
 		msg = fe.Err.Error()
 	}
 	msg = strings.TrimPrefix(msg, engine.ErrInvalid.Error()+": ")
-	if field != "" && !strings.HasPrefix(msg, field) {
+	if field != "" && !strings.HasPrefix(msg, field) && !strings.Contains(msg, " "+field+": ") {
 		msg = field + ": " + msg
 	}
 	return msg

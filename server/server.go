@@ -60,8 +60,10 @@ type Options struct {
 	// Version is sent in the api.HeaderVersion header of every response and
 	// in GET /v1/status; "" means api.Version.
 	Version string
-	// AuthToken, when set, is the bearer token every TCP request must carry
-	// ("Authorization: Bearer <token>", DESIGN.md §8b). Never logged.
+	// AuthToken is the bearer token every TCP request must carry
+	// ("Authorization: Bearer <token>", DESIGN.md §8b), compared in
+	// constant time. "" refuses every TCP request (401); the unix socket
+	// never needs it. Never logged.
 	AuthToken string
 	// AllowedUIDs may connect over the unix socket besides the daemon's
 	// own uid (daemon.allowed_uids). SetAllowedUIDs changes it later.

@@ -41,6 +41,8 @@ type fixture struct {
 	arts   *artifacts.Store
 	ts     *httptest.Server
 	client *api.Client
+	// token is sent by do unless hdr sets Authorization.
+	token string
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -79,6 +81,8 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 		Engine: eng, Artifacts: arts, Logger: quietLogger(), Registry: reg, Metrics: metrics,
 		Pool:      PoolInfo{Stats: pool.Stats, Size: 2, Capacity: 8},
 		Heartbeat: 20 * time.Millisecond,
+		// The fixture serves over TCP, which always needs the token.
+		AuthToken: fixtureToken,
 	}
 	if mod != nil {
 		mod(&opts)
@@ -97,8 +101,11 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 		_ = arts.Close()
 		_ = db.Close()
 	})
-	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
+	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, token: opts.AuthToken, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
 }
+
+// fixtureToken is the fixture's default bearer token.
+const fixtureToken = "fixture-token"
 
 // do sends a raw request and returns status, decoded error (if any) and
 // body.
@@ -110,6 +117,9 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]str
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", api.ContentTypeJSON)
+	}
+	if _, set := hdr["Authorization"]; !set && f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
 	}
 	for k, v := range hdr {
 		if k == "Host" {
@@ -242,6 +252,15 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "limit too large", method: "GET", path: "/v1/sessions?limit=1001", status: 400, code: api.Invalid, field: "limit"},
 		{name: "limit not a number", method: "GET", path: "/v1/sessions?limit=ten", status: 400, code: api.Invalid, field: "limit"},
 		{name: "bad after", method: "GET", path: "/v1/sessions?after=a%2Fb", status: 400, code: api.Invalid, field: "after"},
+		// Issue 12: 2^64−1 wrapped to 0 and replayed the whole log.
+		{name: "Last-Event-ID 2^64-1", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "18446744073709551615"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
+		{name: "Last-Event-ID past the log", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "2"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
+		{name: "from 2^64-1", method: "GET", path: "/v1/sessions/s1/events?from=18446744073709551615", status: 400, code: api.Invalid, field: "from"},
+		{name: "from past the log", method: "GET", path: "/v1/sessions/s1/events?from=3", status: 400, code: api.Invalid, field: "from"},
+		{name: "overlay defines a binding", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[offload]\nmax_chars = 20000\n[[summarizer.bindings]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n"}`, status: 400, code: api.Invalid, field: "summarizer.bindings"},
+		{name: "overlay names the agent file", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[compaction]\nagent_file = \"/etc/shadow\"\n"}`, status: 400, code: api.Invalid, field: "compaction.agent_file"},
+		{name: "overlay names the offload dir", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"offload.dir = \"/tmp\"\n"}`, status: 400, code: api.Invalid, field: "offload.dir"},
+		{name: "overlay names an unknown binding", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[compaction]\nbinding = \"nope\"\n"}`, status: 400, code: api.Invalid, field: "compaction.binding"},
 		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels.a"},
 		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
 		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
@@ -358,6 +377,7 @@ func TestOversizedBody(t *testing.T) {
 	// Without a Content-Length (chunked), the cap applies while reading.
 	req, _ := http.NewRequest("POST", f.ts.URL+"/v1/sessions/s1/messages", io.MultiReader(strings.NewReader(big)))
 	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer "+f.token)
 	resp, err := f.ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -547,8 +567,10 @@ func TestSecurityTCP(t *testing.T) {
 		status int
 	}{
 		{"token ok", map[string]string{"Authorization": "Bearer tok"}, 200},
-		{"no token", nil, 401},
+		{"no token", map[string]string{"Authorization": ""}, 401},
 		{"bad token", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"token as basic auth", map[string]string{"Authorization": "Basic dG9r"}, 401},
+		{"token prefix", map[string]string{"Authorization": "Bearer to"}, 401},
 		{"origin", map[string]string{"Authorization": "Bearer tok", "Origin": "http://evil.example"}, 403},
 		{"referer", map[string]string{"Authorization": "Bearer tok", "Referer": "http://evil.example/"}, 403},
 		{"foreign host", map[string]string{"Authorization": "Bearer tok", "Host": "evil.example"}, 403},
@@ -747,6 +769,7 @@ func TestSessionDescribesItself(t *testing.T) {
 func TestUncleanPathGetsTheEnvelope(t *testing.T) {
 	f := newFixture(t, nil)
 	req := httptest.NewRequest("GET", "http://127.0.0.1/v1/sessions/../status", nil)
+	req.Header.Set("Authorization", "Bearer "+fixtureToken)
 	rec := httptest.NewRecorder()
 	f.srv.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
@@ -770,7 +793,7 @@ func TestOversizedBodyWholeFirst(t *testing.T) {
 			}
 			defer conn.Close()
 			var req bytes.Buffer
-			fmt.Fprintf(&req, "POST /v1/sessions/s1/messages HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n", f.ts.Listener.Addr())
+			fmt.Fprintf(&req, "POST /v1/sessions/s1/messages HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n", f.ts.Listener.Addr(), f.token)
 			if chunked {
 				fmt.Fprintf(&req, "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 			} else {
@@ -792,5 +815,23 @@ func TestOversizedBodyWholeFirst(t *testing.T) {
 	}
 	if got := f.lastSeq(t, "s1"); got != 0 {
 		t.Errorf("last_seq %d, want 0", got)
+	}
+}
+
+// TestOverlayRefusalNamesTheKey: issue 12's overlay reproduction answers
+// 400 with the key as the field and the configuration's own problem line,
+// and stores nothing.
+func TestOverlayRefusalNamesTheKey(t *testing.T) {
+	f := newFixture(t, nil)
+	overlay := "[offload]\nmax_chars = 20000\n[[summarizer.bindings]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"CTXD_AUTH_TOKEN\"\n"
+	ctx := context.Background()
+	_, err := f.client.CreateSession(ctx, api.CreateSessionRequest{ID: "evil", Model: "gpt-4o", Config: overlay})
+	ae, ok := errors.AsType[*api.Error](err)
+	if !ok || ae.Code != api.Invalid || ae.Field != "summarizer.bindings" ||
+		ae.Message != "config: session overlay:3:1: summarizer.bindings: not allowed in a session overlay" {
+		t.Fatalf("got %v (%+v)", err, ae)
+	}
+	if ids, err := f.eng.ListSessions(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("sessions after a refused create: %v %v", ids, err)
 	}
 }
