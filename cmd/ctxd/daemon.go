@@ -176,17 +176,45 @@ func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
 		cfg.Daemon.Listen = m.Listen
 	}
 	// config.Load checks daemon.listen, but --listen bypasses it: check
-	// again (DESIGN.md §8b: loopback only unless a token is configured).
+	// again (DESIGN.md §8b: TCP always needs a bearer token; loopback does
+	// not make it private).
 	if cfg.Daemon.Listen != "" {
 		lo, err := isLoopback(cfg.Daemon.Listen)
 		if err != nil {
 			return config.Config{}, warnings, err
 		}
-		if !lo && cfg.Daemon.AuthTokenEnv == "" {
-			return config.Config{}, warnings, fmt.Errorf("daemon.listen %q is not a loopback address: set daemon.auth_token_env to require a bearer token, or listen on 127.0.0.1", cfg.Daemon.Listen)
+		if cfg.Daemon.AuthTokenEnv == "" {
+			where := "every local user can reach a loopback port"
+			if !lo {
+				where = "it is not even a loopback address"
+			}
+			return config.Config{}, warnings, fmt.Errorf("daemon.listen %q: TCP needs a bearer token (%s): set daemon.auth_token_env to the name of an environment variable holding it, or remove the listener and use the unix socket", cfg.Daemon.Listen, where)
 		}
 	}
 	return cfg, warnings, nil
+}
+
+// MinAuthTokenLen is the shortest bearer token ctxd accepts for its TCP
+// listener, in bytes: a shorter one could be guessed by any local user
+// (e.g. generate one with `openssl rand -hex 32`).
+const MinAuthTokenLen = 16
+
+// authToken reads the TCP listener's bearer token from the variable
+// daemon.auth_token_env names; "" when there is no listener. Errors: the
+// variable unset, empty or too short (the message never shows its value).
+func (m *Main) authToken(cfg config.Config) (string, error) {
+	if cfg.Daemon.Listen == "" {
+		return "", nil
+	}
+	env := cfg.Daemon.AuthTokenEnv
+	token := m.getenv(env)
+	switch {
+	case token == "":
+		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: the TCP listener %s needs its bearer token; set it or remove daemon.listen", env, cfg.Daemon.Listen)
+	case len(token) < MinAuthTokenLen:
+		return "", fmt.Errorf("the bearer token in %s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", env, len(token), MinAuthTokenLen)
+	}
+	return token, nil
 }
 
 // defaultDataDir is $XDG_STATE_HOME/ctxd, else ~/.local/state/ctxd (the XDG
@@ -238,12 +266,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	cfg.Storage.DataDir = m.dataDir
 	m.cfg = cfg
 
-	var token string
-	if cfg.Daemon.Listen != "" && cfg.Daemon.AuthTokenEnv != "" {
-		token = m.getenv(cfg.Daemon.AuthTokenEnv)
-		if token == "" {
-			return fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty; set it or remove daemon.listen", cfg.Daemon.AuthTokenEnv)
-		}
+	token, err := m.authToken(cfg)
+	if err != nil {
+		return err
+	}
+	// The directories that hold sessions and tool results are the user's
+	// alone (issue 12): checked before anything is written into them.
+	if err := m.checkDirs(cfg); err != nil {
+		return err
 	}
 
 	// Listen first: a second daemon stops here, before touching badger
@@ -380,9 +410,7 @@ func (m *Main) listenUnix() (*net.UnixListener, bool, error) {
 // open opens the stores, the pool, the summarizer, the engine and the
 // server, registering each for Close.
 func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
-	if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
+	// checkDirs (in Run) created or checked the data directory.
 	offloadDir := cfg.Offload.Dir
 	if offloadDir == "" {
 		offloadDir = filepath.Join(m.dataDir, "offload")
@@ -455,6 +483,33 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	return nil
 }
 
+// checkDirs creates or checks the data directory and the offload
+// directory (privateDir): a too-open data directory or configured
+// offload.dir stops the daemon with the chmod that fixes it; the default
+// <data_dir>/offload, ctxd's own, is tightened with a warning.
+func (m *Main) checkDirs(cfg config.Config) error {
+	if _, err := privateDir(m.dataDir, "data directory", false); err != nil {
+		return err
+	}
+	return m.checkOffloadDir(cfg)
+}
+
+// checkOffloadDir checks the offload directory of cfg (privateDir).
+func (m *Main) checkOffloadDir(cfg config.Config) error {
+	dir, ours := cfg.Offload.Dir, false
+	if dir == "" {
+		dir, ours = filepath.Join(m.dataDir, "offload"), true
+	}
+	tightened, err := privateDir(dir, "offload directory", ours)
+	if err != nil {
+		return fmt.Errorf("%w (offload.dir)", err)
+	}
+	if tightened {
+		m.logger.Warn("offload directory was open to other users; its mode is now 0700", attrDir, dir)
+	}
+	return nil
+}
+
 // reload is SIGHUP: load every layer again; an invalid configuration is
 // logged and ignored (the old one stays). Keys that only take effect at a
 // restart keep their running values, with a warning.
@@ -466,6 +521,10 @@ func (m *Main) reload() {
 	if err != nil {
 		logConfigError(m.logger, err)
 		m.logger.Error("configuration reload rejected; the running configuration is kept")
+		return
+	}
+	if err := m.checkOffloadDir(cfg); err != nil {
+		m.logger.Error("configuration reload rejected; the running configuration is kept", attrErr, err)
 		return
 	}
 	m.mu.Lock()

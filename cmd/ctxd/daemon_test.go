@@ -796,8 +796,25 @@ func TestTCPListener(t *testing.T) {
 
 	e2 := newEnv(t, baseConfig)
 	out, err = e2.command("--listen", "0.0.0.0:0").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "not a loopback address") {
+	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (it is not even a loopback address)") {
 		t.Fatalf("a public listener without a token started: %v\n%s", err, out)
+	}
+	// Issue 12: a loopback listener without a token was open to every
+	// local user (another uid listed and created sessions over it).
+	out, err = e2.command("--listen", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (every local user can reach a loopback port)") {
+		t.Fatalf("a loopback listener without a token started: %v\n%s", err, out)
+	}
+	e3 := newEnv(t, baseConfig+"\n[daemon]\nlisten = \"127.0.0.1:17411\"\n")
+	out, err = e3.command().CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "daemon.listen: TCP needs a bearer token") {
+		t.Fatalf("daemon.listen on loopback without a token started: %v\n%s", err, out)
+	}
+	cmd = e.command("--listen", "127.0.0.1:0")
+	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=tiny7")
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the bearer token in CTXD_TEST_TOKEN is 5 bytes: use at least 16") || strings.Contains(string(out), "tiny7") {
+		t.Fatalf("a short token was accepted: %v\n%s", err, out)
 	}
 
 	p := &proc{cmd: e.command("--listen", "127.0.0.1:0"), stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -819,7 +836,77 @@ func TestTCPListener(t *testing.T) {
 	if _, err := (&api.Client{BaseURL: "http://" + addr}).Status(ctx); api.ErrorCode(err) != api.Unauthorized {
 		t.Fatalf("without the token: %v", err)
 	}
+	if _, err := (&api.Client{BaseURL: "http://" + addr, Token: "s3cret-token-valuf"}).ListSessions(ctx); api.ErrorCode(err) != api.Unauthorized {
+		t.Fatalf("with a wrong token: %v", err)
+	}
+	if _, err := (&api.Client{BaseURL: "http://" + addr}).CreateSession(ctx, api.CreateSessionRequest{ID: "x", Model: "gpt-4o"}); api.ErrorCode(err) != api.Unauthorized {
+		t.Fatalf("create without the token: %v", err)
+	}
 	if _, err := (&api.Client{BaseURL: "http://" + addr, Token: "s3cret-token-value"}).Status(ctx); err != nil {
 		t.Fatalf("with the token: %v", err)
+	}
+}
+
+// TestDirectoryModes (issue 12): an existing data directory or configured
+// offload.dir open to other users stops the daemon with the chmod that
+// fixes it; ctxd's own <data_dir>/offload is tightened; a fresh data
+// directory is created 0700.
+func TestDirectoryModes(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.command().CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "data directory "+e.dataDir+" is mode 0755: other users could read what ctxd keeps there (sessions, tool results); run: chmod 700 "+e.dataDir) {
+		t.Fatalf("a 0755 data directory was accepted: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused daemon wrote into the data directory: %v", err)
+	}
+
+	// A configured offload.dir open to others: refused.
+	off := filepath.Join(e.dir, "offload-elsewhere")
+	if err := os.Mkdir(off, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(off, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig(t, baseConfig+"\n[offload]\ndir = \""+off+"\"\n")
+	out, err = e.command().CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "offload directory "+off+" is mode 0777") || !strings.Contains(string(out), "chmod 700 "+off) {
+		t.Fatalf("a 0777 offload.dir was accepted: %v\n%s", err, out)
+	}
+
+	// The default offload directory, ctxd's own: tightened, with a warning.
+	e.writeConfig(t, baseConfig)
+	own := filepath.Join(e.dataDir, "offload")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start(t)
+	p.waitLog(t, "offload directory was open to other users")
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("offload directory after start: %v %v", fi.Mode().Perm(), err)
+	}
+	p.signalAndWait(t, syscall.SIGTERM)
+
+	// A data directory ctxd creates is 0700, parents included.
+	e2 := newEnv(t, baseConfig)
+	e2.dataDir = filepath.Join(e2.dir, "state", "ctxd")
+	e2.start(t)
+	for _, d := range []string{e2.dataDir, filepath.Dir(e2.dataDir)} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v %v, want 0700", d, fi.Mode().Perm(), err)
+		}
 	}
 }

@@ -15,6 +15,7 @@ const (
 	attrBindings      = "bindings"
 	attrCount         = "count"
 	attrDataDir       = "data_dir"
+	attrDir           = "dir"
 	attrErr           = "err"
 	attrKey           = "key"
 	attrListen        = "listen"
