@@ -104,6 +104,12 @@ func invalidMessage(err error, field string) string {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae, internal := ToAPIError(err)
 	status := api.HTTPStatus(ae.Code)
+	// A provider's error text reaches clients inside upstream errors; the
+	// summarizer redacted it already, this is the last line of defense.
+	red := *ae
+	red.Message = s.red.String(ae.Message)
+	ae = &red
+	err = s.red.Error(err)
 	switch {
 	case internal:
 		s.log.Error("request failed", attrMethod, r.Method, attrPath, r.URL.Path, attrErr, err)

@@ -153,6 +153,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("event stream failed", attrSession, id, attrErr, err)
 		}
 	}
-	data, _ := json.Marshal(api.ErrorEnvelope{Error: ae})
+	red := *ae
+	red.Message = s.red.String(ae.Message)
+	data, _ := json.Marshal(api.ErrorEnvelope{Error: &red})
 	_ = write([]byte("event: " + api.SSEError + "\ndata: " + string(data) + "\n\n"))
 }

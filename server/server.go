@@ -20,6 +20,7 @@ import (
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/workers"
 )
@@ -72,6 +73,9 @@ type Options struct {
 	// os.Getuid() (set OwnUIDSet to use 0 explicitly).
 	OwnUID    uint32
 	OwnUIDSet bool
+	// Redactor masks secrets in the message of every error answer and
+	// its log line (DESIGN.md §8b); nil masks key-shaped strings only.
+	Redactor *redact.Redactor
 	// Heartbeat is the interval of ": ping" comments on an event stream;
 	// 0 means api.EventsHeartbeat.
 	Heartbeat time.Duration
@@ -103,6 +107,7 @@ type Server struct {
 	metrics   *Metrics
 	version   string
 	token     string
+	red       *redact.Redactor
 	ownUID    uint32
 	heartbeat time.Duration
 	now       func() time.Time
@@ -135,6 +140,7 @@ func New(opts Options) *Server {
 		metrics:   opts.Metrics,
 		version:   opts.Version,
 		token:     opts.AuthToken,
+		red:       opts.Redactor,
 		ownUID:    opts.OwnUID,
 		heartbeat: opts.Heartbeat,
 		now:       opts.Now,

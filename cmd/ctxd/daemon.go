@@ -28,6 +28,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/server"
 	"github.com/ctxd/ctxd/summarizer"
@@ -86,7 +87,8 @@ type Main struct {
 	Stderr io.Writer
 
 	logger     *slog.Logger
-	cfg        config.Config // effective, after flag overrides
+	redactor   *redact.Redactor // the configured secrets, for logs and provider errors
+	cfg        config.Config    // effective, after flag overrides
 	socketPath string
 	dataDir    string
 
@@ -241,7 +243,8 @@ func (m *Main) defaultDataDir() (string, error) {
 func (m *Main) Run(ctx context.Context) (err error) {
 	cfg, warnings, err := m.loadConfig()
 	level, _ := parseLevel(m.LogLevel)
-	m.logger = newLogger(m.stderr(), m.LogFormat, level)
+	m.redactor = redact.New(secretsOf(cfg, m.getenv)...)
+	m.logger = newLogger(m.stderr(), m.LogFormat, level, m.redactor)
 	for _, w := range warnings {
 		m.logger.Warn("configuration", attrProblem, w.String())
 	}
@@ -459,7 +462,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Config:     cfg,
 		Log:        cps,
 		Artifacts:  arts,
-		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger}),
+		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger, Redactor: m.redactor}),
 		Pool:       pool,
 		Logger:     m.logger,
 		Metrics:    metrics,
@@ -479,6 +482,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		AuthToken:   token,
 		AllowedUIDs: cfg.Daemon.AllowedUIDs,
 		Disk:        disks,
+		Redactor:    m.redactor,
 	})
 	return nil
 }
@@ -550,6 +554,9 @@ func (m *Main) reload() {
 	cfg.Storage = old.Storage
 	cfg.Workers = old.Workers
 	m.cfg = cfg
+	// New bindings bring new keys; the running token stays (its variable
+	// is read at start only).
+	m.redactor.SetSecrets(append(secretsOf(cfg, m.getenv), secretsOf(old, m.getenv)...)...)
 	m.srv.SetAllowedUIDs(cfg.Daemon.AllowedUIDs)
 	m.eng.SetConfig(cfg)
 	m.logger.Info("configuration reloaded", attrBindings, len(cfg.Summarizer.Bindings),

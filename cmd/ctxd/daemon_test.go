@@ -77,6 +77,8 @@ func (b *syncBuffer) String() string {
 // configuration file, kept across restarts.
 type env struct {
 	dir, socket, dataDir, configPath, xdgConfig string
+	// extraEnv is added to the daemon's environment ("K=V").
+	extraEnv []string
 }
 
 // maxSocketPath leaves room under the 104/108-byte sun_path limit.
@@ -134,12 +136,19 @@ func (e *env) command(extra ...string) *exec.Cmd {
 		"HOME=" + e.dir,
 		"XDG_CONFIG_HOME=" + e.xdgConfig,
 	}
+	cmd.Env = append(cmd.Env, e.extraEnv...)
 	return cmd
 }
 
 func (e *env) start(t *testing.T) *proc {
 	t.Helper()
-	p := &proc{cmd: e.command(), stderr: &syncBuffer{}, done: make(chan struct{})}
+	return e.startWith(t)
+}
+
+// startWith starts the daemon with extra flags and waits until it answers.
+func (e *env) startWith(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: e.command(extra...), stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
