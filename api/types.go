@@ -27,8 +27,10 @@ type CreateSessionRequest struct {
 	// is rendered as one user message. Text is [{"type":"text","text":…}].
 	Pinned []Block `json:"pinned,omitempty"`
 	// Config is a TOML overlay: the session's own layer on top of the
-	// daemon's configuration (DESIGN.md §3), decoded strictly. A problem
-	// is Invalid with field "config" and a message naming line and column.
+	// daemon's configuration (DESIGN.md §3), decoded strictly, policy keys
+	// only. A problem is Invalid with field the TOML key it names (e.g.
+	// "summarizer.bindings", a key an overlay may not set), or "config"
+	// when it names none, and a message naming line and column.
 	Config string `json:"config,omitempty"`
 	// Labels are free-form operator labels, returned in Session.Labels.
 	Labels map[string]string `json:"labels,omitempty"`

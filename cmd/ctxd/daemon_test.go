@@ -206,6 +206,29 @@ func (p *proc) signalAndWait(t *testing.T, sig os.Signal) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// refusedOutput runs a daemon that must refuse to start and returns its
+// output and exit error. One that is still running after 20 s started:
+// it is killed and the test fails (rather than waiting forever).
+func refusedOutput(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
+	t.Helper()
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return []byte(out.String()), err
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("ctxd started where it must refuse:\n%s", out.String())
+		return nil, nil
+	}
+}
+
 // waitLog waits until the daemon's stderr contains s.
 func (p *proc) waitLog(t *testing.T, s string) {
 	t.Helper()
@@ -798,30 +821,30 @@ func TestTCPListener(t *testing.T) {
 	e := newEnv(t, baseConfig+"\n[daemon]\nauth_token_env = \"CTXD_TEST_TOKEN\"\n")
 	cmd := e.command("--listen", "0.0.0.0:0")
 	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=")
-	out, err := cmd.CombinedOutput()
+	out, err := refusedOutput(t, cmd)
 	if err == nil || !strings.Contains(string(out), "CTXD_TEST_TOKEN") {
 		t.Fatalf("a listener with an empty token started: %v\n%s", err, out)
 	}
 
 	e2 := newEnv(t, baseConfig)
-	out, err = e2.command("--listen", "0.0.0.0:0").CombinedOutput()
+	out, err = refusedOutput(t, e2.command("--listen", "0.0.0.0:0"))
 	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (it is not even a loopback address)") {
 		t.Fatalf("a public listener without a token started: %v\n%s", err, out)
 	}
 	// Issue 12: a loopback listener without a token was open to every
 	// local user (another uid listed and created sessions over it).
-	out, err = e2.command("--listen", "127.0.0.1:0").CombinedOutput()
+	out, err = refusedOutput(t, e2.command("--listen", "127.0.0.1:0"))
 	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (every local user can reach a loopback port)") {
 		t.Fatalf("a loopback listener without a token started: %v\n%s", err, out)
 	}
 	e3 := newEnv(t, baseConfig+"\n[daemon]\nlisten = \"127.0.0.1:17411\"\n")
-	out, err = e3.command().CombinedOutput()
+	out, err = refusedOutput(t, e3.command())
 	if err == nil || !strings.Contains(string(out), "daemon.listen: TCP needs a bearer token") {
 		t.Fatalf("daemon.listen on loopback without a token started: %v\n%s", err, out)
 	}
 	cmd = e.command("--listen", "127.0.0.1:0")
 	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=tiny7")
-	out, err = cmd.CombinedOutput()
+	out, err = refusedOutput(t, cmd)
 	if err == nil || !strings.Contains(string(out), "the bearer token in CTXD_TEST_TOKEN is 5 bytes: use at least 16") || strings.Contains(string(out), "tiny7") {
 		t.Fatalf("a short token was accepted: %v\n%s", err, out)
 	}
@@ -868,7 +891,7 @@ func TestDirectoryModes(t *testing.T) {
 	if err := os.Chmod(e.dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.command().CombinedOutput()
+	out, err := refusedOutput(t, e.command())
 	if err == nil || !strings.Contains(string(out), "data directory "+e.dataDir+" is mode 0755: other users could read what ctxd keeps there (sessions, tool results); run: chmod 700 "+e.dataDir) {
 		t.Fatalf("a 0755 data directory was accepted: %v\n%s", err, out)
 	}
@@ -888,7 +911,7 @@ func TestDirectoryModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.writeConfig(t, baseConfig+"\n[offload]\ndir = \""+off+"\"\n")
-	out, err = e.command().CombinedOutput()
+	out, err = refusedOutput(t, e.command())
 	if err == nil || !strings.Contains(string(out), "offload directory "+off+" is mode 0777") || !strings.Contains(string(out), "chmod 700 "+off) {
 		t.Fatalf("a 0777 offload.dir was accepted: %v\n%s", err, out)
 	}
