@@ -196,10 +196,10 @@ func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
 	return cfg, warnings, nil
 }
 
-// MinAuthTokenLen is the shortest bearer token ctxd accepts for its TCP
+// minAuthTokenLen is the shortest bearer token ctxd accepts for its TCP
 // listener, in bytes: a shorter one could be guessed by any local user
 // (e.g. generate one with `openssl rand -hex 32`).
-const MinAuthTokenLen = 16
+const minAuthTokenLen = 16
 
 // authToken reads the TCP listener's bearer token from the variable
 // daemon.auth_token_env names; "" when there is no listener. Errors: the
@@ -213,8 +213,8 @@ func (m *Main) authToken(cfg config.Config) (string, error) {
 	switch {
 	case token == "":
 		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: the TCP listener %s needs its bearer token; set it or remove daemon.listen", env, cfg.Daemon.Listen)
-	case len(token) < MinAuthTokenLen:
-		return "", fmt.Errorf("the bearer token in %s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", env, len(token), MinAuthTokenLen)
+	case len(token) < minAuthTokenLen:
+		return "", fmt.Errorf("the bearer token in %s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", env, len(token), minAuthTokenLen)
 	}
 	return token, nil
 }
