@@ -86,6 +86,11 @@ func startDaemon(t *testing.T) *daemon {
 		xdg:     t.TempDir(),
 		logs:    &bytes.Buffer{},
 	}
+	// t.TempDir's directories are 0755 under the usual umask; ctxd refuses
+	// a data directory other users can read (issue 12).
+	if err := os.Chmod(d.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(ctxdBin, "--socket", d.socket, "--data-dir", d.dataDir, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+d.xdg, "XDG_STATE_HOME="+d.dataDir, "CTXD_SOCKET="+d.socket)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
