@@ -59,7 +59,13 @@ func echoProvider(t *testing.T) (*httptest.Server, *atomic.Int32) {
 // session's last_error and /metrics are searched for the keys and token.
 func TestSecretsNeverLogged(t *testing.T) {
 	prov, calls := echoProvider(t)
+	// fallback = "none": the compaction fails, so the provider's words
+	// reach the API error, the events and last_error.
 	cfg := baseConfig + fmt.Sprintf(`
+[context_compaction]
+keep_recent_tokens = 0
+[compaction]
+fallback = "none"
 [daemon]
 auth_token_env = "CTXD_TEST_TOKEN"
 [[summarizer.bindings]]
@@ -85,13 +91,14 @@ api_key_env = "CTXD_TEST_OPENAI_KEY"
 	if _, err := c.CreateSession(ctx, api.CreateSessionRequest{ID: "s", Model: "gpt-4o"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AppendMessages(ctx, "s", api.AppendMessagesRequest{Messages: []api.Message{userText("hello"), assistantText("hi", nil)}}); err != nil {
+	if _, err := c.AppendMessages(ctx, "s", api.AppendMessagesRequest{Messages: []api.Message{userText("hello"), assistantText("hi", nil),
+		userText("list the files"), assistantText("main.go and go.mod", nil), userText("thanks")}}); err != nil {
 		t.Fatal(err)
 	}
 	var texts []string
-	_, err := c.Compact(ctx, "s", api.CompactRequest{Wait: true})
+	res, err := c.Compact(ctx, "s", api.CompactRequest{Wait: true})
 	if api.ErrorCode(err) != api.Upstream {
-		t.Fatalf("compaction with failing bindings: %v", err)
+		t.Fatalf("compaction with failing bindings: %v %+v", err, res)
 	}
 	texts = append(texts, "api error: "+err.Error())
 	if calls.Load() < 2 {
