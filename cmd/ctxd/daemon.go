@@ -505,8 +505,15 @@ func (m *Main) checkOffloadDir(cfg config.Config) error {
 		dir, ours = filepath.Join(m.dataDir, "offload"), true
 	}
 	tightened, err := privateDir(dir, "offload directory", ours)
-	if err != nil {
+	switch {
+	case errors.Is(err, errOpenDir):
 		return fmt.Errorf("%w (offload.dir)", err)
+	case err != nil:
+		// A directory that cannot be created or read is no leak: ctxd
+		// starts and keeps oversized tool results whole, each append
+		// saying so (offload_failed).
+		m.logger.Warn("offload directory unusable; oversized tool results will be kept whole", attrDir, dir, attrErr, err)
+		return nil
 	}
 	if tightened {
 		m.logger.Warn("offload directory was open to other users; its mode is now 0700", attrDir, dir)

@@ -9,6 +9,11 @@ import (
 	"syscall"
 )
 
+// errOpenDir marks privateDir's refusals of a directory other users can
+// reach (too open, or someone else's), as opposed to one that cannot be
+// created or read at all.
+var errOpenDir = errors.New("directory open to other users")
+
 // privateDirMode is the mode of every directory ctxd keeps data in
 // (DESIGN.md §8b): sessions, offloaded tool results and the artifact secret
 // are the owner's alone.
@@ -39,7 +44,7 @@ func privateDir(dir, what string, ours bool) (tightened bool, err error) {
 		return false, fmt.Errorf("%s %s is not a directory", what, dir)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Getuid()) {
-		return false, fmt.Errorf("%s %s belongs to uid %d, not to the user running ctxd (%d): other users must not hold ctxd's data; choose a directory of your own or run: chown %d %s", what, dir, st.Uid, os.Getuid(), os.Getuid(), dir)
+		return false, fmt.Errorf("%w: %s %s belongs to uid %d, not to the user running ctxd (%d): other users must not hold ctxd's data; choose a directory of your own or run: chown %d %s", errOpenDir, what, dir, st.Uid, os.Getuid(), os.Getuid(), dir)
 	}
 	perm := fi.Mode().Perm()
 	if perm&0o077 == 0 {
@@ -51,5 +56,11 @@ func privateDir(dir, what string, ours bool) (tightened bool, err error) {
 		}
 		return true, nil
 	}
-	return false, fmt.Errorf("%s %s is mode %04o: other users could read what ctxd keeps there (sessions, tool results); run: chmod 700 %s", what, dir, perm, dir)
+	return false, &openDirError{fmt.Sprintf("%s %s is mode %04o: other users could read what ctxd keeps there (sessions, tool results); run: chmod 700 %s", what, dir, perm, dir)}
 }
+
+// openDirError is a too-open directory's refusal; it matches errOpenDir.
+type openDirError struct{ msg string }
+
+func (e *openDirError) Error() string        { return e.msg }
+func (e *openDirError) Is(target error) bool { return target == errOpenDir }
