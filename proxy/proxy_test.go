@@ -26,6 +26,8 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
+func init() { verifyEncoding = true }
+
 var testSecret = []byte(strings.Repeat("s", artifacts.SecretSize))
 
 // upstream is a scripted Anthropic provider: it records every request
