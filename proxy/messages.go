@@ -230,7 +230,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return
 		}
-		if errors.Is(err, errViolation) {
+		if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
 			p.violations.Add(1)
 			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
 		} else {
@@ -426,11 +426,17 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 		// with the recorded answer after it.
 		msgs = msgs[:len(msgs)-1]
 	}
-	wire := anthropic.Render("", nil, msgs).Messages
-	placeMarkers(wire, req.messages)
-	if err := checkRequest(wire, thinkingEnabled(req.thinking)); err != nil {
+	// DESIGN.md §4a, for the thinking setting the client sent (the
+	// engine checked the rules that hold either way).
+	rules := history.Rules{Thinking: history.ThinkingOff}
+	if thinkingEnabled(req.thinking) {
+		rules.Thinking = history.ThinkingOn
+	}
+	if err := history.CheckRequest(history.Sendable(msgs), rules).Err(); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", errViolation, err)
 	}
+	wire := anthropic.Render("", nil, msgs).Messages
+	placeMarkers(wire, req.messages)
 	enc, err := p.encode(pl.b, wire)
 	if err != nil {
 		return nil, "", err
