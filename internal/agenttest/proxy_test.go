@@ -27,24 +27,41 @@ import (
 // models (the operator's [models."<id>"] context_limit): the fake's small
 // window.
 func startCtxd(t *testing.T, upstream string, limit uint64) (string, *engine.Engine) {
+	c := newCtxd(t, upstream, limit)
+	return c.url, c.eng
+}
+
+// ctxd is an in-process daemon: a store that outlives restarts, and the
+// engine and proxy that a restart replaces.
+type ctxd struct {
+	t    *testing.T
+	cfg  config.Config
+	db   interface{ Close() error }
+	arts *artifacts.Store
+	cps  *checkpoint.Store
+	pool *workers.Pool
+	eng  *engine.Engine
+	hs   *http.Server
+	url  string
+}
+
+func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := store.OpenInMemory()
 	if err != nil {
 		t.Fatal(err)
 	}
-	arts, err := artifacts.Open(db, []byte(strings.Repeat("s", artifacts.SecretSize)))
-	if err != nil {
+	c := &ctxd{t: t, db: db}
+	if c.arts, err = artifacts.Open(db, []byte(strings.Repeat("s", artifacts.SecretSize))); err != nil {
 		t.Fatal(err)
 	}
-	cps := checkpoint.Open(db, checkpoint.Options{})
-	pool, err := workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
-	if err != nil {
+	c.cps = checkpoint.Open(db, checkpoint.Options{})
+	if c.pool, err = workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = pool.Run(ctx); close(done) }()
+	go func() { _ = c.pool.Run(ctx); close(done) }()
 	cfg := config.Defaults()
 	cfg.Storage.DataDir = t.TempDir()
 	for _, id := range []string{"claude-opus-4-8", "claude-local-1"} {
@@ -58,12 +75,30 @@ func startCtxd(t *testing.T, upstream string, limit uint64) (string, *engine.Eng
 		cfg.Models[id] = m
 	}
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream
-	eng, err := engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: logger,
-		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: t.TempDir()})
+	c.cfg = cfg
+	c.start()
+	t.Cleanup(func() {
+		_ = c.hs.Close()
+		cancel()
+		<-done
+		_ = c.cps.Close()
+		_ = c.arts.Close()
+		_ = c.db.Close()
+	})
+	return c
+}
+
+// start builds an engine and a proxy over the store, on a new port.
+func (c *ctxd) start() {
+	t := c.t
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var err error
+	c.eng, err = engine.New(engine.Options{Config: c.cfg, Log: c.cps, Artifacts: c.arts, Pool: c.pool, Logger: logger,
+		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: c.cfg.Storage.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(proxy.Options{Engine: eng, Secret: []byte(strings.Repeat("k", 32)), Config: cfg.Proxy, Logger: logger})
+	p, err := proxy.New(proxy.Options{Engine: c.eng, Secret: []byte(strings.Repeat("k", 32)), Config: c.cfg.Proxy, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +106,16 @@ func startCtxd(t *testing.T, upstream string, limit uint64) (string, *engine.Eng
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: p.Handler(), ConnContext: p.ConnContext}
-	go func() { _ = hs.Serve(l) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		cancel()
-		<-done
-		_ = cps.Close()
-		_ = arts.Close()
-		_ = db.Close()
-	})
-	return "http://" + l.Addr().String(), eng
+	c.hs = &http.Server{Handler: p.Handler(), ConnContext: p.ConnContext}
+	go func() { _ = c.hs.Serve(l) }()
+	c.url = "http://" + l.Addr().String()
+}
+
+// restart drops the engine and the proxy, all their memory, and starts new
+// ones over the same store: a daemon restart.
+func (c *ctxd) restart() {
+	_ = c.hs.Shutdown(context.Background())
+	c.start()
 }
 
 // proxyAgents are the agents on the Anthropic Messages API, with the fake
@@ -164,6 +198,46 @@ func TestAgentThroughCtxd(t *testing.T) {
 			}
 			if len(ids) == 0 || checkpoints == 0 {
 				t.Errorf("sessions %v, %d checkpoints", ids, checkpoints)
+			}
+		})
+	}
+}
+
+// TestAgentContinuesAcrossCtxdRestart: ctxd is restarted between two turns
+// (`--continue`), after the first turn's overflow made ctxd compact; the
+// second turn's first upstream request carries the same compacted context
+// as the first turn's last (it extends it, markers normalized), and the
+// second turn finishes with 0 refusals.
+func TestAgentContinuesAcrossCtxdRestart(t *testing.T) {
+	for _, ac := range proxyAgents {
+		t.Run(ac.name, func(t *testing.T) {
+			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
+			p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: ac.window, Rounds: 2, OutputBytes: 25000, Marker: marker})
+			c := newCtxd(t, p.URL(), uint64(ac.window))
+			first := Run{Agent: ac.run.Agent, BaseURL: c.url, Prompt: "Run the scripted task."}.Exec(t)
+			if first.ExitCode != 0 || !strings.Contains(first.FinalText(), marker) {
+				Log(t, first, p)
+				t.Fatalf("turn 1: exit %d, answer %q", first.ExitCode, first.FinalText())
+			}
+			n := len(p.Messages(true))
+			c.restart()
+			second := Run{Agent: ac.run.Agent, BaseURL: c.url, Prompt: "Run it once more.", Home: first.Home, WorkDir: first.WorkDir, Continue: true}.Exec(t)
+			Log(t, second, p)
+			if second.ExitCode != 0 || !strings.Contains(second.FinalText(), marker) {
+				t.Fatalf("turn 2: exit %d, answer %q", second.ExitCode, second.FinalText())
+			}
+			main := p.Messages(true)
+			if len(main) <= n {
+				t.Fatal("no task request in the second turn")
+			}
+			if !strings.Contains(string(main[n-1].Body), "summary of the") {
+				t.Errorf("the first turn's last request carries no ctxd summary")
+			}
+			if err := fakeprovider.Extends(main[n-1].Body, main[n].Body); err != nil {
+				t.Errorf("after the restart the first request does not carry the same compacted context: %v", err)
+			}
+			if len(p.Refused()) != 0 {
+				t.Fatalf("refused: %s", p.Refused()[0].Error)
 			}
 		})
 	}
