@@ -177,6 +177,10 @@ const (
 	// KindImported: one record of an imported transcript (transcript/),
 	// kept verbatim in Data for provenance.
 	KindImported Kind = "imported"
+	// KindClientState: what a provider-proxy client has sent so far
+	// (DESIGN.md §10), written in the same append as the messages it
+	// accounts for; Data belongs to the proxy (its shape is the proxy's).
+	KindClientState Kind = "client_state"
 )
 
 var kinds = map[Kind]bool{
@@ -185,6 +189,7 @@ var kinds = map[Kind]bool{
 	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true, KindOffloadFailed: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
+	KindClientState: true,
 }
 
 // Kinds returns every valid Kind.
@@ -193,7 +198,7 @@ func Kinds() []Kind {
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
 		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload, KindOffloadFailed,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
-		KindSessionUpdated, KindImported,
+		KindSessionUpdated, KindImported, KindClientState,
 	}
 }
 

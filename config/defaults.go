@@ -42,6 +42,24 @@ const (
 	TableDaemon            = "daemon"
 	TableStorage           = "storage"
 	TableWorkers           = "workers"
+	TableProxy             = "proxy"
+)
+
+// Proxy defaults (DESIGN.md §10).
+const (
+	// DefaultProxyListen is the proxy's documented loopback address:
+	// ANTHROPIC_BASE_URL=http://127.0.0.1:7420.
+	DefaultProxyListen = "127.0.0.1:7420"
+	// DefaultAnthropicBaseURL is the Anthropic upstream's default.
+	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	// DefaultDialTimeoutMS and DefaultHeaderTimeoutMS are an upstream's
+	// timeouts, in milliseconds.
+	DefaultDialTimeoutMS   = 10000
+	DefaultHeaderTimeoutMS = 600000
+	// ProxySummarizerClient and ProxySummarizerBindings are the values of
+	// proxy.summarizer.
+	ProxySummarizerClient   = "client"
+	ProxySummarizerBindings = "bindings"
 )
 
 // SourceDefault is the Sources value of a table nobody authored.
@@ -50,7 +68,7 @@ const SourceDefault = "default"
 // tables lists the replaceable top-level tables in file order.
 var tables = []string{
 	TableContextCompaction, TableCompaction, TableOffload, TableContextEditing,
-	TableSummarizer, TableDaemon, TableStorage, TableWorkers,
+	TableSummarizer, TableDaemon, TableStorage, TableWorkers, TableProxy,
 }
 
 // Defaults returns the built-in configuration: every key of DESIGN.md §3 at
@@ -65,6 +83,7 @@ func Defaults() Config {
 		Models:            Catalog(),
 		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
+		Proxy:             defaultProxy(),
 		Sources:           map[string]string{},
 	}
 	for _, t := range tables {
@@ -162,6 +181,8 @@ var catalog = map[string]Model{
 	"claude-opus-4-1":   claude(200000),
 	"claude-opus-4-5":   claude(200000),
 	"claude-opus-4-6":   claude(200000),
+	"claude-opus-4-7":   claude(200000),
+	"claude-opus-4-8":   claude(200000),
 	"claude-sonnet-4":   claude(200000),
 	"claude-sonnet-4-0": claude(200000),
 	"claude-sonnet-4-5": claude(200000),
@@ -236,4 +257,17 @@ func isDateSuffix(s string) bool {
 		}
 	}
 	return true
+}
+
+func defaultProxy() Proxy {
+	return Proxy{
+		Enabled:    true,
+		Listen:     DefaultProxyListen,
+		Summarizer: ProxySummarizerClient,
+		Upstreams: Upstreams{Anthropic: Upstream{
+			BaseURL:         DefaultAnthropicBaseURL,
+			DialTimeoutMS:   DefaultDialTimeoutMS,
+			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
+		}},
+	}
 }

@@ -332,6 +332,21 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	// From compaction.binding on (DESIGN.md §3), then the fallback.
 	bindings, fallback := withFallback(s.cfg.SummarizerBindings(), s.cfg.Compaction.Fallback)
+	if fn := e.bindings.Load(); fn != nil {
+		own, ok, err := (*fn)(id, s.meta.Labels)
+		if err != nil {
+			s.compacting = false
+			s.mu.Unlock()
+			if sig.Automatic() {
+				e.log.Info("compaction waits for the session's client", "session", id, "reason", err)
+				return nil
+			}
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if ok {
+			bindings, fallback = withFallback(own, s.cfg.Compaction.Fallback)
+		}
+	}
 	shape := s.shape
 	// A compaction inside an open tool loop of a thinking-bound model folds
 	// the loop into the summary (DESIGN.md §4a): retaining the loop would

@@ -10,9 +10,9 @@ import (
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/corpustest"
-	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/transcript"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // An assistant message while an earlier call is open is refused, naming the
@@ -127,14 +127,14 @@ func TestProviderCompactionBlockFromTheCassette(t *testing.T) {
 	}
 	// The block is sent back as Anthropic wrote it, first in its message.
 	a := h.context("s")
-	body, err := json.Marshal(summarizer.RenderAnthropic(a.System, a.Tools, a.Messages))
+	body, err := json.Marshal(anthropic.Render(a.System, a.Tools, a.Messages))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(body, []byte(`{"role":"assistant","content":[{"type":"compaction","content":"The user provided`)) {
 		t.Fatalf("rendering: %.300s", body[len(body)-600:])
 	}
-	var back summarizer.AnthropicRequest
+	var back anthropic.Request
 	if err := json.Unmarshal(body, &back); err != nil || back.Messages[1].Content[0].Compaction != reply.Content[0].Text {
 		t.Fatalf("round trip: %v", err)
 	}

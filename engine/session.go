@@ -160,6 +160,9 @@ type session struct {
 	// pending is a patch of the system prompt or tool set waiting for the
 	// end of an open tool loop (DESIGN.md §4a); nil when none.
 	pending *checkpoint.Meta
+	// clientState is the Data of the newest client_state event (the
+	// provider proxy's record, DESIGN.md §10), nil when none.
+	clientState json.RawMessage
 
 	lastCheck  Check
 	lastError  string
@@ -234,6 +237,8 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 				s.ledger.Withhold(d.WithheldBefore)
 				e.retokenize(s)
 			}
+		case checkpoint.KindClientState:
+			s.clientState = ev.Data
 		case checkpoint.KindOffload:
 			var r offload.Record
 			if json.Unmarshal(ev.Data, &r) == nil && r.ToolCallID != "" {

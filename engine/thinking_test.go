@@ -11,8 +11,8 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // A thinking-bound catalog model (DESIGN.md §3): Claude.
@@ -69,7 +69,7 @@ func TestToolChangeInsideAThinkingLoopWaitsForItsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := checkRules(t, h, "s", true, "after the PATCH")
-	req := summarizer.RenderAnthropic(a.System, a.Tools, a.Messages)
+	req := anthropic.Render(a.System, a.Tools, a.Messages)
 	last := req.Messages[len(req.Messages)-2]
 	if last.Role != "assistant" || last.Content[0].Type != "thinking" {
 		t.Fatalf("final assistant message sent as %+v", last.Content)

@@ -10,12 +10,12 @@ import (
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/strict"
-	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // strictAnthropic fails the test when the strict fake provider
 // (internal/strict) refuses body, a request as ?format=anthropic serves it.
-func strictAnthropic(t *testing.T, body []byte, thinking history.Thinking) summarizer.AnthropicRequest {
+func strictAnthropic(t *testing.T, body []byte, thinking history.Thinking) anthropic.Request {
 	t.Helper()
 	vs, err := strict.Anthropic(body, thinking, false)
 	if err != nil {
@@ -24,7 +24,7 @@ func strictAnthropic(t *testing.T, body []byte, thinking history.Thinking) summa
 	if len(vs) > 0 {
 		t.Fatalf("strict provider: 400 invalid_request_error: %v\nrequest: %s", vs, body)
 	}
-	var req summarizer.AnthropicRequest
+	var req anthropic.Request
 	_ = json.Unmarshal(body, &req)
 	return req
 }
@@ -106,9 +106,9 @@ func TestAssistantWhileACallIsOpenIs400(t *testing.T) {
 
 // strictAnthropicOpen is strictAnthropic for a context read mid-round: the
 // calls still open at the end are accepted.
-func strictAnthropicOpen(t *testing.T, body []byte) summarizer.AnthropicRequest {
+func strictAnthropicOpen(t *testing.T, body []byte) anthropic.Request {
 	t.Helper()
-	var req summarizer.AnthropicRequest
+	var req anthropic.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func strictAnthropicOpen(t *testing.T, body []byte) summarizer.AnthropicRequest 
 		}
 		for _, b := range req.Messages[i].Content {
 			if b.Type == "tool_use" && !answered[b.ID] {
-				last.Content = append(last.Content, summarizer.AnthropicBlock{Type: "tool_result", ToolUseID: b.ID, Content: []summarizer.AnthropicBlock{{Type: "text", Text: "later"}}})
+				last.Content = append(last.Content, anthropic.Block{Type: "tool_result", ToolUseID: b.ID, Content: []anthropic.Block{{Type: "text", Text: "later"}}})
 			}
 		}
 		break

@@ -66,6 +66,8 @@ type Options struct {
 	// constant time. "" refuses every TCP request (401); the unix socket
 	// never needs it. Never logged.
 	AuthToken string
+	// ProxyStatus, when set, reports the provider proxy in GET /v1/status.
+	ProxyStatus func() *api.ProxyStatus
 	// AllowedUIDs may connect over the unix socket besides the daemon's
 	// own uid (daemon.allowed_uids). SetAllowedUIDs changes it later.
 	AllowedUIDs []uint32
@@ -113,6 +115,7 @@ type Server struct {
 	now       func() time.Time
 	started   time.Time
 	spaces    []GuardedDir
+	proxy     func() *api.ProxyStatus
 
 	uidMu   sync.RWMutex
 	allowed map[uint32]bool
@@ -145,6 +148,7 @@ func New(opts Options) *Server {
 		heartbeat: opts.Heartbeat,
 		now:       opts.Now,
 		spaces:    opts.Disk,
+		proxy:     opts.ProxyStatus,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // The providers a binding may name (DESIGN.md §3).
@@ -122,21 +123,32 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
-	ar := RenderAnthropic(req.System, req.Tools, msgs)
+	ar := anthropic.Render(req.System, req.Tools, msgs)
 	ar.Model = b.Model
 	ar.MaxTokens = b.MaxOutputTokens
 	if ar.MaxTokens == 0 {
 		ar.MaxTokens = DefaultAnthropicMaxTokens
 	}
-	if len(ar.Tools) == 0 && hasToolBlocks(&ar) {
-		flattenToolBlocks(&ar)
+	if len(ar.Tools) == 0 && anthropic.HasToolBlocks(&ar) {
+		anthropic.FlattenToolBlocks(&ar)
 	}
+	// The summarizer call does not enable thinking, and then the provider
+	// refuses thinking in the final assistant message (DESIGN.md §4a).
+	anthropic.DropFinalThinking(&ar)
 	if !pruned {
 		// A breakpoint at the end of the history reads the session's cache
 		// and leaves the prompt as the only uncached input.
-		markCacheBreakpoint(&ar, len(ar.Messages)-2)
+		anthropic.MarkCacheBreakpoint(&ar, len(ar.Messages)-2)
 	}
-	body, err := json.Marshal(ar)
+	var body []byte
+	if c := b.Credential; c != nil && !pruned && (len(c.System) > 0 || len(c.Tools) > 0) {
+		// The client's own system and tools, byte for byte: the request
+		// then extends the prefix the provider cached for the session.
+		body, err = json.Marshal(clientPrefixRequest{Model: ar.Model, MaxTokens: ar.MaxTokens,
+			System: rawOrNil(c.System), Tools: rawOrNil(c.Tools), Messages: ar.Messages})
+	} else {
+		body, err = json.Marshal(ar)
+	}
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
 	}
@@ -145,34 +157,29 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if key != "" {
 		h.Set("x-api-key", key)
 	}
+	if c := b.Credential; c != nil {
+		if c.APIKey != "" {
+			h.Set("x-api-key", c.APIKey)
+		}
+		if c.Authorization != "" {
+			h.Set("Authorization", c.Authorization)
+		}
+		if c.Beta != "" {
+			h.Set("anthropic-beta", c.Beta)
+		}
+	}
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultAnthropicBaseURL, "/v1/messages"), h, body, decodeAnthropic)
-}
-
-// anthropicResponse is the part of a Messages API response we read.
-type anthropicResponse struct {
-	Type    string `json:"type"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-	StopReason string `json:"stop_reason"`
-	Usage      *struct {
-		InputTokens              uint64 `json:"input_tokens"`
-		CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
-		OutputTokens             uint64 `json:"output_tokens"`
-	} `json:"usage"`
 }
 
 // decodeAnthropic reads a Messages API answer: its text blocks
 // concatenated, whether it holds a tool call, and whether it was cut at
 // max_tokens (or at the context window, "model_context_window_exceeded").
 func decodeAnthropic(body []byte) (answer, error) {
-	var r anthropicResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return answer{}, fmt.Errorf("malformed Messages response: %w", err)
+	r, err := anthropic.DecodeResponse(body)
+	if err != nil {
+		return answer{}, err
 	}
-	if r.Type == "error" {
+	if r.Error != nil {
 		return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
 	}
 	var a answer
@@ -194,10 +201,7 @@ func decodeAnthropic(body []byte) (answer, error) {
 	case "refusal":
 		a.refused = true
 	}
-	if u := r.Usage; u != nil {
-		a.usage = &history.Usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
-			CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
-	}
+	a.usage = r.Usage.Canonical()
 	return a, nil
 }
 
@@ -350,4 +354,21 @@ func checkAnswer(a answer, maxBytes uint64) error {
 		return fmt.Errorf("%w: %d bytes > %d", ErrAnswerTooLarge, len(a.text), maxBytes)
 	}
 	return nil
+}
+
+// clientPrefixRequest is an Anthropic request whose system and tools are a
+// client's own JSON (config.Credential).
+type clientPrefixRequest struct {
+	Model     string              `json:"model,omitempty"`
+	MaxTokens uint64              `json:"max_tokens,omitempty"`
+	System    json.RawMessage     `json:"system,omitempty"`
+	Tools     json.RawMessage     `json:"tools,omitempty"`
+	Messages  []anthropic.Message `json:"messages"`
+}
+
+func rawOrNil(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
 }

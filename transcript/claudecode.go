@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // ccLine is the part of a Claude Code JSONL line the importer reads; the
@@ -18,11 +19,11 @@ type ccLine struct {
 	IsCompactSummary bool            `json:"isCompactSummary"`
 	Timestamp        json.RawMessage `json:"timestamp"`
 	Message          *struct {
-		ID      string          `json:"id"`
-		Role    string          `json:"role"`
-		Model   string          `json:"model"`
-		Content json.RawMessage `json:"content"`
-		Usage   *anthUsage      `json:"usage"`
+		ID      string           `json:"id"`
+		Role    string           `json:"role"`
+		Model   string           `json:"model"`
+		Content json.RawMessage  `json:"content"`
+		Usage   *anthropic.Usage `json:"usage"`
 	} `json:"message"`
 	CompactMetadata *struct {
 		Trigger   string `json:"trigger"`
@@ -54,8 +55,8 @@ type ccItem struct {
 	// queue-operation enqueue): it is delivered once no call of the main
 	// conversation is open; dropped when another line delivered it.
 	queued, dropped bool
-	msg             history.Message // assistant (merged) or user
-	res             toolRes         // ccTool
+	msg             history.Message      // assistant (merged) or user
+	res             anthropic.ToolResult // ccTool
 	comp            OriginalCompaction
 }
 
@@ -98,7 +99,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				}
 				continue
 			}
-			blocks, err := anthropicContent(l.Message.Content)
+			blocks, err := anthropic.DecodeContent(l.Message.Content)
 			if err != nil {
 				if err := malformed(b.t, opts, ln, err); err != nil {
 					return nil, err
@@ -109,18 +110,18 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				if l.Message.Model == syntheticModel {
 					continue
 				}
-				content := anthropicAssistant(blocks)
+				content := anthropic.AssistantBlocks(blocks)
 				if it, ok := byID[l.Message.ID]; ok && l.Message.ID != "" {
 					// Another line of the same API response: its blocks follow
 					// the earlier ones; the last line's usage is the final one.
 					it.msg.Content = append(it.msg.Content, content...)
-					if u := l.Message.Usage.canonical(); u != nil {
+					if u := l.Message.Usage.Canonical(); u != nil {
 						it.msg.Usage = u
 					}
 					continue
 				}
 				it := &ccItem{kind: ccAssistant, side: l.IsSidechain, msg: history.Message{
-					Content: content, Time: at, Model: l.Message.Model, Usage: l.Message.Usage.canonical(),
+					Content: content, Time: at, Model: l.Message.Model, Usage: l.Message.Usage.Canonical(),
 				}}
 				items = append(items, it)
 				if l.Message.ID != "" {
@@ -137,10 +138,10 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 					lastComp = &ccItem{kind: ccCompaction}
 					items = append(items, lastComp)
 				}
-				lastComp.comp.Summary = joinText(blocks)
+				lastComp.comp.Summary = anthropic.JoinText(blocks)
 				continue
 			}
-			results, rest, err := splitUser(blocks)
+			results, rest, err := anthropic.SplitUser(blocks)
 			if err != nil {
 				if err := malformed(b.t, opts, ln, err); err != nil {
 					return nil, err
@@ -152,7 +153,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 			}
 			if len(rest) > 0 {
 				if !l.IsSidechain {
-					queue = dropDelivered(queue, joinText(restBlocks(blocks)))
+					queue = dropDelivered(queue, anthropic.JoinText(restBlocks(blocks)))
 				}
 				items = append(items, &ccItem{kind: ccUser, side: l.IsSidechain, msg: history.Message{Content: rest, Time: at}})
 			}
@@ -187,7 +188,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 		case ccAssistant:
 			b.assistant(it.msg)
 		case ccTool:
-			b.tool(it.res.callID, it.res.name, it.res.content, it.res.isErr, it.msg.Time)
+			b.tool(it.res.CallID, it.res.Name, it.res.Content, it.res.IsError, it.msg.Time)
 		case ccUser:
 			b.user(it.msg.Content, it.msg.Time)
 		case ccCompaction:
@@ -231,7 +232,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				}
 			}
 		case ccTool:
-			delete(openMain, it.res.callID)
+			delete(openMain, it.res.CallID)
 		}
 		emit(it)
 		if len(openMain) == 0 {
@@ -240,22 +241,6 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 	}
 	flush()
 	return b.t, nil
-}
-
-// joinText concatenates the text of the text blocks, separated by blank
-// lines.
-func joinText(blocks []anthBlock) string {
-	s := ""
-	for _, blk := range blocks {
-		if blk.Type != "text" || blk.Text == "" {
-			continue
-		}
-		if s != "" {
-			s += "\n\n"
-		}
-		s += blk.Text
-	}
-	return s
 }
 
 // queueOperation applies one queue-operation line (docs/decisions.md): an
@@ -307,8 +292,8 @@ func dropDelivered(queue []*ccItem, text string) []*ccItem {
 }
 
 // restBlocks keeps the blocks of a user line that are not tool results.
-func restBlocks(blocks []anthBlock) []anthBlock {
-	var out []anthBlock
+func restBlocks(blocks []anthropic.WireBlock) []anthropic.WireBlock {
+	var out []anthropic.WireBlock
 	for _, b := range blocks {
 		if b.Type != "tool_result" {
 			out = append(out, b)

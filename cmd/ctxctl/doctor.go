@@ -364,6 +364,7 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		for _, d := range st.Disk {
 			fmt.Fprintf(w, "  disk %s: %s\n", d.Name, diskLine(d))
 		}
+		fmt.Fprintf(w, "proxy: %s\n", proxyLine(st.Proxy))
 	} else {
 		fmt.Fprintf(w, "daemon: unreachable: %s\n", r.Daemon.Error)
 	}

@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // Anthropic checks an Anthropic Messages request body (what
@@ -20,7 +20,7 @@ import (
 // openTail accepts calls still waiting on their result at the end.
 // It returns an error when body is not a Messages request.
 func Anthropic(body []byte, thinking history.Thinking, openTail bool) (history.Violations, error) {
-	var req summarizer.AnthropicRequest
+	var req anthropic.Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("strict provider: not a Messages request: %w", err)
 	}

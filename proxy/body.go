@@ -1,0 +1,284 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// request is a Messages API request body as the client sent it, read in one
+// pass: the fields the proxy needs, and the byte range of "messages" so the
+// outgoing body can replace that value and keep every other byte.
+type request struct {
+	body []byte
+	// msgStart and msgEnd bound the messages value in body.
+	msgStart, msgEnd int
+	messages         []json.RawMessage
+	model            string
+	stream           bool
+	system           json.RawMessage
+	tools            json.RawMessage
+	metadata         json.RawMessage
+	thinking         json.RawMessage
+}
+
+// errBadRequest marks a body the proxy cannot manage; the error names the
+// field.
+var errBadRequest = errors.New("bad request body")
+
+func badField(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", errBadRequest, field, fmt.Sprintf(format, args...))
+}
+
+// parseRequest reads body: a JSON object with a "messages" array. It scans
+// the top level by hand, in one pass without decoding what it does not
+// need: the messages are split into their raw elements (each decoded later
+// only when it is new), and only the small fields the proxy reads are
+// decoded. A body whose syntax it cannot follow is refused here; one that
+// is valid to the scanner but not JSON goes upstream and is the provider's
+// to refuse. Errors wrap errBadRequest and name the field.
+func parseRequest(body []byte) (*request, error) {
+	r := &request{body: body, msgStart: -1}
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, badField("body", "not a JSON object")
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return nil, badField("messages", "missing")
+	}
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return nil, badField("body", "expected a key at byte %d", i)
+		}
+		kEnd := stringEnd(body, i)
+		key := string(body[i+1 : kEnd-1])
+		if strings.IndexByte(key, '\\') >= 0 {
+			if err := json.Unmarshal(body[i:kEnd], &key); err != nil {
+				return nil, badField("body", "key at byte %d: %v", i, err)
+			}
+		}
+		i = skipSpace(body, kEnd)
+		if i >= len(body) || body[i] != ':' {
+			return nil, badField(key, "expected ':' at byte %d", i)
+		}
+		vStart := skipSpace(body, i+1)
+		vEnd := valueEnd(body, vStart)
+		if vEnd <= vStart || vEnd > len(body) {
+			return nil, badField(key, "no value")
+		}
+		raw := body[vStart:vEnd]
+		var err error
+		switch key {
+		case "messages":
+			if r.msgStart >= 0 {
+				return nil, badField("messages", "given twice")
+			}
+			r.msgStart, r.msgEnd = vStart, vEnd
+			r.messages, err = splitArray(raw)
+		case "model":
+			err = json.Unmarshal(raw, &r.model)
+		case "stream":
+			err = json.Unmarshal(raw, &r.stream)
+		case "system":
+			r.system = raw
+		case "tools":
+			r.tools = raw
+		case "metadata":
+			r.metadata = raw
+		case "thinking":
+			r.thinking = raw
+		}
+		if err != nil {
+			return nil, badField(key, "%v", err)
+		}
+		i = skipSpace(body, vEnd)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+			continue
+		}
+		if i < len(body) && body[i] == '}' {
+			if rest := skipSpace(body, i+1); rest != len(body) {
+				return nil, badField("body", "data after the object at byte %d", rest)
+			}
+			break
+		}
+		return nil, badField("body", "expected ',' or '}' at byte %d", i)
+	}
+	if r.msgStart < 0 {
+		return nil, badField("messages", "missing")
+	}
+	if len(r.messages) == 0 {
+		return nil, badField("messages", "empty")
+	}
+	return r, nil
+}
+
+// splitArray splits a JSON array into its raw elements (sub-slices of a).
+func splitArray(a []byte) ([]json.RawMessage, error) {
+	if len(a) == 0 || a[0] != '[' {
+		return nil, fmt.Errorf("not an array")
+	}
+	var out []json.RawMessage
+	i := skipSpace(a, 1)
+	if i < len(a) && a[i] == ']' {
+		return out, nil
+	}
+	for i < len(a) {
+		end := valueEnd(a, i)
+		if end <= i {
+			return nil, fmt.Errorf("element %d: no value at byte %d", len(out), i)
+		}
+		out = append(out, json.RawMessage(a[i:end]))
+		i = skipSpace(a, end)
+		if i < len(a) && a[i] == ',' {
+			i = skipSpace(a, i+1)
+			continue
+		}
+		if i < len(a) && a[i] == ']' {
+			return out, nil
+		}
+		return nil, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
+	}
+	return nil, fmt.Errorf("unterminated array")
+}
+
+// valueStart is the offset of the value after a key ending at off: past
+// the colon and white space.
+func valueStart(b []byte, off int) int {
+	for off < len(b) && (b[off] == ':' || isSpace(b[off])) {
+		off++
+	}
+	return off
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// withMessages returns the client's body with the messages value replaced
+// by msgs: every other byte is the client's (DESIGN.md §10).
+func (r *request) withMessages(msgs []byte) []byte {
+	out := make([]byte, 0, len(r.body)-(r.msgEnd-r.msgStart)+len(msgs))
+	out = append(out, r.body[:r.msgStart]...)
+	out = append(out, msgs...)
+	return append(out, r.body[r.msgEnd:]...)
+}
+
+var cacheControlKey = []byte(`"cache_control"`)
+
+// normalize returns a message's bytes with every "cache_control" member
+// removed, so a message hashes the same whether or not the client's moving
+// prompt-cache marker sits on it (DESIGN.md §10). Bytes without the key are
+// returned as they are; otherwise the member is cut textually (no
+// re-encoding), which gives the same bytes as a client that never wrote it.
+func normalize(b []byte) []byte {
+	if !bytes.Contains(b, cacheControlKey) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	i := 0
+	for i < len(b) {
+		c := b[i]
+		if c != '"' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		end := stringEnd(b, i)
+		if bytes.Equal(b[i:end], cacheControlKey) {
+			j := skipSpace(b, end)
+			if j < len(b) && b[j] == ':' {
+				vEnd := valueEnd(b, skipSpace(b, j+1))
+				trimmed := bytes.TrimRight(out, " \t\r\n")
+				if n := len(trimmed); n > 0 && trimmed[n-1] == ',' {
+					out = trimmed[:n-1]
+					i = vEnd
+					continue
+				}
+				// The first member: drop the comma after it instead.
+				k := skipSpace(b, vEnd)
+				if k < len(b) && b[k] == ',' {
+					k = skipSpace(b, k+1)
+				}
+				out = trimmed
+				i = k
+				continue
+			}
+		}
+		out = append(out, b[i:end]...)
+		i = end
+	}
+	return out
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the offset just past the JSON string starting at i.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the offset just past the JSON value starting at i.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
+			j++
+		}
+		return j
+	}
+}
+
+// digest is a SHA-256.
+type digest = [sha256.Size]byte
+
+// chains returns the hash chain over msgs: chains[k] covers msgs[:k]
+// (chains[0] is the zero digest), each message normalized.
+func chains(msgs []json.RawMessage) []digest {
+	out := make([]digest, len(msgs)+1)
+	var buf [2 * sha256.Size]byte
+	for i, m := range msgs {
+		d := sha256.Sum256(normalize(m))
+		copy(buf[:sha256.Size], out[i][:])
+		copy(buf[sha256.Size:], d[:])
+		out[i+1] = sha256.Sum256(buf[:])
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/summarizer"
+)
+
+// ClientBinding is the name of the summarizer binding a proxied session
+// gets: its own upstream, model and client credential (DESIGN.md §10).
+const ClientBinding = "proxy-client"
+
+// errNoCredential: the session's client credential is not held (the daemon
+// restarted since its last request).
+var errNoCredential = errors.New("a proxied session is summarized with its client's credential, held in memory only: the compaction waits for the client's next request")
+
+// heldCredential is a client's credential and prompt prefix, kept in memory
+// only, for the summarizer calls of its session: never stored, never
+// logged.
+type heldCredential struct {
+	cred  config.Credential
+	model string
+}
+
+// credentials maps a session id to the credential of its latest request.
+type credentials struct {
+	mu sync.Mutex
+	m  map[string]*heldCredential
+}
+
+// holdCredential keeps the credential of a session's latest request.
+func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
+	c := &heldCredential{model: req.model, cred: config.Credential{
+		APIKey:        h.Get("X-Api-Key"),
+		Authorization: h.Get("Authorization"),
+		Beta:          h.Get("Anthropic-Beta"),
+		System:        req.system,
+		Tools:         req.tools,
+	}}
+	p.creds.mu.Lock()
+	if _, ok := p.creds.m[id]; !ok && len(p.creds.m) >= maxCredentials {
+		// Bounded memory: forget some; their sessions' compactions wait
+		// for their clients' next requests, as after a restart.
+		for k := range p.creds.m {
+			delete(p.creds.m, k)
+			if len(p.creds.m) < maxCredentials*3/4 {
+				break
+			}
+		}
+	}
+	p.creds.m[id] = c
+	p.creds.mu.Unlock()
+}
+
+// maxCredentials bounds the credentials held (one per proxied session).
+const maxCredentials = 4096
+
+// sessionBindings is the engine's SessionBindingsFunc: a proxied session
+// (labelled "proxy") is summarized through its own upstream, model and
+// client credential, then the extractive fallback — unless proxy.summarizer
+// is "bindings", which keeps the operator's configured bindings.
+func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.Binding, bool, error) {
+	if labels["proxy"] == "" || p.cfg.Summarizer == config.ProxySummarizerBindings {
+		return nil, false, nil
+	}
+	p.creds.mu.Lock()
+	c := p.creds.m[id]
+	p.creds.mu.Unlock()
+	if c == nil {
+		return nil, false, errNoCredential
+	}
+	cred := c.cred
+	return []config.Binding{
+		{Name: ClientBinding, Provider: summarizer.ProviderAnthropic, Model: c.model, BaseURL: p.upstream.String(), Credential: &cred},
+		{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
+	}, true, nil
+}
