@@ -74,6 +74,13 @@ func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 		}
 		cfg.Models[id] = m
 	}
+	if limit > 20000 {
+		// The small windows leave room for the agent's fixed prefix (Claude
+		// Code's system prompt and tools are ~19,000 tokens of 24,000):
+		// at the default 70 % that prefix alone reaches the threshold and
+		// automatic compaction is futile (DESIGN.md §5.2).
+		cfg.ContextCompaction.Trigger = config.Trigger{Percent: 85}
+	}
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream
 	c.cfg = cfg
 	c.start()
@@ -165,7 +172,6 @@ func TestAgentThroughCtxd(t *testing.T) {
 			}
 		})
 		t.Run(ac.name+"/overflow", func(t *testing.T) {
-			t.Skip("fails since main dc04490 (passed on 6c6b573): after ctxd's compaction the agent repeats the task's first rounds until it times out; see the issue-15 report")
 			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
 			p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: ac.window, Rounds: 2, OutputBytes: 25000, Marker: marker})
 			url, eng := startCtxd(t, p.URL(), uint64(ac.window))
@@ -212,8 +218,14 @@ func TestAgentThroughCtxd(t *testing.T) {
 func TestAgentContinuesAcrossCtxdRestart(t *testing.T) {
 	for _, ac := range proxyAgents {
 		t.Run(ac.name, func(t *testing.T) {
-			t.Skip("fails since main dc04490 (passed on 6c6b573): after ctxd's compaction the agent repeats the task's first rounds until it times out; see the issue-15 report")
 			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
+			if ac.name == "claude" {
+				// Open in issue 15: after the restart ctxd's estimate of
+				// Claude Code's second-turn request is ~15 % under the fake's
+				// count, so one request reaches the window (a 400 the
+				// overflow recovery then answers) before the pre-send fires.
+				t.Skip("issue 15: Claude Code's second turn after a ctxd restart meets one upstream 400 before the pre-send compaction fires")
+			}
 			p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: ac.window, Rounds: 2, OutputBytes: 25000, Marker: marker})
 			c := newCtxd(t, p.URL(), uint64(ac.window))
 			first := Run{Agent: ac.run.Agent, BaseURL: c.url, Prompt: "Run the scripted task."}.Exec(t)

@@ -150,15 +150,16 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 		if m.Role != "user" {
 			continue
 		}
-		hasResult := false
-		for _, b := range m.Content.Blocks {
-			if b.Type == "tool_result" {
-				hasResult = true
-			}
-		}
-		if !hasResult {
+		if !hasToolResult(m) {
 			start = i
 		}
+	}
+	// A prompt directly preceded by other user messages without results (a
+	// compaction's summary, a carried first request: ctxd keeps the current
+	// request verbatim after the summary, DESIGN.md §5.2) is read with
+	// them, as a model reads the summary before the request it carries.
+	for start > 0 && r.Messages[start-1].Role == "user" && !hasToolResult(r.Messages[start-1]) {
+		start--
 	}
 	var evidence strings.Builder
 	wrote := false
@@ -292,4 +293,14 @@ func toolID(prefix []byte, step string, round int) string {
 		sb.WriteByte(alphabet[int(sum[i])%len(alphabet)])
 	}
 	return sb.String()
+}
+
+// hasToolResult reports whether m carries a tool_result block.
+func hasToolResult(m Message) bool {
+	for _, b := range m.Content.Blocks {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
 }
