@@ -266,6 +266,13 @@ func (s *StreamReader) event(data []byte) {
 			if len(bytes.TrimSpace(in)) == 0 {
 				in = json.RawMessage("{}")
 			}
+			// A tool call's input is a JSON object (DESIGN.md §2); anything
+			// else cannot be recorded, so the answer is malformed.
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(in, &obj) != nil || obj == nil {
+				s.fail(fmt.Errorf("content block %d: tool_use input is not a JSON object", ev.Index))
+				return
+			}
 			s.resp.Content[pos].Input = in
 			delete(s.partial, ev.Index)
 		}
