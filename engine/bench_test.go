@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ctxd/ctxd/summarizer"
 	"testing"
 	"time"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // fill appends a history of about tokens tokens to session id: rounds of a
@@ -145,7 +145,7 @@ func BenchmarkContextAssembly(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			out, err := json.Marshal(summarizer.RenderAnthropic(a.System, a.Tools, a.Messages))
+			out, err := json.Marshal(anthropic.Render(a.System, a.Tools, a.Messages))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/wire/anthropic"
 	"sync"
 	"testing"
 )
@@ -83,7 +84,7 @@ func TestReloadRendersTheSameProviderBytes(t *testing.T) {
 	render := func() string {
 		a := h.context("s")
 		b1, _ := json.Marshal(summarizer.RenderOpenAI(a.System, a.Tools, a.Messages))
-		b2, _ := json.Marshal(summarizer.RenderAnthropic(a.System, a.Tools, a.Messages))
+		b2, _ := json.Marshal(anthropic.Render(a.System, a.Tools, a.Messages))
 		return string(b1) + string(b2)
 	}
 	before := render()

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -138,10 +139,10 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // anthropicContext is FormatAnthropic's body: the Messages request that
-// summarizer.RenderAnthropic builds (system, tools, messages; model and
+// anthropic.Render builds (system, tools, messages; model and
 // max_tokens are the agent's), plus context_management in mode "server".
 type anthropicContext struct {
-	summarizer.AnthropicRequest
+	anthropic.Request
 	ContextManagement json.RawMessage `json:"context_management,omitempty"`
 }
 
@@ -173,7 +174,7 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	}
 	switch format {
 	case api.FormatAnthropic:
-		body := anthropicContext{AnthropicRequest: summarizer.RenderAnthropic(a.System, a.Tools, a.Messages)}
+		body := anthropicContext{Request: anthropic.Render(a.System, a.Tools, a.Messages)}
 		if a.ContextEditMode == "server" {
 			body.ContextManagement = contextedit.ServerEdit(a.ContextEditing)
 			if body.ContextManagement != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // The providers a binding may name (DESIGN.md §3).
@@ -119,19 +120,19 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
-	ar := RenderAnthropic(req.System, req.Tools, msgs)
+	ar := anthropic.Render(req.System, req.Tools, msgs)
 	ar.Model = b.Model
 	ar.MaxTokens = b.MaxOutputTokens
 	if ar.MaxTokens == 0 {
 		ar.MaxTokens = DefaultAnthropicMaxTokens
 	}
-	if len(ar.Tools) == 0 && hasToolBlocks(&ar) {
-		flattenToolBlocks(&ar)
+	if len(ar.Tools) == 0 && anthropic.HasToolBlocks(&ar) {
+		anthropic.FlattenToolBlocks(&ar)
 	}
 	if !pruned {
 		// A breakpoint at the end of the history reads the session's cache
 		// and leaves the prompt as the only uncached input.
-		markCacheBreakpoint(&ar, len(ar.Messages)-2)
+		anthropic.MarkCacheBreakpoint(&ar, len(ar.Messages)-2)
 	}
 	body, err := json.Marshal(ar)
 	if err != nil {

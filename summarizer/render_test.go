@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 func TestRenderAnthropic(t *testing.T) {
@@ -21,7 +22,7 @@ func TestRenderAnthropic(t *testing.T) {
 			{Type: history.BlockText, Text: "Seen."},
 		}},
 	)
-	ar := RenderAnthropic(req.System, req.Tools, req.Messages)
+	ar := anthropic.Render(req.System, req.Tools, req.Messages)
 	raw, err := json.Marshal(ar)
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +90,8 @@ func TestRenderAnthropic(t *testing.T) {
 func TestRenderAnthropicExtends(t *testing.T) {
 	req := sampleRequest()
 	for n := 1; n < len(req.Messages); n++ {
-		short := RenderAnthropic(req.System, req.Tools, req.Messages[:n])
-		long := RenderAnthropic(req.System, req.Tools, req.Messages[:n+1])
+		short := anthropic.Render(req.System, req.Tools, req.Messages[:n])
+		long := anthropic.Render(req.System, req.Tools, req.Messages[:n+1])
 		for i := range short.Messages {
 			if i == len(short.Messages)-1 {
 				// A tool result may be merged into the last message:
@@ -111,12 +112,12 @@ func TestRenderAnthropicExtends(t *testing.T) {
 
 func TestFlattenToolBlocks(t *testing.T) {
 	req := sampleRequest()
-	ar := RenderAnthropic(req.System, nil, req.Messages)
-	if !hasToolBlocks(&ar) {
+	ar := anthropic.Render(req.System, nil, req.Messages)
+	if !anthropic.HasToolBlocks(&ar) {
 		t.Fatal("sample has tool blocks")
 	}
-	flattenToolBlocks(&ar)
-	if hasToolBlocks(&ar) {
+	anthropic.FlattenToolBlocks(&ar)
+	if anthropic.HasToolBlocks(&ar) {
 		t.Fatal("tool blocks left after flattening")
 	}
 	raw, _ := json.Marshal(ar)
@@ -205,7 +206,7 @@ func TestRenderAnthropicDropsWhatTheAPIRefuses(t *testing.T) {
 		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: ""}}},
 		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "  \n"}, {Type: history.BlockText, Text: "answer"}}},
 	}
-	r := RenderAnthropic("", nil, msgs)
+	r := anthropic.Render("", nil, msgs)
 	if len(r.Messages) != 2 {
 		t.Fatalf("%d messages, want the user message and the one answer: %+v", len(r.Messages), r.Messages)
 	}

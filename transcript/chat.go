@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // element is one value of a JSON array with its byte offset in the input.
@@ -102,10 +103,10 @@ func messagesArray(data []byte, member string) (arr []byte, base int64, system j
 // --- Anthropic Messages arrays ---
 
 type anthMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Model   string          `json:"model"`
-	Usage   *anthUsage      `json:"usage"`
+	Role    string           `json:"role"`
+	Content json.RawMessage  `json:"content"`
+	Model   string           `json:"model"`
+	Usage   *anthropic.Usage `json:"usage"`
 }
 
 func importChat(format string, data []byte, opts Options) (*Transcript, error) {
@@ -141,11 +142,11 @@ func importChat(format string, data []byte, opts Options) (*Transcript, error) {
 
 // systemText reads a system prompt: a string or an array of text blocks.
 func systemText(raw json.RawMessage) (string, error) {
-	blocks, err := anthropicContent(raw)
+	blocks, err := anthropic.DecodeContent(raw)
 	if err != nil {
 		return "", err
 	}
-	return joinText(blocks), nil
+	return anthropic.JoinText(blocks), nil
 }
 
 // anthropicAppend converts one Anthropic message; nothing changes on error.
@@ -154,24 +155,24 @@ func anthropicAppend(b *builder, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	blocks, err := anthropicContent(m.Content)
+	blocks, err := anthropic.DecodeContent(m.Content)
 	if err != nil {
 		return err
 	}
 	switch m.Role {
 	case "user":
-		results, rest, err := splitUser(blocks)
+		results, rest, err := anthropic.SplitUser(blocks)
 		if err != nil {
 			return err
 		}
 		for _, r := range results {
-			b.tool(r.callID, "", r.content, r.isErr, zeroTime)
+			b.tool(r.CallID, "", r.Content, r.IsError, zeroTime)
 		}
 		b.user(rest, zeroTime)
 	case "assistant":
-		b.assistant(history.Message{Content: anthropicAssistant(blocks), Model: m.Model, Usage: m.Usage.canonical()})
+		b.assistant(history.Message{Content: anthropic.AssistantBlocks(blocks), Model: m.Model, Usage: m.Usage.Canonical()})
 	case "system":
-		b.addSystem(joinText(blocks))
+		b.addSystem(anthropic.JoinText(blocks))
 	default:
 		return fmt.Errorf("unknown role %q", m.Role)
 	}

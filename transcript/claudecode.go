@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // ccLine is the part of a Claude Code JSONL line the importer reads; the
@@ -16,11 +17,11 @@ type ccLine struct {
 	IsCompactSummary bool            `json:"isCompactSummary"`
 	Timestamp        json.RawMessage `json:"timestamp"`
 	Message          *struct {
-		ID      string          `json:"id"`
-		Role    string          `json:"role"`
-		Model   string          `json:"model"`
-		Content json.RawMessage `json:"content"`
-		Usage   *anthUsage      `json:"usage"`
+		ID      string           `json:"id"`
+		Role    string           `json:"role"`
+		Model   string           `json:"model"`
+		Content json.RawMessage  `json:"content"`
+		Usage   *anthropic.Usage `json:"usage"`
 	} `json:"message"`
 	CompactMetadata *struct {
 		Trigger   string `json:"trigger"`
@@ -43,8 +44,8 @@ const (
 type ccItem struct {
 	kind ccKind
 	side bool
-	msg  history.Message // assistant (merged) or user
-	res  toolRes         // ccTool
+	msg  history.Message      // assistant (merged) or user
+	res  anthropic.ToolResult // ccTool
 	comp OriginalCompaction
 }
 
@@ -86,7 +87,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				}
 				continue
 			}
-			blocks, err := anthropicContent(l.Message.Content)
+			blocks, err := anthropic.DecodeContent(l.Message.Content)
 			if err != nil {
 				if err := malformed(b.t, opts, ln, err); err != nil {
 					return nil, err
@@ -97,18 +98,18 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				if l.Message.Model == syntheticModel {
 					continue
 				}
-				content := anthropicAssistant(blocks)
+				content := anthropic.AssistantBlocks(blocks)
 				if it, ok := byID[l.Message.ID]; ok && l.Message.ID != "" {
 					// Another line of the same API response: its blocks follow
 					// the earlier ones; the last line's usage is the final one.
 					it.msg.Content = append(it.msg.Content, content...)
-					if u := l.Message.Usage.canonical(); u != nil {
+					if u := l.Message.Usage.Canonical(); u != nil {
 						it.msg.Usage = u
 					}
 					continue
 				}
 				it := &ccItem{kind: ccAssistant, side: l.IsSidechain, msg: history.Message{
-					Content: content, Time: at, Model: l.Message.Model, Usage: l.Message.Usage.canonical(),
+					Content: content, Time: at, Model: l.Message.Model, Usage: l.Message.Usage.Canonical(),
 				}}
 				items = append(items, it)
 				if l.Message.ID != "" {
@@ -125,10 +126,10 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 					lastComp = &ccItem{kind: ccCompaction}
 					items = append(items, lastComp)
 				}
-				lastComp.comp.Summary = joinText(blocks)
+				lastComp.comp.Summary = anthropic.JoinText(blocks)
 				continue
 			}
-			results, rest, err := splitUser(blocks)
+			results, rest, err := anthropic.SplitUser(blocks)
 			if err != nil {
 				if err := malformed(b.t, opts, ln, err); err != nil {
 					return nil, err
@@ -170,7 +171,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 		case ccAssistant:
 			b.assistant(it.msg)
 		case ccTool:
-			b.tool(it.res.callID, it.res.name, it.res.content, it.res.isErr, it.msg.Time)
+			b.tool(it.res.CallID, it.res.Name, it.res.Content, it.res.IsError, it.msg.Time)
 		case ccUser:
 			b.user(it.msg.Content, it.msg.Time)
 		case ccCompaction:
@@ -206,7 +207,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				}
 			}
 		case ccTool:
-			delete(openMain, it.res.callID)
+			delete(openMain, it.res.CallID)
 		}
 		emit(it)
 		if len(openMain) == 0 {
@@ -215,20 +216,4 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 	}
 	flush()
 	return b.t, nil
-}
-
-// joinText concatenates the text of the text blocks, separated by blank
-// lines.
-func joinText(blocks []anthBlock) string {
-	s := ""
-	for _, blk := range blocks {
-		if blk.Type != "text" || blk.Text == "" {
-			continue
-		}
-		if s != "" {
-			s += "\n\n"
-		}
-		s += blk.Text
-	}
-	return s
 }

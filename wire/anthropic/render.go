@@ -1,4 +1,4 @@
-package summarizer
+package anthropic
 
 import (
 	"encoding/json"
@@ -8,69 +8,69 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// AnthropicRequest is the body of an Anthropic Messages API request
-// (POST /v1/messages). RenderAnthropic fills System, Tools and Messages;
+// Request is the body of an Anthropic Messages API request
+// (POST /v1/messages). Render fills System, Tools and Messages;
 // Model and MaxTokens are set by whoever sends it.
-type AnthropicRequest struct {
-	Model     string             `json:"model,omitempty"`
-	MaxTokens uint64             `json:"max_tokens,omitempty"`
-	System    string             `json:"system,omitempty"`
-	Tools     []AnthropicTool    `json:"tools,omitempty"`
-	Messages  []AnthropicMessage `json:"messages"`
+type Request struct {
+	Model     string    `json:"model,omitempty"`
+	MaxTokens uint64    `json:"max_tokens,omitempty"`
+	System    string    `json:"system,omitempty"`
+	Tools     []Tool    `json:"tools,omitempty"`
+	Messages  []Message `json:"messages"`
 }
 
-// AnthropicTool is one tool definition in Anthropic's shape.
-type AnthropicTool struct {
+// Tool is one tool definition in Anthropic's shape.
+type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// AnthropicMessage is one message of an Anthropic request: role "user" or
+// Message is one message of an Anthropic request: role "user" or
 // "assistant".
-type AnthropicMessage struct {
-	Role    string           `json:"role"`
-	Content []AnthropicBlock `json:"content"`
+type Message struct {
+	Role    string  `json:"role"`
+	Content []Block `json:"content"`
 }
 
-// AnthropicBlock is one content block of an Anthropic message. Which fields
+// Block is one content block of an Anthropic message. Which fields
 // are set depends on Type: "text" (Text), "thinking" (Thinking, Signature),
 // "redacted_thinking" (Data), "tool_use" (ID, Name, Input), "tool_result"
 // (ToolUseID, Content, IsError), "image" (Source).
-type AnthropicBlock struct {
-	Type      string           `json:"type"`
-	Text      string           `json:"text,omitempty"`
-	Thinking  string           `json:"thinking,omitempty"`
-	Signature string           `json:"signature,omitempty"`
-	Data      string           `json:"data,omitempty"`
-	ID        string           `json:"id,omitempty"`
-	Name      string           `json:"name,omitempty"`
-	Input     json.RawMessage  `json:"input,omitempty"`
-	ToolUseID string           `json:"tool_use_id,omitempty"`
-	Content   []AnthropicBlock `json:"content,omitempty"`
-	IsError   bool             `json:"is_error,omitempty"`
-	Source    *AnthropicSource `json:"source,omitempty"`
-	// CacheControl marks a prompt-cache breakpoint.
-	CacheControl *AnthropicCacheControl `json:"cache_control,omitempty"`
+type Block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Thinking  string          `json:"thinking,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   []Block         `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Source    *Source         `json:"source,omitempty"`
+	// CacheControl marks a prompt-cache breakpoint: the marker object as
+	// the client wrote it ({"type":"ephemeral"}, maybe with a "ttl"), kept
+	// whole so a re-placed marker is byte-identical to the client's.
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
-// AnthropicSource is the source of an image block: base64 data.
-type AnthropicSource struct {
+// Source is the source of an image block: base64 data.
+type Source struct {
 	Type      string `json:"type"`
 	MediaType string `json:"media_type"`
 	Data      string `json:"data"`
 }
 
-// AnthropicCacheControl is a prompt-cache breakpoint, {"type":"ephemeral"}.
-type AnthropicCacheControl struct {
-	Type string `json:"type"`
-}
+// Ephemeral is the default prompt-cache breakpoint, {"type":"ephemeral"}.
+var Ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
 
 // emptyObject is the input of a call recorded without one, and the schema of
 // a tool defined without one: Anthropic requires both to be objects.
 var emptyObject = json.RawMessage(`{}`)
 
-// RenderAnthropic renders a system prompt, tool definitions and canonical
+// Render renders a system prompt, tool definitions and canonical
 // messages (DESIGN.md §2) as an Anthropic Messages request:
 //
 //   - the system prompt is the top-level "system";
@@ -92,49 +92,49 @@ var emptyObject = json.RawMessage(`{}`)
 // joins the turns around it). Nothing else is dropped, and messages are
 // rendered in order, so a longer history renders to an extension of a
 // shorter one's rendering (DESIGN.md §4). The
-// caller sets Model and MaxTokens. RenderAnthropic does not validate the
+// caller sets Model and MaxTokens. Render does not validate the
 // history; see CheckClosed.
-func RenderAnthropic(system string, tools []history.ToolDef, msgs []history.Message) AnthropicRequest {
-	out := AnthropicRequest{System: system, Messages: []AnthropicMessage{}}
+func Render(system string, tools []history.ToolDef, msgs []history.Message) Request {
+	out := Request{System: system, Messages: []Message{}}
 	for _, t := range tools {
 		schema := t.InputSchema
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		out.Tools = append(out.Tools, AnthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+		out.Tools = append(out.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Role {
 		case history.RoleTool:
-			res := AnthropicBlock{
+			res := Block{
 				Type:      "tool_result",
 				ToolUseID: m.ToolCallID,
 				IsError:   m.IsError,
-				Content:   anthropicResultContent(m.Content),
+				Content:   renderResultContent(m.Content),
 			}
 			// Consecutive results of one round share one user message.
 			if n := len(out.Messages); n > 0 && allToolResults(out.Messages[n-1]) {
 				out.Messages[n-1].Content = append(out.Messages[n-1].Content, res)
 				continue
 			}
-			out.Messages = append(out.Messages, AnthropicMessage{Role: "user", Content: []AnthropicBlock{res}})
+			out.Messages = append(out.Messages, Message{Role: "user", Content: []Block{res}})
 		default:
 			role := "user"
 			if m.Role == history.RoleAssistant {
 				role = "assistant"
 			}
-			blocks := make([]AnthropicBlock, 0, len(m.Content))
+			blocks := make([]Block, 0, len(m.Content))
 			for _, b := range m.Content {
 				if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
 					continue // refused by the API, and carries nothing
 				}
-				blocks = append(blocks, anthropicBlock(b))
+				blocks = append(blocks, renderBlock(b))
 			}
 			if len(blocks) == 0 {
 				continue
 			}
-			out.Messages = append(out.Messages, AnthropicMessage{Role: role, Content: blocks})
+			out.Messages = append(out.Messages, Message{Role: role, Content: blocks})
 		}
 	}
 	return out
@@ -142,7 +142,7 @@ func RenderAnthropic(system string, tools []history.ToolDef, msgs []history.Mess
 
 // allToolResults reports whether m is a user message made only of
 // tool_result blocks.
-func allToolResults(m AnthropicMessage) bool {
+func allToolResults(m Message) bool {
 	if m.Role != "user" || len(m.Content) == 0 {
 		return false
 	}
@@ -155,70 +155,70 @@ func allToolResults(m AnthropicMessage) bool {
 }
 
 // anthropicBlock renders one block of a user or assistant message.
-func anthropicBlock(b history.Block) AnthropicBlock {
+func renderBlock(b history.Block) Block {
 	switch b.Type {
 	case history.BlockThinking:
-		return AnthropicBlock{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
+		return Block{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
 	case history.BlockRedactedThinking:
-		return AnthropicBlock{Type: "redacted_thinking", Data: b.Data}
+		return Block{Type: "redacted_thinking", Data: b.Data}
 	case history.BlockToolCall:
 		in := b.Input
 		if len(in) == 0 {
 			in = emptyObject
 		}
-		return AnthropicBlock{Type: "tool_use", ID: b.ID, Name: b.Name, Input: in}
+		return Block{Type: "tool_use", ID: b.ID, Name: b.Name, Input: in}
 	case history.BlockImage:
-		return anthropicImage(b)
+		return renderImage(b)
 	case history.BlockJSON:
-		return AnthropicBlock{Type: "text", Text: string(b.JSON)}
+		return Block{Type: "text", Text: string(b.JSON)}
 	default:
-		return AnthropicBlock{Type: "text", Text: b.Text}
+		return Block{Type: "text", Text: b.Text}
 	}
 }
 
 // anthropicImage renders an image block: inline base64, or a text line when
 // the image was moved to the artifact store.
-func anthropicImage(b history.Block) AnthropicBlock {
+func renderImage(b history.Block) Block {
 	if b.Data == "" {
-		return AnthropicBlock{Type: "text", Text: fmt.Sprintf("[image %s stored at %s]", b.MediaType, b.Artifact)}
+		return Block{Type: "text", Text: fmt.Sprintf("[image %s stored at %s]", b.MediaType, b.Artifact)}
 	}
-	return AnthropicBlock{Type: "image", Source: &AnthropicSource{Type: "base64", MediaType: b.MediaType, Data: b.Data}}
+	return Block{Type: "image", Source: &Source{Type: "base64", MediaType: b.MediaType, Data: b.Data}}
 }
 
 // anthropicResultContent renders a tool result's blocks as tool_result
 // content: text and image blocks; anything else as text.
-func anthropicResultContent(blocks []history.Block) []AnthropicBlock {
-	out := make([]AnthropicBlock, 0, len(blocks))
+func renderResultContent(blocks []history.Block) []Block {
+	out := make([]Block, 0, len(blocks))
 	for _, b := range blocks {
 		switch b.Type {
 		case history.BlockImage:
-			out = append(out, anthropicImage(b))
+			out = append(out, renderImage(b))
 		case history.BlockJSON:
-			out = append(out, AnthropicBlock{Type: "text", Text: string(b.JSON)})
+			out = append(out, Block{Type: "text", Text: string(b.JSON)})
 		case history.BlockToolCall:
-			out = append(out, AnthropicBlock{Type: "text", Text: string(b.Input)})
+			out = append(out, Block{Type: "text", Text: string(b.Input)})
 		default:
 			if strings.TrimSpace(b.Text) == "" {
 				continue // the API rejects empty text blocks
 			}
-			out = append(out, AnthropicBlock{Type: "text", Text: b.Text})
+			out = append(out, Block{Type: "text", Text: b.Text})
 		}
 	}
 	return out
 }
 
-// flattenToolBlocks rewrites tool_use and tool_result blocks of r as text
+// FlattenToolBlocks rewrites tool_use and tool_result blocks of r as text
 // blocks. The pruned retry drops the tool definitions, and Anthropic-format
 // endpoints (Bedrock among them) reject tool blocks in a request that
 // defines no tools; as text the calls and results keep their meaning.
-func flattenToolBlocks(r *AnthropicRequest) {
+func FlattenToolBlocks(r *Request) {
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		for j := range m.Content {
 			b := &m.Content[j]
 			switch b.Type {
 			case "tool_use":
-				*b = AnthropicBlock{Type: "text", Text: fmt.Sprintf("[tool call %s id=%s input=%s]", b.Name, b.ID, b.Input)}
+				*b = Block{Type: "text", Text: fmt.Sprintf("[tool call %s id=%s input=%s]", b.Name, b.ID, b.Input)}
 			case "tool_result":
 				var sb strings.Builder
 				fmt.Fprintf(&sb, "[tool result id=%s", b.ToolUseID)
@@ -234,14 +234,14 @@ func flattenToolBlocks(r *AnthropicRequest) {
 					}
 					sb.WriteString(c.Text)
 				}
-				*b = AnthropicBlock{Type: "text", Text: sb.String()}
+				*b = Block{Type: "text", Text: sb.String()}
 			}
 		}
 	}
 }
 
-// hasToolBlocks reports whether r carries a tool_use or tool_result block.
-func hasToolBlocks(r *AnthropicRequest) bool {
+// HasToolBlocks reports whether r carries a tool_use or tool_result block.
+func HasToolBlocks(r *Request) bool {
 	for _, m := range r.Messages {
 		for _, b := range m.Content {
 			if b.Type == "tool_use" || b.Type == "tool_result" {
@@ -252,11 +252,11 @@ func hasToolBlocks(r *AnthropicRequest) bool {
 	return false
 }
 
-// markCacheBreakpoint puts a cache_control breakpoint on the last cacheable
+// MarkCacheBreakpoint puts a cache_control breakpoint on the last cacheable
 // block of message i, so the summarizer call reads the session's cached
 // prefix and the prompt after it is the only new input. Thinking blocks
 // cannot carry cache_control; an empty text block cannot either.
-func markCacheBreakpoint(r *AnthropicRequest, i int) {
+func MarkCacheBreakpoint(r *Request, i int) {
 	if i < 0 || i >= len(r.Messages) {
 		return
 	}
@@ -270,7 +270,7 @@ func markCacheBreakpoint(r *AnthropicRequest, i int) {
 				continue
 			}
 		}
-		c[j].CacheControl = &AnthropicCacheControl{Type: "ephemeral"}
+		c[j].CacheControl = Ephemeral
 		return
 	}
 }

@@ -1,0 +1,203 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// WireBlock is one Anthropic Messages content block as read from the wire
+// (a request, a response, a Claude Code transcript line), decoded leniently:
+// every field any block type uses. Raw keeps the block whole for types the
+// canonical model has no block for.
+type WireBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+	Source    *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"`
+	Raw json.RawMessage `json:"-"`
+}
+
+// DecodeContent decodes an Anthropic content value: a string (one text
+// block), an array of blocks, or null (no blocks). Errors name the block
+// index of a block that does not decode.
+func DecodeContent(raw json.RawMessage) ([]WireBlock, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []WireBlock{{Type: "text", Text: s}}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("content is neither a string nor an array of blocks: %w", err)
+	}
+	blocks := make([]WireBlock, 0, len(raws))
+	for i, r := range raws {
+		var b WireBlock
+		if err := json.Unmarshal(r, &b); err != nil {
+			return nil, fmt.Errorf("content block %d: %w", i, err)
+		}
+		b.Raw = r
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// Canonical converts one block that is not a tool_result. Types the
+// canonical model lacks (server_tool_use, web_search_tool_result, document,
+// …) are kept whole as json blocks: they have no separate result to pair.
+func (b WireBlock) Canonical() history.Block {
+	switch b.Type {
+	case "text":
+		return textBlock(b.Text)
+	case "thinking":
+		return history.Block{Type: history.BlockThinking, Text: b.Thinking, Signature: b.Signature}
+	case "redacted_thinking":
+		return history.Block{Type: history.BlockRedactedThinking, Data: b.Data}
+	case "tool_use":
+		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: validJSON(b.Input)}
+	case "image":
+		if b.Source != nil && b.Source.Type == "base64" {
+			return history.Block{Type: history.BlockImage, MediaType: b.Source.MediaType, Data: b.Source.Data}
+		}
+	}
+	return jsonBlock(b.Raw)
+}
+
+// ToolResultContent converts a tool_result's content: a string, or an array
+// of text / image / other blocks.
+func ToolResultContent(raw json.RawMessage) ([]history.Block, error) {
+	blocks, err := DecodeContent(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tool_result %w", err)
+	}
+	out := make([]history.Block, 0, len(blocks))
+	for _, b := range blocks {
+		out = append(out, b.Canonical())
+	}
+	return out, nil
+}
+
+// ToolResult is one tool_result block in canonical form, before it becomes a
+// tool message: CallID answers a tool_use id; Name is filled by callers that
+// know the call (the wire does not repeat it).
+type ToolResult struct {
+	CallID  string
+	Name    string
+	Content []history.Block
+	IsError bool
+}
+
+// SplitUser converts the blocks of a user turn: each tool_result becomes a
+// ToolResult (in order) and the remaining blocks the content of one user
+// message, which the caller appends after the results.
+func SplitUser(blocks []WireBlock) ([]ToolResult, []history.Block, error) {
+	var (
+		results []ToolResult
+		rest    []history.Block
+	)
+	for i, blk := range blocks {
+		if blk.Type != "tool_result" {
+			rest = append(rest, blk.Canonical())
+			continue
+		}
+		content, err := ToolResultContent(blk.Content)
+		if err != nil {
+			return nil, nil, fmt.Errorf("content block %d: %w", i, err)
+		}
+		results = append(results, ToolResult{CallID: blk.ToolUseID, Content: content, IsError: blk.IsError})
+	}
+	return results, rest, nil
+}
+
+// AssistantBlocks converts the blocks of an assistant turn.
+func AssistantBlocks(blocks []WireBlock) []history.Block {
+	out := make([]history.Block, 0, len(blocks))
+	for _, blk := range blocks {
+		out = append(out, blk.Canonical())
+	}
+	return out
+}
+
+// Usage is an Anthropic usage object, in tokens; other fields (server tool
+// use, iterations) are ignored.
+type Usage struct {
+	InputTokens              uint64 `json:"input_tokens"`
+	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
+	OutputTokens             uint64 `json:"output_tokens"`
+}
+
+// Canonical returns u as history.Usage, or nil when u is nil or every count
+// is 0 (an aborted request reports zeros, which is no report at all).
+func (u *Usage) Canonical() *history.Usage {
+	if u == nil {
+		return nil
+	}
+	return usage(history.Usage(*u))
+}
+
+// JoinText concatenates the text of the text blocks, separated by blank
+// lines (how a system prompt given as blocks is read).
+func JoinText(blocks []WireBlock) string {
+	s := ""
+	for _, blk := range blocks {
+		if blk.Type != "text" || blk.Text == "" {
+			continue
+		}
+		if s != "" {
+			s += "\n\n"
+		}
+		s += blk.Text
+	}
+	return s
+}
+
+// usage returns u, or nil when every count is 0.
+func usage(u history.Usage) *history.Usage {
+	if u == (history.Usage{}) {
+		return nil
+	}
+	return &u
+}
+
+func textBlock(s string) history.Block {
+	return history.Block{Type: history.BlockText, Text: s}
+}
+
+// jsonBlock keeps any structured value whole.
+func jsonBlock(raw json.RawMessage) history.Block {
+	return history.Block{Type: history.BlockJSON, JSON: validJSON(raw)}
+}
+
+// validJSON returns raw when it is a valid JSON value, else raw encoded as a
+// JSON string; empty input becomes {}.
+func validJSON(raw []byte) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}")
+	}
+	if json.Valid(raw) {
+		return append(json.RawMessage(nil), raw...)
+	}
+	s, _ := json.Marshal(string(raw))
+	return s
+}
