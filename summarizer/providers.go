@@ -146,31 +146,15 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultAnthropicBaseURL, "/v1/messages"), h, body, decodeAnthropic)
 }
 
-// anthropicResponse is the part of a Messages API response we read.
-type anthropicResponse struct {
-	Type    string `json:"type"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-	StopReason string `json:"stop_reason"`
-	Usage      *struct {
-		InputTokens              uint64 `json:"input_tokens"`
-		CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
-		OutputTokens             uint64 `json:"output_tokens"`
-	} `json:"usage"`
-}
-
 // decodeAnthropic reads a Messages API answer: its text blocks
 // concatenated, whether it holds a tool call, and whether it was cut at
 // max_tokens (or at the context window, "model_context_window_exceeded").
 func decodeAnthropic(body []byte) (answer, error) {
-	var r anthropicResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return answer{}, fmt.Errorf("malformed Messages response: %w", err)
+	r, err := anthropic.DecodeResponse(body)
+	if err != nil {
+		return answer{}, err
 	}
-	if r.Type == "error" {
+	if r.Error != nil {
 		return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
 	}
 	var a answer
@@ -192,10 +176,7 @@ func decodeAnthropic(body []byte) (answer, error) {
 	case "refusal":
 		a.refused = true
 	}
-	if u := r.Usage; u != nil {
-		a.usage = &history.Usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
-			CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
-	}
+	a.usage = r.Usage.Canonical()
 	return a, nil
 }
 

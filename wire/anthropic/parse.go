@@ -201,3 +201,58 @@ func validJSON(raw []byte) json.RawMessage {
 	s, _ := json.Marshal(string(raw))
 	return s
 }
+
+// WireMessage is one message of a Messages API request as read from the
+// wire; Content is a string or an array of blocks.
+type WireMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// ParseMessage converts one request message into canonical messages
+// (DESIGN.md §2): an assistant message into one assistant message; a user
+// message into one tool message per tool_result block (in order, named from
+// toolNames, the tool_use ids seen so far → tool name) followed by a user
+// message holding its other blocks, if any. A "system" message inside the
+// list (Claude Code sends one) becomes a user message of its text. The
+// assistant's tool_use ids are added to toolNames. Errors name the field
+// ("content[2]: …", "role: …").
+func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.Message, error) {
+	var m WireMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	blocks, err := DecodeContent(m.Content)
+	if err != nil {
+		return nil, fmt.Errorf("content: %w", err)
+	}
+	switch m.Role {
+	case "assistant":
+		for _, b := range blocks {
+			if b.Type == "tool_use" && toolNames != nil {
+				toolNames[b.ID] = b.Name
+			}
+		}
+		return []history.Message{{Role: history.RoleAssistant, Content: AssistantBlocks(blocks)}}, nil
+	case "user":
+		results, rest, err := SplitUser(blocks)
+		if err != nil {
+			return nil, fmt.Errorf("content: %w", err)
+		}
+		out := make([]history.Message, 0, len(results)+1)
+		for _, r := range results {
+			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: r.CallID, ToolName: toolNames[r.CallID], Content: r.Content, IsError: r.IsError})
+		}
+		if len(rest) > 0 {
+			out = append(out, history.Message{Role: history.RoleUser, Content: rest})
+		}
+		return out, nil
+	case "system":
+		if t := JoinText(blocks); t != "" {
+			return []history.Message{{Role: history.RoleUser, Content: []history.Block{textBlock(t)}}}, nil
+		}
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("role: %q is not user or assistant", m.Role)
+	}
+}

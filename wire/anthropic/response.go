@@ -1,0 +1,315 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// Response is an assistant answer of the Messages API, rebuilt from a JSON
+// body (DecodeResponse) or from a server-sent event stream (StreamReader).
+type Response struct {
+	// ID is the provider's message id ("msg_…"); Model the model that
+	// answered.
+	ID    string
+	Model string
+	// Content is the answer's blocks in order. A tool_use block's Input is
+	// the JSON the stream's input_json_delta events assembled.
+	Content []WireBlock
+	// StopReason is "end_turn", "tool_use", "max_tokens", … ("" when the
+	// stream ended before message_delta).
+	StopReason string
+	// Usage is the reported usage: message_start's counts, updated by
+	// message_delta's.
+	Usage Usage
+	// Complete is true when the whole answer arrived (a JSON body, or a
+	// stream that reached message_stop).
+	Complete bool
+	// Error is a provider error reported inside the stream (an "error"
+	// event after the 200), nil when none.
+	Error *APIError
+}
+
+// APIError is the error object of an Anthropic error body
+// ({"type":"error","error":{"type":…,"message":…}}).
+type APIError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// Message returns the answer as a canonical assistant message (DESIGN.md
+// §2) with its usage. Empty text blocks (a model's empty answer) are
+// dropped: the API refuses them when they are sent back.
+func (r *Response) Message() history.Message {
+	blocks := make([]WireBlock, 0, len(r.Content))
+	for _, b := range r.Content {
+		if b.Type == "text" && strings.TrimSpace(b.Text) == "" {
+			continue
+		}
+		blocks = append(blocks, b)
+	}
+	u := r.Usage
+	return history.Message{Role: history.RoleAssistant, Content: AssistantBlocks(blocks), Model: r.Model, Usage: u.Canonical()}
+}
+
+// responseBody is a non-streamed Messages API answer.
+type responseBody struct {
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	Model      string          `json:"model"`
+	Content    json.RawMessage `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      Usage           `json:"usage"`
+	Error      *APIError       `json:"error"`
+}
+
+// DecodeResponse reads a non-streamed Messages API answer. An error body
+// ({"type":"error"}) is returned as Response.Error. Errors: the body is not
+// JSON, or its content does not decode (naming the block).
+func DecodeResponse(body []byte) (*Response, error) {
+	var rb responseBody
+	if err := json.Unmarshal(body, &rb); err != nil {
+		return nil, fmt.Errorf("malformed Messages response: %w", err)
+	}
+	if rb.Type == "error" {
+		return &Response{Error: rb.Error}, nil
+	}
+	blocks, err := DecodeContent(rb.Content)
+	if err != nil {
+		return nil, fmt.Errorf("Messages response content: %w", err)
+	}
+	return &Response{ID: rb.ID, Model: rb.Model, Content: blocks, StopReason: rb.StopReason, Usage: rb.Usage, Complete: true}, nil
+}
+
+// ErrorBody decodes an Anthropic error body; ok is false when body is not
+// one.
+func ErrorBody(body []byte) (e APIError, ok bool) {
+	var eb struct {
+		Type  string    `json:"type"`
+		Error *APIError `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) != nil || eb.Type != "error" || eb.Error == nil {
+		return APIError{}, false
+	}
+	return *eb.Error, true
+}
+
+// IsContextLength reports whether an HTTP status and body are the
+// provider's refusal of a request too large for the model's context window:
+// a 400 whose message says "prompt is too long" or "input length and
+// `max_tokens` exceed context limit" (the real bodies are in the corpus,
+// providers/error-bodies.json), or a 413.
+func IsContextLength(status int, body []byte) bool {
+	if status == 413 {
+		return true
+	}
+	if status != 400 {
+		return false
+	}
+	e, ok := ErrorBody(body)
+	msg := strings.ToLower(e.Message)
+	if !ok {
+		msg = strings.ToLower(string(body))
+	}
+	return strings.Contains(msg, "prompt is too long") ||
+		(strings.Contains(msg, "input length") && strings.Contains(msg, "exceed context limit"))
+}
+
+// StreamReader rebuilds a Response from the server-sent events of a
+// streamed Messages API answer (message_start, content_block_start /
+// _delta / _stop, message_delta, message_stop, ping, error). It is an
+// io.Writer fed the bytes as they pass (a tee): Write never fails and never
+// holds more than the current event, so a stream can be read on its way to
+// the client without being buffered. Not safe for concurrent use.
+type StreamReader struct {
+	line    []byte // the current, unterminated line
+	data    []byte // the data lines of the current event
+	resp    Response
+	partial map[int]*strings.Builder // input_json_delta text per block index
+	index   map[int]int              // block index → position in resp.Content
+	err     error
+}
+
+// NewStreamReader returns a StreamReader with nothing read.
+func NewStreamReader() *StreamReader {
+	return &StreamReader{partial: map[int]*strings.Builder{}, index: map[int]int{}}
+}
+
+// Write feeds stream bytes. It always returns len(p), nil; a malformed
+// event is remembered and reported by Response.
+func (s *StreamReader) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.line = append(s.line, p...)
+			break
+		}
+		line := p[:i]
+		if len(s.line) > 0 {
+			s.line = append(s.line, line...)
+			line = s.line
+		}
+		s.handleLine(bytes.TrimSuffix(line, []byte("\r")))
+		s.line = s.line[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// handleLine takes one SSE line: a data line is collected, a blank line
+// dispatches the event; event names are not needed (the data carries its
+// type), comments and other fields are ignored.
+func (s *StreamReader) handleLine(line []byte) {
+	switch {
+	case len(line) == 0:
+		if len(s.data) > 0 {
+			s.event(s.data)
+			s.data = s.data[:0]
+		}
+	case bytes.HasPrefix(line, []byte("data:")):
+		d := bytes.TrimPrefix(line[5:], []byte(" "))
+		if len(s.data) > 0 {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, d...)
+	}
+}
+
+// streamEvent is the union of the stream's event payloads.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string `json:"id"`
+		Model string `json:"model"`
+		Usage Usage  `json:"usage"`
+	} `json:"message"`
+	Index        int             `json:"index"`
+	ContentBlock json.RawMessage `json:"content_block"`
+	Delta        *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *struct {
+		InputTokens              *uint64 `json:"input_tokens"`
+		CacheCreationInputTokens *uint64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     *uint64 `json:"cache_read_input_tokens"`
+		OutputTokens             *uint64 `json:"output_tokens"`
+	} `json:"usage"`
+	Error *APIError `json:"error"`
+}
+
+func (s *StreamReader) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// event applies one event's data.
+func (s *StreamReader) event(data []byte) {
+	var ev streamEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		s.fail(fmt.Errorf("stream event: %w", err))
+		return
+	}
+	switch ev.Type {
+	case "message_start":
+		if ev.Message != nil {
+			s.resp.ID, s.resp.Model, s.resp.Usage = ev.Message.ID, ev.Message.Model, ev.Message.Usage
+		}
+	case "content_block_start":
+		var b WireBlock
+		if err := json.Unmarshal(ev.ContentBlock, &b); err != nil {
+			s.fail(fmt.Errorf("content_block_start %d: %w", ev.Index, err))
+			return
+		}
+		b.Raw = append(json.RawMessage(nil), ev.ContentBlock...)
+		s.index[ev.Index] = len(s.resp.Content)
+		s.resp.Content = append(s.resp.Content, b)
+	case "content_block_delta":
+		pos, ok := s.index[ev.Index]
+		if !ok || ev.Delta == nil {
+			s.fail(fmt.Errorf("content_block_delta for unknown block %d", ev.Index))
+			return
+		}
+		b := &s.resp.Content[pos]
+		switch ev.Delta.Type {
+		case "text_delta":
+			b.Text += ev.Delta.Text
+		case "thinking_delta":
+			b.Thinking += ev.Delta.Thinking
+		case "signature_delta":
+			b.Signature += ev.Delta.Signature
+		case "input_json_delta":
+			sb := s.partial[ev.Index]
+			if sb == nil {
+				sb = &strings.Builder{}
+				s.partial[ev.Index] = sb
+			}
+			sb.WriteString(ev.Delta.PartialJSON)
+		}
+	case "content_block_stop":
+		pos, ok := s.index[ev.Index]
+		if !ok {
+			return
+		}
+		if sb := s.partial[ev.Index]; sb != nil {
+			in := json.RawMessage(sb.String())
+			if len(bytes.TrimSpace(in)) == 0 {
+				in = json.RawMessage("{}")
+			}
+			s.resp.Content[pos].Input = in
+			delete(s.partial, ev.Index)
+		}
+	case "message_delta":
+		if ev.Delta != nil && ev.Delta.StopReason != "" {
+			s.resp.StopReason = ev.Delta.StopReason
+		}
+		if u := ev.Usage; u != nil {
+			set := func(dst *uint64, v *uint64) {
+				if v != nil {
+					*dst = *v
+				}
+			}
+			set(&s.resp.Usage.InputTokens, u.InputTokens)
+			set(&s.resp.Usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
+			set(&s.resp.Usage.CacheReadInputTokens, u.CacheReadInputTokens)
+			set(&s.resp.Usage.OutputTokens, u.OutputTokens)
+		}
+	case "message_stop":
+		s.resp.Complete = true
+	case "error":
+		s.resp.Error = ev.Error
+	}
+}
+
+// ErrIncomplete: the stream ended before message_stop.
+var ErrIncomplete = errors.New("stream ended before message_stop")
+
+// Response returns what the stream carried so far. The error is the first
+// malformed event, else ErrIncomplete when message_stop has not arrived
+// (and no error event explains it); the partial Response is returned with
+// it.
+func (s *StreamReader) Response() (*Response, error) {
+	if len(s.data) > 0 { // a final event without its blank line
+		s.event(s.data)
+		s.data = s.data[:0]
+	}
+	r := s.resp
+	r.Content = append([]WireBlock(nil), s.resp.Content...)
+	if s.err != nil {
+		return &r, s.err
+	}
+	if !r.Complete && r.Error == nil {
+		return &r, ErrIncomplete
+	}
+	return &r, nil
+}

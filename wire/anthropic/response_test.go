@@ -1,0 +1,190 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/corpustest"
+)
+
+// sseStream is a streamed answer as the Messages API sends it: thinking
+// with a signature, text, and a tool_use whose input arrives in pieces.
+const sseStream = "event: message_start\n" +
+	`data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","model":"claude-opus-4-8","content":[],"stop_reason":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}` + "\n\n" +
+	"event: ping\ndata: {\"type\":\"ping\"}\n\n" +
+	"event: content_block_start\n" +
+	`data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me "}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"look."}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBsig=="}}` + "\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: content_block_start\n" +
+	`data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Reading the file."}}` + "\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
+	"event: content_block_start\n" +
+	`data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01","name":"Read","input":{}}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"file_"}}` + "\n\n" +
+	"event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"path\": \"/a.go\"}"}}` + "\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n" +
+	"event: message_delta\n" +
+	`data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":57}}` + "\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+func TestStreamReaderRebuildsTheAnswer(t *testing.T) {
+	// Fed in pieces of every size from 1 byte: the tee sees arbitrary
+	// chunking, and lines may be cut anywhere (CRLF too).
+	for _, crlf := range []bool{false, true} {
+		stream := sseStream
+		if crlf {
+			stream = strings.ReplaceAll(stream, "\n", "\r\n")
+		}
+		for _, size := range []int{1, 7, 64, len(stream)} {
+			r := NewStreamReader()
+			for i := 0; i < len(stream); i += size {
+				n, err := r.Write([]byte(stream[i:min(i+size, len(stream))]))
+				if err != nil || n != min(size, len(stream)-i) {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			resp, err := r.Response()
+			if err != nil {
+				t.Fatalf("size %d crlf %v: %v", size, crlf, err)
+			}
+			m := resp.Message()
+			want := []history.Block{
+				{Type: history.BlockThinking, Text: "Let me look.", Signature: "EqQBsig=="},
+				{Type: history.BlockText, Text: "Reading the file."},
+				{Type: history.BlockToolCall, ID: "toolu_01", Name: "Read", Input: json.RawMessage(`{"file_path": "/a.go"}`)},
+			}
+			if len(m.Content) != len(want) {
+				t.Fatalf("blocks = %+v", m.Content)
+			}
+			for i := range want {
+				g, w := m.Content[i], want[i]
+				if g.Type != w.Type || g.Text != w.Text || g.Signature != w.Signature || g.ID != w.ID || g.Name != w.Name || string(g.Input) != string(w.Input) {
+					t.Errorf("block %d = %+v, want %+v", i, g, w)
+				}
+			}
+			wantUsage := history.Usage{InputTokens: 12, CacheCreationInputTokens: 100, CacheReadInputTokens: 2000, OutputTokens: 57}
+			if m.Usage == nil || *m.Usage != wantUsage || m.Model != "claude-opus-4-8" || resp.StopReason != "tool_use" || resp.ID != "msg_01" {
+				t.Errorf("usage %+v model %q stop %q id %q", m.Usage, m.Model, resp.StopReason, resp.ID)
+			}
+		}
+	}
+}
+
+func TestStreamReaderIncompleteAndErrors(t *testing.T) {
+	cut := sseStream[:strings.Index(sseStream, "event: message_delta")]
+	r := NewStreamReader()
+	_, _ = r.Write([]byte(cut))
+	resp, err := r.Response()
+	if !errors.Is(err, ErrIncomplete) || len(resp.Content) != 3 {
+		t.Errorf("cut stream: %v, %d blocks", err, len(resp.Content))
+	}
+
+	r = NewStreamReader()
+	_, _ = r.Write([]byte(sseStream[:strings.Index(sseStream, "event: content_block_start")]))
+	_, _ = r.Write([]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"))
+	resp, err = r.Response()
+	if err != nil || resp.Error == nil || resp.Error.Type != "overloaded_error" {
+		t.Errorf("mid-stream error: %v %+v", err, resp.Error)
+	}
+
+	r = NewStreamReader()
+	_, _ = r.Write([]byte("data: {not json\n\n"))
+	if _, err := r.Response(); err == nil || errors.Is(err, ErrIncomplete) {
+		t.Errorf("malformed event: %v", err)
+	}
+}
+
+// TestDecodeResponseCorpus reads the real Messages API answers recorded in
+// the corpus.
+func TestDecodeResponseCorpus(t *testing.T) {
+	var f struct {
+		Interactions []struct {
+			ID       string `json:"id"`
+			Response struct {
+				Status int             `json:"status"`
+				Body   json.RawMessage `json:"body"`
+			} `json:"response"`
+		} `json:"interactions"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/anthropic-messages-cassettes.json"), &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Interactions) == 0 {
+		t.Fatal("no interactions")
+	}
+	for _, in := range f.Interactions {
+		if in.Response.Status != 200 {
+			continue
+		}
+		resp, err := DecodeResponse(in.Response.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", in.ID, err)
+		}
+		m := resp.Message()
+		if len(m.Content) == 0 || m.Usage == nil || m.Usage.ContextTokens() == 0 || resp.StopReason == "" {
+			t.Errorf("%s: %+v usage %+v stop %q", in.ID, m.Content, m.Usage, resp.StopReason)
+		}
+	}
+}
+
+// TestIsContextLengthCorpus classifies every real error body of the corpus:
+// exactly the Anthropic context-overflow ones are context-length errors.
+func TestIsContextLengthCorpus(t *testing.T) {
+	var f struct {
+		Errors []struct {
+			ID       string  `json:"id"`
+			Provider string  `json:"provider"`
+			Status   int     `json:"http_status"`
+			Category string  `json:"category"`
+			Body     *string `json:"body"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, e := range f.Errors {
+		if e.Provider != "anthropic" || e.Body == nil {
+			continue
+		}
+		seen++
+		got := IsContextLength(e.Status, []byte(*e.Body))
+		if want := e.Category == "context_overflow"; got != want {
+			t.Errorf("%s (%d): IsContextLength = %v, want %v", e.ID, e.Status, got, want)
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("only %d Anthropic bodies in the corpus", seen)
+	}
+}
+
+func TestParseMessage(t *testing.T) {
+	names := map[string]string{}
+	a, err := ParseMessage(json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}`), names)
+	if err != nil || len(a) != 1 || a[0].Role != history.RoleAssistant || names["t1"] != "Bash" {
+		t.Fatalf("assistant: %+v %v %v", a, err, names)
+	}
+	u, err := ParseMessage(json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out","is_error":true,"cache_control":{"type":"ephemeral"}},{"type":"text","text":"next"}]}`), names)
+	if err != nil || len(u) != 2 || u[0].Role != history.RoleTool || u[0].ToolName != "Bash" || !u[0].IsError || u[0].Content[0].Text != "out" || u[1].Role != history.RoleUser {
+		t.Fatalf("user: %+v %v", u, err)
+	}
+	if _, err := ParseMessage(json.RawMessage(`{"role":"robot","content":"x"}`), names); err == nil || !strings.Contains(err.Error(), "role") {
+		t.Errorf("bad role: %v", err)
+	}
+	if _, err := ParseMessage(json.RawMessage(`{"role":"user","content":[1]}`), names); err == nil || !strings.Contains(err.Error(), "content") {
+		t.Errorf("bad content: %v", err)
+	}
+}
