@@ -35,6 +35,24 @@ const (
 	TableDaemon            = "daemon"
 	TableStorage           = "storage"
 	TableWorkers           = "workers"
+	TableProxy             = "proxy"
+)
+
+// Proxy defaults (DESIGN.md §10).
+const (
+	// DefaultProxyListen is the proxy's documented loopback address:
+	// ANTHROPIC_BASE_URL=http://127.0.0.1:7420.
+	DefaultProxyListen = "127.0.0.1:7420"
+	// DefaultAnthropicBaseURL is the Anthropic upstream's default.
+	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	// DefaultDialTimeoutMS and DefaultHeaderTimeoutMS are an upstream's
+	// timeouts, in milliseconds.
+	DefaultDialTimeoutMS   = 10000
+	DefaultHeaderTimeoutMS = 600000
+	// ProxySummarizerClient and ProxySummarizerBindings are the values of
+	// proxy.summarizer.
+	ProxySummarizerClient   = "client"
+	ProxySummarizerBindings = "bindings"
 )
 
 // SourceDefault is the Sources value of a table nobody authored.
@@ -43,7 +61,7 @@ const SourceDefault = "default"
 // tables lists the replaceable top-level tables in file order.
 var tables = []string{
 	TableContextCompaction, TableCompaction, TableOffload, TableContextEditing,
-	TableSummarizer, TableDaemon, TableStorage, TableWorkers,
+	TableSummarizer, TableDaemon, TableStorage, TableWorkers, TableProxy,
 }
 
 // Defaults returns the built-in configuration: every key of DESIGN.md §3 at
@@ -58,6 +76,7 @@ func Defaults() Config {
 		Models:            Catalog(),
 		Storage:           Storage{SyncWrites: true},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
+		Proxy:             defaultProxy(),
 		Sources:           map[string]string{},
 	}
 	for _, t := range tables {
@@ -218,4 +237,17 @@ func isDateSuffix(s string) bool {
 		}
 	}
 	return true
+}
+
+func defaultProxy() Proxy {
+	return Proxy{
+		Enabled:    true,
+		Listen:     DefaultProxyListen,
+		Summarizer: ProxySummarizerClient,
+		Upstreams: Upstreams{Anthropic: Upstream{
+			BaseURL:         DefaultAnthropicBaseURL,
+			DialTimeoutMS:   DefaultDialTimeoutMS,
+			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
+		}},
+	}
 }

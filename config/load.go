@@ -219,6 +219,8 @@ func copyTable(dst, src *Config, t string) {
 		dst.Storage = src.Storage
 	case TableWorkers:
 		dst.Workers = src.Workers
+	case TableProxy:
+		dst.Proxy = src.Proxy
 	}
 }
 

@@ -18,11 +18,14 @@ type Config struct {
 	Daemon  Daemon           `toml:"daemon" json:"daemon"`
 	Storage Storage          `toml:"storage" json:"storage"`
 	Workers Workers          `toml:"workers" json:"workers"`
+	// Proxy is the provider proxy (DESIGN.md §10): daemon files only, never
+	// a session overlay.
+	Proxy Proxy `toml:"proxy" json:"proxy"`
 
 	// Sources maps each table to the layer that set it: a file path, an
 	// overlay name, or "default". Keys are "context_compaction",
 	// "compaction", "offload", "context_editing", "summarizer", "daemon",
-	// "storage", "workers" and `models."<id>"` for each model entry. It is
+	// "storage", "workers", "proxy" and `models."<id>"` for each model entry. It is
 	// filled by Load and ApplyOverlay, never decoded from TOML.
 	Sources map[string]string `toml:"-" json:"sources,omitempty"`
 }
@@ -172,4 +175,45 @@ type Workers struct {
 	Size uint64 `toml:"size" json:"size"`
 	// Queue is the bound on waiting compactions. Default 64.
 	Queue uint64 `toml:"queue" json:"queue"`
+}
+
+// Proxy is the [proxy] table: the provider proxy's listener and upstreams
+// (DESIGN.md §10). Its keys are capabilities (a listener, URLs): they come
+// only from the daemon's own files.
+type Proxy struct {
+	// Enabled starts the proxy listener with the daemon. Default true.
+	Enabled bool `toml:"enabled" json:"enabled"`
+	// Listen is the proxy's TCP address, loopback only. Default
+	// DefaultProxyListen.
+	Listen string `toml:"listen" json:"listen"`
+	// Summarizer chooses who summarizes a proxied session: "client" (the
+	// default: the session's own upstream, model and client credential,
+	// then the extractive fallback) or "bindings" (the configured
+	// [[summarizer.bindings]], as for daemon-API sessions).
+	Summarizer string `toml:"summarizer" json:"summarizer"`
+	// Upstreams are the providers the proxy forwards to.
+	Upstreams Upstreams `toml:"upstreams" json:"upstreams"`
+}
+
+// Upstreams is [proxy.upstreams]: one table per wire API.
+type Upstreams struct {
+	// Anthropic serves POST /v1/messages and everything else the proxy
+	// forwards untouched.
+	Anthropic Upstream `toml:"anthropic" json:"anthropic"`
+}
+
+// Upstream is one [proxy.upstreams.<name>] table.
+type Upstream struct {
+	// BaseURL is the provider's endpoint (absolute http or https URL).
+	// Default: the provider's public endpoint.
+	BaseURL string `toml:"base_url" json:"base_url"`
+	// DialTimeoutMS bounds connecting to the upstream, in milliseconds.
+	// Default 10000.
+	DialTimeoutMS uint64 `toml:"dial_timeout_ms" json:"dial_timeout_ms"`
+	// HeaderTimeoutMS bounds the wait for the upstream's response headers,
+	// in milliseconds (a streamed answer sends them at once; a
+	// non-streamed one only when the answer is complete); 0 means no
+	// limit. Default 600000. The body is never timed: a stream lasts as
+	// long as the answer.
+	HeaderTimeoutMS uint64 `toml:"header_timeout_ms" json:"header_timeout_ms"`
 }

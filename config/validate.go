@@ -169,6 +169,7 @@ func (s *state) validate() {
 		}
 	}
 	check(TableDaemon, s.validateDaemon)
+	check(TableProxy, s.validateProxy)
 	check(TableWorkers, func() {
 		if c.Workers.Size < 1 {
 			s.errorf(TableWorkers, "workers.size", "must be at least 1 (concurrent compactions)")
@@ -336,4 +337,22 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+func (s *state) validateProxy() {
+	p := s.cfg.Proxy
+	switch p.Summarizer {
+	case ProxySummarizerClient, ProxySummarizerBindings:
+	default:
+		s.errorf(TableProxy, "proxy.summarizer", "must be %q (the session's own upstream, model and credential) or %q (the configured [[summarizer.bindings]])", ProxySummarizerClient, ProxySummarizerBindings)
+	}
+	if host, port, err := net.SplitHostPort(p.Listen); err != nil || port == "" {
+		s.errorf(TableProxy, "proxy.listen", "must be host:port, e.g. %q", DefaultProxyListen)
+	} else if !isLoopback(host) {
+		s.errorf(TableProxy, "proxy.listen", "%q is not a loopback address: the proxy listens on 127.0.0.1, ::1 or localhost only", host)
+	}
+	u, err := url.Parse(p.Upstreams.Anthropic.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		s.errorf(TableProxy, "proxy.upstreams.anthropic.base_url", "must be an absolute http or https URL, e.g. %q", DefaultAnthropicBaseURL)
+	}
 }
