@@ -152,6 +152,10 @@ const (
 	// KindImported: one record of an imported transcript (transcript/),
 	// kept verbatim in Data for provenance.
 	KindImported Kind = "imported"
+	// KindClientState: what a provider-proxy client has sent so far
+	// (DESIGN.md §10), written in the same append as the messages it
+	// accounts for; Data belongs to the proxy (its shape is the proxy's).
+	KindClientState Kind = "client_state"
 )
 
 var kinds = map[Kind]bool{
@@ -160,6 +164,7 @@ var kinds = map[Kind]bool{
 	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
+	KindClientState: true,
 }
 
 // Kinds returns every valid Kind.
@@ -168,7 +173,7 @@ func Kinds() []Kind {
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
 		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
-		KindSessionUpdated, KindImported,
+		KindSessionUpdated, KindImported, KindClientState,
 	}
 }
 

@@ -163,6 +163,8 @@ var catalog = map[string]Model{
 	"claude-opus-4-1":   claude(200000),
 	"claude-opus-4-5":   claude(200000),
 	"claude-opus-4-6":   claude(200000),
+	"claude-opus-4-7":   claude(200000),
+	"claude-opus-4-8":   claude(200000),
 	"claude-sonnet-4":   claude(200000),
 	"claude-sonnet-4-0": claude(200000),
 	"claude-sonnet-4-5": claude(200000),

@@ -48,7 +48,26 @@ type AppendResult struct {
 // Errors: ErrInvalid (*FieldError naming messages[i].field, where i indexes
 // msgs), ErrNotFound, the log's.
 func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) (AppendResult, error) {
-	if len(msgs) == 0 {
+	return e.AppendWith(ctx, id, msgs, AppendOptions{})
+}
+
+// AppendOptions tune AppendWith.
+type AppendOptions struct {
+	// ClientState, when set, is recorded as a client_state event after the
+	// messages, in the same durable write (all or nothing), and returned by
+	// ClientState from then on, across restarts: the provider proxy's
+	// record of what its client has sent (DESIGN.md §10). With it, msgs may
+	// be empty.
+	ClientState json.RawMessage
+}
+
+// AppendWith is Append with options. Errors: Append's; ErrInvalid when
+// ClientState is not valid JSON.
+func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (AppendResult, error) {
+	if opts.ClientState != nil && !json.Valid(opts.ClientState) {
+		return AppendResult{}, invalidField("client_state", "not valid JSON")
+	}
+	if len(msgs) == 0 && opts.ClientState == nil {
 		return AppendResult{}, invalidField("messages", "no messages to append")
 	}
 	for i := range msgs {
@@ -118,6 +137,9 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		at[i] = len(events)
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindMessage, Time: now, Message: &stored[i]})
 	}
+	if opts.ClientState != nil {
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindClientState, Time: now, Data: opts.ClientState})
+	}
 	first, err := e.opts.Log.Append(ctx, id, events)
 	if err != nil {
 		return AppendResult{}, mapLogErr(id, err)
@@ -140,6 +162,9 @@ func (e *Engine) Append(ctx context.Context, id string, msgs []history.Message) 
 		}
 	}
 	s.lastSeq = first + uint64(len(events)) - 1
+	if opts.ClientState != nil {
+		s.clientState = opts.ClientState
+	}
 	var others []checkpoint.Event
 	for i, ev := range events {
 		if ev.Kind != checkpoint.KindMessage {
@@ -187,4 +212,16 @@ func originIndexes(msgs, expanded []history.Message) []int {
 func sameMessage(a, b *history.Message) bool {
 	return a.Role == b.Role && a.ToolCallID == b.ToolCallID && len(a.Content) == len(b.Content) &&
 		(len(a.Content) == 0 || &a.Content[0] == &b.Content[0])
+}
+
+// ClientState returns the Data of the session's newest client_state event
+// (AppendOptions.ClientState), nil when none. Errors: ErrNotFound, ErrInvalid
+// (a bad id), the log's.
+func (e *Engine) ClientState(ctx context.Context, id string) (json.RawMessage, error) {
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.clientState, nil
 }

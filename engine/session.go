@@ -127,6 +127,10 @@ type session struct {
 	agentFile *config.AgentFile
 	agentErr  error
 
+	// clientState is the Data of the newest client_state event (the
+	// provider proxy's record, DESIGN.md §10), nil when none.
+	clientState json.RawMessage
+
 	lastCheck  Check
 	lastError  string
 	compacting bool // a compaction of this session is past its snapshot
@@ -185,6 +189,8 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 				s.ledger.Withhold(d.WithheldBefore)
 				e.retokenize(s)
 			}
+		case checkpoint.KindClientState:
+			s.clientState = ev.Data
 		case checkpoint.KindOffload:
 			var r offload.Record
 			if json.Unmarshal(ev.Data, &r) == nil && r.ToolCallID != "" {
