@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
+// it (the client gets every byte regardless).
+const maxAnswerBytes = 32 << 20
+
+// maxErrorBytes caps an upstream error body read before it is passed on.
+const maxErrorBytes = 1 << 20
+
+// exchange is one client request's state through the reverse proxy.
+type exchange struct {
+	// managed: the body is ctxd's (messages replaced) and the answer is
+	// read on its way.
+	managed bool
+	// body is the outgoing body; nil forwards the client's as it came.
+	body []byte
+	// retried: the overflow retry is under way; no second recovery.
+	retried bool
+	// recover, on a managed request, compacts after an upstream
+	// context-length refusal and retries once; it reports whether it
+	// answered the client.
+	recover func(w http.ResponseWriter, r *http.Request) bool
+
+	// What came back.
+	status   int
+	stream   *anthropic.StreamReader
+	buf      *cappedBuffer
+	errBody  []byte
+	overflow *http.Response
+	ovBody   []byte
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context, x *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, x)
+}
+
+func exchangeOf(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	if x == nil {
+		return &exchange{}
+	}
+	return x
+}
+
+// errOverflow: the upstream refused a managed request as too long for the
+// context window, before any byte reached the client.
+var errOverflow = errors.New("upstream context-length refusal")
+
+// rewrite directs a request to the upstream (STYLE.md: Rewrite, not
+// Director): the upstream URL joined with the client's path and query, the
+// upstream's Host, ctxd's own headers removed, and the managed body.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(p.upstream)
+	pr.Out.Header.Del(HeaderSession)
+	pr.Out.Header.Del(HeaderContextLimit)
+	x := exchangeOf(pr.In.Context())
+	if x.managed {
+		// The answer is read on its way: ask for it unencoded (the
+		// transport still negotiates gzip itself, and decodes it).
+		pr.Out.Header.Del("Accept-Encoding")
+	}
+	if x.body != nil {
+		pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
+		pr.Out.ContentLength = int64(len(x.body))
+		pr.Out.Header.Set("Content-Length", strconv.Itoa(len(x.body)))
+		body := x.body
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+}
+
+// modifyResponse sees the upstream's answer before any byte of it reaches
+// the client: a context-length refusal of a managed request becomes
+// errOverflow (recovered by the error handler); a success is read through
+// a tee as it passes.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	x := exchangeOf(resp.Request.Context())
+	if !x.managed {
+		return nil
+	}
+	x.status = resp.StatusCode
+	if resp.StatusCode >= 300 {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if !x.retried && x.recover != nil && anthropic.IsContextLength(resp.StatusCode, body) {
+			x.overflow, x.ovBody = resp, body
+			return errOverflow
+		}
+		x.errBody = body
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		x.stream = anthropic.NewStreamReader()
+		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
+	} else {
+		x.buf = &cappedBuffer{max: maxAnswerBytes}
+		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.buf}
+	}
+	return nil
+}
+
+// errorHandler handles what failed before the first byte reached the
+// client: an overflow is recovered (or, failing that, the provider's error
+// goes to the client unchanged); anything else is the proxy's own 502.
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	x := exchangeOf(r.Context())
+	if errors.Is(err, errOverflow) && x.overflow != nil {
+		if x.recover != nil && x.recover(w, r) {
+			return
+		}
+		h := w.Header()
+		for k, v := range x.overflow.Header {
+			h[k] = v
+		}
+		h.Set("Content-Length", strconv.Itoa(len(x.ovBody)))
+		w.WriteHeader(x.overflow.StatusCode)
+		_, _ = w.Write(x.ovBody)
+		x.status, x.errBody = x.overflow.StatusCode, x.ovBody
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client left
+	}
+	p.log.Warn("upstream request failed", "upstream", p.upstream.Host, "path", r.URL.Path, "err", err)
+	x.status = http.StatusBadGateway
+	writeError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+p.upstream.Host+" did not answer: "+err.Error())
+}
+
+// teeBody copies what is read to w (a stream reader or a buffer).
+type teeBody struct {
+	io.ReadCloser
+	w io.Writer
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if n > 0 {
+		_, _ = t.w.Write(p[:n])
+	}
+	return n, err
+}
+
+// cappedBuffer keeps at most max bytes; over gets set beyond.
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		b.over = true
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}

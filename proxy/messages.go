@@ -1,0 +1,602 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// record is what the proxy keeps of a branch, as a client_state event
+// written with the messages it accounts for (engine.AppendOptions), so a
+// restarted daemon matches the client's next request exactly as before.
+type record struct {
+	// Key is the conversation key (conversationKey).
+	Key string `json:"key"`
+	// N is how many of the client's messages are accounted for, and Chain
+	// the hash chain over them (markers removed), hex.
+	N     int    `json:"n"`
+	Chain string `json:"chain"`
+	// Resp identifies the answer recorded after the request of N messages;
+	// the client's message N must be it. Nil when none was recorded.
+	Resp *answerSig `json:"resp,omitempty"`
+	// BranchOf names the branch this one replaced after a client rewrite;
+	// SupersededBy the branch that replaced this one.
+	BranchOf     string `json:"branch_of,omitempty"`
+	SupersededBy string `json:"superseded_by,omitempty"`
+	// Reason says why this branch began.
+	Reason string `json:"reason,omitempty"`
+	// LastError is the newest upstream error, passed to the client as it
+	// came (status and the provider's message, never a header).
+	LastError string `json:"last_error,omitempty"`
+}
+
+// answerSig identifies an answer as the client sends it back: its tool
+// call ids and the digest of its text. Thinking and byte layout are left
+// out (a client re-encodes what it received).
+type answerSig struct {
+	ToolCalls []string `json:"tool_calls,omitempty"`
+	Text      string   `json:"text"`
+}
+
+func sigOf(m history.Message) *answerSig {
+	s := &answerSig{}
+	h := sha256.New()
+	for _, b := range m.Content {
+		switch b.Type {
+		case history.BlockText:
+			h.Write([]byte(b.Text))
+		case history.BlockToolCall:
+			s.ToolCalls = append(s.ToolCalls, b.ID)
+		}
+	}
+	s.Text = hex.EncodeToString(h.Sum(nil))[:32]
+	return s
+}
+
+// matches reports whether the client's message raw is the answer s.
+func (s *answerSig) matches(raw json.RawMessage) bool {
+	msgs, err := anthropic.ParseMessage(raw, nil)
+	if err != nil || len(msgs) != 1 || msgs[0].Role != history.RoleAssistant {
+		return false
+	}
+	var nonEmpty []history.Block
+	for _, b := range msgs[0].Content {
+		if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
+			continue
+		}
+		nonEmpty = append(nonEmpty, b)
+	}
+	o := sigOf(history.Message{Content: nonEmpty})
+	return o.Text == s.Text && slices.Equal(o.ToolCalls, s.ToolCalls)
+}
+
+// lane is one conversation: its branches (ctxd sessions), newest last. Its
+// semaphore serializes the conversation's requests.
+type lane struct {
+	key      string
+	sem      chan struct{}
+	loaded   bool
+	branches []*branch
+}
+
+// branch is one ctxd session of a conversation.
+type branch struct {
+	id  string
+	rec record
+	// sysDigest and toolsDigest are the client's system and tools bytes
+	// last given to the engine; zero after a restart.
+	sysDigest, toolsDigest digest
+}
+
+func (l *lane) lock(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lane) unlock() { <-l.sem }
+
+func (p *Proxy) lane(key string) *lane {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.lanes[key]
+	if l == nil {
+		l = &lane{key: key, sem: make(chan struct{}, 1)}
+		p.lanes[key] = l
+	}
+	return l
+}
+
+// load finds the branches a previous run recorded: sessions are named by
+// the key, branch after branch, so they are found without a listing.
+func (p *Proxy) load(ctx context.Context, l *lane) error {
+	if l.loaded {
+		return nil
+	}
+	for k := 0; ; k++ {
+		id := sessionID(p.secret, l.key, k)
+		st, err := p.eng.ClientState(ctx, id)
+		if errors.Is(err, engine.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b := &branch{id: id}
+		if st != nil {
+			if err := json.Unmarshal(st, &b.rec); err != nil {
+				return fmt.Errorf("session %s: client_state: %w", id, err)
+			}
+		}
+		b.rec.Key = l.key
+		l.branches = append(l.branches, b)
+	}
+	l.loaded = true
+	return nil
+}
+
+// plan is a managed request ready to forward.
+type plan struct {
+	b    *branch
+	out  []byte
+	diag string
+	// resend: the request is one already recorded (a retry); its answer is
+	// not recorded again.
+	resend bool
+	n      int
+	chain  digest
+}
+
+// messages serves POST /v1/messages (DESIGN.md §10).
+func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
+			return
+		}
+		return // the client left
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		p.passThrough(w, r, body, "not managed: "+err.Error())
+		return
+	}
+	fp := fingerprint(p.secret, r.Header)
+	agent := agentSession(r.Header, req.metadata)
+	l := p.lane(conversationKey(p.secret, fp, agent, req))
+	if err := l.lock(r.Context()); err != nil {
+		return
+	}
+	defer l.unlock()
+
+	pl, err := p.prepare(r.Context(), l, req, r.Header, fp, agent)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		p.log.Warn("request passed through unmanaged", "err", err)
+		p.passThrough(w, r, body, "not managed: "+err.Error())
+		return
+	}
+	p.managed.Add(1)
+	p.holdCredential(pl.b.id, req, r.Header)
+
+	x := &exchange{managed: true, body: pl.out}
+	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
+		return p.recoverOverflow(w, r, x, pl, req)
+	}
+	w.Header().Set(HeaderSessionID, pl.b.id)
+	if pl.diag != "" {
+		w.Header().Set(HeaderDiagnostic, headerSafe(pl.diag))
+	}
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
+	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
+}
+
+// passThrough forwards the client's request untouched.
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, diag string) {
+	p.passed.Add(1)
+	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body})))
+}
+
+// prepare matches the request to its branch, appends what is new, and
+// builds the outgoing body.
+func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
+	if err := p.load(ctx, l); err != nil {
+		return nil, err
+	}
+	cs := chains(req.messages)
+	m := len(req.messages)
+	pl := &plan{n: m, chain: cs[m]}
+	from := 0
+	// The newest branch that the request extends.
+	for i := len(l.branches) - 1; i >= 0 && pl.b == nil; i-- {
+		b := l.branches[i]
+		n := b.rec.N
+		if n == 0 || n > m || hex.EncodeToString(cs[n][:]) != b.rec.Chain {
+			continue
+		}
+		switch {
+		case m == n:
+			pl.b, from, pl.resend = b, m, true
+		case b.rec.Resp == nil:
+			pl.b, from = b, n
+		case b.rec.Resp.matches(req.messages[n]):
+			pl.b, from = b, n+1
+		}
+	}
+	var msgs []history.Message
+	if pl.b == nil {
+		b, err := p.newBranch(ctx, l, req, h, fp, agent)
+		if err != nil {
+			return nil, err
+		}
+		pl.b = b
+	} else if err := p.syncPrefix(ctx, pl.b, req); err != nil {
+		return nil, err
+	}
+	if from < m {
+		var err error
+		if msgs, err = parseMessages(req.messages, from); err != nil {
+			return nil, err
+		}
+	}
+	rec := pl.b.rec
+	if !pl.resend {
+		rec.N, rec.Chain, rec.Resp = m, hex.EncodeToString(cs[m][:]), nil
+		state, _ := json.Marshal(rec)
+		if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state}); err != nil {
+			return nil, fmt.Errorf("recording the request: %w", err)
+		}
+		pl.b.rec = rec
+	}
+	out, diag, err := p.assemble(ctx, pl, req)
+	if err != nil {
+		return nil, err
+	}
+	pl.out, pl.diag = out, diag
+	return pl, nil
+}
+
+// parseMessages converts the client's messages from index from on. Tool
+// names come from the assistant message before from, when there is one.
+func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
+	names := map[string]string{}
+	if from > 0 {
+		_, _ = anthropic.ParseMessage(raw[from-1], names)
+	}
+	var out []history.Message
+	for i := from; i < len(raw); i++ {
+		ms, err := anthropic.ParseMessage(raw[i], names)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d].%w", i, err)
+		}
+		out = append(out, ms...)
+	}
+	return out, nil
+}
+
+// newBranch starts a ctxd session for a conversation the proxy has not
+// recorded, or whose client rewrote its history: the session holds the
+// client's whole list from the start. The previous branch, when there is
+// one, records that it was superseded.
+func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*branch, error) {
+	k := len(l.branches)
+	b := &branch{id: sessionID(p.secret, l.key, k), rec: record{Key: l.key}}
+	labels := map[string]string{"proxy": "anthropic", "proxy.credential": fp[:12], "proxy.model": req.model}
+	if agent != "" {
+		labels["proxy.agent_session"] = agent
+	}
+	var prev *branch
+	if k > 0 {
+		prev = l.branches[k-1]
+		labels["proxy.branch_of"] = prev.id
+		b.rec.BranchOf = prev.id
+		b.rec.Reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
+	}
+	params := engine.CreateParams{ID: b.id, Model: req.model, System: systemText(req.system), Tools: toolDefs(req.tools), Labels: labels}
+	if v := h.Get(HeaderContextLimit); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a number of tokens", HeaderContextLimit, v)
+		}
+		params.ContextLimit = n
+	}
+	_, err := p.eng.CreateSession(ctx, params)
+	var fe *engine.FieldError
+	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
+		// Tools the engine cannot take (server tools without a schema)
+		// only cost the estimate their tokens.
+		params.Tools = nil
+		_, err = p.eng.CreateSession(ctx, params)
+	}
+	if err != nil && !errors.Is(err, engine.ErrExists) {
+		return nil, fmt.Errorf("creating the session (a model the catalog lacks needs [models.%q] context_limit in the daemon's configuration, or the %s header): %w", req.model, HeaderContextLimit, err)
+	}
+	b.sysDigest, b.toolsDigest = sha256.Sum256(req.system), sha256.Sum256(req.tools)
+	if prev != nil {
+		p.branches.Add(1)
+		prev.rec.SupersededBy = b.id
+		if st, err := json.Marshal(prev.rec); err == nil {
+			if _, err := p.eng.AppendWith(ctx, prev.id, nil, engine.AppendOptions{ClientState: st}); err != nil {
+				p.log.Warn("recording a superseded branch", "session", prev.id, "err", err)
+			}
+		}
+		p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
+	}
+	l.branches = append(l.branches, b)
+	return b, nil
+}
+
+// syncPrefix gives the engine a changed system prompt or tool set (a
+// recorded rewrite, DESIGN.md §4), so its estimate counts them.
+func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
+	sd, td := sha256.Sum256(req.system), sha256.Sum256(req.tools)
+	if sd == b.sysDigest && td == b.toolsDigest {
+		return nil
+	}
+	sys, tools := systemText(req.system), toolDefs(req.tools)
+	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
+	var fe *engine.FieldError
+	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
+		_, err = p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys})
+	}
+	if err != nil {
+		return fmt.Errorf("updating the system prompt and tools: %w", err)
+	}
+	b.sysDigest, b.toolsDigest = sd, td
+	return nil
+}
+
+// assemble asks the engine for the context (the pre-send check, DESIGN.md
+// §5.1, may compact first) and renders the outgoing body: the client's
+// body with only messages replaced.
+func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, string, error) {
+	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("assembling the context: %w", err)
+	}
+	msgs := a.Messages
+	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
+		// A resend of a request already answered: send it as it was, not
+		// with the recorded answer after it.
+		msgs = msgs[:len(msgs)-1]
+	}
+	wire := anthropic.Render("", nil, msgs).Messages
+	placeMarkers(wire, req.messages)
+	if err := checkRequest(wire, thinkingEnabled(req.thinking)); err != nil {
+		return nil, "", fmt.Errorf("the assembled context breaks DESIGN.md §4a, not sent: %w", err)
+	}
+	enc, err := json.Marshal(wire)
+	if err != nil {
+		return nil, "", err
+	}
+	return req.withMessages(enc), a.Diagnostic, nil
+}
+
+// recoverOverflow is the overflow recovery (DESIGN.md §10): compact with
+// reason overflow, rebuild the body and retry once. False when the
+// compaction failed; the caller then passes the provider's error on.
+func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
+	ctx := r.Context()
+	if _, err := p.eng.Compact(ctx, pl.b.id, trigger.Overflow, true); err != nil {
+		p.log.Warn("overflow compaction failed; the provider's error goes to the client", "session", pl.b.id, "err", err)
+		return false
+	}
+	out, diag, err := p.assemble(ctx, pl, req)
+	if err != nil {
+		p.log.Warn("overflow retry not built", "session", pl.b.id, "err", err)
+		return false
+	}
+	p.overflows.Add(1)
+	pl.out = out
+	x.body, x.retried, x.overflow = out, true, nil
+	if diag != "" {
+		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
+	}
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
+	return true
+}
+
+// recordAnswer appends the answer, rebuilt from what passed, with its
+// usage (the post-check, DESIGN.md §5.1), or records the upstream's error.
+func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
+	var (
+		resp *anthropic.Response
+		err  error
+	)
+	switch {
+	case x.stream != nil:
+		resp, err = x.stream.Response()
+	case x.buf != nil && !x.buf.over && x.status < 300:
+		resp, err = anthropic.DecodeResponse(x.buf.Bytes())
+	}
+	rec := pl.b.rec
+	var msgs []history.Message
+	switch {
+	case x.status >= 300:
+		rec.LastError = upstreamError(x.status, x.errBody)
+	case resp != nil && resp.Error != nil:
+		rec.LastError = "in the stream: " + resp.Error.Type + ": " + resp.Error.Message
+	case err != nil || resp == nil:
+		p.log.Info("answer not recorded", "session", pl.b.id, "err", err)
+		return
+	case pl.resend:
+		return // the first answer is recorded already
+	default:
+		m := resp.Message()
+		if len(m.Content) == 0 {
+			return
+		}
+		m.Time = time.Now().UTC()
+		msgs = []history.Message{m}
+		rec.Resp = sigOf(m)
+		rec.LastError = ""
+	}
+	st, _ := json.Marshal(rec)
+	if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: st}); err != nil {
+		// The client resends the answer with its next request, which is
+		// then appended like any new message.
+		p.log.Warn("answer not recorded", "session", pl.b.id, "err", err)
+		return
+	}
+	pl.b.rec = rec
+}
+
+// upstreamError is a one-line record of an upstream error: the status and
+// the provider's message (error bodies carry no credential; headers are
+// never read).
+func upstreamError(status int, body []byte) string {
+	msg := strings.TrimSpace(string(body))
+	if e, ok := anthropic.ErrorBody(body); ok {
+		msg = e.Type + ": " + e.Message
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return fmt.Sprintf("upstream status %d: %s", status, msg)
+}
+
+// systemText reads a system prompt: a string or an array of text blocks.
+func systemText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	blocks, err := anthropic.DecodeContent(raw)
+	if err != nil {
+		return ""
+	}
+	return anthropic.JoinText(blocks)
+}
+
+// toolDefs reads the tools of a request for the engine's estimate.
+func toolDefs(raw json.RawMessage) []history.ToolDef {
+	var tools []history.ToolDef
+	if len(raw) == 0 || json.Unmarshal(raw, &tools) != nil {
+		return nil
+	}
+	out := tools[:0]
+	for _, t := range tools {
+		if t.Name != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// thinkingEnabled reads the request's thinking setting: "enabled" or
+// "adaptive" turn it on.
+func thinkingEnabled(raw json.RawMessage) bool {
+	var t struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &t)
+	return t.Type == "enabled" || t.Type == "adaptive"
+}
+
+// headerSafe makes s one header line.
+func headerSafe(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 500 {
+		s = s[:500]
+	}
+	return s
+}
+
+// placeMarkers puts the client's prompt-cache markers on the outgoing
+// messages (DESIGN.md §10): aligned from the end, a message of the same
+// role and block count takes the client's markers block by block; the
+// marker of the client's last message, if it could not be aligned, goes
+// on the last cacheable block of the last outgoing message.
+func placeMarkers(out []anthropic.Message, client []json.RawMessage) {
+	if len(out) == 0 {
+		return
+	}
+	type clientMsg struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	markers := func(raw json.RawMessage) (role string, cc []json.RawMessage, any bool) {
+		var m clientMsg
+		if json.Unmarshal(raw, &m) != nil {
+			return "", nil, false
+		}
+		var blocks []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+		}
+		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
+			return m.Role, nil, false
+		}
+		for _, b := range blocks {
+			cc = append(cc, b.CacheControl)
+			any = any || len(b.CacheControl) > 0
+		}
+		return m.Role, cc, any
+	}
+	lastPlaced := false
+	for k := 0; k < min(len(out), len(client), 8); k++ {
+		raw := client[len(client)-1-k]
+		if !bytes.Contains(raw, cacheControlKey) {
+			continue
+		}
+		role, cc, any := markers(raw)
+		o := &out[len(out)-1-k]
+		if !any || role != o.Role || len(cc) != len(o.Content) {
+			continue
+		}
+		for j := range cc {
+			if len(cc[j]) > 0 {
+				o.Content[j].CacheControl = cc[j]
+			}
+		}
+		lastPlaced = lastPlaced || k == 0
+	}
+	if lastPlaced {
+		return
+	}
+	_, cc, any := markers(client[len(client)-1])
+	if !any {
+		return
+	}
+	var marker json.RawMessage
+	for _, c := range cc {
+		if len(c) > 0 {
+			marker = c
+		}
+	}
+	c := out[len(out)-1].Content
+	for j := len(c) - 1; j >= 0; j-- {
+		switch c[j].Type {
+		case "thinking", "redacted_thinking":
+			continue
+		}
+		c[j].CacheControl = marker
+		return
+	}
+}

@@ -1,0 +1,191 @@
+// Package proxy is ctxd's provider proxy (DESIGN.md §10): an agent that
+// speaks the Anthropic Messages API points its base URL at the proxy's
+// loopback listener and gets ctxd's three layers with no other change. The
+// proxy matches each request to what it recorded for that conversation,
+// appends what is new through the engine, replaces only "messages" with the
+// assembled context, streams the provider's answer back as it arrives while
+// reading it, and records the answer with its usage. Anything it does not
+// manage is forwarded untouched. It holds no business rules of its own
+// beyond that mapping; the wire format is package wire/anthropic's.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+)
+
+// MaxBodyBytes caps a managed request body, in bytes (the Messages API's
+// own limit is 32 MB).
+const MaxBodyBytes = 64 << 20
+
+// Options configure a Proxy. Engine and Secret are required.
+type Options struct {
+	// Engine records and assembles the sessions.
+	Engine *engine.Engine
+	// Secret is the daemon secret: the key of the credential fingerprints
+	// and session ids (DESIGN.md §8).
+	Secret []byte
+	// Config is the [proxy] table.
+	Config config.Proxy
+	// Logger receives the proxy's logs (never a credential or a body).
+	Logger *slog.Logger
+	// Transport sends upstream requests; nil means a clone of
+	// http.DefaultTransport with the configured timeouts.
+	Transport http.RoundTripper
+}
+
+// Proxy serves the provider-compatible endpoints. It is safe for
+// concurrent use.
+type Proxy struct {
+	eng      *engine.Engine
+	secret   []byte
+	cfg      config.Proxy
+	log      *slog.Logger
+	upstream *url.URL
+	rp       *httputil.ReverseProxy
+
+	mu    sync.Mutex
+	lanes map[string]*lane
+
+	creds credentials
+
+	// Counters for status.
+	requests, managed, passed, overflows, branches atomic.Uint64
+}
+
+// New returns a Proxy. Errors: a missing Engine or Secret, a bad upstream
+// base URL.
+func New(o Options) (*Proxy, error) {
+	if o.Engine == nil || len(o.Secret) == 0 {
+		return nil, fmt.Errorf("proxy: Engine and Secret are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	up := o.Config.Upstreams.Anthropic
+	if up.BaseURL == "" {
+		up.BaseURL = config.DefaultAnthropicBaseURL
+	}
+	u, err := url.Parse(up.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("proxy.upstreams.anthropic.base_url: %q is not an absolute http or https URL", up.BaseURL)
+	}
+	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, lanes: map[string]*lane{}}
+	p.creds.m = map[string]*heldCredential{}
+	tr := o.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		dial := time.Duration(up.DialTimeoutMS) * time.Millisecond
+		if dial <= 0 {
+			dial = config.DefaultDialTimeoutMS * time.Millisecond
+		}
+		t.DialContext = (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext
+		t.ResponseHeaderTimeout = time.Duration(up.HeaderTimeoutMS) * time.Millisecond
+		tr = t
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.errorHandler,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Upstream returns the upstream base URL.
+func (p *Proxy) Upstream() string { return p.upstream.String() }
+
+// Stats are the proxy's counters since start.
+type Stats struct {
+	// Requests is every request served; Managed those whose messages ctxd
+	// recorded and assembled; PassedThrough those forwarded untouched
+	// (other endpoints, and requests ctxd could not manage).
+	Requests, Managed, PassedThrough uint64
+	// Overflows counts upstream context-length refusals recovered by an
+	// overflow compaction; Branches the client rewrites recorded.
+	Overflows, Branches uint64
+}
+
+// Stats returns the counters.
+func (p *Proxy) Stats() Stats {
+	return Stats{Requests: p.requests.Load(), Managed: p.managed.Load(), PassedThrough: p.passed.Load(),
+		Overflows: p.overflows.Load(), Branches: p.branches.Load()}
+}
+
+type connPortKey struct{}
+
+// ConnContext records the listener's port for the Host check; set it as
+// http.Server.ConnContext.
+func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		ctx = context.WithValue(ctx, connPortKey{}, strconv.Itoa(a.Port))
+	}
+	return ctx
+}
+
+// Handler serves the proxy: POST /v1/messages managed, everything else
+// forwarded untouched. No daemon API route is served here.
+func (p *Proxy) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		if msg := p.refuse(r); msg != "" {
+			writeError(w, http.StatusForbidden, "permission_error", msg)
+			return
+		}
+		if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages" {
+			p.messages(w, r)
+			return
+		}
+		p.passed.Add(1)
+		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{})))
+	})
+}
+
+// refuse applies DESIGN.md §8b to the proxy listener: no Origin or Referer
+// (a web page), and a Host that names loopback on this listener's port (a
+// DNS-rebinding page keeps its own name in Host).
+func (p *Proxy) refuse(r *http.Request) string {
+	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		return "ctxd proxy: requests from web pages are refused (Origin or Referer header present)"
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
+	}
+	if lp, _ := r.Context().Value(connPortKey{}).(string); port != "" && lp != "" && port != lp {
+		return fmt.Sprintf("ctxd proxy: Host %q is not this listener", r.Host)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("ctxd proxy: Host %q is not a loopback name", r.Host)
+}
+
+// writeError answers with an error in the Anthropic shape, so an agent
+// shows it as it would the provider's.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,329 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/workers"
+)
+
+var testSecret = []byte(strings.Repeat("s", artifacts.SecretSize))
+
+// upstream is a scripted Anthropic provider: it records every request
+// (headers and body) and answers each with the next reply, by default a
+// streamed text answer.
+type upstream struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	reqs    []seen
+	replies []reply
+}
+
+type seen struct {
+	path   string
+	header http.Header
+	body   []byte
+}
+
+// reply is one scripted answer: status and body; stream sends body as SSE.
+type reply struct {
+	status int
+	body   string
+	stream bool
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{t: t}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, seen{path: r.URL.RequestURI(), header: r.Header.Clone(), body: body})
+		var rp reply
+		if len(u.replies) > 0 {
+			rp, u.replies = u.replies[0], u.replies[1:]
+		} else {
+			rp = textAnswer("ok")
+		}
+		u.mu.Unlock()
+		if rp.stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			for _, ev := range strings.SplitAfter(rp.body, "\n\n") {
+				_, _ = io.WriteString(w, ev)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rp.status)
+		_, _ = io.WriteString(w, rp.body)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) script(r ...reply) {
+	u.mu.Lock()
+	u.replies = append(u.replies, r...)
+	u.mu.Unlock()
+}
+
+func (u *upstream) requests() []seen {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]seen(nil), u.reqs...)
+}
+
+// sse renders a streamed answer: optional thinking, text, tool calls, usage.
+func sse(thinking, text string, calls [][3]string, input, output int) string {
+	var b strings.Builder
+	ev := func(typ string, v any) {
+		d, _ := json.Marshal(v)
+		fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", typ, d)
+	}
+	ev("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_x", "type": "message", "role": "assistant", "model": "claude-opus-4-8", "content": []any{},
+		"usage": map[string]any{"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}})
+	i := 0
+	if thinking != "" {
+		ev("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": thinking}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "signature_delta", "signature": "sig-" + thinking}})
+		ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		i++
+	}
+	if text != "" {
+		ev("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "text_delta", "text": text}})
+		ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		i++
+	}
+	stop := "end_turn"
+	for _, c := range calls {
+		stop = "tool_use"
+		ev("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "tool_use", "id": c[0], "name": c[1], "input": map[string]any{}}})
+		half := len(c[2]) / 2
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": c[2][:half]}})
+		ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": c[2][half:]}})
+		ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		i++
+	}
+	ev("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop}, "usage": map[string]any{"output_tokens": output}})
+	ev("message_stop", map[string]any{"type": "message_stop"})
+	return b.String()
+}
+
+func textAnswer(text string) reply { return reply{stream: true, body: sse("", text, nil, 100, 5)} }
+
+// fixture is a proxy in front of an upstream, on a real loopback listener.
+type fixture struct {
+	t    *testing.T
+	up   *upstream
+	eng  *engine.Engine
+	p    *Proxy
+	url  string
+	logs *bytes.Buffer
+	db   interface{ Close() error }
+	cps  checkpoint.Log
+}
+
+func newFixture(t *testing.T, cfg config.Config) *fixture {
+	t.Helper()
+	f := &fixture{t: t, up: newUpstream(t), logs: &bytes.Buffer{}}
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	db, err := store.OpenInMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, err := artifacts.Open(db, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := checkpoint.Open(db, checkpoint.Options{})
+	f.cps = cps
+	pool, err := workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = pool.Run(ctx); close(done) }()
+	if cfg.Storage.DataDir == "" {
+		cfg.Storage.DataDir = t.TempDir()
+	}
+	f.eng, err = engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: logger,
+		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := cfg.Proxy
+	pc.Upstreams.Anthropic.BaseURL = f.up.srv.URL
+	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: pc, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
+	go func() { _ = hs.Serve(l) }()
+	f.url = "http://" + l.Addr().String()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		cancel()
+		<-done
+		_ = cps.Close()
+		_ = arts.Close()
+		_ = db.Close()
+	})
+	return f
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+const testKey = "sk-ant-test-SECRET-0123456789"
+
+// post sends a Messages request as an agent would.
+func (f *fixture) post(body string, hdr map[string]string) (*http.Response, []byte) {
+	f.t.Helper()
+	req, _ := http.NewRequest("POST", f.url+"/v1/messages?beta=true", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", testKey)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp, b
+}
+
+// conversation builds Claude-Code-like request bodies: the whole history
+// each time, the moving cache marker on the newest message.
+type conversation struct {
+	model    string
+	system   string
+	tools    string
+	thinking string
+	extra    string
+	msgs     []string
+}
+
+func newConversation() *conversation {
+	return &conversation{
+		model:  "claude-opus-4-8",
+		system: `[{"type":"text","text":"x-billing: 1"},{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}]`,
+		tools:  `[{"name":"Bash","description":"run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}},{"name":"Read","description":"read a file","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]`,
+		extra:  `"metadata":{"user_id":"{\"device_id\":\"d1\",\"session_id\":\"11111111-2222-3333-4444-555555555555\"}"},"stream":true,"temperature":1,"unknown_field":{"a":[1,2,3]}`,
+	}
+}
+
+func (c *conversation) user(text string) *conversation {
+	c.msgs = append(c.msgs, fmt.Sprintf(`{"role":"user","content":[{"type":"text","text":%q}]}`, text))
+	return c
+}
+
+func (c *conversation) assistant(raw string) *conversation {
+	c.msgs = append(c.msgs, raw)
+	return c
+}
+
+func (c *conversation) results(pairs ...[2]string) *conversation {
+	var blocks []string
+	for _, p := range pairs {
+		content, _ := json.Marshal(p[1])
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_result","tool_use_id":%q,"content":%s}`, p[0], content))
+	}
+	c.msgs = append(c.msgs, `{"role":"user","content":[`+strings.Join(blocks, ",")+`]}`)
+	return c
+}
+
+// body renders the request with the moving marker on the newest message's
+// last block.
+func (c *conversation) body() string {
+	msgs := append([]string(nil), c.msgs...)
+	last := msgs[len(msgs)-1]
+	i := strings.LastIndex(last, "}]}")
+	msgs[len(msgs)-1] = last[:i] + `,"cache_control":{"type":"ephemeral"}` + last[i:]
+	th := ""
+	if c.thinking != "" {
+		th = `"thinking":` + c.thinking + `,`
+	}
+	return fmt.Sprintf(`{"model":%q,"max_tokens":32000,"system":%s,"tools":%s,%s"messages":[%s],%s}`, c.model, c.system, c.tools, th, strings.Join(msgs, ","), c.extra)
+}
+
+func assistantText(text string) string {
+	return fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":%q}]}`, text)
+}
+
+func assistantCall(id, name, input string) string {
+	return fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":%q,"name":%q,"input":%s}]}`, id, name, input)
+}
+
+func testConfig() config.Config {
+	cfg := config.Defaults()
+	cfg.ContextEditing.Enabled = false
+	return cfg
+}
+
+// outgoingMessages decodes the messages of an upstream request.
+func outgoingMessages(t *testing.T, body []byte) []map[string]any {
+	t.Helper()
+	var r struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Messages
+}
+
+// otherFields returns every top-level field but messages, raw.
+func otherFields(t *testing.T, body []byte) map[string]string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if k != "messages" {
+			out[k] = string(v)
+		}
+	}
+	return out
+}
+
+func engineContextNoPreSend() engine.ContextOptions { return engine.ContextOptions{NoPreSend: true} }
