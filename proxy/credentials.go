@@ -10,9 +10,9 @@ import (
 // summary"): never stored, never logged.
 type heldCredential struct {
 	apiKey, authorization, beta, version string
-	model                                 string
-	system, tools                         []byte
-	at                                    time.Time
+	model                                string
+	system, tools                        []byte
+	at                                   time.Time
 }
 
 // credentials maps a session id to the credential of its latest request.
