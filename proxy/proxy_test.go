@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -135,48 +137,67 @@ func textAnswer(text string) reply { return reply{stream: true, body: sse("", te
 
 // fixture is a proxy in front of an upstream, on a real loopback listener.
 type fixture struct {
-	t    *testing.T
-	up   *upstream
-	eng  *engine.Engine
-	p    *Proxy
-	url  string
-	logs *bytes.Buffer
-	db   interface{ Close() error }
-	cps  checkpoint.Log
+	t      *testing.T
+	up     *upstream
+	cfg    config.Config
+	eng    *engine.Engine
+	p      *Proxy
+	url    string
+	logs   *bytes.Buffer
+	logger *slog.Logger
+	db     *badger.DB
+	arts   *artifacts.Store
+	cps    *checkpoint.Store
+	pool   *workers.Pool
+	hs     *http.Server
 }
 
 func newFixture(t *testing.T, cfg config.Config) *fixture {
 	t.Helper()
 	f := &fixture{t: t, up: newUpstream(t), logs: &bytes.Buffer{}}
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	db, err := store.OpenInMemory()
-	if err != nil {
+	f.logger = slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var err error
+	if f.db, err = store.OpenInMemory(); err != nil {
 		t.Fatal(err)
 	}
-	arts, err := artifacts.Open(db, testSecret)
-	if err != nil {
+	if f.arts, err = artifacts.Open(f.db, testSecret); err != nil {
 		t.Fatal(err)
 	}
-	cps := checkpoint.Open(db, checkpoint.Options{})
-	f.cps = cps
-	pool, err := workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
-	if err != nil {
+	f.cps = checkpoint.Open(f.db, checkpoint.Options{})
+	if f.pool, err = workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = pool.Run(ctx); close(done) }()
+	go func() { _ = f.pool.Run(ctx); close(done) }()
 	if cfg.Storage.DataDir == "" {
 		cfg.Storage.DataDir = t.TempDir()
 	}
-	f.eng, err = engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: logger,
-		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: t.TempDir()})
+	cfg.Proxy.Upstreams.Anthropic.BaseURL = f.up.srv.URL
+	f.cfg = cfg
+	f.start()
+	t.Cleanup(func() {
+		_ = f.hs.Close()
+		cancel()
+		<-done
+		_ = f.cps.Close()
+		_ = f.arts.Close()
+		_ = f.db.Close()
+	})
+	return f
+}
+
+// start builds an engine and a proxy over the fixture's store and serves
+// it on a new loopback port: a daemon (re)start.
+func (f *fixture) start() {
+	t := f.t
+	var err error
+	f.eng, err = engine.New(engine.Options{Config: f.cfg, Log: f.cps, Artifacts: f.arts, Pool: f.pool, Logger: f.logger,
+		Summarizer: summarizer.New(summarizer.Options{Logger: f.logger, RetryMax: -1}), OffloadDir: f.cfg.Storage.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc := cfg.Proxy
-	pc.Upstreams.Anthropic.BaseURL = f.up.srv.URL
-	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: pc, Logger: logger})
+	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: f.cfg.Proxy, Logger: f.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,18 +205,16 @@ func newFixture(t *testing.T, cfg config.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
-	go func() { _ = hs.Serve(l) }()
+	f.hs = &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
+	go func() { _ = f.hs.Serve(l) }()
 	f.url = "http://" + l.Addr().String()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		cancel()
-		<-done
-		_ = cps.Close()
-		_ = arts.Close()
-		_ = db.Close()
-	})
-	return f
+}
+
+// restart drops the engine and the proxy (all their memory) and starts new
+// ones over the same store.
+func (f *fixture) restart() {
+	_ = f.hs.Close()
+	f.start()
 }
 
 type lockedWriter struct {

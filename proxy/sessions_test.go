@@ -1,0 +1,326 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+func TestAgentSession(t *testing.T) {
+	h := func(kv ...string) http.Header {
+		x := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			x.Set(kv[i], kv[i+1])
+		}
+		return x
+	}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		md   string
+		want string
+	}{
+		{"ctxd header first", h(HeaderSession, "mine", HeaderClaudeCodeSession, "cc"), `{"user_id":"{\"session_id\":\"md\"}"}`, "mine"},
+		{"claude code header", h(HeaderClaudeCodeSession, "cc"), `{"user_id":"{\"session_id\":\"md\"}"}`, "cc"},
+		{"session-id header", h("Session-Id", "codex"), ``, "codex"},
+		{"metadata json string", h(), `{"user_id":"{\"device_id\":\"d\",\"session_id\":\"md\"}"}`, "md"},
+		{"metadata legacy", h(), `{"user_id":"user_abc_account_def_session_0f0e"}`, "0f0e"},
+		{"none", h(), `{"user_id":"someone"}`, ""},
+		{"no metadata", h(), ``, ""},
+	} {
+		if got := agentSession(c.h, json.RawMessage(c.md)); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// A client that rewrites its history (here: its own compaction replaced
+// the first messages) gets a new branch: a new session holding its whole
+// list, recorded as a rewrite on both sides.
+func TestRewriteStartsBranch(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("first task")
+	resp, _ := f.post(c.body(), nil)
+	first := resp.Header.Get(HeaderSessionID)
+	c.assistant(assistantText("ok")).user("second task")
+	if resp, _ = f.post(c.body(), nil); resp.Header.Get(HeaderSessionID) != first {
+		t.Fatal("an extension started a new session")
+	}
+	// The client compacts on its own: a summary replaces the history.
+	r := newConversation().user("Summary of the conversation so far: two tasks.").assistant(assistantText("ok")).user("third task")
+	resp, _ = f.post(r.body(), nil)
+	second := resp.Header.Get(HeaderSessionID)
+	if second == first || !strings.HasPrefix(second, first+"-b") {
+		t.Fatalf("rewrite went to %q (first %q)", second, first)
+	}
+	info, err := f.eng.Session(context.Background(), second)
+	if err != nil || info.Labels["proxy.branch_of"] != first {
+		t.Fatalf("branch labels %v, %v", info.Labels, err)
+	}
+	st, _ := f.eng.ClientState(context.Background(), first)
+	var rec record
+	_ = json.Unmarshal(st, &rec)
+	if rec.SupersededBy != second {
+		t.Errorf("old branch record %s", st)
+	}
+	// The upstream got the client's rewritten history, not stale state.
+	reqs := f.up.requests()
+	msgs := outgoingMessages(t, reqs[len(reqs)-1].body)
+	if len(msgs) != 3 || !strings.Contains(string(reqs[len(reqs)-1].body), "Summary of the conversation") {
+		t.Errorf("after the rewrite the upstream got %s", reqs[len(reqs)-1].body)
+	}
+	// The branch goes on appending.
+	r.assistant(assistantText("ok")).user("fourth task")
+	if resp, _ = f.post(r.body(), nil); resp.Header.Get(HeaderSessionID) != second {
+		t.Errorf("the branch's next request went to %s", resp.Header.Get(HeaderSessionID))
+	}
+	if f.p.Stats().Branches != 1 {
+		t.Errorf("stats %+v", f.p.Stats())
+	}
+}
+
+// A side request of the same agent session (a title on a small model, no
+// tools) never merges into the main conversation, and a caller with
+// another credential never reaches it.
+func TestSideRequestsAndCredentialsKeptApart(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("main task")
+	resp, _ := f.post(c.body(), nil)
+	main := resp.Header.Get(HeaderSessionID)
+
+	side := newConversation()
+	side.model, side.tools = "claude-haiku-4-5", `[]`
+	side.user("Write a 5-word title for: main task")
+	resp, _ = f.post(side.body(), nil)
+	if got := resp.Header.Get(HeaderSessionID); got == main || got == "" {
+		t.Fatalf("side request session %q (main %q)", got, main)
+	}
+	c.assistant(assistantText("ok")).user("go on")
+	if resp, _ = f.post(c.body(), nil); resp.Header.Get(HeaderSessionID) != main {
+		t.Fatal("the main conversation lost its session after a side request")
+	}
+	resp, _ = f.post(c.body(), map[string]string{"X-Api-Key": "sk-ant-other"})
+	if got := resp.Header.Get(HeaderSessionID); got == main || strings.HasPrefix(got, main) {
+		t.Fatalf("another credential reached the session: %s", got)
+	}
+}
+
+// The client's key reaches the upstream and nothing else: not a log line,
+// an event, a stored byte.
+func TestCredentialNeverStoredOrLogged(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("task")
+	f.up.script(reply{status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`})
+	f.post(c.body(), map[string]string{"Authorization": "Bearer " + testKey})
+	f.post(c.body(), nil)
+	if got := f.up.requests()[0].header.Get("Authorization"); got != "Bearer "+testKey {
+		t.Fatalf("authorization not passed on: %q", got)
+	}
+	if strings.Contains(f.logs.String(), testKey) || strings.Contains(f.logs.String(), "SECRET") {
+		t.Error("the key is in the logs")
+	}
+	ids, _ := f.eng.ListSessions(context.Background())
+	for _, id := range ids {
+		_ = f.eng.Events(context.Background(), id, 1, false, func(ev checkpoint.Event) error {
+			b, _ := json.Marshal(ev)
+			if bytes.Contains(b, []byte("SECRET")) {
+				t.Errorf("the key is in event %s", b)
+			}
+			return nil
+		})
+	}
+	err := f.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			v, _ := it.Item().ValueCopy(nil)
+			if bytes.Contains(v, []byte("SECRET")) || bytes.Contains(it.Item().Key(), []byte("SECRET")) {
+				t.Errorf("the key is stored under %q", it.Item().Key())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRefusesWebPagesAndForeignHosts(t *testing.T) {
+	f := newFixture(t, testConfig())
+	body := newConversation().user("x").body()
+	for _, hdr := range []map[string]string{{"Origin": "http://evil.example"}, {"Referer": "http://evil.example/"}} {
+		resp, b := f.post(body, hdr)
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "permission_error") {
+			t.Errorf("%v: %d %s", hdr, resp.StatusCode, b)
+		}
+	}
+	req, _ := http.NewRequest("POST", f.url+"/v1/messages", strings.NewReader(body))
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("foreign Host: %d", resp.StatusCode)
+	}
+	if n := len(f.up.requests()); n != 0 {
+		t.Errorf("%d refused requests reached the upstream", n)
+	}
+}
+
+// Endpoints ctxd does not manage go upstream untouched; no daemon API route
+// is served on the proxy listener.
+func TestOtherEndpointsForwardedUntouched(t *testing.T) {
+	f := newFixture(t, testConfig())
+	f.up.script(reply{status: 200, body: `{"input_tokens":12}`}, reply{status: 404, body: ``}, reply{status: 200, body: `{"data":[]}`}, reply{status: 404, body: `nope`})
+	body := `{"model":"claude-opus-4-8","messages":[{"role":"user","content":"hi","cache_control":{"type":"ephemeral"}}]}`
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/messages/count_tokens?beta=true", body},
+		{"HEAD", "/", ""},
+		{"GET", "/v1/models", ""},
+		{"GET", "/v1/status", ""},
+	} {
+		req, _ := http.NewRequest(c.method, f.url+c.path, strings.NewReader(c.body))
+		req.Header.Set("X-Api-Key", testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	reqs := f.up.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	if reqs[0].path != "/v1/messages/count_tokens?beta=true" || string(reqs[0].body) != body || reqs[0].header.Get("X-Api-Key") != testKey {
+		t.Errorf("count_tokens: %s %s", reqs[0].path, reqs[0].body)
+	}
+	if reqs[3].path != "/v1/status" {
+		t.Errorf("daemon route served locally? upstream saw %s", reqs[3].path)
+	}
+	if ids, _ := f.eng.ListSessions(context.Background()); len(ids) != 0 {
+		t.Errorf("sessions %v from unmanaged endpoints", ids)
+	}
+}
+
+// A non-streamed answer is recorded too.
+func TestNonStreamingAnswerRecorded(t *testing.T) {
+	f := newFixture(t, testConfig())
+	ans := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn","usage":{"input_tokens":321,"output_tokens":4}}`
+	f.up.script(reply{status: 200, body: ans})
+	c := newConversation().user("x")
+	c.extra = `"stream":false`
+	resp, got := f.post(c.body(), nil)
+	if string(got) != ans {
+		t.Fatalf("client got %s", got)
+	}
+	a, _ := f.eng.Context(context.Background(), resp.Header.Get(HeaderSessionID), engineNoPreSend)
+	if len(a.Messages) != 2 || a.Messages[1].Content[0].Text != "Done." || a.Messages[1].Usage.InputTokens != 321 {
+		t.Errorf("recorded %+v", a.Messages)
+	}
+}
+
+// Errors: an unreachable upstream is the proxy's 502 in the provider's
+// shape; an error inside a stream reaches the client and is recorded.
+func TestUpstreamErrors(t *testing.T) {
+	f := newFixture(t, testConfig())
+	mid := sse("", "partial", nil, 10, 1)
+	mid = mid[:strings.Index(mid, "event: message_delta")] + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	f.up.script(reply{stream: true, body: mid})
+	resp, got := f.post(newConversation().user("x").body(), nil)
+	if string(got) != mid {
+		t.Fatalf("client got %q", got)
+	}
+	id := resp.Header.Get(HeaderSessionID)
+	st, _ := f.eng.ClientState(context.Background(), id)
+	if !strings.Contains(string(st), "overloaded_error") {
+		t.Errorf("mid-stream error not recorded: %s", st)
+	}
+	if n := messageEvents(t, f, id); n != 1 {
+		t.Errorf("a cut answer was recorded: %d messages", n)
+	}
+
+	f.up.srv.Close()
+	resp, got = f.post(newConversation().user("y").body(), nil)
+	if resp.StatusCode != 502 || !strings.Contains(string(got), `"type":"error"`) || strings.Contains(string(got), testKey) {
+		t.Errorf("upstream down: %d %s", resp.StatusCode, got)
+	}
+}
+
+// A model the catalog lacks is passed through unmanaged, with a diagnostic
+// saying how to manage it; the context-limit header manages it.
+func TestUnknownModel(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("x")
+	c.model = "claude-local-1"
+	resp, _ := f.post(c.body(), nil)
+	if resp.Header.Get(HeaderSessionID) != "" || !strings.Contains(resp.Header.Get(HeaderDiagnostic), "context_limit") {
+		t.Errorf("unknown model: session %q diagnostic %q", resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	}
+	if got := f.up.requests()[0].body; string(got) != c.body() {
+		t.Errorf("pass-through changed the body")
+	}
+	resp, _ = f.post(c.body(), map[string]string{HeaderContextLimit: "200000"})
+	if resp.Header.Get(HeaderSessionID) == "" {
+		t.Errorf("with %s: not managed (%s)", HeaderContextLimit, resp.Header.Get(HeaderDiagnostic))
+	}
+}
+
+// After a restart (all memory gone) the next request extends the recorded
+// session, and the upstream gets the same context as it would have.
+func TestRestartKeepsMatching(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("task")
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"ls"}`}}, 100, 5)})
+	resp, _ := f.post(c.body(), nil)
+	id := resp.Header.Get(HeaderSessionID)
+	c.assistant(assistantCall("toolu_1", "Bash", `{"command":"ls"}`)).results([2]string{"toolu_1", "a.go"})
+	f.post(c.body(), nil)
+	before := f.up.requests()[1].body
+
+	f.restart()
+	f.post(c.body(), nil) // the same request again, after the restart: a resend
+	after := f.up.requests()[2].body
+	if !bytes.Equal(before, after) {
+		t.Errorf("after a restart the same request became\n%s\nnot\n%s", after, before)
+	}
+	c.assistant(assistantText("ok")).user("next")
+	resp, _ = f.post(c.body(), nil)
+	if resp.Header.Get(HeaderSessionID) != id {
+		t.Fatalf("after a restart the conversation went to %s, not %s", resp.Header.Get(HeaderSessionID), id)
+	}
+	if f.p.Stats().Branches != 0 {
+		t.Error("a restart made a branch")
+	}
+}
+
+// A large tool result is offloaded: the model gets the stub.
+func TestLargeToolResultOffloaded(t *testing.T) {
+	cfg := testConfig()
+	f := newFixture(t, cfg)
+	c := newConversation().user("read the log")
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"cat big.log"}`}}, 100, 5)})
+	f.post(c.body(), nil)
+	big := strings.Repeat("log line with some words\n", 2000)
+	c.assistant(assistantCall("toolu_1", "Bash", `{"command":"cat big.log"}`)).results([2]string{"toolu_1", big})
+	f.post(c.body(), nil)
+	out := f.up.requests()[1].body
+	if bytes.Contains(out, []byte(big)) || len(out) > len(big)/2 || !bytes.Contains(out, []byte("artifact://")) {
+		t.Errorf("the upstream got %d bytes for a %d-byte result", len(out), len(big))
+	}
+	var r struct {
+		Messages []anthropic.Message `json:"messages"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || checkRequest(r.Messages, false) != nil {
+		t.Errorf("outgoing request invalid: %v", err)
+	}
+}
