@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/internal/corpustest"
+)
+
+// longConversation runs rounds tool rounds through the proxy, each with a
+// result of about words words, and returns the conversation after the
+// last results (the next request to send).
+func longConversation(f *fixture, rounds, words int, hdr map[string]string) *conversation {
+	return longConversationUsage(f, rounds, words, hdr, func(int) int { return 100 })
+}
+
+// longConversationUsage is longConversation with the usage the upstream
+// reports for round i's request.
+func longConversationUsage(f *fixture, rounds, words int, hdr map[string]string, usage func(i int) int) *conversation {
+	c := newConversation().user("investigate the failing build")
+	for i := range rounds {
+		id := fmt.Sprintf("toolu_%02d", i)
+		f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", fmt.Sprintf(`{"command":"step %d"}`, i)}}, usage(i), 5)})
+		f.post(c.body(), hdr)
+		var sb strings.Builder
+		for w := range words {
+			fmt.Fprintf(&sb, "word%d-%d ", i, w)
+		}
+		c.assistant(assistantCall(id, "Bash", fmt.Sprintf(`{"command":"step %d"}`, i))).results([2]string{id, sb.String()})
+	}
+	return c
+}
+
+// overflowBody is a real Anthropic context-length refusal from the corpus.
+func overflowBody(t *testing.T, id string) string {
+	var f struct {
+		Errors []struct {
+			ID   string  `json:"id"`
+			Body *string `json:"body"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Errors {
+		if e.ID == id && e.Body != nil {
+			return *e.Body
+		}
+	}
+	t.Fatalf("no error body %s in the corpus", id)
+	return ""
+}
+
+func compactions(t *testing.T, f *fixture, id string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	_ = f.eng.Events(context.Background(), id, 1, false, func(ev checkpoint.Event) error {
+		if ev.Kind == checkpoint.KindCompactionStarted {
+			var d map[string]any
+			_ = json.Unmarshal(ev.Data, &d)
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out
+}
+
+// An upstream context-length refusal before any byte streamed: ctxd
+// compacts (reason overflow) and retries once; the client sees only the
+// answer.
+func TestOverflowCompactsAndRetries(t *testing.T) {
+	for _, body := range []string{"anthropic_400_prompt_too_long_with_request_id_1", "anthropic_400_input_plus_max_tokens_exceed_context"} {
+		t.Run(body, func(t *testing.T) {
+			f := newFixture(t, testConfig())
+			c := longConversation(f, 6, 300, nil)
+			before := len(f.up.requests())
+			f.up.script(reply{status: 400, body: overflowBody(t, body)}, textAnswer("fixed"))
+			resp, got := f.post(c.body(), nil)
+			if resp.StatusCode != 200 || !strings.Contains(string(got), "fixed") {
+				t.Fatalf("client got %d %s", resp.StatusCode, got)
+			}
+			reqs := f.up.requests()[before:]
+			if len(reqs) != 2 {
+				t.Fatalf("%d upstream requests", len(reqs))
+			}
+			refused, retried := outgoingMessages(t, reqs[0].body), outgoingMessages(t, reqs[1].body)
+			if len(retried) >= len(refused) {
+				t.Errorf("the retry has %d messages, the refused request %d", len(retried), len(refused))
+			}
+			cs := compactions(t, f, resp.Header.Get(HeaderSessionID))
+			if len(cs) != 1 || cs[0]["reason"] != "overflow" {
+				t.Errorf("compactions %v", cs)
+			}
+			if f.p.Stats().Overflows != 1 {
+				t.Errorf("stats %+v", f.p.Stats())
+			}
+		})
+	}
+}
+
+// When the retry is refused too, the client gets the provider's error
+// unchanged.
+func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := longConversation(f, 6, 300, nil)
+	refusal := overflowBody(t, "anthropic_400_prompt_too_long_no_request_id")
+	f.up.script(reply{status: 400, body: refusal}, reply{status: 400, body: refusal})
+	resp, got := f.post(c.body(), nil)
+	if resp.StatusCode != 400 || string(got) != refusal {
+		t.Fatalf("client got %d %s", resp.StatusCode, got)
+	}
+}
+
+// Over the threshold, ctxd compacts before forwarding: the first request
+// the upstream sees is already compacted.
+func TestPreSendCompaction(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	// The post-check stays under the threshold (4200 of 6000); the
+	// last results push the estimate over it.
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	before := len(f.up.requests())
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	cs := compactions(t, f, id)
+	if len(cs) != 1 || cs[0]["signal"] != "pre-send" {
+		t.Fatalf("compactions %v; diagnostic %q", cs, resp.Header.Get(HeaderDiagnostic))
+	}
+	out := outgoingMessages(t, f.up.requests()[before].body)
+	if len(out) >= len(c.msgs) {
+		t.Errorf("the upstream got %d messages for the client's %d", len(out), len(c.msgs))
+	}
+	info, _ := f.eng.Session(context.Background(), id)
+	if info.Checkpoints == 0 {
+		t.Errorf("no checkpoint: %+v", info)
+	}
+}
+
