@@ -463,4 +463,29 @@ type Status struct {
 	Queue Queue `json:"queue"`
 	// Workers is the compaction worker pool.
 	Workers Workers `json:"workers"`
+	// Proxy is the provider proxy's listener (DESIGN.md §10); nil when the
+	// daemon runs none.
+	Proxy *ProxyStatus `json:"proxy,omitempty"`
+}
+
+// ProxyStatus describes the provider proxy (DESIGN.md §10).
+type ProxyStatus struct {
+	// Enabled is proxy.enabled.
+	Enabled bool `json:"enabled"`
+	// Listen is the address it serves, e.g. "127.0.0.1:7420"; "" when it
+	// is not listening.
+	Listen string `json:"listen,omitempty"`
+	// Upstream is the Anthropic upstream's base URL.
+	Upstream string `json:"upstream,omitempty"`
+	// Error says why an enabled proxy is not listening.
+	Error string `json:"error,omitempty"`
+	// Requests counts every request served; Managed those recorded and
+	// assembled by ctxd; PassedThrough those forwarded untouched;
+	// Overflows the context-length refusals recovered; Branches the
+	// client rewrites recorded.
+	Requests      uint64 `json:"requests"`
+	Managed       uint64 `json:"managed"`
+	PassedThrough uint64 `json:"passed_through"`
+	Overflows     uint64 `json:"overflows"`
+	Branches      uint64 `json:"branches"`
 }

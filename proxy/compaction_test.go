@@ -139,4 +139,3 @@ func TestPreSendCompaction(t *testing.T) {
 		t.Errorf("no checkpoint: %+v", info)
 	}
 }
-

@@ -266,7 +266,12 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.poolStats()
 	now := s.now()
+	var proxy *api.ProxyStatus
+	if s.proxy != nil {
+		proxy = s.proxy()
+	}
 	writeJSON(w, http.StatusOK, api.Status{
+		Proxy:         proxy,
 		Version:       s.version,
 		Started:       s.started,
 		UptimeSeconds: now.Sub(s.started).Seconds(),

@@ -62,6 +62,8 @@ type Options struct {
 	// AuthToken, when set, is the bearer token every TCP request must carry
 	// ("Authorization: Bearer <token>", DESIGN.md §8b). Never logged.
 	AuthToken string
+	// ProxyStatus, when set, reports the provider proxy in GET /v1/status.
+	ProxyStatus func() *api.ProxyStatus
 	// AllowedUIDs may connect over the unix socket besides the daemon's
 	// own uid (daemon.allowed_uids). SetAllowedUIDs changes it later.
 	AllowedUIDs []uint32
@@ -91,6 +93,7 @@ type Server struct {
 	heartbeat time.Duration
 	now       func() time.Time
 	started   time.Time
+	proxy     func() *api.ProxyStatus
 
 	uidMu   sync.RWMutex
 	allowed map[uint32]bool
@@ -121,6 +124,7 @@ func New(opts Options) *Server {
 		ownUID:    opts.OwnUID,
 		heartbeat: opts.Heartbeat,
 		now:       opts.Now,
+		proxy:     opts.ProxyStatus,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

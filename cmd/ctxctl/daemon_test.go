@@ -86,6 +86,14 @@ func startDaemon(t *testing.T) *daemon {
 		xdg:     t.TempDir(),
 		logs:    &bytes.Buffer{},
 	}
+	// The provider proxy stays off: its default port is shared by every
+	// daemon on the machine (cmd/ctxd tests the proxy).
+	if err := os.MkdirAll(filepath.Join(d.xdg, "ctxd"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.xdg, "ctxd", "config.toml"), []byte("[proxy]\nenabled = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(ctxdBin, "--socket", d.socket, "--data-dir", d.dataDir, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+d.xdg, "XDG_STATE_HOME="+d.dataDir, "CTXD_SOCKET="+d.socket)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs

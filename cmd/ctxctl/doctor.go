@@ -361,6 +361,7 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		st := r.Daemon.Status
 		fmt.Fprintf(w, "daemon: ctxd %s running on %s, %d session%s, %d/%d workers busy, queue %d/%d\n",
 			st.Version, r.Daemon.Socket, st.Sessions, plural(st.Sessions, "", "s"), st.Workers.Busy, st.Workers.Size, st.Queue.Depth, st.Queue.Capacity)
+		fmt.Fprintf(w, "proxy: %s\n", proxyLine(st.Proxy))
 	} else {
 		fmt.Fprintf(w, "daemon: unreachable: %s\n", r.Daemon.Error)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -34,7 +36,22 @@ func statusCommand(e *env) *cli.Command {
 			fmt.Fprintf(w, "sessions:  %d\n", st.Sessions)
 			fmt.Fprintf(w, "workers:   %d busy of %d\n", st.Workers.Busy, st.Workers.Size)
 			fmt.Fprintf(w, "queue:     %d waiting of %d\n", st.Queue.Depth, st.Queue.Capacity)
+			fmt.Fprintf(w, "proxy:     %s\n", proxyLine(st.Proxy))
 			return nil
 		},
 	}
+}
+
+// proxyLine describes the provider proxy in one line.
+func proxyLine(p *api.ProxyStatus) string {
+	switch {
+	case p == nil:
+		return "not reported by this daemon"
+	case !p.Enabled:
+		return "off (proxy.enabled = false)"
+	case p.Listen == "":
+		return "NOT LISTENING: " + p.Error
+	}
+	return fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
+		p.Listen, p.Upstream, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/proxy"
 	"github.com/ctxd/ctxd/server"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
@@ -86,6 +88,13 @@ type Main struct {
 	eng     *engine.Engine
 	srv     *server.Server
 	poolRef *workers.Pool
+	secret  []byte
+
+	// The provider proxy (DESIGN.md §10): nil when disabled or not
+	// listening (proxyErr says why).
+	prx       *proxy.Proxy
+	proxyAddr string
+	proxyErr  string
 }
 
 // NewMain returns a Main with the defaults of the command line.
@@ -255,6 +264,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.open(ctx, cfg, token); err != nil {
 		return err
 	}
+	proxyL := m.listenProxy(cfg)
 
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPool()
@@ -290,6 +300,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	serve(unixL, "unix socket")
 	if tcpL != nil {
 		serve(tcpL, "tcp")
+	}
+	if proxyL != nil {
+		hs := &http.Server{
+			Handler:           m.prx.Handler(),
+			ConnContext:       m.prx.ConnContext,
+			ReadHeaderTimeout: readHeaderTimeout,
+			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
+		}
+		servers = append(servers, hs)
+		wg.Go(func() {
+			if err := hs.Serve(proxyL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve proxy: %w", err)
+			}
+		})
+		m.logger.Info("provider proxy listening", attrListen, m.proxyAddr, "upstream", m.prx.Upstream())
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -358,6 +383,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	if err != nil {
 		return fmt.Errorf("artifact secret: %w", err)
 	}
+	m.secret = secret
 	arts, err := artifacts.Open(db, secret)
 	if err != nil {
 		return fmt.Errorf("open artifacts: %w", err)
@@ -399,8 +425,48 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Metrics:     metrics,
 		AuthToken:   token,
 		AllowedUIDs: cfg.Daemon.AllowedUIDs,
+		ProxyStatus: m.proxyStatus,
 	})
 	return nil
+}
+
+// listenProxy starts the provider proxy's listener when proxy.enabled. A
+// listener that cannot be opened (the port taken) does not stop the
+// daemon: the daemon API still serves, and `ctxctl status` and `doctor`
+// say why the proxy is not listening.
+func (m *Main) listenProxy(cfg config.Config) net.Listener {
+	if !cfg.Proxy.Enabled {
+		return nil
+	}
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger})
+	if err != nil {
+		m.proxyErr = err.Error()
+		m.logger.Error("provider proxy not started", attrErr, err)
+		return nil
+	}
+	l, err := net.Listen("tcp", cfg.Proxy.Listen)
+	if err != nil {
+		m.proxyErr = fmt.Sprintf("listen on %s: %v", cfg.Proxy.Listen, err)
+		m.logger.Error("provider proxy not started; the daemon API still serves", attrErr, m.proxyErr)
+		return nil
+	}
+	m.onClose(func() error { return ignoreClosed(l.Close()) })
+	m.prx, m.proxyAddr = prx, l.Addr().String()
+	return l
+}
+
+// proxyStatus is the proxy's part of GET /v1/status.
+func (m *Main) proxyStatus() *api.ProxyStatus {
+	m.mu.Lock()
+	enabled := m.cfg.Proxy.Enabled
+	m.mu.Unlock()
+	st := &api.ProxyStatus{Enabled: enabled, Listen: m.proxyAddr, Error: m.proxyErr}
+	if m.prx != nil {
+		s := m.prx.Stats()
+		st.Upstream = m.prx.Upstream()
+		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches
+	}
+	return st
 }
 
 // reload is SIGHUP: load every layer again; an invalid configuration is
@@ -434,6 +500,8 @@ func (m *Main) reload() {
 	keep("storage.sync_writes", cfg.Storage.SyncWrites != old.Storage.SyncWrites)
 	keep("workers.size", cfg.Workers.Size != old.Workers.Size)
 	keep("workers.queue", cfg.Workers.Queue != old.Workers.Queue)
+	keep("proxy", !reflect.DeepEqual(cfg.Proxy, old.Proxy))
+	cfg.Proxy = old.Proxy
 	cfg.Daemon.Socket, cfg.Daemon.Listen, cfg.Daemon.AuthTokenEnv = old.Daemon.Socket, old.Daemon.Listen, old.Daemon.AuthTokenEnv
 	cfg.Storage = old.Storage
 	cfg.Workers = old.Workers

@@ -221,6 +221,9 @@ const baseConfig = `
 [workers]
 size = 2
 queue = 16
+
+[proxy]
+listen = "127.0.0.1:0"
 `
 
 // TestAgentLoop runs an agent loop: a session with a small context window,

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// The daemon starts the provider proxy with its listeners, reports it in
+// status, records proxied sessions for the daemon API, and drains it at
+// SIGTERM; a taken port does not stop the daemon.
+func TestProxyListener(t *testing.T) {
+	var upstreamHits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamHits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"claude-opus-4-8\",\"usage\":{\"input_tokens\":50,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello\"}}\n\n"+
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n"+
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	defer up.Close()
+	e := newEnv(t, "[proxy]\nlisten = \"127.0.0.1:0\"\n[proxy.upstreams.anthropic]\nbase_url = \""+up.URL+"\"\n")
+	p := e.start(t)
+	ctx := context.Background()
+	st, err := e.client().Status(ctx)
+	if err != nil || st.Proxy == nil || st.Proxy.Listen == "" || st.Proxy.Upstream != up.URL {
+		t.Fatalf("status proxy %+v, %v", st.Proxy, err)
+	}
+	body := `{"model":"claude-opus-4-8","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	req, _ := http.NewRequest("POST", "http://"+st.Proxy.Listen+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", "sk-ant-daemon-test-KEY")
+	req.Header.Set(proxyHeaderSession, "agent-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(got), "hello") || upstreamHits.Load() != 1 {
+		t.Fatalf("through the proxy: %d %s", resp.StatusCode, got)
+	}
+	id := resp.Header.Get("Ctxd-Session")
+	info, err := e.client().GetSession(ctx, id)
+	if err != nil || info.Messages != 2 {
+		t.Fatalf("the proxied session via the daemon API: %+v, %v", info, err)
+	}
+	st, _ = e.client().Status(ctx)
+	if st.Proxy.Managed != 1 {
+		t.Errorf("status %+v", st.Proxy)
+	}
+	if code := p.signalAndWait(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if strings.Contains(p.stderr.String(), "KEY") {
+		t.Error("the key was logged")
+	}
+
+	// A taken port: the daemon serves its API and says why the proxy is off.
+	e2 := newEnv(t, "[proxy]\nlisten = \""+strings.TrimPrefix(up.URL, "http://")+"\"\n")
+	e2.start(t)
+	st, err = e2.client().Status(ctx)
+	if err != nil || st.Proxy == nil || st.Proxy.Listen != "" || !strings.Contains(st.Proxy.Error, "listen") {
+		t.Fatalf("taken port: %+v, %v", st.Proxy, err)
+	}
+}
+
+const proxyHeaderSession = "X-Ctxd-Session"
