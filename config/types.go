@@ -132,7 +132,31 @@ type Binding struct {
 	// MaxOutputTokens caps the summary's length in tokens; 0 means the
 	// provider's default.
 	MaxOutputTokens uint64 `toml:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
+	// Credential is set only in memory, by the provider proxy, on the
+	// binding it builds for a proxied session (DESIGN.md §10): the
+	// client's own credential, used instead of api_key_env. Never decoded
+	// from a file, never encoded, never logged.
+	Credential *Credential `toml:"-" json:"-"`
 }
+
+// Credential is a client's provider credential and prompt prefix, held in
+// memory for the summarizer calls of its session (DESIGN.md §10 "who pays
+// for the summary").
+type Credential struct {
+	// APIKey and Authorization are the client's x-api-key and
+	// Authorization header values; Beta its anthropic-beta header.
+	APIKey, Authorization, Beta string
+	// System and Tools are the client's own "system" and "tools" JSON,
+	// sent verbatim so that the summarizer request extends the prefix the
+	// provider cached for the session.
+	System, Tools []byte
+}
+
+// String never shows the secret.
+func (c *Credential) String() string { return "[client credential]" }
+
+// GoString never shows the secret.
+func (c *Credential) GoString() string { return "[client credential]" }
 
 // Model is one [models."<id>"] entry.
 type Model struct {

@@ -199,6 +199,21 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		req.Prompt = af.Prompt
 	}
 	bindings := s.cfg.Summarizer.Bindings
+	if fn := e.bindings.Load(); fn != nil {
+		own, ok, err := (*fn)(id, s.meta.Labels)
+		if err != nil {
+			s.compacting = false
+			s.mu.Unlock()
+			if sig.Automatic() {
+				e.log.Info("compaction waits for the session's client", "session", id, "reason", err)
+				return nil
+			}
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if ok {
+			bindings = own
+		}
+	}
 	shape := s.shape
 	cfg := s.cfg
 	started, _ := json.Marshal(map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens})

@@ -141,6 +141,7 @@ type Engine struct {
 
 	cfg        atomic.Pointer[config.Config]
 	cfgVersion atomic.Uint64
+	bindings   atomic.Pointer[SessionBindingsFunc]
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -186,6 +187,23 @@ func New(opts Options) (*Engine, error) {
 	cfg := opts.Config
 	e.cfg.Store(&cfg)
 	return e, nil
+}
+
+// SessionBindingsFunc chooses the summarizer bindings of one session, from
+// its id and labels: ok false leaves the configured bindings; an error
+// means the session's own bindings cannot be built now (a proxied
+// session's client credential is held only in memory, DESIGN.md §10), and
+// its compaction waits: an automatic one is skipped until the next check,
+// a manual or overflow one fails with ErrUnavailable.
+type SessionBindingsFunc func(id string, labels map[string]string) (bindings []config.Binding, ok bool, err error)
+
+// SetSessionBindings installs fn (the provider proxy's); nil removes it.
+func (e *Engine) SetSessionBindings(fn SessionBindingsFunc) {
+	if fn == nil {
+		e.bindings.Store(nil)
+		return
+	}
+	e.bindings.Store(&fn)
 }
 
 // Config returns the daemon's current configuration.

@@ -3,9 +3,14 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/trigger"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/internal/corpustest"
@@ -137,5 +142,88 @@ func TestPreSendCompaction(t *testing.T) {
 	info, _ := f.eng.Session(context.Background(), id)
 	if info.Checkpoints == 0 {
 		t.Errorf("no checkpoint: %+v", info)
+	}
+}
+
+// A proxied session is summarized through its own upstream, with its own
+// model and the client's credential and prompt prefix (DESIGN.md §10); the
+// checkpoint names that binding.
+func TestSummaryPaidByTheClient(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	resp, _ := f.post(c.body(), hdr)
+	sums := f.up.summaries()
+	if len(sums) != 1 {
+		t.Fatalf("%d summarizer requests upstream", len(sums))
+	}
+	s := sums[0]
+	if s.header.Get("X-Api-Key") != testKey || s.path != "/v1/messages" {
+		t.Errorf("summarizer request %s with key %q", s.path, s.header.Get("X-Api-Key"))
+	}
+	var body struct {
+		Model  string          `json:"model"`
+		System json.RawMessage `json:"system"`
+		Tools  json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(s.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	conv := newConversation()
+	if body.Model != conv.model || string(body.System) != conv.system || string(body.Tools) != conv.tools {
+		t.Errorf("summarizer request model %q system %s tools %s", body.Model, body.System, body.Tools)
+	}
+	info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+	if info.Checkpoint == nil || info.Checkpoint.Binding != ClientBinding {
+		t.Errorf("checkpoint %+v", info.Checkpoint)
+	}
+}
+
+// With proxy.summarizer = "bindings" the operator's bindings (here the
+// default extractive one) summarize proxied sessions; nothing goes upstream.
+func TestSummaryByConfiguredBindings(t *testing.T) {
+	cfg := testConfig()
+	cfg.Proxy.Summarizer = config.ProxySummarizerBindings
+	f := newFixture(t, cfg)
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	resp, _ := f.post(c.body(), hdr)
+	if n := len(f.up.summaries()); n != 0 {
+		t.Errorf("%d summarizer requests upstream", n)
+	}
+	info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+	if info.Checkpoint == nil || info.Checkpoint.Binding != "extractive" {
+		t.Errorf("checkpoint %+v", info.Checkpoint)
+	}
+}
+
+// After a restart the client's credential is gone: a compaction of the
+// proxied session waits for the client's next request, whose pre-send
+// check then compacts with the credential it brings.
+func TestCompactionWaitsForTheClientAfterRestart(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 7, 250, hdr, func(i int) int { return 400 * (i + 1) })
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 4000, 5)}) // under the threshold of 4200
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	f.restart()
+	_, err := f.eng.Compact(context.Background(), id, trigger.Manual, true)
+	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "next request") {
+		t.Fatalf("compaction without the credential: %v", err)
+	}
+	if n := len(f.up.summaries()); n != 0 {
+		t.Fatalf("%d summarizer requests", n)
+	}
+	c.assistant(assistantText("ok")).user(strings.Repeat("a long new request with many words ", 200))
+	f.post(c.body(), hdr)
+	if n := len(f.up.summaries()); n != 1 {
+		info, _ := f.eng.Session(context.Background(), id)
+		b, _ := json.Marshal(info)
+		t.Fatalf("the next request made %d summarizer requests: %s", n, b)
+	}
+	info, _ := f.eng.Session(context.Background(), id)
+	if info.Checkpoint == nil || info.Checkpoint.Binding != ClientBinding {
+		t.Errorf("checkpoint %+v", info.Checkpoint)
 	}
 }

@@ -1,18 +1,28 @@
 package proxy
 
 import (
+	"errors"
+	"net/http"
 	"sync"
-	"time"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/summarizer"
 )
 
-// heldCredential is a client's credential, kept in memory only, for the
-// summarizer calls of its session (DESIGN.md §10 "who pays for the
-// summary"): never stored, never logged.
+// ClientBinding is the name of the summarizer binding a proxied session
+// gets: its own upstream, model and client credential (DESIGN.md §10).
+const ClientBinding = "proxy-client"
+
+// errNoCredential: the session's client credential is not held (the daemon
+// restarted since its last request).
+var errNoCredential = errors.New("a proxied session is summarized with its client's credential, held in memory only: the compaction waits for the client's next request")
+
+// heldCredential is a client's credential and prompt prefix, kept in memory
+// only, for the summarizer calls of its session: never stored, never
+// logged.
 type heldCredential struct {
-	apiKey, authorization, beta, version string
-	model                                string
-	system, tools                        []byte
-	at                                   time.Time
+	cred  config.Credential
+	model string
 }
 
 // credentials maps a session id to the credential of its latest request.
@@ -22,18 +32,36 @@ type credentials struct {
 }
 
 // holdCredential keeps the credential of a session's latest request.
-func (p *Proxy) holdCredential(id string, req *request, h interface{ Get(string) string }) {
-	c := &heldCredential{
-		apiKey:        h.Get("X-Api-Key"),
-		authorization: h.Get("Authorization"),
-		beta:          h.Get("Anthropic-Beta"),
-		version:       h.Get("Anthropic-Version"),
-		model:         req.model,
-		system:        req.system,
-		tools:         req.tools,
-		at:            time.Now(),
-	}
+func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
+	c := &heldCredential{model: req.model, cred: config.Credential{
+		APIKey:        h.Get("X-Api-Key"),
+		Authorization: h.Get("Authorization"),
+		Beta:          h.Get("Anthropic-Beta"),
+		System:        req.system,
+		Tools:         req.tools,
+	}}
 	p.creds.mu.Lock()
 	p.creds.m[id] = c
 	p.creds.mu.Unlock()
+}
+
+// sessionBindings is the engine's SessionBindingsFunc: a proxied session
+// (labelled "proxy") is summarized through its own upstream, model and
+// client credential, then the extractive fallback — unless proxy.summarizer
+// is "bindings", which keeps the operator's configured bindings.
+func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.Binding, bool, error) {
+	if labels["proxy"] == "" || p.cfg.Summarizer == config.ProxySummarizerBindings {
+		return nil, false, nil
+	}
+	p.creds.mu.Lock()
+	c := p.creds.m[id]
+	p.creds.mu.Unlock()
+	if c == nil {
+		return nil, false, errNoCredential
+	}
+	cred := c.cred
+	return []config.Binding{
+		{Name: ClientBinding, Provider: summarizer.ProviderAnthropic, Model: c.model, BaseURL: p.upstream.String(), Credential: &cred},
+		{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
+	}, true, nil
 }

@@ -199,7 +199,6 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.managed.Add(1)
-	p.holdCredential(pl.b.id, req, r.Header)
 
 	x := &exchange{managed: true, body: pl.out}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
@@ -256,6 +255,9 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	} else if err := p.syncPrefix(ctx, pl.b, req); err != nil {
 		return nil, err
 	}
+	// Held before anything can compact (the post-check of this append,
+	// the pre-send check below).
+	p.holdCredential(pl.b.id, req, h)
 	if from < m {
 		var err error
 		if msgs, err = parseMessages(req.messages, from); err != nil {

@@ -86,6 +86,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
+	o.Engine.SetSessionBindings(p.sessionBindings)
 	tr := o.Transport
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

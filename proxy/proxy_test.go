@@ -44,7 +44,13 @@ type seen struct {
 	path   string
 	header http.Header
 	body   []byte
+	// summary: a summarizer request (it ends with the compaction prompt),
+	// answered with summaryAnswer, not from the script.
+	summary bool
 }
+
+// summaryAnswer is the upstream's answer to a summarizer request.
+const summaryAnswer = `{"id":"msg_s","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"## Goal\nFix the build.\n## State\nSteps 0-7 ran."}],"stop_reason":"end_turn","usage":{"input_tokens":900,"cache_read_input_tokens":4000,"output_tokens":40}}`
 
 // reply is one scripted answer: status and body; stream sends body as SSE.
 type reply struct {
@@ -58,9 +64,12 @@ func newUpstream(t *testing.T) *upstream {
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.reqs = append(u.reqs, seen{path: r.URL.RequestURI(), header: r.Header.Clone(), body: body})
+		sum := bytes.Contains(body, []byte("write a checkpoint summary of the conversation above"))
+		u.reqs = append(u.reqs, seen{path: r.URL.RequestURI(), header: r.Header.Clone(), body: body, summary: sum})
 		var rp reply
-		if len(u.replies) > 0 {
+		if sum {
+			rp = reply{status: 200, body: summaryAnswer}
+		} else if len(u.replies) > 0 {
 			rp, u.replies = u.replies[0], u.replies[1:]
 		} else {
 			rp = textAnswer("ok")
@@ -89,10 +98,30 @@ func (u *upstream) script(r ...reply) {
 	u.mu.Unlock()
 }
 
+// requests returns the agent's requests (summarizer requests left out).
 func (u *upstream) requests() []seen {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return append([]seen(nil), u.reqs...)
+	var out []seen
+	for _, r := range u.reqs {
+		if !r.summary {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// summaries returns the summarizer requests.
+func (u *upstream) summaries() []seen {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []seen
+	for _, r := range u.reqs {
+		if r.summary {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // sse renders a streamed answer: optional thinking, text, tool calls, usage.

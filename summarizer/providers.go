@@ -134,7 +134,15 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 		// and leaves the prompt as the only uncached input.
 		anthropic.MarkCacheBreakpoint(&ar, len(ar.Messages)-2)
 	}
-	body, err := json.Marshal(ar)
+	var body []byte
+	if c := b.Credential; c != nil && !pruned && (len(c.System) > 0 || len(c.Tools) > 0) {
+		// The client's own system and tools, byte for byte: the request
+		// then extends the prefix the provider cached for the session.
+		body, err = json.Marshal(clientPrefixRequest{Model: ar.Model, MaxTokens: ar.MaxTokens,
+			System: rawOrNil(c.System), Tools: rawOrNil(c.Tools), Messages: ar.Messages})
+	} else {
+		body, err = json.Marshal(ar)
+	}
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
 	}
@@ -142,6 +150,17 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	h.Set("anthropic-version", AnthropicVersion)
 	if key != "" {
 		h.Set("x-api-key", key)
+	}
+	if c := b.Credential; c != nil {
+		if c.APIKey != "" {
+			h.Set("x-api-key", c.APIKey)
+		}
+		if c.Authorization != "" {
+			h.Set("Authorization", c.Authorization)
+		}
+		if c.Beta != "" {
+			h.Set("anthropic-beta", c.Beta)
+		}
 	}
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultAnthropicBaseURL, "/v1/messages"), h, body, decodeAnthropic)
 }
@@ -329,4 +348,21 @@ func checkAnswer(a answer, maxBytes uint64) error {
 		return fmt.Errorf("%w: %d bytes > %d", ErrAnswerTooLarge, len(a.text), maxBytes)
 	}
 	return nil
+}
+
+// clientPrefixRequest is an Anthropic request whose system and tools are a
+// client's own JSON (config.Credential).
+type clientPrefixRequest struct {
+	Model     string              `json:"model,omitempty"`
+	MaxTokens uint64              `json:"max_tokens,omitempty"`
+	System    json.RawMessage     `json:"system,omitempty"`
+	Tools     json.RawMessage     `json:"tools,omitempty"`
+	Messages  []anthropic.Message `json:"messages"`
+}
+
+func rawOrNil(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
 }
