@@ -129,6 +129,9 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if len(ar.Tools) == 0 && anthropic.HasToolBlocks(&ar) {
 		anthropic.FlattenToolBlocks(&ar)
 	}
+	// The summarizer call does not enable thinking, and then the provider
+	// refuses thinking in the final assistant message (DESIGN.md §4a).
+	anthropic.DropFinalThinking(&ar)
 	if !pruned {
 		// A breakpoint at the end of the history reads the session's cache
 		// and leaves the prompt as the only uncached input.

@@ -274,3 +274,33 @@ func MarkCacheBreakpoint(r *Request, i int) {
 		return
 	}
 }
+
+// DropFinalThinking removes the thinking and redacted_thinking blocks of
+// the last assistant message of r, for a request that does not enable
+// thinking: the provider refuses "an `assistant` message in the final
+// position" that contains thinking then (DESIGN.md §4a). Earlier assistant
+// messages keep theirs (the provider ignores them). A message left with no
+// block is removed.
+func DropFinalThinking(r *Request) {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := &r.Messages[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		kept := m.Content[:0:0]
+		for _, b := range m.Content {
+			if b.Type != "thinking" && b.Type != "redacted_thinking" {
+				kept = append(kept, b)
+			}
+		}
+		if len(kept) == len(m.Content) {
+			return
+		}
+		if len(kept) == 0 {
+			r.Messages = append(r.Messages[:i], r.Messages[i+1:]...)
+			return
+		}
+		m.Content = kept
+		return
+	}
+}

@@ -188,3 +188,20 @@ func TestParseMessage(t *testing.T) {
 		t.Errorf("bad content: %v", err)
 	}
 }
+
+func TestDropFinalThinking(t *testing.T) {
+	r := Request{Messages: []Message{
+		{Role: "user", Content: []Block{{Type: "text", Text: "q"}}},
+		{Role: "assistant", Content: []Block{{Type: "thinking", Thinking: "a", Signature: "s"}, {Type: "tool_use", ID: "t1"}}},
+		{Role: "user", Content: []Block{{Type: "tool_result", ToolUseID: "t1"}}},
+		{Role: "assistant", Content: []Block{{Type: "thinking", Thinking: "b", Signature: "s"}, {Type: "text", Text: "done"}}},
+		{Role: "user", Content: []Block{{Type: "text", Text: "summarize"}}},
+	}}
+	DropFinalThinking(&r)
+	if got := r.Messages[3].Content; len(got) != 1 || got[0].Type != "text" {
+		t.Errorf("final assistant = %+v", got)
+	}
+	if len(r.Messages[1].Content) != 2 {
+		t.Errorf("an earlier assistant message lost its thinking")
+	}
+}
