@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // request is a Messages API request body as the client sent it, read in one
@@ -32,58 +33,80 @@ func badField(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", errBadRequest, field, fmt.Sprintf(format, args...))
 }
 
-// parseRequest reads body: a JSON object with a "messages" array. Errors
-// wrap errBadRequest and name the field.
+// parseRequest reads body: a JSON object with a "messages" array. It scans
+// the top level by hand, in one pass without decoding what it does not
+// need: the messages are split into their raw elements (each decoded later
+// only when it is new), and only the small fields the proxy reads are
+// decoded. A body whose syntax it cannot follow is refused here; one that
+// is valid to the scanner but not JSON goes upstream and is the provider's
+// to refuse. Errors wrap errBadRequest and name the field.
 func parseRequest(body []byte) (*request, error) {
 	r := &request{body: body, msgStart: -1}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, badField("body", "%v", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
 		return nil, badField("body", "not a JSON object")
 	}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, badField("body", "%v", err)
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return nil, badField("messages", "missing")
+	}
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return nil, badField("body", "expected a key at byte %d", i)
 		}
-		key, _ := kt.(string)
-		var dst any
+		kEnd := stringEnd(body, i)
+		key := string(body[i+1 : kEnd-1])
+		if strings.IndexByte(key, '\\') >= 0 {
+			if err := json.Unmarshal(body[i:kEnd], &key); err != nil {
+				return nil, badField("body", "key at byte %d: %v", i, err)
+			}
+		}
+		i = skipSpace(body, kEnd)
+		if i >= len(body) || body[i] != ':' {
+			return nil, badField(key, "expected ':' at byte %d", i)
+		}
+		vStart := skipSpace(body, i+1)
+		vEnd := valueEnd(body, vStart)
+		if vEnd <= vStart || vEnd > len(body) {
+			return nil, badField(key, "no value")
+		}
+		raw := body[vStart:vEnd]
+		var err error
 		switch key {
 		case "messages":
 			if r.msgStart >= 0 {
 				return nil, badField("messages", "given twice")
 			}
-			start := valueStart(body, int(dec.InputOffset()))
-			if err := dec.Decode(&r.messages); err != nil {
-				return nil, badField("messages", "%v", err)
-			}
-			r.msgStart, r.msgEnd = start, int(dec.InputOffset())
-			continue
+			r.msgStart, r.msgEnd = vStart, vEnd
+			r.messages, err = splitArray(raw)
 		case "model":
-			dst = &r.model
+			err = json.Unmarshal(raw, &r.model)
 		case "stream":
-			dst = &r.stream
+			err = json.Unmarshal(raw, &r.stream)
 		case "system":
-			dst = &r.system
+			r.system = raw
 		case "tools":
-			dst = &r.tools
+			r.tools = raw
 		case "metadata":
-			dst = &r.metadata
+			r.metadata = raw
 		case "thinking":
-			dst = &r.thinking
-		default:
-			var skip json.RawMessage
-			dst = &skip
+			r.thinking = raw
 		}
-		if err := dec.Decode(dst); err != nil {
+		if err != nil {
 			return nil, badField(key, "%v", err)
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, badField("body", "%v", err)
+		i = skipSpace(body, vEnd)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+			continue
+		}
+		if i < len(body) && body[i] == '}' {
+			if rest := skipSpace(body, i+1); rest != len(body) {
+				return nil, badField("body", "data after the object at byte %d", rest)
+			}
+			break
+		}
+		return nil, badField("body", "expected ',' or '}' at byte %d", i)
 	}
 	if r.msgStart < 0 {
 		return nil, badField("messages", "missing")
@@ -92,6 +115,35 @@ func parseRequest(body []byte) (*request, error) {
 		return nil, badField("messages", "empty")
 	}
 	return r, nil
+}
+
+// splitArray splits a JSON array into its raw elements (sub-slices of a).
+func splitArray(a []byte) ([]json.RawMessage, error) {
+	if len(a) == 0 || a[0] != '[' {
+		return nil, fmt.Errorf("not an array")
+	}
+	var out []json.RawMessage
+	i := skipSpace(a, 1)
+	if i < len(a) && a[i] == ']' {
+		return out, nil
+	}
+	for i < len(a) {
+		end := valueEnd(a, i)
+		if end <= i {
+			return nil, fmt.Errorf("element %d: no value at byte %d", len(out), i)
+		}
+		out = append(out, json.RawMessage(a[i:end]))
+		i = skipSpace(a, end)
+		if i < len(a) && a[i] == ',' {
+			i = skipSpace(a, i+1)
+			continue
+		}
+		if i < len(a) && a[i] == ']' {
+			return out, nil
+		}
+		return nil, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
+	}
+	return nil, fmt.Errorf("unterminated array")
 }
 
 // valueStart is the offset of the value after a key ending at off: past

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -216,4 +217,53 @@ func hasKey(v any, key string) bool {
 		}
 	}
 	return false
+}
+
+// FuzzParseRequest checks the hand-written scanner against encoding/json
+// on valid bodies: the same messages, byte for byte, and the same model;
+// and that the bytes around messages are the client's.
+func FuzzParseRequest(f *testing.F) {
+	f.Add(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	f.Add(" { \"messages\" : [ {\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a]}\\\"\"}]} , 1 ] , \"m\\u006fdel\":\"x\" } ")
+	f.Add(`{"system":[{"type":"text","text":"{"}],"messages":[[],{},"s",null,-1.5e3,true]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var ref struct {
+			Model    *string           `json:"model"`
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if json.Unmarshal([]byte(s), &ref) != nil || len(ref.Messages) == 0 {
+			return
+		}
+		var keys map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &keys) != nil || keys["messages"] == nil {
+			return // encoding/json matches keys case-insensitively; the API does not
+		}
+		if _, ok := keys["model"]; !ok {
+			ref.Model = nil
+		}
+		if bytes.Count([]byte(s), []byte(`"messages"`)) > 1 || (ref.Model == nil && bytes.Contains([]byte(s), []byte(`"model"`))) {
+			return // duplicate keys, or a model key inside a value: encoding/json keeps the last
+		}
+		r, err := parseRequest([]byte(s))
+		if err != nil {
+			t.Fatalf("parseRequest(%s): %v", s, err)
+		}
+		if len(r.messages) != len(ref.Messages) {
+			t.Fatalf("%d messages, want %d", len(r.messages), len(ref.Messages))
+		}
+		for i := range ref.Messages {
+			var a, b any
+			_ = json.Unmarshal(r.messages[i], &a)
+			_ = json.Unmarshal(ref.Messages[i], &b)
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("message %d = %s, want %s", i, r.messages[i], ref.Messages[i])
+			}
+		}
+		if ref.Model != nil && r.model != *ref.Model {
+			t.Fatalf("model %q, want %q", r.model, *ref.Model)
+		}
+		if got := string(r.withMessages([]byte(s[r.msgStart:r.msgEnd]))); got != s {
+			t.Fatalf("splice changed the body: %s", got)
+		}
+	})
 }
