@@ -52,7 +52,7 @@ func checkRequest(msgs []anthropic.Message, thinking bool) error {
 			}
 		}
 		if m.Role == "assistant" {
-			if err := checkThinking(i, m, thinking); err != nil {
+			if err := checkThinking(i, m); err != nil {
 				return err
 			}
 			open = next
@@ -66,6 +66,15 @@ func checkRequest(msgs []anthropic.Message, thinking bool) error {
 		return fmt.Errorf("messages.%d: tool_use without tool_result at the end", len(msgs)-1)
 	}
 	if !thinking {
+		// Thinking off: the provider refuses thinking in an assistant
+		// message in the final position.
+		if last := msgs[len(msgs)-1]; last.Role == "assistant" {
+			for _, b := range last.Content {
+				if b.Type == "thinking" || b.Type == "redacted_thinking" {
+					return fmt.Errorf("messages.%d: thinking is disabled and the final assistant message contains thinking", len(msgs)-1)
+				}
+			}
+		}
 		return nil
 	}
 	// An open tool loop (the request ends with tool results): its last
@@ -80,11 +89,9 @@ func checkRequest(msgs []anthropic.Message, thinking bool) error {
 	return nil
 }
 
-// checkThinking: an assistant message with thinking has it first, never
-// ends with it, and with thinking disabled the final assistant message has
-// none (checked by the caller's position rules through this per-message
-// check: disabled thinking in the last message only).
-func checkThinking(i int, m anthropic.Message, enabled bool) error {
+// checkThinking: an assistant message with thinking has it first and never
+// ends with it.
+func checkThinking(i int, m anthropic.Message) error {
 	has := false
 	for _, b := range m.Content {
 		if b.Type == "thinking" || b.Type == "redacted_thinking" {
@@ -100,6 +107,5 @@ func checkThinking(i int, m anthropic.Message, enabled bool) error {
 	if t := m.Content[len(m.Content)-1].Type; t == "thinking" || t == "redacted_thinking" {
 		return fmt.Errorf("messages.%d: the final block of an assistant message cannot be thinking", i)
 	}
-	_ = enabled
 	return nil
 }
