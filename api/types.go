@@ -488,4 +488,7 @@ type ProxyStatus struct {
 	PassedThrough uint64 `json:"passed_through"`
 	Overflows     uint64 `json:"overflows"`
 	Branches      uint64 `json:"branches"`
+	// Violations counts assembled contexts that broke DESIGN.md §4a and
+	// were not sent (a bug; the client's own request went instead).
+	Violations uint64 `json:"violations"`
 }

@@ -41,9 +41,22 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
 		Tools:         req.tools,
 	}}
 	p.creds.mu.Lock()
+	if _, ok := p.creds.m[id]; !ok && len(p.creds.m) >= maxCredentials {
+		// Bounded memory: forget some; their sessions' compactions wait
+		// for their clients' next requests, as after a restart.
+		for k := range p.creds.m {
+			delete(p.creds.m, k)
+			if len(p.creds.m) < maxCredentials*3/4 {
+				break
+			}
+		}
+	}
 	p.creds.m[id] = c
 	p.creds.mu.Unlock()
 }
+
+// maxCredentials bounds the credentials held (one per proxied session).
+const maxCredentials = 4096
 
 // sessionBindings is the engine's SessionBindingsFunc: a proxied session
 // (labelled "proxy") is summarized through its own upstream, model and

@@ -88,6 +88,8 @@ func (s *answerSig) matches(raw json.RawMessage) bool {
 // lane is one conversation: its branches (ctxd sessions), newest last. Its
 // semaphore serializes the conversation's requests.
 type lane struct {
+	// users counts the requests using the lane (guarded by Proxy.mu).
+	users    int
 	key      string
 	sem      chan struct{}
 	loaded   bool
@@ -114,15 +116,41 @@ func (l *lane) lock(ctx context.Context) error {
 
 func (l *lane) unlock() { <-l.sem }
 
+// lane returns the conversation's lane, counted as in use until release.
 func (p *Proxy) lane(key string) *lane {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.lanes[key]
 	if l == nil {
+		if len(p.lanes) >= maxLanes {
+			p.dropIdleLanesLocked()
+		}
 		l = &lane{key: key, sem: make(chan struct{}, 1)}
 		p.lanes[key] = l
 	}
+	l.users++
 	return l
+}
+
+func (p *Proxy) release(l *lane) {
+	p.mu.Lock()
+	l.users--
+	p.mu.Unlock()
+}
+
+// maxLanes bounds the conversations kept in memory; beyond it the unused
+// ones are dropped (their branches are found again from the engine at
+// their next request: the record is durable).
+const maxLanes = 4096
+
+// dropIdleLanesLocked forgets every lane no request uses. Called with p.mu
+// held.
+func (p *Proxy) dropIdleLanesLocked() {
+	for k, l := range p.lanes {
+		if l.users == 0 {
+			delete(p.lanes, k)
+		}
+	}
 }
 
 // load finds the branches a previous run recorded: sessions are named by
@@ -152,6 +180,10 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 	l.loaded = true
 	return nil
 }
+
+// errViolation: the assembled context breaks DESIGN.md §4a; it is never
+// sent.
+var errViolation = errors.New("the assembled context breaks DESIGN.md §4a, not sent")
 
 // plan is a managed request ready to forward.
 type plan struct {
@@ -184,6 +216,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	fp := fingerprint(p.secret, r.Header)
 	agent := agentSession(r.Header, req.metadata)
 	l := p.lane(conversationKey(p.secret, fp, agent, req))
+	defer p.release(l)
 	if err := l.lock(r.Context()); err != nil {
 		return
 	}
@@ -194,7 +227,12 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return
 		}
-		p.log.Warn("request passed through unmanaged", "err", err)
+		if errors.Is(err, errViolation) {
+			p.violations.Add(1)
+			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
+		} else {
+			p.log.Warn("request passed through unmanaged", "err", err)
+		}
 		p.passThrough(w, r, body, "not managed: "+err.Error())
 		return
 	}
@@ -388,7 +426,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 	wire := anthropic.Render("", nil, msgs).Messages
 	placeMarkers(wire, req.messages)
 	if err := checkRequest(wire, thinkingEnabled(req.thinking)); err != nil {
-		return nil, "", fmt.Errorf("the assembled context breaks DESIGN.md §4a, not sent: %w", err)
+		return nil, "", fmt.Errorf("%w: %w", errViolation, err)
 	}
 	enc, err := json.Marshal(wire)
 	if err != nil {

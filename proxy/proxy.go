@@ -64,7 +64,7 @@ type Proxy struct {
 	creds credentials
 
 	// Counters for status.
-	requests, managed, passed, overflows, branches atomic.Uint64
+	requests, managed, passed, overflows, branches, violations atomic.Uint64
 }
 
 // New returns a Proxy. Errors: a missing Engine or Secret, a bad upstream
@@ -121,12 +121,15 @@ type Stats struct {
 	// Overflows counts upstream context-length refusals recovered by an
 	// overflow compaction; Branches the client rewrites recorded.
 	Overflows, Branches uint64
+	// Violations counts assembled contexts that broke DESIGN.md §4a and
+	// were not sent (the client's own request went instead): each is a bug.
+	Violations uint64
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Requests: p.requests.Load(), Managed: p.managed.Load(), PassedThrough: p.passed.Load(),
-		Overflows: p.overflows.Load(), Branches: p.branches.Load()}
+		Overflows: p.overflows.Load(), Branches: p.branches.Load(), Violations: p.violations.Load()}
 }
 
 type connPortKey struct{}

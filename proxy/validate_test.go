@@ -9,7 +9,9 @@ import (
 
 func TestCheckRequest(t *testing.T) {
 	u := func(bs ...anthropic.Block) anthropic.Message { return anthropic.Message{Role: "user", Content: bs} }
-	a := func(bs ...anthropic.Block) anthropic.Message { return anthropic.Message{Role: "assistant", Content: bs} }
+	a := func(bs ...anthropic.Block) anthropic.Message {
+		return anthropic.Message{Role: "assistant", Content: bs}
+	}
 	text := func(s string) anthropic.Block { return anthropic.Block{Type: "text", Text: s} }
 	think := anthropic.Block{Type: "thinking", Thinking: "t", Signature: "s"}
 	call := func(id string) anthropic.Block { return anthropic.Block{Type: "tool_use", ID: id, Name: "Bash"} }

@@ -52,6 +52,10 @@ func proxyLine(p *api.ProxyStatus) string {
 	case p.Listen == "":
 		return "NOT LISTENING: " + p.Error
 	}
-	return fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
+	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
 		p.Listen, p.Upstream, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
+	if p.Violations > 0 {
+		line += fmt.Sprintf("; %d assembled contexts broke DESIGN.md §4a and were not sent (a bug: see the log)", p.Violations)
+	}
+	return line
 }

@@ -464,7 +464,7 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 	if m.prx != nil {
 		s := m.prx.Stats()
 		st.Upstream = m.prx.Upstream()
-		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches
+		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches, st.Violations = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches, s.Violations
 	}
 	return st
 }
