@@ -68,6 +68,7 @@ func TestStreamPassedThroughAndRecorded(t *testing.T) {
 		t.Fatalf("client got %q\nwant %q", got, stream)
 	}
 	id := resp.Header.Get(HeaderSessionID)
+	f.settle()
 	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +102,10 @@ func TestAppendOnlyAndIdempotentResend(t *testing.T) {
 	c.assistant(assistantCall("toolu_2", "Read", `{"file_path":"x.go"}`)).results([2]string{"toolu_2", "package x"})
 	third := c.body()
 	f.post(third, nil)
+	f.settle()
 	before := messageEvents(t, f, id)
 	f.post(third, nil) // the client retries the same request
+	f.settle()
 	if after := messageEvents(t, f, id); after != before {
 		t.Errorf("a resend recorded messages: %d → %d", before, after)
 	}
@@ -125,6 +128,7 @@ func TestAppendOnlyAndIdempotentResend(t *testing.T) {
 		t.Errorf("resend sent another body:\n%s\n%s", reqs[3].body, reqs[2].body)
 	}
 	// 1 user, answer, result, answer, result, and the last answer.
+	f.settle()
 	if n := messageEvents(t, f, id); n != 6 {
 		t.Errorf("%d messages recorded, want 6", n)
 	}

@@ -242,6 +242,7 @@ func (f *fixture) start() {
 // restart drops the engine and the proxy (all their memory) and starts new
 // ones over the same store.
 func (f *fixture) restart() {
+	f.settle()
 	_ = f.hs.Close()
 	f.start()
 }
@@ -375,3 +376,25 @@ func otherFields(t *testing.T, body []byte) map[string]string {
 }
 
 func engineContextNoPreSend() engine.ContextOptions { return engine.ContextOptions{NoPreSend: true} }
+
+// settle waits until the proxy has finished recording the answers it sent:
+// the client may read the last byte before the proxy's handler returns.
+// It takes every lane's lock once (a request holds its lane's lock until
+// its answer is recorded).
+func (f *fixture) settle() {
+	f.t.Helper()
+	f.p.mu.Lock()
+	lanes := make([]*lane, 0, len(f.p.lanes))
+	for _, l := range f.p.lanes {
+		lanes = append(lanes, l)
+	}
+	f.p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range lanes {
+		if err := l.lock(ctx); err != nil {
+			f.t.Fatal("a request did not finish recording its answer")
+		}
+		l.unlock()
+	}
+}

@@ -65,6 +65,7 @@ func TestRewriteStartsBranch(t *testing.T) {
 	if err != nil || info.Labels["proxy.branch_of"] != first {
 		t.Fatalf("branch labels %v, %v", info.Labels, err)
 	}
+	f.settle()
 	st, _ := f.eng.ClientState(context.Background(), first)
 	var rec record
 	_ = json.Unmarshal(st, &rec)
@@ -223,6 +224,7 @@ func TestNonStreamingAnswerRecorded(t *testing.T) {
 	if string(got) != ans {
 		t.Fatalf("client got %s", got)
 	}
+	f.settle()
 	a, _ := f.eng.Context(context.Background(), resp.Header.Get(HeaderSessionID), engineNoPreSend)
 	if len(a.Messages) != 2 || a.Messages[1].Content[0].Text != "Done." || a.Messages[1].Usage.InputTokens != 321 {
 		t.Errorf("recorded %+v", a.Messages)
@@ -241,6 +243,7 @@ func TestUpstreamErrors(t *testing.T) {
 		t.Fatalf("client got %q", got)
 	}
 	id := resp.Header.Get(HeaderSessionID)
+	f.settle()
 	st, _ := f.eng.ClientState(context.Background(), id)
 	if !strings.Contains(string(st), "overloaded_error") {
 		t.Errorf("mid-stream error not recorded: %s", st)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The daemon starts the provider proxy with its listeners, reports it in
@@ -49,9 +50,18 @@ func TestProxyListener(t *testing.T) {
 		t.Fatalf("through the proxy: %d %s", resp.StatusCode, got)
 	}
 	id := resp.Header.Get("Ctxd-Session")
-	info, err := e.client().GetSession(ctx, id)
-	if err != nil || info.Messages != 2 {
-		t.Fatalf("the proxied session via the daemon API: %+v, %v", info, err)
+	// The answer is recorded once the proxy's handler returns, which may
+	// be just after the client read its last byte: poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := e.client().GetSession(ctx, id)
+		if err == nil && info.Messages == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxied session via the daemon API: %+v, %v", info, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	st, _ = e.client().Status(ctx)
 	if st.Proxy.Managed != 1 {
