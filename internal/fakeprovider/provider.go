@@ -31,6 +31,11 @@ type Config struct {
 	// CountTokens): a request over it gets the real 400 "prompt is too long:
 	// N tokens > M maximum". Default 200000.
 	WindowTokens int
+	// Headroom, when > 0, replaces WindowTokens: the window becomes the token
+	// count of the first task request (one declaring a shell tool) plus
+	// Headroom, so one scenario fits agents whose system prompt and tools
+	// differ in size. Window reports the value in force.
+	Headroom int
 	// CheckMaxTokens also refuses a request whose tokens plus its max_tokens
 	// exceed the window, with the real "input length and `max_tokens` exceed
 	// context limit" 400.
@@ -114,7 +119,7 @@ type Request struct {
 	Status int
 	Error  string
 	// Step is what the fake answered a Messages request with (StepShell,
-	// StepWrite, StepFinal, StepSide; "" when refused).
+	// StepWrite, StepFinal, StepSide, StepSummary; "" when refused).
 	Step string
 }
 
@@ -130,13 +135,17 @@ type Provider struct {
 	mu     sync.Mutex
 	reqs   []Request
 	issued map[string]string // tool_use id → step
+	window int               // the context window in force, in tokens
 }
 
 // New starts a fake provider on a loopback port with cfg (defaults filled
 // in). Close it when done (Start does it with t.Cleanup).
 func New(cfg Config) *Provider {
 	cfg.defaults()
-	p := &Provider{cfg: cfg, issued: map[string]string{}}
+	p := &Provider{cfg: cfg, issued: map[string]string{}, window: cfg.WindowTokens}
+	if cfg.Headroom > 0 {
+		p.window = 0 // set by the first task request
+	}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	return p
 }
@@ -162,8 +171,16 @@ func (p *Provider) Close() { p.srv.Close() }
 // tests that measure an agent's base prompt first).
 func (p *Provider) SetWindow(tokens int) {
 	p.mu.Lock()
-	p.cfg.WindowTokens = tokens
+	p.window = tokens
 	p.mu.Unlock()
+}
+
+// Window returns the context window in force, in tokens (0 while Headroom
+// waits for the first task request).
+func (p *Provider) Window() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.window
 }
 
 // Requests returns a copy of every request received so far, in order.
@@ -326,8 +343,14 @@ func (p *Provider) admit(r *MessagesRequest, tokens int) *APIError {
 		return e
 	}
 	p.mu.Lock()
-	window := p.cfg.WindowTokens
+	if p.window == 0 && findTools(r.Tools).shell != "" {
+		p.window = tokens + p.cfg.Headroom
+	}
+	window := p.window
 	p.mu.Unlock()
+	if window == 0 { // Headroom set and no task request seen yet
+		window = p.cfg.WindowTokens
+	}
 	if tokens > window {
 		return invalidRequest(msgPromptTooLong, tokens, window)
 	}

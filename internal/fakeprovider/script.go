@@ -18,7 +18,24 @@ const (
 	StepWrite = "write" // write Config.WriteFile
 	StepFinal = "final" // the final answer text, with Config.Marker
 	StepSide  = "side"  // a request declaring no shell tool: a plain text answer
+	// StepSummary answers a request to summarize the conversation (an
+	// agent's own compaction, ctxd's summarizer) with a summary that carries
+	// the task's progress forward, as a real model's summary would.
+	StepSummary = "summary"
 )
+
+// summaryRequest matches the instructions agents and ctxd end a
+// summarization request with: Claude Code ("Respond with TEXT ONLY", "create
+// a detailed summary of the conversation"), pi ("The messages above are a
+// conversation to summarize", "context checkpoint summary"), ctxd ("write a
+// checkpoint summary of the conversation above"). A compacted conversation's
+// own summary message ("This is a summary of the N earlier messages", "The
+// summary below covers") does not match.
+var summaryRequest = regexp.MustCompile(`(?i)TEXT ONLY|summary of the conversation|conversation to summari[sz]e|checkpoint summary`)
+
+// fileWritten is the text the fake's summaries carry once the task's file
+// was written.
+const fileWritten = "ctxd-fake-file-written"
 
 // tools is what the fake found among a request's tool definitions.
 type tools struct {
@@ -88,6 +105,9 @@ func roundDone(n int) string { return fmt.Sprintf("ctxd-fake-round-%d-done", n) 
 // a request counter plays no part.
 func (p *Provider) decide(r *MessagesRequest) plan {
 	t := findTools(r.Tools)
+	if isSummaryRequest(r) {
+		return plan{step: StepSummary, text: p.summary(r)}
+	}
 	if t.shell == "" {
 		return plan{step: StepSide, text: p.cfg.SideAnswer}
 	}
@@ -116,6 +136,9 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 			switch b.Type {
 			case "text":
 				evidence.WriteString(b.Text)
+				if strings.Contains(b.Text, fileWritten) {
+					wrote = true
+				}
 			case "tool_result":
 				text := b.ResultText()
 				evidence.WriteString(text)
@@ -127,13 +150,12 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 			evidence.WriteByte('\n')
 		}
 	}
-	ev := evidence.String()
-	for n := 1; n <= p.cfg.Rounds; n++ {
-		if !strings.Contains(ev, roundDone(n)) {
-			return plan{step: StepShell, round: n, tool: t.shell, input: map[string]any{
-				t.shellArg: p.shellCommand(n),
-			}}
-		}
+	// Rounds run in order, so the highest one evidenced is where the task
+	// is: a summary or a context edit may have dropped the earlier ones.
+	if n := doneRounds(evidence.String(), p.cfg.Rounds) + 1; n <= p.cfg.Rounds {
+		return plan{step: StepShell, round: n, tool: t.shell, input: map[string]any{
+			t.shellArg: p.shellCommand(n),
+		}}
 	}
 	if !wrote {
 		content := p.cfg.WriteContent
@@ -155,6 +177,64 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 		}}
 	}
 	return plan{step: StepFinal, text: fmt.Sprintf("The task is done: %d shell rounds run and %s written. %s", p.cfg.Rounds, p.cfg.WriteFile, p.cfg.Marker)}
+}
+
+// doneRounds is the highest shell round (≤ rounds) whose output text is in
+// ev, or 0.
+func doneRounds(ev string, rounds int) int {
+	for n := rounds; n >= 1; n-- {
+		if strings.Contains(ev, roundDone(n)) {
+			return n
+		}
+	}
+	return 0
+}
+
+// isSummaryRequest reports whether the request's last message is a user
+// message whose own text (not a tool result) asks for a summary.
+func isSummaryRequest(r *MessagesRequest) bool {
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role != "user" {
+		return false
+	}
+	for _, b := range last.Content.Blocks {
+		if b.Type == "text" && summaryRequest.MatchString(b.Text) {
+			return true
+		}
+	}
+	return false
+}
+
+// summary is the fake's summary of a conversation: the progress markers of
+// every round and of the file write found anywhere in it (tool results, text,
+// a serialized transcript), so the task continues after a compaction.
+func (p *Provider) summary(r *MessagesRequest) string {
+	var ev strings.Builder
+	for _, m := range r.Messages {
+		for _, b := range m.Content.Blocks {
+			switch b.Type {
+			case "text":
+				ev.WriteString(b.Text)
+			case "tool_result":
+				t := b.ResultText()
+				ev.WriteString(t)
+				if p.issuedStep(b.ToolUseID) == StepWrite || strings.Contains(t, filepath.Base(p.cfg.WriteFile)) {
+					ev.WriteString(fileWritten)
+				}
+			}
+		}
+	}
+	e := ev.String()
+	var sb strings.Builder
+	sb.WriteString("<analysis>\nThe user asked for the scripted task.\n</analysis>\n<summary>\nProgress of the scripted task:")
+	for n := 1; n <= doneRounds(e, p.cfg.Rounds); n++ {
+		sb.WriteString(" " + roundDone(n))
+	}
+	if strings.Contains(e, fileWritten) || strings.Contains(e, "wrote "+filepath.Base(p.cfg.WriteFile)) {
+		sb.WriteString(" " + fileWritten)
+	}
+	sb.WriteString(".\n</summary>")
+	return sb.String()
 }
 
 // shellCommand prints about Config.OutputBytes bytes of numbered lines (66
