@@ -110,6 +110,7 @@ func Bin(tb testing.TB, a Agent) string {
 	}
 	if os.Getenv("CI") == "true" {
 		tb.Fatal(msg)
+		return ""
 	}
 	tb.Skip(msg)
 	return ""
@@ -374,4 +375,41 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// ClaudeResult is the final "result" event of Claude Code's stream-json
+// output.
+type ClaudeResult struct {
+	Subtype        string `json:"subtype"`
+	IsError        bool   `json:"is_error"`
+	Result         string `json:"result"`
+	APIErrorStatus int    `json:"api_error_status"`
+	TerminalReason string `json:"terminal_reason"`
+	NumTurns       int    `json:"num_turns"`
+	SessionID      string `json:"session_id"`
+}
+
+// Claude returns the result event of a Claude Code run's stdout, and false
+// when there is none (the agent died before it, or another agent ran).
+func (r Result) Claude() (ClaudeResult, bool) {
+	lines := strings.Split(r.Stdout, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var ev struct {
+			Type string `json:"type"`
+			ClaudeResult
+		}
+		if json.Unmarshal([]byte(lines[i]), &ev) == nil && ev.Type == "result" {
+			return ev.ClaudeResult, true
+		}
+	}
+	return ClaudeResult{}, false
+}
+
+// FinalText is the agent's final answer: Claude Code's result text, or the
+// whole of stdout for pi and Codex (their print modes print only the answer).
+func (r Result) FinalText() string {
+	if c, ok := r.Claude(); ok {
+		return c.Result
+	}
+	return strings.TrimSpace(r.Stdout)
 }

@@ -1,0 +1,208 @@
+package agenttest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/internal/fakeprovider"
+)
+
+// anthropicAgents are the agents that speak Anthropic Messages: Claude Code,
+// and pi with its anthropic-messages provider and thinking on ("medium").
+var anthropicAgents = []Agent{ClaudeCode, Pi}
+
+// logRun writes what a run did to the test log: exit, duration, the fake's
+// requests, and the tail of the agent's output.
+func logRun(t *testing.T, res Result, p *fakeprovider.Provider) {
+	t.Helper()
+	t.Logf("exit %d (timed out %v) in %v; transcript %s", res.ExitCode, res.TimedOut, res.Duration.Round(1e6), res.Transcript)
+	for _, r := range p.Requests() {
+		t.Logf("  request %d %s %s: %d %s tokens=%d %s", r.Seq, r.Method, r.Path, r.Status, r.Step, r.Tokens, r.Error)
+	}
+	tail := func(s string) string { return s[max(0, len(s)-1500):] }
+	t.Logf("stdout tail: %s\nstderr tail: %s", tail(res.Stdout), tail(res.Stderr))
+}
+
+// TestAgentFinishesTask runs each agent on the fake's small scripted task
+// (two shell rounds, a file write, a final answer): the agent exits 0 with
+// the marker in its answer and its transcript, writes the file, the fake
+// refuses nothing, every task request extends the one before (markers
+// normalized), and the agent returns the fake's signed thinking blocks.
+func TestAgentFinishesTask(t *testing.T) {
+	for _, a := range anthropicAgents {
+		t.Run(string(a), func(t *testing.T) {
+			marker := "CTXD-DONE-" + strings.ToUpper(string(a))
+			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 2, OutputBytes: 4000, Marker: marker})
+			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			logRun(t, res, p)
+			if res.ExitCode != 0 || res.TimedOut {
+				t.Fatalf("exit %d, timed out %v", res.ExitCode, res.TimedOut)
+			}
+			if !strings.Contains(res.FinalText(), marker) {
+				t.Fatalf("final answer %q lacks %s", res.FinalText(), marker)
+			}
+			if n := len(p.Refused()); n != 0 {
+				t.Fatalf("%d refused requests, first: %s", n, p.Refused()[0].Error)
+			}
+			got, err := os.ReadFile(filepath.Join(res.WorkDir, "ctxd-fake-output.txt"))
+			if err != nil || string(got) != "written by the fake provider\n" {
+				t.Fatalf("file written by the task: %q %v", got, err)
+			}
+			if res.Transcript == "" {
+				t.Fatal("no transcript found")
+			}
+			if tr, err := os.ReadFile(res.Transcript); err != nil || !strings.Contains(string(tr), marker) {
+				t.Fatalf("transcript %s lacks the marker (%v)", res.Transcript, err)
+			}
+			main := p.Messages(true)
+			steps := map[string]int{}
+			for _, r := range main {
+				steps[r.Step]++
+			}
+			if steps[fakeprovider.StepShell] != 2 || steps[fakeprovider.StepWrite] != 1 || steps[fakeprovider.StepFinal] != 1 {
+				t.Errorf("task steps %v, want 2 shell, 1 write, 1 final", steps)
+			}
+			if err := fakeprovider.CheckChain(main); err != nil {
+				t.Errorf("the agent's own requests do not extend each other: %v", err)
+			}
+			last := main[len(main)-1].Parsed
+			if !last.Enabled() {
+				t.Fatalf("thinking not enabled by %s (thinking %+v)", a, last.Thinking)
+			}
+			signed := 0
+			for _, m := range last.Messages {
+				for _, b := range m.Content.Blocks {
+					if b.Type == "thinking" && b.Signature == fakeprovider.Sign(b.Thinking) {
+						signed++
+					}
+				}
+			}
+			if signed < 2 {
+				t.Errorf("the last request carries %d signed thinking blocks, want the fake's, returned", signed)
+			}
+		})
+	}
+}
+
+// TestAgentOverflowWithoutCtxd is the baseline the proxy tests compare to:
+// the first shell output overflows the fake's window (the agent's first
+// request plus 3000 tokens), the agent gets the real "prompt is too long" 400
+// and never reaches the final answer. Claude Code gives up (exit 1, result
+// "Prompt is too long"); pi tries its own compaction, gets the 400 again,
+// records the error in its transcript and exits 0 with no answer.
+func TestAgentOverflowWithoutCtxd(t *testing.T) {
+	for _, a := range anthropicAgents {
+		t.Run(string(a), func(t *testing.T) {
+			marker := "CTXD-DONE-" + strings.ToUpper(string(a))
+			p := fakeprovider.Start(t, fakeprovider.Config{Headroom: 3000, Rounds: 2, OutputBytes: 25000, Marker: marker})
+			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			logRun(t, res, p)
+			if res.TimedOut {
+				t.Fatal("timed out")
+			}
+			tooLong := 0
+			for _, r := range p.Refused() {
+				if strings.HasPrefix(r.Error, "prompt is too long: ") {
+					tooLong++
+				}
+			}
+			if tooLong == 0 {
+				t.Fatalf("the fake refused no request as too long (window %d)", p.Window())
+			}
+			if strings.Contains(res.Stdout, marker) {
+				t.Fatal("the agent reached the final answer despite the overflow")
+			}
+			switch a {
+			case ClaudeCode:
+				c, ok := res.Claude()
+				if res.ExitCode != 1 || !ok || !c.IsError || c.APIErrorStatus != 400 || c.Result != "Prompt is too long" {
+					t.Fatalf("Claude Code: exit %d, result %+v; want exit 1 and the 400 reported", res.ExitCode, c)
+				}
+			case Pi:
+				tr, err := os.ReadFile(res.Transcript)
+				if err != nil || !strings.Contains(string(tr), "prompt is too long") {
+					t.Fatalf("pi's transcript %q does not record the 400 (%v)", res.Transcript, err)
+				}
+				if res.ExitCode != 0 || res.FinalText() != "" {
+					t.Fatalf("pi: exit %d, answer %q; want exit 0 and no answer", res.ExitCode, res.FinalText())
+				}
+			}
+		})
+	}
+}
+
+// recTB records Skip and Fatal instead of stopping the test.
+type recTB struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recTB) Helper()           {}
+func (r *recTB) Skip(args ...any)  { r.skipped = fmt.Sprint(args...) }
+func (r *recTB) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
+
+// TestBinWhenMissing checks the rule for an agent not installed: skip with a
+// message naming the install script, or fail under CI=true.
+func TestBinWhenMissing(t *testing.T) {
+	t.Setenv("CTXD_AGENTS_DIR", t.TempDir())
+	t.Setenv("CI", "")
+	r := &recTB{}
+	if got := Bin(r, ClaudeCode); got != "" || r.failed != "" || !strings.Contains(r.skipped, "install-agents.sh") {
+		t.Fatalf("without CI: returned %q, skipped %q, failed %q", got, r.skipped, r.failed)
+	}
+	t.Setenv("CI", "true")
+	r = &recTB{}
+	if Bin(r, Pi); r.skipped != "" || !strings.Contains(r.failed, "pi") {
+		t.Fatalf("under CI: skipped %q, failed %q", r.skipped, r.failed)
+	}
+}
+
+// TestInstallScript checks scripts/install-agents.sh: with the agents in the
+// cache a second run needs no npm (nothing is fetched) and prints each
+// executable; with an empty cache and no npm it fails saying so.
+func TestInstallScript(t *testing.T) {
+	for _, a := range []Agent{ClaudeCode, Pi, Codex} {
+		Bin(t, a)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "install-agents.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A PATH with mkdir only: no npm, no node.
+	bin := t.TempDir()
+	mkdir, err := exec.LookPath("mkdir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mkdir, filepath.Join(bin, "mkdir")); err != nil {
+		t.Fatal(err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(dir string) (string, error) {
+		cmd := exec.Command(bash, script)
+		cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir(), "CTXD_AGENTS_DIR=" + dir}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(Dir())
+	if err != nil {
+		t.Fatalf("second run with the agents cached: %v\n%s", err, out)
+	}
+	for _, a := range []Agent{ClaudeCode, Pi, Codex} {
+		exe, _ := Path(a)
+		if !strings.Contains(out, string(a)+" "+exe+"\n") {
+			t.Errorf("output lacks %q:\n%s", string(a)+" "+exe, out)
+		}
+	}
+	out, err = run(t.TempDir())
+	if err == nil || !strings.Contains(out, "npm not found") {
+		t.Fatalf("empty cache, no npm: err %v\n%s", err, out)
+	}
+}
