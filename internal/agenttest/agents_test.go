@@ -206,3 +206,38 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("empty cache, no npm: err %v\n%s", err, out)
 	}
 }
+
+// TestAgentContinues runs two turns of one session, the second with
+// --continue in the same HOME and working directory (the harness's Continue):
+// both finish, and the second turn's first request resends the first turn's
+// conversation (it extends the first turn's last request), which is what a
+// proxy restarted between the turns must be able to match.
+func TestAgentContinues(t *testing.T) {
+	for _, a := range anthropicAgents {
+		t.Run(string(a), func(t *testing.T) {
+			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 1, OutputBytes: 1000, Marker: "CTXD-TURN-DONE"})
+			first := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			n := len(p.Messages(true))
+			second := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run it once more.", Home: first.Home, WorkDir: first.WorkDir, Continue: true}.Exec(t)
+			logRun(t, second, p)
+			for i, res := range []Result{first, second} {
+				if res.ExitCode != 0 || !strings.Contains(res.FinalText(), "CTXD-TURN-DONE") {
+					t.Fatalf("turn %d: exit %d, answer %q", i+1, res.ExitCode, res.FinalText())
+				}
+			}
+			main := p.Messages(true)
+			if len(main) <= n {
+				t.Fatalf("no task request in the second turn")
+			}
+			if err := fakeprovider.Extends(main[n-1].Body, main[n].Body); err != nil {
+				t.Fatalf("the resumed session's first request does not extend the first turn's last: %v", err)
+			}
+			if len(main[n].Parsed.Messages) <= len(main[n-1].Parsed.Messages)+1 {
+				t.Fatalf("the second turn's first request has %d messages, the first turn's last %d", len(main[n].Parsed.Messages), len(main[n-1].Parsed.Messages))
+			}
+			if len(p.Refused()) != 0 {
+				t.Fatalf("refused: %s", p.Refused()[0].Error)
+			}
+		})
+	}
+}
