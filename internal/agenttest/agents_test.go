@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,53 @@ import (
 // anthropicAgents are the agents that speak Anthropic Messages: Claude Code,
 // and pi with its anthropic-messages provider and thinking on ("medium").
 var anthropicAgents = []Agent{ClaudeCode, Pi}
+
+// agentCase is one agent on one wire API.
+type agentCase struct {
+	name string
+	run  Run // Agent and PiAPI set
+}
+
+// allAgents are the four agent/API pairs: Claude Code and pi on Anthropic
+// Messages, Codex on the Responses API (function tools, gpt-5.2-codex), pi on
+// Chat Completions.
+var allAgents = []agentCase{
+	{"claude", Run{Agent: ClaudeCode}},
+	{"pi", Run{Agent: Pi}},
+	{"codex", Run{Agent: Codex}},
+	{"pi-openai", Run{Agent: Pi, PiAPI: "openai-completions"}},
+}
+
+// signedReasoning counts the thinking blocks (Anthropic) or reasoning items
+// (Responses) of a request that carry the fake's signature of their text:
+// the fake's own, returned verbatim.
+func signedReasoning(t *testing.T, r fakeprovider.Request) int {
+	n := 0
+	for _, m := range r.Parsed.Messages {
+		for _, b := range m.Content.Blocks {
+			if b.Type == "thinking" && b.Signature == fakeprovider.Sign(b.Thinking) {
+				n++
+			}
+		}
+	}
+	var body struct {
+		Input []struct {
+			Type    string `json:"type"`
+			Summary []struct {
+				Text string `json:"text"`
+			} `json:"summary"`
+			EncryptedContent string `json:"encrypted_content"`
+		} `json:"input"`
+	}
+	if json.Unmarshal(r.Body, &body) == nil {
+		for _, it := range body.Input {
+			if it.Type == "reasoning" && len(it.Summary) == 1 && it.EncryptedContent == fakeprovider.Sign(it.Summary[0].Text) {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // logRun writes what a run did to the test log: exit, duration, the fake's
 // requests, and the tail of the agent's output.
@@ -30,14 +78,18 @@ func logRun(t *testing.T, res Result, p *fakeprovider.Provider) {
 // TestAgentFinishesTask runs each agent on the fake's small scripted task
 // (two shell rounds, a file write, a final answer): the agent exits 0 with
 // the marker in its answer and its transcript, writes the file, the fake
-// refuses nothing, every task request extends the one before (markers
-// normalized), and the agent returns the fake's signed thinking blocks.
+// refuses nothing, and every task request extends the one before (markers
+// normalized). The agents that reason (Claude Code, pi on Anthropic with
+// thinking on, Codex) return the fake's signed thinking blocks or reasoning
+// items.
 func TestAgentFinishesTask(t *testing.T) {
-	for _, a := range anthropicAgents {
-		t.Run(string(a), func(t *testing.T) {
-			marker := "CTXD-DONE-" + strings.ToUpper(string(a))
+	for _, ac := range allAgents {
+		t.Run(ac.name, func(t *testing.T) {
+			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
 			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 2, OutputBytes: 4000, Marker: marker})
-			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			run := ac.run
+			run.BaseURL, run.Prompt = p.URL(), "Run the scripted task."
+			res := run.Exec(t)
 			logRun(t, res, p)
 			if res.ExitCode != 0 || res.TimedOut {
 				t.Fatalf("exit %d, timed out %v", res.ExitCode, res.TimedOut)
@@ -69,44 +121,43 @@ func TestAgentFinishesTask(t *testing.T) {
 			if err := fakeprovider.CheckChain(main); err != nil {
 				t.Errorf("the agent's own requests do not extend each other: %v", err)
 			}
-			last := main[len(main)-1].Parsed
-			if !last.Enabled() {
-				t.Fatalf("thinking not enabled by %s (thinking %+v)", a, last.Thinking)
+			if ac.name == "pi-openai" {
+				return // Chat Completions carries no reasoning back
 			}
-			signed := 0
-			for _, m := range last.Messages {
-				for _, b := range m.Content.Blocks {
-					if b.Type == "thinking" && b.Signature == fakeprovider.Sign(b.Thinking) {
-						signed++
-					}
-				}
+			last := main[len(main)-1]
+			if ac.run.Agent != Codex && !last.Parsed.Enabled() {
+				t.Fatalf("thinking not enabled (thinking %+v)", last.Parsed.Thinking)
 			}
-			if signed < 2 {
-				t.Errorf("the last request carries %d signed thinking blocks, want the fake's, returned", signed)
+			if n := signedReasoning(t, last); n < 2 {
+				t.Errorf("the last request carries %d of the fake's signed thinking blocks or reasoning items, want them returned", n)
 			}
 		})
 	}
 }
 
 // TestAgentOverflowWithoutCtxd is the baseline the proxy tests compare to:
-// the first shell output overflows the fake's window (the agent's first
-// request plus 3000 tokens), the agent gets the real "prompt is too long" 400
-// and never reaches the final answer. Claude Code gives up (exit 1, result
-// "Prompt is too long"); pi tries its own compaction, gets the 400 again,
+// a shell output overflows the fake's window (the agent's first request plus
+// 3000 tokens), the agent gets the real context-length 400 and never reaches
+// the final answer. Claude Code gives up (exit 1, result "Prompt is too
+// long"); Codex gives up (exit 1, "ran out of room in the model's context
+// window"); pi, on either API, tries its own compaction, gets the 400 again,
 // records the error in its transcript and exits 0 with no answer.
 func TestAgentOverflowWithoutCtxd(t *testing.T) {
-	for _, a := range anthropicAgents {
-		t.Run(string(a), func(t *testing.T) {
-			marker := "CTXD-DONE-" + strings.ToUpper(string(a))
+	for _, ac := range allAgents {
+		t.Run(ac.name, func(t *testing.T) {
+			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
 			p := fakeprovider.Start(t, fakeprovider.Config{Headroom: 3000, Rounds: 2, OutputBytes: 25000, Marker: marker})
-			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			run := ac.run
+			run.BaseURL, run.Prompt = p.URL(), "Run the scripted task."
+			res := run.Exec(t)
 			logRun(t, res, p)
 			if res.TimedOut {
 				t.Fatal("timed out")
 			}
 			tooLong := 0
 			for _, r := range p.Refused() {
-				if strings.HasPrefix(r.Error, "prompt is too long: ") {
+				if strings.HasPrefix(r.Error, "prompt is too long: ") || strings.Contains(r.Error, "context window") ||
+					strings.Contains(r.Error, "maximum context length") {
 					tooLong++
 				}
 			}
@@ -116,16 +167,21 @@ func TestAgentOverflowWithoutCtxd(t *testing.T) {
 			if strings.Contains(res.Stdout, marker) {
 				t.Fatal("the agent reached the final answer despite the overflow")
 			}
-			switch a {
-			case ClaudeCode:
+			switch ac.name {
+			case "claude":
 				c, ok := res.Claude()
 				if res.ExitCode != 1 || !ok || !c.IsError || c.APIErrorStatus != 400 || c.Result != "Prompt is too long" {
 					t.Fatalf("Claude Code: exit %d, result %+v; want exit 1 and the 400 reported", res.ExitCode, c)
 				}
-			case Pi:
+			case "codex":
+				if res.ExitCode != 1 || !strings.Contains(res.Stderr, "ran out of room in the model's context window") {
+					t.Fatalf("Codex: exit %d; want exit 1 and the error on stderr", res.ExitCode)
+				}
+			case "pi", "pi-openai":
+				want := map[string]string{"pi": "prompt is too long", "pi-openai": "maximum context length"}[ac.name]
 				tr, err := os.ReadFile(res.Transcript)
-				if err != nil || !strings.Contains(string(tr), "prompt is too long") {
-					t.Fatalf("pi's transcript %q does not record the 400 (%v)", res.Transcript, err)
+				if err != nil || !strings.Contains(string(tr), want) {
+					t.Fatalf("pi's transcript %q does not record the 400 %q (%v)", res.Transcript, want, err)
 				}
 				if res.ExitCode != 0 || res.FinalText() != "" {
 					t.Fatalf("pi: exit %d, answer %q; want exit 0 and no answer", res.ExitCode, res.FinalText())

@@ -109,7 +109,9 @@ type Request struct {
 	// Body is the raw request body, byte for byte.
 	Body []byte
 	// Parsed is the decoded Messages request (nil for other paths, or a body
-	// that is not JSON).
+	// that is not JSON). An OpenAI request is converted to this shape: tool
+	// calls as tool_use blocks, their outputs as tool_result blocks,
+	// instructions and system/developer messages as the system prompt.
 	Parsed *MessagesRequest
 	// Tokens is the request's size by CountTokens (0 when not a Messages
 	// request).
@@ -190,13 +192,14 @@ func (p *Provider) Requests() []Request {
 	return append([]Request(nil), p.reqs...)
 }
 
-// Messages returns the recorded POST /v1/messages requests; with main set,
-// only those that declared a shell tool (the agent's task conversation, not
-// its side requests).
+// Messages returns the recorded model requests that were parsed (POST
+// /v1/messages, /v1/responses, /v1/chat/completions; not count_tokens); with
+// main set, only those that declared a shell tool (the agent's task
+// conversation, not its side requests).
 func (p *Provider) Messages(main bool) []Request {
 	var out []Request
 	for _, r := range p.Requests() {
-		if r.Parsed == nil || r.Path != "/v1/messages" {
+		if r.Parsed == nil || r.Path == "/v1/messages/count_tokens" {
 			continue
 		}
 		if main && findTools(r.Parsed.Tools).shell == "" {
@@ -266,6 +269,10 @@ func (p *Provider) serve(w http.ResponseWriter, req *http.Request) {
 	rec := Request{
 		Time: time.Now(), Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery,
 		Header: req.Header.Clone(), Body: body,
+	}
+	if req.Method == http.MethodPost && (req.URL.Path == "/v1/responses" || req.URL.Path == "/v1/chat/completions") {
+		p.serveOpenAI(w, req, rec)
+		return
 	}
 	isMessages := req.Method == http.MethodPost && req.URL.Path == "/v1/messages"
 	isCount := req.Method == http.MethodPost && req.URL.Path == "/v1/messages/count_tokens"

@@ -14,16 +14,27 @@ type Normalized struct {
 	Messages      [][]byte
 }
 
-// Normalize returns body's Normalized form. It fails when body is not a JSON
-// object or its messages field is not an array.
+// Normalize returns body's Normalized form. The body is an Anthropic Messages
+// request (system, tools, messages), a Chat Completions request (tools,
+// messages) or a Responses request (instructions as System, tools, input
+// items as Messages). It fails when body is not a JSON object or its
+// conversation is not an array.
 func Normalize(body []byte) (Normalized, error) {
 	var f struct {
-		System   json.RawMessage   `json:"system"`
-		Tools    json.RawMessage   `json:"tools"`
-		Messages []json.RawMessage `json:"messages"`
+		System       json.RawMessage   `json:"system"`
+		Instructions json.RawMessage   `json:"instructions"`
+		Tools        json.RawMessage   `json:"tools"`
+		Messages     []json.RawMessage `json:"messages"`
+		Input        []json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &f); err != nil {
 		return Normalized{}, fmt.Errorf("fakeprovider: normalize request: %w", err)
+	}
+	if f.System == nil {
+		f.System = f.Instructions
+	}
+	if f.Messages == nil {
+		f.Messages = f.Input
 	}
 	n := Normalized{System: normalizeMarkers(f.System), Tools: normalizeMarkers(f.Tools)}
 	for _, m := range f.Messages {

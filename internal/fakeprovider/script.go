@@ -40,6 +40,7 @@ const fileWritten = "ctxd-fake-file-written"
 // tools is what the fake found among a request's tool definitions.
 type tools struct {
 	shell, shellArg string // tool name and its command property
+	shellArgv       bool   // the command property is an argv array
 	write           string // "" when none
 	writePath       string // the write tool's path property (file_path, path)
 	writeContent    string // its content property
@@ -52,14 +53,21 @@ type schema struct {
 
 // findTools picks the agent's shell and write tools by name and input schema:
 // Claude Code's Bash{command} and Write{file_path, content}, pi's
-// bash{command} and write{path, content}, and any tool shaped alike.
+// bash{command} and write{path, content}, Codex's exec_command{cmd} or
+// shell{command: [argv]}, and any tool shaped alike.
 func findTools(ts []Tool) tools {
 	var t tools
 	for _, tool := range ts {
 		var s schema
 		_ = json.Unmarshal(tool.InputSchema, &s)
 		name := strings.ToLower(tool.Name)
-		_, hasCommand := s.Properties["command"]
+		arg := ""
+		for _, p := range []string{"command", "cmd"} {
+			if _, ok := s.Properties[p]; ok {
+				arg = p
+				break
+			}
+		}
 		_, hasContent := s.Properties["content"]
 		pathProp := ""
 		for _, p := range []string{"file_path", "path", "filename"} {
@@ -69,13 +77,27 @@ func findTools(ts []Tool) tools {
 			}
 		}
 		switch {
-		case t.shell == "" && hasCommand && (name == "bash" || name == "shell" || strings.Contains(name, "shell") || strings.Contains(name, "exec") || name == "run_command"):
-			t.shell, t.shellArg = tool.Name, "command"
+		case t.shell == "" && arg != "" && (name == "bash" || strings.Contains(name, "shell") || strings.Contains(name, "exec") || name == "run_command"):
+			t.shell, t.shellArg = tool.Name, arg
+			var prop struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(s.Properties[arg], &prop)
+			t.shellArgv = prop.Type == "array"
 		case t.write == "" && hasContent && pathProp != "" && (name == "write" || strings.Contains(name, "write")):
 			t.write, t.writePath, t.writeContent = tool.Name, pathProp, "content"
 		}
 	}
 	return t
+}
+
+// shellInput is the shell tool's input for a command line: a string, or
+// bash -lc and the line for a tool taking an argv array.
+func (t tools) shellInput(line string) map[string]any {
+	if t.shellArgv {
+		return map[string]any{t.shellArg: []string{"bash", "-lc", line}}
+	}
+	return map[string]any{t.shellArg: line}
 }
 
 // cwdPattern finds the working directory the agents state in their system
@@ -153,9 +175,7 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 	// Rounds run in order, so the highest one evidenced is where the task
 	// is: a summary or a context edit may have dropped the earlier ones.
 	if n := doneRounds(evidence.String(), p.cfg.Rounds) + 1; n <= p.cfg.Rounds {
-		return plan{step: StepShell, round: n, tool: t.shell, input: map[string]any{
-			t.shellArg: p.shellCommand(n),
-		}}
+		return plan{step: StepShell, round: n, tool: t.shell, input: t.shellInput(p.shellCommand(n))}
 	}
 	if !wrote {
 		content := p.cfg.WriteContent
