@@ -61,9 +61,15 @@ func (e *OpenAIError) Body() []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(map[string]any{"error": map[string]any{
-		"message": e.Message, "type": e.Type, "param": null(e.Param), "code": null(e.Code),
-	}})
+	type inner struct { // OpenAI's field order
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Param   any    `json:"param"`
+		Code    any    `json:"code"`
+	}
+	_ = enc.Encode(struct {
+		Error inner `json:"error"`
+	}{inner{e.Message, e.Type, null(e.Param), null(e.Code)}})
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
