@@ -22,13 +22,15 @@ type agentCase struct {
 	run  Run // Agent and PiAPI set
 }
 
-// allAgents are the four agent/API pairs: Claude Code and pi on Anthropic
-// Messages, Codex on the Responses API (function tools, gpt-5.2-codex), pi on
-// Chat Completions.
+// allAgents are the agent/API pairs: Claude Code and pi on Anthropic
+// Messages, Codex on the Responses API (function tools with gpt-5.2-codex,
+// and its default model's code mode: a free-form JavaScript "exec" tool
+// declared in an additional_tools input item), pi on Chat Completions.
 var allAgents = []agentCase{
 	{"claude", Run{Agent: ClaudeCode}},
 	{"pi", Run{Agent: Pi}},
 	{"codex", Run{Agent: Codex}},
+	{"codex-code", Run{Agent: Codex, Model: "default"}},
 	{"pi-openai", Run{Agent: Pi, PiAPI: "openai-completions"}},
 }
 
@@ -173,7 +175,7 @@ func TestAgentOverflowWithoutCtxd(t *testing.T) {
 				if res.ExitCode != 1 || !ok || !c.IsError || c.APIErrorStatus != 400 || c.Result != "Prompt is too long" {
 					t.Fatalf("Claude Code: exit %d, result %+v; want exit 1 and the 400 reported", res.ExitCode, c)
 				}
-			case "codex":
+			case "codex", "codex-code":
 				if res.ExitCode != 1 || !strings.Contains(res.Stderr, "ran out of room in the model's context window") {
 					t.Fatalf("Codex: exit %d; want exit 1 and the error on stderr", res.ExitCode)
 				}

@@ -239,12 +239,18 @@ type responsesRequest struct {
 	Input        json.RawMessage `json:"input"`
 	Stream       bool            `json:"stream"`
 	Reasoning    json.RawMessage `json:"reasoning"`
-	Tools        []struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"tools"`
+	Tools        []responseTool  `json:"tools"`
+}
+
+// responseTool is a Responses tool definition: a function (JSON Schema
+// parameters), a custom (free-form) tool, or a namespace of either (Codex's
+// code mode).
+type responseTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Tools       []responseTool  `json:"tools"`
 }
 
 // responseItem is one input or output item of the Responses API.
@@ -257,6 +263,8 @@ type responseItem struct {
 	Arguments string          `json:"arguments,omitempty"`
 	Input     string          `json:"input,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
+	// Tools is set on Codex's "additional_tools" item (code mode).
+	Tools []responseTool `json:"tools,omitempty"`
 }
 
 // canonResponses converts and checks a Responses request: every
@@ -266,11 +274,17 @@ func canonResponses(rr *responsesRequest) (*MessagesRequest, *OpenAIError) {
 	var c canon
 	c.r.Model, c.r.Stream, c.r.MaxTokens = rr.Model, rr.Stream, 1
 	c.system(rr.Instructions)
-	for _, t := range rr.Tools {
-		if t.Type == "function" {
-			c.r.Tools = append(c.r.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters})
+	addTools := func(ts []responseTool) {
+		for _, t := range ts {
+			switch t.Type {
+			case "function":
+				c.r.Tools = append(c.r.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters})
+			case "custom":
+				c.r.Tools = append(c.r.Tools, Tool{Name: t.Name, Type: "custom", Description: t.Description})
+			}
 		}
 	}
+	addTools(rr.Tools)
 	var items []responseItem
 	in := bytes.TrimSpace(rr.Input)
 	if len(in) > 0 && in[0] == '"' {
@@ -288,6 +302,10 @@ func canonResponses(rr *responsesRequest) (*MessagesRequest, *OpenAIError) {
 	}
 	for _, it := range items {
 		switch it.Type {
+		case "additional_tools":
+			for _, ns := range it.Tools {
+				addTools(append([]responseTool{ns}, ns.Tools...))
+			}
 		case "message", "":
 			switch it.Role {
 			case "system", "developer":
@@ -443,7 +461,10 @@ func (p *Provider) respond(w http.ResponseWriter, model string, stream, reasonin
 	}
 	items = append(items, map[string]any{"id": "msg_" + id[5:], "type": "message", "status": "completed", "role": "assistant",
 		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
-	if callID != "" {
+	if callID != "" && pl.code {
+		items = append(items, map[string]any{"id": "ctc_" + id[5:], "type": "custom_tool_call", "status": "completed",
+			"call_id": callID, "name": pl.tool, "input": pl.input["input"]})
+	} else if callID != "" {
 		items = append(items, map[string]any{"id": "fc_" + id[5:], "type": "function_call", "status": "completed",
 			"call_id": callID, "name": pl.tool, "arguments": args})
 	}
@@ -489,6 +510,8 @@ func (p *Provider) respond(w http.ResponseWriter, model string, stream, reasonin
 			added["status"], added["content"] = "in_progress", []any{}
 		case "function_call":
 			added["status"], added["arguments"] = "in_progress", ""
+		case "custom_tool_call":
+			added["status"], added["input"] = "in_progress", ""
 		}
 		send("response.output_item.added", map[string]any{"output_index": i, "item": added})
 		switch it["type"] {
@@ -506,6 +529,12 @@ func (p *Provider) respond(w http.ResponseWriter, model string, stream, reasonin
 				send("response.function_call_arguments.delta", map[string]any{"item_id": it["id"], "output_index": i, "delta": c})
 			}
 			send("response.function_call_arguments.done", map[string]any{"item_id": it["id"], "output_index": i, "arguments": args})
+		case "custom_tool_call":
+			in := it["input"].(string)
+			for _, c := range chunks(in, p.cfg.ChunkBytes) {
+				send("response.custom_tool_call_input.delta", map[string]any{"item_id": it["id"], "output_index": i, "delta": c})
+			}
+			send("response.custom_tool_call_input.done", map[string]any{"item_id": it["id"], "output_index": i, "input": in})
 		}
 		send("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}

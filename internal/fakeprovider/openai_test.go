@@ -302,3 +302,40 @@ func TestOpenAIContextWindow(t *testing.T) {
 		t.Errorf("chat: %d %s", status, b)
 	}
 }
+
+// TestResponsesCodeMode checks Codex's code mode: no tools field, the tools
+// in an additional_tools input item, among them the free-form "exec" tool;
+// the fake calls it with JavaScript running the command through
+// tools.exec_command, streamed as custom_tool_call input deltas, and reads
+// the custom_tool_call_output back as the round's evidence.
+func TestResponsesCodeMode(t *testing.T) {
+	p := Start(t, Config{Rounds: 2, ChunkBytes: 20})
+	at := `{"type":"additional_tools","role":"developer","tools":[{"type":"namespace","name":"functions","tools":[{"type":"custom","name":"exec","description":"Run JavaScript"},{"type":"function","name":"wait","parameters":{"type":"object","properties":{}}}]}]}`
+	req := `{"model":"gpt-6","stream":true,"input":[` + at + `,{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}]}`
+	status, b := postOpenAI(t, p, "/v1/responses", req)
+	evs, _ := dataLines(t, b)
+	in := ""
+	var item map[string]any
+	for _, e := range evs {
+		switch e["type"] {
+		case "response.custom_tool_call_input.delta":
+			in += e["delta"].(string)
+		case "response.output_item.done":
+			if it := e["item"].(map[string]any); it["type"] == "custom_tool_call" {
+				item = it
+			}
+		}
+	}
+	if status != 200 || item == nil || item["input"] != in || item["name"] != "exec" ||
+		!strings.HasPrefix(in, "const r = await tools.exec_command({cmd: ") || !strings.Contains(in, `ctxd-fake-round-$((1))-done`) {
+		t.Fatalf("status %d, custom tool call %v, streamed input %q", status, item, in)
+	}
+	// Round 1's output comes back: the fake goes on with round 2.
+	next := strings.Replace(req, `"stream":true`, `"stream":false`, 1)
+	next = strings.TrimSuffix(next, "]}") + `,{"type":"custom_tool_call","call_id":"` + item["call_id"].(string) + `","name":"exec","input":"x"},` +
+		`{"type":"custom_tool_call_output","call_id":"` + item["call_id"].(string) + `","output":[{"type":"input_text","text":"{\"output\":\"ctxd-fake-round-1-done\\n\"}"}]}]}`
+	status, b = postOpenAI(t, p, "/v1/responses", next)
+	if status != 200 || !strings.Contains(string(b), `ctxd-fake-round-$((2))-done`) {
+		t.Fatalf("after round 1: %d %s", status, b)
+	}
+}

@@ -41,6 +41,7 @@ const fileWritten = "ctxd-fake-file-written"
 type tools struct {
 	shell, shellArg string // tool name and its command property
 	shellArgv       bool   // the command property is an argv array
+	shellCode       bool   // the shell is Codex's code-mode "exec" (JavaScript)
 	write           string // "" when none
 	writePath       string // the write tool's path property (file_path, path)
 	writeContent    string // its content property
@@ -58,6 +59,12 @@ type schema struct {
 func findTools(ts []Tool) tools {
 	var t tools
 	for _, tool := range ts {
+		if tool.Type == "custom" && tool.Name == "exec" && t.shell == "" {
+			// Codex's code mode: a free-form tool running JavaScript whose
+			// tools.exec_command runs a shell command.
+			t.shell, t.shellCode = tool.Name, true
+			continue
+		}
 		var s schema
 		_ = json.Unmarshal(tool.InputSchema, &s)
 		name := strings.ToLower(tool.Name)
@@ -94,6 +101,10 @@ func findTools(ts []Tool) tools {
 // shellInput is the shell tool's input for a command line: a string, or
 // bash -lc and the line for a tool taking an argv array.
 func (t tools) shellInput(line string) map[string]any {
+	if t.shellCode {
+		q, _ := json.Marshal(line)
+		return map[string]any{"input": fmt.Sprintf("const r = await tools.exec_command({cmd: %s});\ntext(r);\n", q)}
+	}
 	if t.shellArgv {
 		return map[string]any{t.shellArg: []string{"bash", "-lc", line}}
 	}
@@ -111,6 +122,7 @@ type plan struct {
 	round int // 1-based shell round, for StepShell
 	tool  string
 	input map[string]any
+	code  bool   // the tool is free-form: input["input"] is its raw input
 	text  string // the answer text, for StepFinal and StepSide
 }
 
@@ -175,7 +187,7 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 	// Rounds run in order, so the highest one evidenced is where the task
 	// is: a summary or a context edit may have dropped the earlier ones.
 	if n := doneRounds(evidence.String(), p.cfg.Rounds) + 1; n <= p.cfg.Rounds {
-		return plan{step: StepShell, round: n, tool: t.shell, input: t.shellInput(p.shellCommand(n))}
+		return plan{step: StepShell, round: n, tool: t.shell, code: t.shellCode, input: t.shellInput(p.shellCommand(n))}
 	}
 	if !wrote {
 		content := p.cfg.WriteContent
@@ -192,9 +204,8 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 				return plan{step: StepWrite, tool: t.write, input: map[string]any{t.writePath: path, t.writeContent: content}}
 			}
 		}
-		return plan{step: StepWrite, tool: t.shell, input: map[string]any{
-			t.shellArg: fmt.Sprintf("printf '%%s' %s > %s && echo wrote %s", shellQuote(content), shellQuote(p.cfg.WriteFile), shellQuote(filepath.Base(p.cfg.WriteFile))),
-		}}
+		return plan{step: StepWrite, tool: t.shell, code: t.shellCode, input: t.shellInput(
+			fmt.Sprintf("printf '%%s' %s > %s && echo wrote %s", shellQuote(content), shellQuote(p.cfg.WriteFile), shellQuote(filepath.Base(p.cfg.WriteFile))))}
 	}
 	return plan{step: StepFinal, text: fmt.Sprintf("The task is done: %d shell rounds run and %s written. %s", p.cfg.Rounds, p.cfg.WriteFile, p.cfg.Marker)}
 }
