@@ -71,7 +71,7 @@ func logRun(t *testing.T, res Result, p *fakeprovider.Provider) {
 	t.Helper()
 	t.Logf("exit %d (timed out %v) in %v; transcript %s", res.ExitCode, res.TimedOut, res.Duration.Round(1e6), res.Transcript)
 	for _, r := range p.Requests() {
-		t.Logf("  request %d %s %s: %d %s tokens=%d %s", r.Seq, r.Method, r.Path, r.Status, r.Step, r.Tokens, r.Error)
+		t.Logf("  request %d %s %s: %d %s tokens=%d cache_read=%d %s", r.Seq, r.Method, r.Path, r.Status, r.Step, r.Tokens, r.CacheRead, r.Error)
 	}
 	tail := func(s string) string { return s[max(0, len(s)-1500):] }
 	t.Logf("stdout tail: %s\nstderr tail: %s", tail(res.Stdout), tail(res.Stderr))
@@ -122,6 +122,15 @@ func TestAgentFinishesTask(t *testing.T) {
 			}
 			if err := fakeprovider.CheckChain(main); err != nil {
 				t.Errorf("the agent's own requests do not extend each other: %v", err)
+			}
+			if ac.run.Agent != Codex && ac.run.PiAPI == "" {
+				// The agent's cache markers: each request reads from the
+				// fake's prompt cache nearly all of the one before.
+				for i := 1; i < len(main); i++ {
+					if main[i].CacheRead < main[i-1].Tokens*9/10 {
+						t.Errorf("request %d read %d tokens from the prompt cache; the one before had %d", main[i].Seq, main[i].CacheRead, main[i-1].Tokens)
+					}
+				}
 			}
 			if ac.name == "pi-openai" {
 				return // Chat Completions carries no reasoning back

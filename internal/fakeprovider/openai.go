@@ -409,6 +409,15 @@ func (p *Provider) serveOpenAI(w http.ResponseWriter, req *http.Request, rec Req
 		fail(e)
 		return
 	}
+	if f, ok := p.nextFault(); ok {
+		rec.Status, rec.Step, rec.Error = openAIFault(f.Status).Status, StepFault, openAIFault(f.Status).Message
+		if f.MidStream && responses && r.Stream {
+			rec.Status = 200
+		}
+		p.record(rec)
+		writeOpenAIFault(w, f, responses, r.Stream, r.Model)
+		return
+	}
 	pl := p.decide(r)
 	rec.Status, rec.Step = 200, pl.step
 	p.record(rec)

@@ -116,12 +116,18 @@ type Request struct {
 	// Tokens is the request's size by CountTokens (0 when not a Messages
 	// request).
 	Tokens int
+	// CacheRead is the part of Tokens read from the fake's prompt cache (an
+	// Anthropic request whose prefix up to a cache_control breakpoint an
+	// earlier request stored): a proxy that keeps the prefix stable keeps
+	// this high.
+	CacheRead int
 	// Status is the HTTP status answered; Error the refusal's message (""
 	// on success).
 	Status int
 	Error  string
 	// Step is what the fake answered a Messages request with (StepShell,
-	// StepWrite, StepFinal, StepSide, StepSummary; "" when refused).
+	// StepWrite, StepFinal, StepSide, StepSummary, StepFault; "" when
+	// refused).
 	Step string
 }
 
@@ -138,6 +144,8 @@ type Provider struct {
 	reqs   []Request
 	issued map[string]string // tool_use id → step
 	window int               // the context window in force, in tokens
+	faults []Fault           // queued by FailNext
+	cache  map[[32]byte]bool // prompt-cache prefixes stored at breakpoints
 }
 
 // New starts a fake provider on a loopback port with cfg (defaults filled
@@ -313,9 +321,22 @@ func (p *Provider) serve(w http.ResponseWriter, req *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if f, ok := p.nextFault(); ok {
+		rec.Status, rec.Step = f.Status, StepFault
+		if f.MidStream && r.Stream {
+			rec.Status = 200
+		}
+		rec.Error = anthropicFault(f.Status).Message
+		p.record(rec)
+		writeAnthropicFault(w, f, r.Stream, r.Model)
+		return
+	}
 	pl := p.decide(&r)
 	msg := p.answer(&r, body, pl, rec.Tokens)
-	rec.Status, rec.Step = 200, pl.step
+	read, created := p.cacheUsage(body, rec.Tokens)
+	msg.Usage.CacheReadInputTokens, msg.Usage.CacheCreationInputTokens = read, created
+	msg.Usage.InputTokens = max(rec.Tokens-read-created, 0)
+	rec.Status, rec.Step, rec.CacheRead = 200, pl.step, read
 	p.record(rec)
 	if r.Stream {
 		p.stream(w, msg)

@@ -353,6 +353,14 @@ func TestDecisionsFromTheConversation(t *testing.T) {
 	if !bytes.Equal(stripID(first), stripID(again)) {
 		t.Fatalf("a resend got another answer:\n%s\n%s", first, again)
 	}
+	// The resend reads from the prompt cache what the first request wrote.
+	var u1, u2 struct {
+		Usage usage `json:"usage"`
+	}
+	_, _ = json.Unmarshal(first, &u1), json.Unmarshal(again, &u2)
+	if u1.Usage.CacheCreationInputTokens == 0 || u2.Usage.CacheReadInputTokens != u1.Usage.CacheCreationInputTokens {
+		t.Fatalf("prompt cache: first %+v, resend %+v", u1.Usage, u2.Usage)
+	}
 
 	status, side := post(t, p, "/v1/messages", `{"model":"claude-haiku","max_tokens":50,"messages":[{"role":"user","content":"Write a title for this session"}]}`, nil)
 	if status != 200 || !strings.Contains(string(side), `"text":"Fake provider task"`) {
@@ -407,11 +415,13 @@ func TestDecisionsFromTheConversation(t *testing.T) {
 	}
 }
 
-// stripID removes the message id (random per answer) from a response body.
+// stripID removes the message id (random per answer) and the usage (the
+// prompt cache) from a response body.
 func stripID(b []byte) []byte {
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	delete(m, "id")
+	delete(m, "usage")
 	out, _ := json.Marshal(m)
 	return out
 }
@@ -441,5 +451,101 @@ func TestExtends(t *testing.T) {
 	chain := []Request{{Seq: 1, Body: []byte(r1)}, {Seq: 2, Body: []byte(r2)}, {Seq: 3, Body: []byte(r1)}}
 	if err := CheckChain(chain); err == nil || !strings.Contains(err.Error(), "request 3 does not extend request 2") {
 		t.Fatalf("CheckChain: %v", err)
+	}
+}
+
+// TestPromptCache checks the prompt-cache figures: with the marker moved to
+// the newest message each request, a request reads from the cache all the
+// previous one wrote (its whole size but the moved marker, about 10 tokens); an edited first
+// message reads nothing; usage splits the count into read, written and
+// uncached tokens.
+func TestPromptCache(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	p := Start(t, Config{Rounds: 2, OutputBytes: 2000})
+	a := &miniAgent{t: t, p: p, tools: `[` + bashTool + `]`, system: "Working directory: " + dir, dir: dir}
+	a.turn("Do the task.")
+	reqs := p.Requests()
+	if reqs[0].CacheRead != 0 {
+		t.Errorf("first request read %d tokens from an empty cache", reqs[0].CacheRead)
+	}
+	for i := 1; i < len(reqs); i++ {
+		if reqs[i].CacheRead < reqs[i-1].Tokens-20 || reqs[i].CacheRead >= reqs[i].Tokens {
+			t.Errorf("request %d: read %d of %d tokens from the cache; the previous request had %d", reqs[i].Seq, reqs[i].CacheRead, reqs[i].Tokens, reqs[i-1].Tokens)
+		}
+	}
+	// Edit the first message: nothing of the prefix is cached any more.
+	a.msgs[0] = map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Do the task, edited."}}}
+	_, b := post(t, p, "/v1/messages", a.request(), nil)
+	var m struct {
+		Usage usage `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	last := p.Requests()[len(p.Requests())-1]
+	if m.Usage.CacheReadInputTokens != 0 || last.CacheRead != 0 {
+		t.Errorf("an edited first message still read %d tokens from the cache", m.Usage.CacheReadInputTokens)
+	}
+	if got := m.Usage.InputTokens + m.Usage.CacheCreationInputTokens + m.Usage.CacheReadInputTokens; got != last.Tokens || m.Usage.CacheCreationInputTokens == 0 {
+		t.Errorf("usage %+v does not split the request's %d tokens", m.Usage, last.Tokens)
+	}
+}
+
+// TestFaults checks the injected errors: each queued fault answers one
+// request with the provider's own error (before or in the middle of the
+// stream), then the fake answers normally again.
+func TestFaults(t *testing.T) {
+	p := Start(t, Config{})
+	anth := strings.Replace(body(false, `{"role":"user","content":"go"}`), `"max_tokens"`, `"stream":true,"max_tokens"`, 1)
+	chat := `{"model":"m","stream":true,"tools":[` + chatBash + `],"messages":[{"role":"user","content":"go"}]}`
+	resp := `{"model":"m","stream":true,"tools":[` + execTool + `],"input":"go"}`
+	tests := []struct {
+		name     string
+		fault    Fault
+		path, b  string
+		status   int
+		contains []string
+	}{
+		{"anthropic 529", Fault{Status: 529}, "/v1/messages", anth, 529, []string{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_`}},
+		{"anthropic 429", Fault{Status: 429}, "/v1/messages", anth, 429, []string{`"type":"rate_limit_error"`}},
+		{"anthropic mid-stream", Fault{Status: 529, MidStream: true}, "/v1/messages", anth, 200,
+			[]string{"event: message_start\n", "event: content_block_delta\n", "event: error\ndata: {\"error\":{\"message\":\"Overloaded\",\"type\":\"overloaded_error\"},\"type\":\"error\"}\n\n"}},
+		{"chat 429", Fault{Status: 429}, "/v1/chat/completions", chat, 429, []string{`"code":"rate_limit_exceeded"`}},
+		{"responses mid-stream", Fault{Status: 500, MidStream: true}, "/v1/responses", resp, 200, []string{"event: response.created\n", "event: response.failed\n", `"status":"failed"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p.FailNext(tc.fault)
+			var status int
+			var b []byte
+			if tc.path == "/v1/messages" {
+				status, b = post(t, p, tc.path, tc.b, nil)
+			} else {
+				status, b = postOpenAI(t, p, tc.path, tc.b)
+			}
+			if status != tc.status {
+				t.Fatalf("status %d, want %d: %s", status, tc.status, b)
+			}
+			for _, c := range tc.contains {
+				if !strings.Contains(string(b), c) {
+					t.Errorf("answer lacks %q:\n%s", c, b)
+				}
+			}
+			if strings.Contains(string(b), "message_stop") || strings.Contains(string(b), "response.completed") {
+				t.Errorf("a failed stream completed:\n%s", b)
+			}
+			if r := p.Requests()[len(p.Requests())-1]; r.Step != StepFault {
+				t.Errorf("recorded step %q, want %q", r.Step, StepFault)
+			}
+			if tc.path == "/v1/messages" {
+				status, b = post(t, p, tc.path, tc.b, nil)
+			} else {
+				status, b = postOpenAI(t, p, tc.path, tc.b)
+			}
+			if status != 200 || p.Requests()[len(p.Requests())-1].Step != StepShell {
+				t.Fatalf("the request after the fault: %d %s", status, b)
+			}
+		})
 	}
 }
