@@ -65,18 +65,6 @@ func signedReasoning(t *testing.T, r fakeprovider.Request) int {
 	return n
 }
 
-// logRun writes what a run did to the test log: exit, duration, the fake's
-// requests, and the tail of the agent's output.
-func logRun(t *testing.T, res Result, p *fakeprovider.Provider) {
-	t.Helper()
-	t.Logf("exit %d (timed out %v) in %v; transcript %s", res.ExitCode, res.TimedOut, res.Duration.Round(1e6), res.Transcript)
-	for _, r := range p.Requests() {
-		t.Logf("  request %d %s %s: %d %s tokens=%d cache_read=%d %s", r.Seq, r.Method, r.Path, r.Status, r.Step, r.Tokens, r.CacheRead, r.Error)
-	}
-	tail := func(s string) string { return s[max(0, len(s)-1500):] }
-	t.Logf("stdout tail: %s\nstderr tail: %s", tail(res.Stdout), tail(res.Stderr))
-}
-
 // TestAgentFinishesTask runs each agent on the fake's small scripted task
 // (two shell rounds, a file write, a final answer): the agent exits 0 with
 // the marker in its answer and its transcript, writes the file, the fake
@@ -92,7 +80,7 @@ func TestAgentFinishesTask(t *testing.T) {
 			run := ac.run
 			run.BaseURL, run.Prompt = p.URL(), "Run the scripted task."
 			res := run.Exec(t)
-			logRun(t, res, p)
+			Log(t, res, p)
 			if res.ExitCode != 0 || res.TimedOut {
 				t.Fatalf("exit %d, timed out %v", res.ExitCode, res.TimedOut)
 			}
@@ -161,7 +149,7 @@ func TestAgentOverflowWithoutCtxd(t *testing.T) {
 			run := ac.run
 			run.BaseURL, run.Prompt = p.URL(), "Run the scripted task."
 			res := run.Exec(t)
-			logRun(t, res, p)
+			Log(t, res, p)
 			if res.TimedOut {
 				t.Fatal("timed out")
 			}
@@ -286,7 +274,7 @@ func TestAgentContinues(t *testing.T) {
 			first := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
 			n := len(p.Messages(true))
 			second := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run it once more.", Home: first.Home, WorkDir: first.WorkDir, Continue: true}.Exec(t)
-			logRun(t, second, p)
+			Log(t, second, p)
 			for i, res := range []Result{first, second} {
 				if res.ExitCode != 0 || !strings.Contains(res.FinalText(), "CTXD-TURN-DONE") {
 					t.Fatalf("turn %d: exit %d, answer %q", i+1, res.ExitCode, res.FinalText())

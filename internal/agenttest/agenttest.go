@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/fakeprovider"
 )
 
 // Agent names a supported agent by its executable.
@@ -412,4 +414,20 @@ func (r Result) FinalText() string {
 		return c.Result
 	}
 	return strings.TrimSpace(r.Stdout)
+}
+
+// Log writes a run's outcome to tb's log: exit status, duration, transcript,
+// every request p recorded (sequence, path, status, step, tokens, prompt-cache
+// read, refusal text) and the last 1,500 bytes of stdout and stderr. p may be
+// nil.
+func Log(tb testing.TB, res Result, p *fakeprovider.Provider) {
+	tb.Helper()
+	tb.Logf("exit %d (timed out %v) in %v; transcript %s", res.ExitCode, res.TimedOut, res.Duration.Round(time.Millisecond), res.Transcript)
+	if p != nil {
+		for _, r := range p.Requests() {
+			tb.Logf("  request %d %s %s: %d %s tokens=%d cache_read=%d %s", r.Seq, r.Method, r.Path, r.Status, r.Step, r.Tokens, r.CacheRead, r.Error)
+		}
+	}
+	tail := func(s string) string { return s[max(0, len(s)-1500):] }
+	tb.Logf("stdout tail: %s\nstderr tail: %s", tail(res.Stdout), tail(res.Stderr))
 }
