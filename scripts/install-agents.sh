@@ -25,6 +25,12 @@ root=${CTXD_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ctxd/agents}
 mkdir -p "$root"
 root=$(cd "$root" && pwd)
 
+# Two runs at once (parallel worktrees) install one after the other.
+if command -v flock >/dev/null; then
+  exec 9>"$root/.lock"
+  flock 9
+fi
+
 for entry in "${AGENTS[@]}"; do
   read -r pkg version bin <<<"$entry"
   dest="$root/$pkg@$version"
