@@ -23,12 +23,13 @@ type agentCase struct {
 }
 
 // allAgents are the agent/API pairs: Claude Code and pi on Anthropic
-// Messages, Codex on the Responses API (function tools with gpt-5.2-codex,
+// Messages (pi with thinking "medium", and once with thinking off), Codex on the Responses API (function tools with gpt-5.2-codex,
 // and its default model's code mode: a free-form JavaScript "exec" tool
 // declared in an additional_tools input item), pi on Chat Completions.
 var allAgents = []agentCase{
 	{"claude", Run{Agent: ClaudeCode}},
 	{"pi", Run{Agent: Pi}},
+	{"pi-nothink", Run{Agent: Pi, Thinking: "off"}},
 	{"codex", Run{Agent: Codex}},
 	{"codex-code", Run{Agent: Codex, Model: "default"}},
 	{"pi-openai", Run{Agent: Pi, PiAPI: "openai-completions"}},
@@ -123,6 +124,14 @@ func TestAgentFinishesTask(t *testing.T) {
 			if ac.name == "pi-openai" {
 				return // Chat Completions carries no reasoning back
 			}
+			if ac.run.Thinking == "off" {
+				for _, r := range main {
+					if r.Parsed.Enabled() || signedReasoning(t, r) != 0 {
+						t.Fatalf("request %d: thinking %+v with thinking off", r.Seq, r.Parsed.Thinking)
+					}
+				}
+				return
+			}
 			last := main[len(main)-1]
 			if ac.run.Agent != Codex && !last.Parsed.Enabled() {
 				t.Fatalf("thinking not enabled (thinking %+v)", last.Parsed.Thinking)
@@ -176,8 +185,8 @@ func TestAgentOverflowWithoutCtxd(t *testing.T) {
 				if res.ExitCode != 1 || !strings.Contains(res.Stderr, "ran out of room in the model's context window") {
 					t.Fatalf("Codex: exit %d; want exit 1 and the error on stderr", res.ExitCode)
 				}
-			case "pi", "pi-openai":
-				want := map[string]string{"pi": "prompt is too long", "pi-openai": "maximum context length"}[ac.name]
+			case "pi", "pi-nothink", "pi-openai":
+				want := map[string]string{"pi": "prompt is too long", "pi-nothink": "prompt is too long", "pi-openai": "maximum context length"}[ac.name]
 				tr, err := os.ReadFile(res.Transcript)
 				if err != nil || !strings.Contains(string(tr), want) {
 					t.Fatalf("pi's transcript %q does not record the 400 %q (%v)", res.Transcript, want, err)
@@ -292,6 +301,35 @@ func TestAgentContinues(t *testing.T) {
 			}
 			if len(p.Refused()) != 0 {
 				t.Fatalf("refused: %s", p.Refused()[0].Error)
+			}
+		})
+	}
+}
+
+// TestAgentRetriesMidStreamError shows what the agents do with an error in
+// the middle of a stream (an "overloaded_error" event after message_start):
+// they resend the same request (the same conversation, markers normalized)
+// and finish the task. A proxy must pass the error event through and treat
+// the resend as the same request.
+func TestAgentRetriesMidStreamError(t *testing.T) {
+	for _, a := range anthropicAgents {
+		t.Run(string(a), func(t *testing.T) {
+			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 1, OutputBytes: 1000, Marker: "CTXD-RETRIED"})
+			p.FailNext(fakeprovider.Fault{Status: 529, MidStream: true})
+			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
+			Log(t, res, p)
+			if res.ExitCode != 0 || !strings.Contains(res.FinalText(), "CTXD-RETRIED") {
+				t.Fatalf("exit %d, answer %q", res.ExitCode, res.FinalText())
+			}
+			main := p.Messages(true)
+			if len(main) < 2 || main[0].Step != fakeprovider.StepFault || main[1].Step != fakeprovider.StepShell {
+				t.Fatalf("requests %v: want the fault, then the task", main)
+			}
+			if err := fakeprovider.Extends(main[0].Body, main[1].Body); err != nil {
+				t.Fatalf("the retry is not the same request: %v", err)
+			}
+			if err := fakeprovider.Extends(main[1].Body, main[0].Body); err != nil {
+				t.Fatalf("the retry is not the same request: %v", err)
 			}
 		})
 	}
