@@ -76,6 +76,7 @@ func signedReasoning(t *testing.T, r fakeprovider.Request) int {
 func TestAgentFinishesTask(t *testing.T) {
 	for _, ac := range allAgents {
 		t.Run(ac.name, func(t *testing.T) {
+			t.Parallel() // the agents mostly wait on the fake
 			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
 			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 2, OutputBytes: 4000, Marker: marker})
 			run := ac.run
@@ -153,6 +154,7 @@ func TestAgentFinishesTask(t *testing.T) {
 func TestAgentOverflowWithoutCtxd(t *testing.T) {
 	for _, ac := range allAgents {
 		t.Run(ac.name, func(t *testing.T) {
+			t.Parallel() // the agents mostly wait on the fake
 			marker := "CTXD-DONE-" + strings.ToUpper(ac.name)
 			p := fakeprovider.Start(t, fakeprovider.Config{Headroom: 3000, Rounds: 2, OutputBytes: 25000, Marker: marker})
 			run := ac.run
@@ -279,6 +281,7 @@ func TestInstallScript(t *testing.T) {
 func TestAgentContinues(t *testing.T) {
 	for _, a := range anthropicAgents {
 		t.Run(string(a), func(t *testing.T) {
+			t.Parallel() // the agents mostly wait on the fake
 			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 1, OutputBytes: 1000, Marker: "CTXD-TURN-DONE"})
 			first := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)
 			n := len(p.Messages(true))
@@ -314,6 +317,7 @@ func TestAgentContinues(t *testing.T) {
 func TestAgentRetriesMidStreamError(t *testing.T) {
 	for _, a := range anthropicAgents {
 		t.Run(string(a), func(t *testing.T) {
+			t.Parallel() // the agents mostly wait on the fake
 			p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 1, OutputBytes: 1000, Marker: "CTXD-RETRIED"})
 			p.FailNext(fakeprovider.Fault{Status: 529, MidStream: true})
 			res := Run{Agent: a, BaseURL: p.URL(), Prompt: "Run the scripted task."}.Exec(t)

@@ -91,9 +91,14 @@ func Path(a Agent) (string, bool) {
 
 // Bin returns the path of agent a's executable. When it is not installed,
 // Bin skips tb with a message saying how to install it (npm missing, or run
-// scripts/install-agents.sh), or fails tb when CI is "true".
+// scripts/install-agents.sh), or fails tb when CI is "true". With go test
+// -short it skips tb (the real-agent runs take minutes), unless CI is "true".
 func Bin(tb testing.TB, a Agent) string {
 	tb.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		tb.Skip("real-agent test skipped with -short")
+		return ""
+	}
 	exe, ok := Path(a)
 	if ok && a == Pi {
 		if _, err := exec.LookPath("node"); err != nil {
