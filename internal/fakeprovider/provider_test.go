@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/summarizer"
 )
 
 // sseEvent is one server-sent event: its name and JSON data.
@@ -545,6 +549,37 @@ func TestFaults(t *testing.T) {
 			}
 			if status != 200 || p.Requests()[len(p.Requests())-1].Step != StepShell {
 				t.Fatalf("the request after the fault: %d %s", status, b)
+			}
+		})
+	}
+}
+
+// TestSummaryRequests checks which final instructions the fake takes for a
+// request to summarize: the compaction prompts of ctxd, Claude Code and pi;
+// not the summary message of a conversation compacted by ctxd or Claude Code,
+// nor a summarize instruction in an earlier block.
+func TestSummaryRequests(t *testing.T) {
+	tests := []struct {
+		name   string
+		blocks []string
+		want   bool
+	}{
+		{"ctxd's summarizer prompt", []string{"…the conversation…", summarizer.BuiltinPrompt}, true},
+		{"Claude Code's compaction", []string{"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n\nYour task is to create a detailed summary of the conversation so far"}, true},
+		{"pi's compaction", []string{"<conversation>…</conversation>\n\nThe messages above are a conversation to summarize. Create a structured context checkpoint summary that another LLM will use to continue the work."}, true},
+		{"ctxd's summary message", []string{fmt.Sprintf(engine.SummaryPreamble, 12) + "\n\n## Goal\nRun the task."}, false},
+		{"Claude Code's continued session", []string{"This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation."}, false},
+		{"an instruction before the prompt", []string{"Write a checkpoint summary of the conversation.", "Now run the task."}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var blocks []Block
+			for _, b := range tc.blocks {
+				blocks = append(blocks, Block{Type: "text", Text: b})
+			}
+			r := &MessagesRequest{Messages: []Message{{Role: "user", Content: Content{Blocks: blocks}}}}
+			if got := isSummaryRequest(r); got != tc.want {
+				t.Fatalf("isSummaryRequest = %v, want %v", got, tc.want)
 			}
 		})
 	}

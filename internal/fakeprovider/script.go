@@ -222,15 +222,16 @@ func doneRounds(ev string, rounds int) int {
 }
 
 // isSummaryRequest reports whether the request's last message is a user
-// message whose own text (not a tool result) asks for a summary.
+// message whose last text block (the instruction agents and ctxd put last)
+// asks for a summary.
 func isSummaryRequest(r *MessagesRequest) bool {
 	last := r.Messages[len(r.Messages)-1]
 	if last.Role != "user" {
 		return false
 	}
-	for _, b := range last.Content.Blocks {
-		if b.Type == "text" && summaryRequest.MatchString(b.Text) {
-			return true
+	for i := len(last.Content.Blocks) - 1; i >= 0; i-- {
+		if b := last.Content.Blocks[i]; b.Type == "text" {
+			return summaryRequest.MatchString(b.Text)
 		}
 	}
 	return false
