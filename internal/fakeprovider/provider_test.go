@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/corpustest"
 	"github.com/ctxd/ctxd/summarizer"
 )
 
@@ -580,6 +582,91 @@ func TestSummaryRequests(t *testing.T) {
 			r := &MessagesRequest{Messages: []Message{{Role: "user", Content: Content{Blocks: blocks}}}}
 			if got := isSummaryRequest(r); got != tc.want {
 				t.Fatalf("isSummaryRequest = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAnswerShapeLikeCassettes replays the requests of the recorded real API
+// exchanges in the corpus (their summarized texts filled in) and checks the
+// fake's non-streaming answer has every field the real answers all have, with
+// values of the same JSON types, and the same usage fields; and that the
+// fake's prompt cache hits where the real one did.
+func TestAnswerShapeLikeCassettes(t *testing.T) {
+	var cassettes struct {
+		Interactions []struct {
+			ID      string `json:"id"`
+			Request struct {
+				Body map[string]any `json:"body"`
+			} `json:"request"`
+			Response struct {
+				Status int            `json:"status"`
+				Body   map[string]any `json:"body"`
+			} `json:"response"`
+		} `json:"interactions"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/anthropic-messages-cassettes.json"), &cassettes); err != nil {
+		t.Fatal(err)
+	}
+	kind := func(v any) string { return fmt.Sprintf("%T", v) }
+	// The fields every real answer has, and their types.
+	common := map[string]string{}
+	usageFields := map[string]bool{}
+	for i, c := range cassettes.Interactions {
+		for k, v := range c.Response.Body {
+			if i == 0 {
+				common[k] = kind(v)
+			}
+		}
+		for k := range common {
+			if _, ok := c.Response.Body[k]; !ok {
+				delete(common, k)
+			}
+		}
+		for k := range c.Response.Body["usage"].(map[string]any) {
+			if i == 0 {
+				usageFields[k] = true
+			}
+		}
+	}
+	for _, k := range []string{"cache_creation", "service_tier", "inference_geo", "iterations", "server_tool_use"} {
+		delete(usageFields, k) // account details the fake does not model
+	}
+	if len(common) < 8 || len(usageFields) != 4 {
+		t.Fatalf("cassettes give %d common fields %v and usage %v", len(common), common, usageFields)
+	}
+	p := Start(t, Config{})
+	for _, c := range cassettes.Interactions {
+		t.Run(c.ID, func(t *testing.T) {
+			req := c.Request.Body
+			// Fill in the texts the cassette summarized, one text for all (turn
+			// 2 repeats turn 1's).
+			b, _ := json.Marshal(req)
+			b = regexp.MustCompile(`"text_note":"(?:[^"\\]|\\.)*"`).ReplaceAll(b, []byte(`"text":"Please explain what Python is and its main use cases."`))
+			status, out := post(t, p, "/v1/messages", string(b), nil)
+			if status != 200 {
+				t.Fatalf("status %d: %s", status, out)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			for k, typ := range common {
+				if kind(got[k]) != typ {
+					t.Errorf("field %s: %s, the real answers have %s", k, kind(got[k]), typ)
+				}
+			}
+			u, _ := got["usage"].(map[string]any)
+			for k := range usageFields {
+				if _, ok := u[k].(float64); !ok {
+					t.Errorf("usage lacks %s: %v", k, u)
+				}
+			}
+			// As in the recording, turn 2 reads from the cache what turn 1
+			// wrote at its marker.
+			realRead := c.Response.Body["usage"].(map[string]any)["cache_read_input_tokens"].(float64)
+			if fakeRead, _ := u["cache_read_input_tokens"].(float64); (realRead > 0) != (fakeRead > 0) {
+				t.Errorf("cache read: the fake %v, the real answer %v", fakeRead, realRead)
 			}
 		})
 	}
