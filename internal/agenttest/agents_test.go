@@ -69,8 +69,8 @@ func signedReasoning(t *testing.T, r fakeprovider.Request) int {
 // TestAgentFinishesTask runs each agent on the fake's small scripted task
 // (two shell rounds, a file write, a final answer): the agent exits 0 with
 // the marker in its answer and its transcript, writes the file, the fake
-// refuses nothing, and every task request extends the one before (markers
-// normalized). The agents that reason (Claude Code, pi on Anthropic with
+// refuses nothing, every task request extends the one before (markers
+// normalized) and carries the agent's session identity. The agents that reason (Claude Code, pi on Anthropic with
 // thinking on, Codex) return the fake's signed thinking blocks or reasoning
 // items.
 func TestAgentFinishesTask(t *testing.T) {
@@ -113,6 +113,7 @@ func TestAgentFinishesTask(t *testing.T) {
 			if err := fakeprovider.CheckChain(main); err != nil {
 				t.Errorf("the agent's own requests do not extend each other: %v", err)
 			}
+			checkIdentity(t, ac, res, main)
 			if ac.run.Agent != Codex && ac.run.PiAPI == "" {
 				// The agent's cache markers: each request reads from the
 				// fake's prompt cache nearly all of the one before.
@@ -141,6 +142,63 @@ func TestAgentFinishesTask(t *testing.T) {
 				t.Errorf("the last request carries %d of the fake's signed thinking blocks or reasoning items, want them returned", n)
 			}
 		})
+	}
+}
+
+// identityHeader is the header that carries each agent's session id
+// (../shared/agents/README.md), "" for pi on Anthropic Messages, which sends
+// none.
+var identityHeader = map[string]string{
+	"claude": "X-Claude-Code-Session-Id", "codex": "Session-Id", "codex-code": "Session-Id", "pi-openai": "Session_id",
+}
+
+// checkIdentity checks what a proxy identifies a session by: the agent's
+// session header is the same on every task request (Claude Code's also equals
+// its result's session_id and the session_id inside metadata.user_id; pi's
+// Chat one equals x-session-affinity; Codex's names its rollout file).
+func checkIdentity(t *testing.T, ac agentCase, res Result, main []fakeprovider.Request) {
+	t.Helper()
+	h := identityHeader[ac.name]
+	if h == "" {
+		for _, k := range []string{"X-Claude-Code-Session-Id", "Session-Id", "Session_id"} {
+			if v := main[0].Header.Get(k); v != "" {
+				t.Errorf("%s sent an identity header %s: %s", ac.name, k, v)
+			}
+		}
+		return
+	}
+	id := main[0].Header.Get(h)
+	if id == "" {
+		t.Fatalf("no %s header", h)
+	}
+	for _, r := range main {
+		if got := r.Header.Get(h); got != id {
+			t.Fatalf("request %d: %s %q, the first request's %q", r.Seq, h, got, id)
+		}
+	}
+	switch ac.name {
+	case "claude":
+		var meta struct {
+			Metadata struct {
+				UserID string `json:"user_id"`
+			} `json:"metadata"`
+		}
+		var user struct {
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal(main[0].Body, &meta)
+		_ = json.Unmarshal([]byte(meta.Metadata.UserID), &user)
+		if c, _ := res.Claude(); c.SessionID != id || user.SessionID != id {
+			t.Errorf("session ids: header %s, result %s, metadata.user_id %s", id, c.SessionID, user.SessionID)
+		}
+	case "pi-openai":
+		if a := main[0].Header.Get("X-Session-Affinity"); a != id {
+			t.Errorf("x-session-affinity %q, session_id %q", a, id)
+		}
+	default:
+		if !strings.Contains(filepath.Base(res.Transcript), id) {
+			t.Errorf("rollout %s does not carry the session id %s", res.Transcript, id)
+		}
 	}
 }
 
