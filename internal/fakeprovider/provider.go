@@ -1,13 +1,16 @@
-// Package fakeprovider is a strict fake of the Anthropic Messages API for
-// tests that run real agents (Claude Code, pi) or ctxd's proxy against a
-// provider: an httptest server on loopback that streams SSE exactly as the
-// real API does, scripts a small coding task from the tools each request
-// declares, enforces a configurable context window with the real 400 body,
-// refuses (400, the real texts) every request that breaks DESIGN.md §4a, and
-// records every request for assertions.
+// Package fakeprovider is a strict fake of the Anthropic Messages API (and of
+// OpenAI's Responses and Chat Completions APIs) for tests that run real
+// agents (Claude Code, pi, Codex) or ctxd's proxy against a provider: an
+// httptest server on loopback that streams SSE exactly as the real APIs do,
+// scripts a small coding task from the tools each request declares, enforces
+// a configurable context window with the real 400 body, refuses (400, the
+// real texts) every request that breaks DESIGN.md §4a, simulates the prompt
+// cache, injects faults on demand, and records every request for assertions.
+// docs/testing.md describes it.
 //
 // The fake is deliberately independent of ctxd's own packages: it is the
-// oracle the proxy is tested against, so it shares no code with it.
+// oracle the proxy is tested against, so it shares no code with it (its tests
+// read ctxd's prompts only to check it recognizes them).
 package fakeprovider
 
 import (
