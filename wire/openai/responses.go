@@ -1,0 +1,441 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// Item is the part of a Responses API input or output item the conversion
+// reads. An item is one of: a message (role user, assistant, developer or
+// system), a function_call or custom_tool_call and their _output, a
+// reasoning item, or anything else (Codex's additional_tools, web searches,
+// items of later API versions).
+type Item struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role,omitempty"`
+	Content json.RawMessage `json:"content,omitempty"`
+	// function_call, custom_tool_call and their outputs.
+	CallID    string          `json:"call_id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments *string         `json:"arguments,omitempty"`
+	Input     *string         `json:"input,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	// reasoning.
+	Summary          json.RawMessage `json:"summary,omitempty"`
+	EncryptedContent *string         `json:"encrypted_content,omitempty"`
+}
+
+// itemKind sorts items into the canonical roles.
+func (it *Item) assistantSide() bool {
+	switch it.Type {
+	case "function_call", "custom_tool_call", "reasoning":
+		return true
+	case "message", "":
+		return it.Role == "assistant"
+	}
+	return false
+}
+
+// IsPrefixItem reports whether a raw input item belongs to the request's
+// fixed prefix rather than to the conversation: a developer or system
+// message, or Codex's additional_tools item (the tools of its code mode).
+// The proxy keeps the leading run of such items verbatim, ahead of the
+// assembled conversation, so no compaction can drop the agent's
+// instructions or tools.
+func IsPrefixItem(raw json.RawMessage) bool {
+	var it Item
+	if json.Unmarshal(raw, &it) != nil {
+		return false
+	}
+	switch it.Type {
+	case "additional_tools":
+		return true
+	case "message", "":
+		return it.Role == "developer" || it.Role == "system"
+	}
+	return false
+}
+
+// ParseItems converts Responses input items items[from:] to canonical
+// messages (DESIGN.md §2), without loss:
+//
+//   - a user message becomes a user message (input_text as text,
+//     input_image data URLs as images);
+//   - consecutive assistant-side items (assistant messages, function_call,
+//     custom_tool_call, reasoning) become one assistant message: output_text
+//     as text; a function call as a tool call whose input is the arguments'
+//     bytes when they are JSON (else the arguments as a JSON string); a
+//     custom tool call as a tool call whose input is a JSON string (its
+//     free-form text); a reasoning item as a thinking block (its summary
+//     texts joined) whose signature is the item's exact bytes, so its
+//     encrypted_content goes back verbatim — redacted_thinking when it has
+//     no summary;
+//   - function_call_output / custom_tool_call_output become tool messages;
+//   - any other item (a developer message inside the conversation, a web
+//     search, an item of a later API version) becomes a user message with
+//     one json block holding the item's bytes, rendered back as they came.
+//
+// Errors name the item: "input[i].field: problem".
+func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
+	names := map[string]string{}
+	for i := max(0, from-64); i < from; i++ {
+		var it Item
+		if json.Unmarshal(items[i], &it) == nil && it.CallID != "" && it.Name != "" {
+			names[it.CallID] = it.Name
+		}
+	}
+	var out []history.Message
+	cur := -1 // the assistant message being collected
+	for i := from; i < len(items); i++ {
+		raw := items[i]
+		var it Item
+		if err := json.Unmarshal(raw, &it); err != nil {
+			return nil, fmt.Errorf("input[%d]: %w", i, err)
+		}
+		if !it.assistantSide() {
+			cur = -1
+		} else if cur < 0 {
+			out = append(out, history.Message{Role: history.RoleAssistant})
+			cur = len(out) - 1
+		}
+		switch {
+		case it.Type == "function_call":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			args := ""
+			if it.Arguments != nil {
+				args = *it.Arguments
+			}
+			in := json.RawMessage(args)
+			if !json.Valid(in) {
+				in, _ = json.Marshal(args)
+			}
+			names[it.CallID] = it.Name
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
+		case it.Type == "custom_tool_call":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			text := ""
+			if it.Input != nil {
+				text = *it.Input
+			}
+			in, _ := json.Marshal(text)
+			names[it.CallID] = it.Name
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
+		case it.Type == "reasoning":
+			text, err := summaryText(it.Summary)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].summary: %w", i, err)
+			}
+			b := history.Block{Type: history.BlockThinking, Text: text, Signature: string(raw)}
+			if text == "" {
+				b = history.Block{Type: history.BlockRedactedThinking, Data: string(raw)}
+			}
+			out[cur].Content = append(out[cur].Content, b)
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			blocks, err := outputBlocks(it.Output)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].output: %w", i, err)
+			}
+			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: it.CallID, ToolName: names[it.CallID], Content: blocks})
+		case (it.Type == "message" || it.Type == "") && (it.Role == "user" || it.Role == "assistant"):
+			blocks, err := messageBlocks(it.Content)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].content: %w", i, err)
+			}
+			if it.Role == "assistant" {
+				out[cur].Content = append(out[cur].Content, blocks...)
+				continue
+			}
+			if len(blocks) == 0 {
+				blocks = []history.Block{{Type: history.BlockText, Text: ""}}
+			}
+			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
+		default:
+			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: append(json.RawMessage(nil), raw...)}}})
+		}
+	}
+	return out, nil
+}
+
+// summaryText joins the texts of a reasoning summary.
+func summaryText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", err
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// part is one content part of a Responses or Chat message.
+type part struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// messageBlocks reads a message's content: a string or an array of parts
+// (input_text, output_text, text, refusal, input_image, image_url).
+func messageBlocks(raw json.RawMessage) ([]history.Block, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return []history.Block{{Type: history.BlockText, Text: s}}, nil
+	}
+	var parts []part
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, err
+	}
+	var out []history.Block
+	for k, p := range parts {
+		switch p.Type {
+		case "input_text", "output_text", "text", "refusal":
+			out = append(out, history.Block{Type: history.BlockText, Text: p.Text})
+		case "input_image", "image_url":
+			url := ""
+			var obj struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(p.ImageURL, &url) != nil && json.Unmarshal(p.ImageURL, &obj) == nil {
+				url = obj.URL
+			}
+			if b, ok := dataURLImage(url); ok {
+				out = append(out, b)
+			} else {
+				out = append(out, history.Block{Type: history.BlockText, Text: "[image " + url + "]"})
+			}
+		default:
+			return nil, fmt.Errorf("[%d].type: %q is not a content part ctxd reads", k, p.Type)
+		}
+	}
+	return out, nil
+}
+
+// outputBlocks reads a tool output: a string or an array of parts.
+func outputBlocks(raw json.RawMessage) ([]history.Block, error) {
+	blocks, err := messageBlocks(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
+		return []history.Block{{Type: history.BlockText, Text: ""}}, nil
+	}
+	return blocks, nil
+}
+
+// dataURLImage converts a "data:<media type>;base64,<data>" URL to an
+// image block.
+func dataURLImage(url string) (history.Block, bool) {
+	rest, ok := strings.CutPrefix(url, "data:")
+	if !ok {
+		return history.Block{}, false
+	}
+	mt, data, ok := strings.Cut(rest, ";base64,")
+	if !ok || mt == "" {
+		return history.Block{}, false
+	}
+	return history.Block{Type: history.BlockImage, MediaType: mt, Data: data}, true
+}
+
+// RenderItems renders canonical messages as Responses input items, the
+// inverse of ParseItems: what ParseItems read renders to items that mean
+// the same (reasoning and unknown items byte for byte). A tool result whose
+// call was a custom tool call (input a JSON string) renders as a
+// custom_tool_call_output. Messages ctxd wrote (a summary, a ledger, a
+// stub) render as plain user or assistant messages.
+func RenderItems(msgs []history.Message) []json.RawMessage {
+	var out []json.RawMessage
+	custom := map[string]bool{}
+	add := func(v any) {
+		b, _ := marshal(v)
+		out = append(out, b)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case history.RoleAssistant:
+			var text []string
+			flush := func() {
+				if len(text) == 0 {
+					return
+				}
+				parts := make([]map[string]any, 0, len(text))
+				for _, t := range text {
+					parts = append(parts, map[string]any{"type": "output_text", "text": t})
+				}
+				add(struct {
+					Type    string           `json:"type"`
+					Role    string           `json:"role"`
+					Content []map[string]any `json:"content"`
+				}{"message", "assistant", parts})
+				text = nil
+			}
+			for _, b := range m.Content {
+				switch b.Type {
+				case history.BlockText:
+					text = append(text, b.Text)
+				case history.BlockJSON:
+					text = append(text, string(b.JSON))
+				case history.BlockThinking, history.BlockRedactedThinking:
+					flush()
+					raw := b.Signature
+					if b.Type == history.BlockRedactedThinking {
+						raw = b.Data
+					}
+					if isObject(raw) {
+						out = append(out, json.RawMessage(raw))
+						continue
+					}
+					// Reasoning not read from this format (an imported
+					// transcript): its text as a summary, the signature as
+					// the encrypted content.
+					r := map[string]any{"type": "reasoning", "summary": []map[string]any{}}
+					if b.Text != "" {
+						r["summary"] = []map[string]any{{"type": "summary_text", "text": b.Text}}
+					}
+					if raw != "" {
+						r["encrypted_content"] = raw
+					}
+					add(r)
+				case history.BlockToolCall:
+					flush()
+					var s string
+					if len(b.Input) > 0 && b.Input[0] == '"' && json.Unmarshal(b.Input, &s) == nil {
+						custom[b.ID] = true
+						add(struct {
+							Type   string `json:"type"`
+							CallID string `json:"call_id"`
+							Name   string `json:"name"`
+							Input  string `json:"input"`
+						}{"custom_tool_call", b.ID, b.Name, s})
+						continue
+					}
+					args := string(b.Input)
+					if args == "" {
+						args = "{}"
+					}
+					add(struct {
+						Type      string `json:"type"`
+						CallID    string `json:"call_id"`
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					}{"function_call", b.ID, b.Name, args})
+				}
+			}
+			flush()
+		case history.RoleTool:
+			typ := "function_call_output"
+			if custom[m.ToolCallID] {
+				typ = "custom_tool_call_output"
+			}
+			var output any
+			if len(m.Content) == 1 && m.Content[0].Type == history.BlockText || m.IsError {
+				text := plainText(m.Content)
+				if m.IsError {
+					text = "[error] " + text
+				}
+				output = text
+			} else {
+				output = inputParts(m.Content)
+			}
+			add(struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+				Output any    `json:"output"`
+			}{typ, m.ToolCallID, output})
+		default:
+			if len(m.Content) == 1 && m.Content[0].Type == history.BlockJSON && isItem(m.Content[0].JSON) {
+				out = append(out, m.Content[0].JSON)
+				continue
+			}
+			add(struct {
+				Type    string           `json:"type"`
+				Role    string           `json:"role"`
+				Content []map[string]any `json:"content"`
+			}{"message", "user", inputParts(m.Content)})
+		}
+	}
+	return out
+}
+
+// inputParts renders blocks as input content parts: input_text, and
+// input_image for an inline image.
+func inputParts(blocks []history.Block) []map[string]any {
+	parts := make([]map[string]any, 0, len(blocks))
+	for _, b := range blocks {
+		if b.Type == history.BlockImage && b.Data != "" {
+			parts = append(parts, map[string]any{"type": "input_image", "image_url": "data:" + b.MediaType + ";base64," + b.Data})
+			continue
+		}
+		if t := blockText(b); t != "" || b.Type == history.BlockText {
+			parts = append(parts, map[string]any{"type": "input_text", "text": t})
+		}
+	}
+	return parts
+}
+
+// isObject reports whether s is a JSON object's text.
+func isObject(s string) bool {
+	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
+}
+
+// isItem reports whether raw is a JSON object with a "type" member (an item
+// ParseItems kept verbatim).
+func isItem(raw json.RawMessage) bool {
+	var it struct {
+		Type string `json:"type"`
+	}
+	return len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &it) == nil && it.Type != ""
+}
+
+// marshal encodes v without HTML escaping (OpenAI's own encoders do not
+// escape <, > and &).
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// JoinItems encodes raw items as a JSON array.
+func JoinItems(items []json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(it)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
+}
