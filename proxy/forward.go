@@ -9,7 +9,6 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
-
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
