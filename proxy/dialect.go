@@ -217,7 +217,8 @@ func (d openaiDialect) render(msgs []history.Message, req *request) ([]byte, err
 	var items []json.RawMessage
 	items = append(items, req.messages[:req.prefix]...)
 	if d.responses {
-		items = append(items, openai.RenderItems(msgs)...)
+		tools := append([]json.RawMessage{req.tools}, req.messages[:req.prefix]...)
+		items = append(items, openai.RenderItems(msgs, openai.CustomToolNames(tools...))...)
 	} else {
 		items = append(items, openai.RenderChatMessages(msgs)...)
 	}

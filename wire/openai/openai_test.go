@@ -60,7 +60,20 @@ func TestItemsRoundTripCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := RenderItems(msgs)
+			if err := history.ValidateBatch(nil, msgs); err != nil {
+				t.Fatalf("parsed messages the engine refuses: %v", err)
+			}
+			var prefixItems []json.RawMessage
+			for _, it := range items {
+				if IsPrefixItem(it) {
+					prefixItems = append(prefixItems, it)
+				}
+			}
+			custom := CustomToolNames(prefixItems...)
+			if strings.Contains(name, "code-mode") && !custom["exec"] {
+				t.Fatalf("custom tools %v: exec not found in additional_tools", custom)
+			}
+			out := RenderItems(msgs, custom)
 			again, err := ParseItems(out, 0)
 			if err != nil {
 				t.Fatal(err)

@@ -33,7 +33,7 @@ func IsChatPrefix(raw json.RawMessage) bool {
 // messages (DESIGN.md §2): user → user (string or text / image_url parts),
 // assistant → assistant (content as text, reasoning_content as a thinking
 // block, tool_calls as tool calls whose input is the arguments' bytes when
-// they are JSON, else the arguments as a JSON string), tool → tool message
+// they are a JSON object, else {"input": <the arguments>}), tool → tool message
 // (tool name found from the calls before it). A system or developer message
 // inside the conversation becomes a user message holding its bytes as a
 // json block (rendered back as it came). Errors name the message:
@@ -78,10 +78,7 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 				if c.ID == "" {
 					return nil, fmt.Errorf("messages[%d].tool_calls[%d].id: missing", i, k)
 				}
-				in := json.RawMessage(c.Function.Arguments)
-				if !json.Valid(in) {
-					in, _ = json.Marshal(c.Function.Arguments)
-				}
+				in := argumentsInput(c.Function.Arguments)
 				names[c.ID] = c.Function.Name
 				blocks = append(blocks, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})
 			}

@@ -68,9 +68,9 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //   - consecutive assistant-side items (assistant messages, function_call,
 //     custom_tool_call, reasoning) become one assistant message: output_text
 //     as text; a function call as a tool call whose input is the arguments'
-//     bytes when they are JSON (else the arguments as a JSON string); a
-//     custom tool call as a tool call whose input is a JSON string (its
-//     free-form text); a reasoning item as a thinking block (its summary
+//     bytes when they are a JSON object (else {"input": <the arguments>},
+//     history.ObjectInput); a custom tool call as a tool call whose input
+//     is {"input": "<its free-form text>"}; a reasoning item as a thinking block (its summary
 //     texts joined) whose signature is the item's exact bytes, so its
 //     encrypted_content goes back verbatim — redacted_thinking when it has
 //     no summary;
@@ -111,11 +111,8 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			if it.Arguments != nil {
 				args = *it.Arguments
 			}
-			in := json.RawMessage(args)
-			if !json.Valid(in) {
-				in, _ = json.Marshal(args)
-			}
 			names[it.CallID] = it.Name
+			in := argumentsInput(args)
 			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
 		case it.Type == "custom_tool_call":
 			if it.CallID == "" {
@@ -125,7 +122,8 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			if it.Input != nil {
 				text = *it.Input
 			}
-			in, _ := json.Marshal(text)
+			s, _ := json.Marshal(text)
+			in := history.ObjectInput(s)
 			names[it.CallID] = it.Name
 			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
 		case it.Type == "reasoning":
@@ -265,13 +263,14 @@ func dataURLImage(url string) (history.Block, bool) {
 
 // RenderItems renders canonical messages as Responses input items, the
 // inverse of ParseItems: what ParseItems read renders to items that mean
-// the same (reasoning and unknown items byte for byte). A tool result whose
-// call was a custom tool call (input a JSON string) renders as a
-// custom_tool_call_output. Messages ctxd wrote (a summary, a ledger, a
+// the same (reasoning and unknown items byte for byte). custom names the
+// request's free-form tools (CustomToolNames): a call of one whose input
+// is {"input": "<text>"} renders as a custom_tool_call, and its result as
+// a custom_tool_call_output. Messages ctxd wrote (a summary, a ledger, a
 // stub) render as plain user or assistant messages.
-func RenderItems(msgs []history.Message) []json.RawMessage {
+func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessage {
 	var out []json.RawMessage
-	custom := map[string]bool{}
+	customCall := map[string]bool{}
 	add := func(v any) {
 		b, _ := marshal(v)
 		out = append(out, b)
@@ -325,9 +324,13 @@ func RenderItems(msgs []history.Message) []json.RawMessage {
 					add(r)
 				case history.BlockToolCall:
 					flush()
-					var s string
-					if len(b.Input) > 0 && b.Input[0] == '"' && json.Unmarshal(b.Input, &s) == nil {
-						custom[b.ID] = true
+					var in struct {
+						Input *string `json:"input"`
+					}
+					var fields map[string]json.RawMessage
+					if custom[b.Name] && json.Unmarshal(b.Input, &fields) == nil && len(fields) == 1 && json.Unmarshal(b.Input, &in) == nil && in.Input != nil {
+						s := *in.Input
+						customCall[b.ID] = true
 						add(struct {
 							Type   string `json:"type"`
 							CallID string `json:"call_id"`
@@ -351,7 +354,7 @@ func RenderItems(msgs []history.Message) []json.RawMessage {
 			flush()
 		case history.RoleTool:
 			typ := "function_call_output"
-			if custom[m.ToolCallID] {
+			if customCall[m.ToolCallID] {
 				typ = "custom_tool_call_output"
 			}
 			var output any
@@ -438,4 +441,54 @@ func JoinItems(items []json.RawMessage) []byte {
 	}
 	buf.WriteByte(']')
 	return buf.Bytes()
+}
+
+// argumentsInput is a function call's input: the arguments' bytes when
+// they are a JSON object, else history.ObjectInput of them (a JSON value,
+// or the text as a JSON string).
+func argumentsInput(args string) json.RawMessage {
+	raw := json.RawMessage(args)
+	if json.Valid(raw) {
+		if history.IsObject(raw) {
+			return raw
+		}
+		return history.ObjectInput(raw)
+	}
+	s, _ := json.Marshal(args)
+	return history.ObjectInput(s)
+}
+
+// CustomToolNames returns the names of the free-form ("custom") tools
+// declared in raw JSON values — a request's tools array, Codex's
+// additional_tools item — at any depth (Codex nests them in a namespace).
+func CustomToolNames(raws ...json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["type"] == "custom" {
+				if n, ok := x["name"].(string); ok {
+					out[n] = true
+				}
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	for _, raw := range raws {
+		if !bytes.Contains(raw, []byte(`"custom"`)) {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			walk(v)
+		}
+	}
+	return out
 }
