@@ -363,3 +363,59 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	r.s = r.s[n:]
 	return n, nil
 }
+
+// TestOpenAIPassThroughRouting: requests ctxd does not manage go to the
+// upstream of their API: OpenAI's paths and bearer-only requests to the
+// OpenAI upstream, Anthropic's (anthropic-version, x-api-key) to
+// Anthropic's.
+func TestOpenAIPassThroughRouting(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		hdr          map[string]string
+		want         string
+	}{
+		{"GET", "/v1/models", map[string]string{"Authorization": "Bearer sk-x"}, "openai"},
+		{"GET", "/v1/models", map[string]string{"X-Api-Key": "sk-ant", "Anthropic-Version": "2023-06-01"}, "anthropic"},
+		{"POST", "/v1/messages/count_tokens", map[string]string{"Authorization": "Bearer oauth"}, "anthropic"},
+		{"HEAD", "/", map[string]string{"Anthropic-Version": "2023-06-01", "Authorization": "Bearer oauth"}, "anthropic"},
+		{"POST", "/v1/embeddings", nil, "openai"},
+		{"GET", "/", nil, "anthropic"},
+	} {
+		r, _ := http.NewRequest(tc.method, "http://127.0.0.1:7420"+tc.path, nil)
+		for k, v := range tc.hdr {
+			r.Header.Set(k, v)
+		}
+		if got := upstreamOf(r); got != tc.want {
+			t.Errorf("%s %s %v: upstream %s, want %s", tc.method, tc.path, tc.hdr, got, tc.want)
+		}
+	}
+}
+
+// TestChatNonStreamedRecorded: a non-streamed Chat answer is recorded with
+// its usage, and a later request that carries it back extends the same
+// session.
+func TestChatNonStreamedRecorded(t *testing.T) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session_id": "chat-ns"}
+	first := `{"model":"gpt-5.2-codex","messages":[{"role":"user","content":"hi"}]}`
+	f.up.script(reply{status: 200, body: `{"id":"c","object":"chat.completion","model":"gpt-5.2-codex","choices":[{"index":0,"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":2}}`})
+	resp, _ := f.postOpenAI("/v1/chat/completions", first, hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("%d %q", resp.StatusCode, resp.Header.Get(HeaderDiagnostic))
+	}
+	f.up.script(reply{status: 200, body: `{"id":"c","object":"chat.completion","model":"gpt-5.2-codex","choices":[{"index":0,"message":{"role":"assistant","content":"Bye."},"finish_reason":"stop"}],"usage":{"prompt_tokens":60,"completion_tokens":2}}`})
+	second := `{"model":"gpt-5.2-codex","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."},{"role":"user","content":"bye"}]}`
+	resp2, _ := f.postOpenAI("/v1/chat/completions", second, hdr)
+	if resp2.Header.Get(HeaderSessionID) != id || f.p.Stats().Branches != 0 {
+		t.Fatalf("session %q (want %q), stats %+v", resp2.Header.Get(HeaderSessionID), id, f.p.Stats())
+	}
+	f.settle()
+	a, _ := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if len(a.Messages) != 4 || a.Messages[3].Usage == nil || a.Messages[3].Usage.InputTokens != 60 {
+		t.Fatalf("recorded %d messages, last usage %+v", len(a.Messages), a.Messages[len(a.Messages)-1].Usage)
+	}
+	if got := string(f.up.requests()[1].body); got != second {
+		t.Errorf("outgoing body differs from the client's (same conversation):\n%s\n%s", second, got)
+	}
+}
