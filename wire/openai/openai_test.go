@@ -265,7 +265,7 @@ func TestIsContextLengthCorpus(t *testing.T) {
 		t.Fatalf("only %d OpenAI bodies in the corpus", seen)
 	}
 	for _, body := range []string{
-		`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, // llama.cpp
+		`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,                   // llama.cpp
 		`{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","code":400}`, // vLLM
 	} {
 		if !IsContextLength(400, []byte(body)) {
