@@ -40,4 +40,3 @@ func TestProxyDefaultsAndOmittedKeys(t *testing.T) {
 		t.Errorf("defaults = %+v", d)
 	}
 }
-

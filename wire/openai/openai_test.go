@@ -131,9 +131,32 @@ func TestParseItemsErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "input[0].call_id") {
 		t.Errorf("missing call_id: %v", err)
 	}
-	_, err = ParseItems([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_audio"}]}`)}, 0)
+	_, err = ParseItems([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":"x","extra":[}`)}, 0)
+	if err == nil || !strings.Contains(err.Error(), "input[0]") {
+		t.Errorf("bad item: %v", err)
+	}
+	_, err = ParseItems([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":[1]}`)}, 0)
 	if err == nil || !strings.Contains(err.Error(), "input[0].content") {
 		t.Errorf("bad part: %v", err)
+	}
+}
+
+// TestUnknownKeptWhole: a content part and an item ctxd does not know go
+// back byte for byte, each in its place.
+func TestUnknownKeptWhole(t *testing.T) {
+	part := `{"type":"input_audio","input_audio":{"data":"UklGR","format":"wav"}}`
+	item := `{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"ctxd"}}`
+	in := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"listen"},` + part + `]}`),
+		json.RawMessage(item),
+	}
+	msgs, err := ParseItems(in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := RenderItems(msgs, nil)
+	if len(out) != 2 || !strings.Contains(string(out[0]), part) || string(out[1]) != item {
+		t.Fatalf("rendered %s", out)
 	}
 }
 

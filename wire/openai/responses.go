@@ -77,7 +77,8 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //   - function_call_output / custom_tool_call_output become tool messages;
 //   - any other item (a developer message inside the conversation, a web
 //     search, an item of a later API version) becomes a user message with
-//     one json block holding the item's bytes, rendered back as they came.
+//     one json block {"responses_item": <the item's bytes>}, rendered back
+//     as they came.
 //
 // Errors name the item: "input[i].field: problem".
 func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
@@ -159,7 +160,10 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			}
 			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
 		default:
-			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: append(json.RawMessage(nil), raw...)}}})
+			env, _ := marshal(struct {
+				Item json.RawMessage `json:"responses_item"`
+			}{raw})
+			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: env}}})
 		}
 	}
 	return out, nil
@@ -192,48 +196,73 @@ type part struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
-// messageBlocks reads a message's content: a string or an array of parts
-// (input_text, output_text, text, refusal, input_image, image_url).
-func messageBlocks(raw json.RawMessage) ([]history.Block, error) {
-	raw = bytes.TrimSpace(raw)
+// Content converts message content in the OpenAI shapes — a string, null,
+// or an array of parts — for Chat messages, Responses items and Codex
+// rollouts alike: a non-empty string as one text block (none for ""); text
+// parts ("text", "input_text", "output_text") as text blocks; images
+// ("image_url" or "input_image", whose image_url is {"url": …} or the URL
+// itself) as image blocks when they hold a data URL; any other part kept
+// whole, byte for byte, as a json block (RenderItems sends it back as it
+// came). Errors: content that is neither, a part that is not an object.
+func Content(raw json.RawMessage) ([]history.Block, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
 		}
 		return []history.Block{{Type: history.BlockText, Text: s}}, nil
 	}
-	var parts []part
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, err
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("content is neither a string nor an array of parts: %w", err)
 	}
-	var out []history.Block
-	for k, p := range parts {
+	out := make([]history.Block, 0, len(raws))
+	for i, r := range raws {
+		var p part
+		if err := json.Unmarshal(r, &p); err != nil {
+			return nil, fmt.Errorf("content part %d: %w", i, err)
+		}
 		switch p.Type {
-		case "input_text", "output_text", "text", "refusal":
+		case "text", "input_text", "output_text":
 			out = append(out, history.Block{Type: history.BlockText, Text: p.Text})
-		case "input_image", "image_url":
-			url := ""
-			var obj struct {
+		case "image_url", "input_image":
+			var url struct {
 				URL string `json:"url"`
 			}
-			if json.Unmarshal(p.ImageURL, &url) != nil && json.Unmarshal(p.ImageURL, &obj) == nil {
-				url = obj.URL
+			if json.Unmarshal(p.ImageURL, &url.URL) != nil {
+				_ = json.Unmarshal(p.ImageURL, &url)
 			}
-			if b, ok := dataURLImage(url); ok {
-				out = append(out, b)
-			} else {
-				out = append(out, history.Block{Type: history.BlockText, Text: "[image " + url + "]"})
+			if img, ok := DataURLImage(url.URL); ok {
+				out = append(out, img)
+				continue
 			}
+			out = append(out, jsonBlock(r))
 		default:
-			return nil, fmt.Errorf("[%d].type: %q is not a content part ctxd reads", k, p.Type)
+			out = append(out, jsonBlock(r))
 		}
 	}
 	return out, nil
 }
+
+// jsonBlock keeps a value whole (valid JSON, or its bytes as a JSON
+// string; empty input becomes {}).
+func jsonBlock(raw json.RawMessage) history.Block {
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		raw = json.RawMessage("{}")
+	case json.Valid(raw):
+		raw = append(json.RawMessage(nil), raw...)
+	default:
+		raw, _ = json.Marshal(string(raw))
+	}
+	return history.Block{Type: history.BlockJSON, JSON: raw}
+}
+
+// messageBlocks is Content.
+func messageBlocks(raw json.RawMessage) ([]history.Block, error) { return Content(raw) }
 
 // outputBlocks reads a tool output: a string or an array of parts.
 func outputBlocks(raw json.RawMessage) ([]history.Block, error) {
@@ -247,18 +276,22 @@ func outputBlocks(raw json.RawMessage) ([]history.Block, error) {
 	return blocks, nil
 }
 
-// dataURLImage converts a "data:<media type>;base64,<data>" URL to an
-// image block.
-func dataURLImage(url string) (history.Block, bool) {
+// DataURLImage converts a "data:<media type>;base64,<data>" URL to an
+// image block; ok is false for any other URL.
+func DataURLImage(url string) (history.Block, bool) {
 	rest, ok := strings.CutPrefix(url, "data:")
 	if !ok {
 		return history.Block{}, false
 	}
-	mt, data, ok := strings.Cut(rest, ";base64,")
-	if !ok || mt == "" {
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok {
 		return history.Block{}, false
 	}
-	return history.Block{Type: history.BlockImage, MediaType: mt, Data: data}, true
+	media, ok := strings.CutSuffix(meta, ";base64")
+	if !ok {
+		return history.Block{}, false
+	}
+	return history.Block{Type: history.BlockImage, MediaType: media, Data: data}, true
 }
 
 // RenderItems renders canonical messages as Responses input items, the
@@ -279,28 +312,30 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 		m := &msgs[i]
 		switch m.Role {
 		case history.RoleAssistant:
-			var text []string
+			var text []json.RawMessage
 			flush := func() {
 				if len(text) == 0 {
 					return
 				}
-				parts := make([]map[string]any, 0, len(text))
-				for _, t := range text {
-					parts = append(parts, map[string]any{"type": "output_text", "text": t})
-				}
 				add(struct {
-					Type    string           `json:"type"`
-					Role    string           `json:"role"`
-					Content []map[string]any `json:"content"`
-				}{"message", "assistant", parts})
+					Type    string            `json:"type"`
+					Role    string            `json:"role"`
+					Content []json.RawMessage `json:"content"`
+				}{"message", "assistant", text})
 				text = nil
 			}
 			for _, b := range m.Content {
 				switch b.Type {
 				case history.BlockText:
-					text = append(text, b.Text)
+					t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
+					text = append(text, t)
 				case history.BlockJSON:
-					text = append(text, string(b.JSON))
+					if isItem(b.JSON) {
+						text = append(text, b.JSON) // a part kept whole
+						continue
+					}
+					t, _ := marshal(map[string]any{"type": "output_text", "text": string(b.JSON)})
+					text = append(text, t)
 				case history.BlockThinking, history.BlockRedactedThinking:
 					flush()
 					raw := b.Signature
@@ -373,34 +408,59 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 				Output any    `json:"output"`
 			}{typ, m.ToolCallID, output})
 		default:
-			if len(m.Content) == 1 && m.Content[0].Type == history.BlockJSON && isItem(m.Content[0].JSON) {
-				out = append(out, m.Content[0].JSON)
+			if item := keptItem(m); item != nil {
+				out = append(out, item)
 				continue
 			}
 			add(struct {
-				Type    string           `json:"type"`
-				Role    string           `json:"role"`
-				Content []map[string]any `json:"content"`
+				Type    string            `json:"type"`
+				Role    string            `json:"role"`
+				Content []json.RawMessage `json:"content"`
 			}{"message", "user", inputParts(m.Content)})
 		}
 	}
 	return out
 }
 
-// inputParts renders blocks as input content parts: input_text, and
-// input_image for an inline image.
-func inputParts(blocks []history.Block) []map[string]any {
-	parts := make([]map[string]any, 0, len(blocks))
+// inputParts renders blocks as input content parts: input_text,
+// input_image for an inline image, and a part Content kept whole as it
+// came.
+func inputParts(blocks []history.Block) []json.RawMessage {
+	parts := make([]json.RawMessage, 0, len(blocks))
 	for _, b := range blocks {
-		if b.Type == history.BlockImage && b.Data != "" {
-			parts = append(parts, map[string]any{"type": "input_image", "image_url": "data:" + b.MediaType + ";base64," + b.Data})
+		var v any
+		switch {
+		case b.Type == history.BlockImage && b.Data != "":
+			v = map[string]any{"type": "input_image", "image_url": "data:" + b.MediaType + ";base64," + b.Data}
+		case b.Type == history.BlockJSON && isItem(b.JSON):
+			parts = append(parts, b.JSON)
 			continue
+		default:
+			t := blockText(b)
+			if t == "" && b.Type != history.BlockText {
+				continue
+			}
+			v = map[string]any{"type": "input_text", "text": t}
 		}
-		if t := blockText(b); t != "" || b.Type == history.BlockText {
-			parts = append(parts, map[string]any{"type": "input_text", "text": t})
-		}
+		raw, _ := marshal(v)
+		parts = append(parts, raw)
 	}
 	return parts
+}
+
+// keptItem returns the item a message holds whole (ParseItems' envelope
+// {"responses_item": <item>}), nil for any other message.
+func keptItem(m *history.Message) json.RawMessage {
+	if len(m.Content) != 1 || m.Content[0].Type != history.BlockJSON || !bytes.HasPrefix(m.Content[0].JSON, []byte(`{"responses_item":`)) {
+		return nil
+	}
+	var env struct {
+		Item json.RawMessage `json:"responses_item"`
+	}
+	if json.Unmarshal(m.Content[0].JSON, &env) != nil || !isItem(env.Item) {
+		return nil
+	}
+	return env.Item
 }
 
 // isObject reports whether s is a JSON object's text.
