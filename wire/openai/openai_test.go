@@ -299,3 +299,18 @@ func TestIsContextLengthCorpus(t *testing.T) {
 		t.Errorf("a history error taken for a context-length one")
 	}
 }
+
+// TestEncodeChatMessage: the hand encoder gives marshal's bytes.
+func TestEncodeChatMessage(t *testing.T) {
+	msgs := RenderChat("", nil, []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "a <b> & \"c\"\n"}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: "c<1>", Name: "bash", Input: json.RawMessage(`{"command":"ls > x"}`)}}},
+		{Role: history.RoleTool, ToolCallID: "c<1>", Content: []history.Block{{Type: history.BlockText, Text: "ok"}}},
+	}).Messages
+	for i, m := range msgs {
+		want, _ := marshal(m)
+		if got := encodeChatMessage(m); !bytes.Equal(got, want) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}

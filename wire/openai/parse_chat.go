@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -41,7 +42,12 @@ func IsChatPrefix(raw json.RawMessage) bool {
 func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 	names := map[string]string{}
 	for i := max(0, from-64); i < from; i++ {
-		var m chatIn
+		if !bytes.Contains(msgs[i], []byte(`"tool_calls"`)) {
+			continue // only assistant messages with calls name tools
+		}
+		var m struct {
+			ToolCalls []ToolCall `json:"tool_calls"`
+		}
 		if json.Unmarshal(msgs[i], &m) == nil {
 			for _, c := range m.ToolCalls {
 				names[c.ID] = c.Function.Name
@@ -121,8 +127,35 @@ func RenderChatMessages(msgs []history.Message) []json.RawMessage {
 			out = append(out, src.Content[0].JSON)
 			continue
 		}
-		b, _ := marshal(m)
-		out = append(out, b)
+		out = append(out, encodeChatMessage(m))
 	}
 	return out
+}
+
+// encodeChatMessage is marshal(m) without re-validating the content, which
+// RenderChat encoded itself: the same bytes, in the struct's field order
+// (role, content, tool_calls, tool_call_id), at a fraction of the cost on
+// a long tool result.
+func encodeChatMessage(m ChatMessage) json.RawMessage {
+	role, _ := marshal(m.Role)
+	content := m.Content
+	if len(content) == 0 {
+		content = json.RawMessage("null")
+	}
+	b := make([]byte, 0, len(content)+64)
+	b = append(b, `{"role":`...)
+	b = append(b, role...)
+	b = append(b, `,"content":`...)
+	b = append(b, content...)
+	if len(m.ToolCalls) > 0 {
+		tc, _ := marshal(m.ToolCalls)
+		b = append(b, `,"tool_calls":`...)
+		b = append(b, tc...)
+	}
+	if m.ToolCallID != "" {
+		id, _ := marshal(m.ToolCallID)
+		b = append(b, `,"tool_call_id":`...)
+		b = append(b, id...)
+	}
+	return append(b, '}')
 }

@@ -84,7 +84,15 @@ func IsPrefixItem(raw json.RawMessage) bool {
 func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 	names := map[string]string{}
 	for i := max(0, from-64); i < from; i++ {
-		var it Item
+		// Only calls name a tool (an output's text cannot hold an
+		// unescaped "name" key): the rest are not decoded.
+		if !bytes.Contains(items[i], []byte(`"name"`)) {
+			continue
+		}
+		var it struct {
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		}
 		if json.Unmarshal(items[i], &it) == nil && it.CallID != "" && it.Name != "" {
 			names[it.CallID] = it.Name
 		}
