@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -88,9 +89,12 @@ func openAIConfig(f func(*config.Config)) config.Config {
 // upstream.
 func newOpenAIFixture(t *testing.T, cfg config.Config) *fixture {
 	f := newFixture(t, cfg)
-	f.cfg.Proxy.Upstreams.OpenAI.BaseURL = f.up.srv.URL
-	_ = f.hs.Close()
-	f.start()
+	// Before any request: the scripted upstream serves both APIs.
+	u, err := url.Parse(f.up.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p.openai = u
 	return f
 }
 
