@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/url"
@@ -296,13 +297,53 @@ func (c *Client) CreateSession(ctx context.Context, req CreateSessionRequest) (*
 	return &s, nil
 }
 
-// ListSessions lists every session, sorted by id (RouteListSessions).
+// ListSessions lists every session, in the store's key order, paging
+// through RouteListSessions with MaxListLimit sessions a request. Use
+// ListSessionsPage or Sessions to hold one page at a time.
 func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
+	out := []Session{}
+	for s, err := range c.Sessions(ctx, MaxListLimit) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// ListSessionsPage returns one page of RouteListSessions: at most limit
+// sessions (0: the server's default) after the session id after ("" for
+// the first page). Errors: Invalid (limit out of range, a malformed after).
+func (c *Client) ListSessionsPage(ctx context.Context, after string, limit int) (*ListSessionsResponse, error) {
 	var r ListSessionsResponse
-	if err := c.do(ctx, http.MethodGet, SessionsPath(), nil, &r); err != nil {
+	if err := c.do(ctx, http.MethodGet, SessionsPagePath(after, limit), nil, &r); err != nil {
 		return nil, err
 	}
-	return r.Sessions, nil
+	return &r, nil
+}
+
+// Sessions yields every session, fetching pages of limit (0: the server's
+// default) as it goes; on an error it yields the error once and stops.
+func (c *Client) Sessions(ctx context.Context, limit int) iter.Seq2[Session, error] {
+	return func(yield func(Session, error) bool) {
+		after := ""
+		for {
+			page, err := c.ListSessionsPage(ctx, after, limit)
+			if err != nil {
+				yield(Session{}, err)
+				return
+			}
+			for _, s := range page.Sessions {
+				if !yield(s, nil) {
+					return
+				}
+			}
+			if page.Next == "" {
+				return
+			}
+			after = page.Next
+		}
+	}
 }
 
 // GetSession describes session id (RouteGetSession). Errors: NotFound.

@@ -147,7 +147,7 @@ func TestClientMethods(t *testing.T) {
 		{
 			name:   "ListSessions",
 			call:   func() (any, error) { return c.ListSessions(ctx) },
-			status: 200, body: `{"sessions":[{"id":"a"},{"id":"b"}]}`, pattern: RouteListSessions, uri: "/v1/sessions",
+			status: 200, body: `{"sessions":[{"id":"a"},{"id":"b"}]}`, pattern: RouteListSessions, uri: "/v1/sessions?limit=1000",
 			want: []Session{{ID: "a"}, {ID: "b"}},
 		},
 		{
@@ -616,5 +616,43 @@ func TestPathsEscapeIDs(t *testing.T) {
 	}
 	if got := ArtifactPath("artifact://ab"); got != "/v1/artifacts/ab" {
 		t.Errorf("ArtifactPath = %q", got)
+	}
+}
+
+// TestClientPagesThroughSessions: ListSessions follows Next from page to
+// page, passing it as after, and stops at the page without one.
+func TestClientPagesThroughSessions(t *testing.T) {
+	var uris []string
+	pages := map[string]string{
+		"":  `{"sessions":[{"id":"a"},{"id":"b"}],"next":"b"}`,
+		"b": `{"sessions":[{"id":"c"}]}`,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc(RouteListSessions, func(w http.ResponseWriter, r *http.Request) {
+		uris = append(uris, r.RequestURI)
+		w.Header().Set("Content-Type", ContentTypeJSON)
+		io.WriteString(w, pages[r.URL.Query().Get(QueryAfter)])
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL}
+	got, err := c.ListSessions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range got {
+		ids = append(ids, s.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,c" {
+		t.Errorf("ids %v, want a,b,c", ids)
+	}
+	want := []string{"/v1/sessions?limit=1000", "/v1/sessions?after=b&limit=1000"}
+	if strings.Join(uris, " ") != strings.Join(want, " ") {
+		t.Errorf("requests %v, want %v", uris, want)
+	}
+	page, err := c.ListSessionsPage(context.Background(), "b", 0)
+	if err != nil || len(page.Sessions) != 1 || page.Next != "" || uris[2] != "/v1/sessions?after=b" {
+		t.Errorf("ListSessionsPage: %+v, %v, request %s", page, err, uris[len(uris)-1])
 	}
 }

@@ -38,6 +38,12 @@ const (
 	UnsupportedMediaType = "unsupported_media_type"
 	// Internal (500): anything else; the details are in the daemon's log.
 	Internal = "internal"
+	// InsufficientStorage (507): the file system of the data directory has
+	// less free space than the daemon keeps (storage.min_free_bytes), so
+	// appends, new sessions and compactions are refused; reads, contexts
+	// and deletions still work. Nothing was stored. Retry once space was
+	// freed (docs/operating.md "Disk full").
+	InsufficientStorage = "insufficient_storage"
 	// Upstream (502): every summarizer binding failed (DESIGN.md §5.5);
 	// the message says how each one failed.
 	Upstream = "upstream"
@@ -62,6 +68,7 @@ var codeStatus = map[string]int{
 	TooLarge:             http.StatusRequestEntityTooLarge,
 	UnsupportedMediaType: http.StatusUnsupportedMediaType,
 	Internal:             http.StatusInternalServerError,
+	InsufficientStorage:  http.StatusInsufficientStorage,
 	Upstream:             http.StatusBadGateway,
 	Unavailable:          http.StatusServiceUnavailable,
 	Timeout:              http.StatusGatewayTimeout,
@@ -81,7 +88,7 @@ func Codes() []string {
 	return []string{
 		Invalid, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
 		Conflict, TooLarge, UnsupportedMediaType, Internal, Upstream,
-		Unavailable, Timeout,
+		Unavailable, Timeout, InsufficientStorage,
 	}
 }
 

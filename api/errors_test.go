@@ -24,6 +24,7 @@ func TestCodeStatusTable(t *testing.T) {
 		Upstream:             502,
 		Unavailable:          503,
 		Timeout:              504,
+		InsufficientStorage:  507,
 	}
 	if len(Codes()) != len(want) || len(codeStatus) != len(want) {
 		t.Fatalf("Codes() has %d codes, table %d, want %d", len(Codes()), len(codeStatus), len(want))

@@ -41,6 +41,10 @@ const (
 	BlockImage BlockType = "image"
 	// BlockJSON is any other structured tool content, kept whole: JSON.
 	BlockJSON BlockType = "json"
+	// BlockCompaction is a provider's own compaction (Anthropic server-side
+	// compaction): Text is the provider's summary. Only in assistant
+	// messages; everything before it is no longer counted.
+	BlockCompaction BlockType = "compaction"
 )
 
 // Block is one content block of a message. Which fields are set depends on

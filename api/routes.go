@@ -15,8 +15,10 @@ const (
 	// Session, 201 Created. Errors: Invalid (bad field, unknown model
 	// without context_limit, bad config overlay), Conflict (the id exists).
 	RouteCreateSession = "POST /v1/sessions"
-	// RouteListSessions lists every session: → ListSessionsResponse,
-	// sorted by id.
+	// RouteListSessions lists sessions a page at a time: at most QueryLimit
+	// (default 100, at most 1000) after the session QueryAfter, in the
+	// store's key order; → ListSessionsResponse, whose Next is the
+	// QueryAfter of the following page. Errors: Invalid (limit, after).
 	RouteListSessions = "GET /v1/sessions"
 	// RouteGetSession describes one session: → Session. Errors: NotFound.
 	RouteGetSession = "GET /v1/sessions/{id}"
@@ -93,6 +95,20 @@ const (
 	// QueryFollow, "true" or "false" (default), makes RouteEvents keep the
 	// stream open and send new events as they are written.
 	QueryFollow = "follow"
+	// QueryLimit is the most sessions one RouteListSessions page holds
+	// (decimal, 1 to MaxListLimit; absent means DefaultListLimit).
+	QueryLimit = "limit"
+	// QueryAfter is the cursor of RouteListSessions: the id of the last
+	// session of the previous page (its Next); absent for the first page.
+	QueryAfter = "after"
+)
+
+// Listing page sizes of RouteListSessions.
+const (
+	// DefaultListLimit is the page size when QueryLimit is absent.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest QueryLimit.
+	MaxListLimit = 1000
 )
 
 // Context formats of RouteContext (DESIGN.md §4).
@@ -110,6 +126,23 @@ const (
 
 // SessionsPath is the path of RouteCreateSession and RouteListSessions.
 func SessionsPath() string { return "/v1/sessions" }
+
+// SessionsPagePath is the path and query of one RouteListSessions page:
+// limit 0 leaves QueryLimit out (the server's default), after "" leaves
+// QueryAfter out (the first page).
+func SessionsPagePath(after string, limit int) string {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set(QueryLimit, strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set(QueryAfter, after)
+	}
+	if len(q) == 0 {
+		return SessionsPath()
+	}
+	return SessionsPath() + "?" + q.Encode()
+}
 
 // SessionPath is the path of RouteGetSession, RoutePatchSession and
 // RouteDeleteSession for session id (path-escaped).

@@ -27,8 +27,10 @@ type CreateSessionRequest struct {
 	// is rendered as one user message. Text is [{"type":"text","text":…}].
 	Pinned []Block `json:"pinned,omitempty"`
 	// Config is a TOML overlay: the session's own layer on top of the
-	// daemon's configuration (DESIGN.md §3), decoded strictly. A problem
-	// is Invalid with field "config" and a message naming line and column.
+	// daemon's configuration (DESIGN.md §3), decoded strictly, policy keys
+	// only. A problem is Invalid with field the TOML key it names (e.g.
+	// "summarizer.bindings", a key an overlay may not set), or "config"
+	// when it names none, and a message naming line and column.
 	Config string `json:"config,omitempty"`
 	// Labels are free-form operator labels, returned in Session.Labels.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -177,12 +179,21 @@ type Session struct {
 	// LastError is the newest compaction failure of the current run, for
 	// `ctxctl doctor`; empty when there is none.
 	LastError string `json:"last_error,omitempty"`
+	// Warnings, in the creation response only, say what in the session's
+	// settings works against it, e.g. a trigger whose threshold is 0 for
+	// the session's window (DESIGN.md §5.2 futility). Nothing was refused.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ListSessionsResponse is the body of RouteListSessions.
 type ListSessionsResponse struct {
-	// Sessions are every session, sorted by id.
+	// Sessions are one page of sessions, in the store's key order (id +
+	// "/" bytewise). A session not in memory is described from its
+	// listing row (its figures as of its last change) and has no
+	// last_check or last_checkpoint.
 	Sessions []Session `json:"sessions"`
+	// Next is the QueryAfter of the next page; empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // RunRequest is the body of RouteStartRun. It has no fields yet; an empty
@@ -299,8 +310,8 @@ const (
 	// CompactQueued: the compaction is queued or running (joined, if one
 	// was already under way, DESIGN.md §8a); watch the events.
 	CompactQueued = "queued"
-	// CompactNothing: nothing was appended since the last checkpoint;
-	// nothing was done.
+	// CompactNothing: a compaction would replace nothing (Reason says
+	// why); nothing was done, and it is not a failure (DESIGN.md §5.2).
 	CompactNothing = "nothing_to_compact"
 )
 
@@ -311,6 +322,9 @@ type CompactResponse struct {
 	// Checkpoint is the new checkpoint, with its summary, when Status is
 	// CompactDone.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Reason says why, when Status is CompactNothing: e.g. "the session has
+	// no messages yet", "no message since the last checkpoint".
+	Reason string `json:"reason,omitempty"`
 }
 
 // Compaction shapes (Checkpoint.Shape; DESIGN.md §3 [compaction].shape).
@@ -357,6 +371,14 @@ type Checkpoint struct {
 	Shape string `json:"shape,omitempty"`
 	// Reason is ReasonAuto, ReasonManual or ReasonOverflow.
 	Reason string `json:"reason,omitempty"`
+	// RequestSeq is the seq of the current request carried after the
+	// summary, FirstRequestSeq that of the first request carried before it
+	// (DESIGN.md §5.2); 0 when none.
+	RequestSeq      uint64 `json:"request_seq,omitempty"`
+	FirstRequestSeq uint64 `json:"first_request_seq,omitempty"`
+	// Fallback: the summary came from the implicit extractive fallback
+	// binding after every configured binding failed (DESIGN.md §5.5).
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // CheckpointsResponse is the body of RouteCheckpoints.
@@ -398,6 +420,11 @@ const (
 	// EventOffload: a tool result was offloaded (DESIGN.md §6), e.g.
 	// {"tool_call_id", "artifact", "path", "bytes", "lines", "chars"}.
 	EventOffload EventKind = "offload"
+	// EventOffloadFailed: a tool result over the offload limit was kept
+	// whole because its file could not be written (a full or unwritable
+	// offload directory), e.g. {"tool_call_id", "tool_name", "bytes",
+	// "dir", "reason", "no_space"}. The append succeeded.
+	EventOffloadFailed EventKind = "offload_failed"
 	// EventDiagnostic: something to see; Data is a Diagnostic.
 	EventDiagnostic EventKind = "diagnostic"
 	// EventPrefixReset: a recorded rewrite stopped the replay of thinking
@@ -463,9 +490,32 @@ type Status struct {
 	Queue Queue `json:"queue"`
 	// Workers is the compaction worker pool.
 	Workers Workers `json:"workers"`
+	// Disk is the free space of each guarded directory ("data", then
+	// "offload"); empty from a daemon without the guard.
+	Disk []Disk `json:"disk,omitempty"`
 	// Proxy is the provider proxy's listener (DESIGN.md §10); nil when the
 	// daemon runs none.
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
+}
+
+// Disk is the free space of one directory the daemon writes to, against
+// the reserve it keeps (storage.min_free_bytes, docs/operating.md "Disk
+// full").
+type Disk struct {
+	// Name is "data" (the badger store) or "offload".
+	Name string `json:"name"`
+	// Dir is the directory.
+	Dir string `json:"dir"`
+	// FreeBytes is the space available there, in bytes.
+	FreeBytes uint64 `json:"free_bytes"`
+	// ReserveBytes is the space the daemon keeps free, in bytes.
+	ReserveBytes uint64 `json:"reserve_bytes"`
+	// Low is true when FreeBytes < ReserveBytes: on "data", appends, new
+	// sessions and compactions are refused with InsufficientStorage; on
+	// "offload", oversized tool results are kept whole (offload_failed).
+	Low bool `json:"low"`
+	// Error is set when the free space could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // ProxyStatus describes the provider proxy (DESIGN.md §10).

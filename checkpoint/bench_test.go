@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
 )
 
@@ -246,4 +248,47 @@ func BenchmarkHeap(b *testing.B) {
 		b.ReportMetric(settled, "MiB-100x1000-settled")
 		b.ReportMetric(reopened, "MiB-100x1000-reopened")
 	}
+}
+
+// BenchmarkListing compares one page of the session listing (ListPage,
+// 100 sessions with their metadata, row and last seq) with listing every
+// id (ListSessions, what GET /v1/sessions built its answer from before
+// pages) over the same store (issue 19 §2): the page's cost does not grow
+// with the sessions stored. 2,000 sessions, or 50,000 with
+// CTXD_BENCH_FULL=1.
+func BenchmarkListing(b *testing.B) {
+	n := 2000
+	if os.Getenv("CTXD_BENCH_FULL") == "1" {
+		n = 50000
+	}
+	st, _ := newStore(b)
+	ev := []Event{msg(history.RoleUser, "hello")}
+	for i := range n {
+		id := fmt.Sprintf("s-%06d", i)
+		if _, err := st.CreateSession(bg, id, Meta{Model: "m", SystemPrompt: "You are a coding agent."}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Append(bg, id, ev); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.PutRow(id, []byte(`{"messages":1}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run(fmt.Sprintf("ListPage100of%d", n), func(b *testing.B) {
+		for b.Loop() {
+			page, _, err := st.ListPage(bg, "s-000500", 100)
+			if err != nil || len(page) != 100 {
+				b.Fatal(len(page), err)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("ListSessions%d", n), func(b *testing.B) {
+		for b.Loop() {
+			ids, err := st.ListSessions(bg)
+			if err != nil || len(ids) != n {
+				b.Fatal(len(ids), err)
+			}
+		}
+	})
 }

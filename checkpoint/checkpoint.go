@@ -90,6 +90,26 @@ type Log interface {
 	ListCheckpoints(ctx context.Context, session string) ([]Checkpoint, error)
 	// ListSessions returns the ids of all sessions, sorted bytewise.
 	ListSessions(ctx context.Context) ([]string, error)
+	// CountSessions returns the number of sessions without building their
+	// list.
+	CountSessions(ctx context.Context) (int, error)
+	// ListPage returns at most limit sessions (limit ≥ 1) that follow the
+	// session id after ("" starts from the first), in the order of
+	// id + "/" bytewise (the store's key order: it differs from plain id
+	// order only where one id is another followed by '-' or '.'), each
+	// with its metadata, listing row and last seq; more reports whether
+	// any session follows the page. The order is a stable cursor: a
+	// session created or deleted between two pages never makes another
+	// appear twice or go missing. Errors: ErrInvalid (after is not a valid
+	// id, limit < 1), ctx's.
+	ListPage(ctx context.Context, after string, limit int) (page []Listed, more bool, err error)
+	// PutRow replaces the session's listing row (what a listing shows
+	// without loading the session; the caller's bytes, at most
+	// MaxRowBytes) and returns without waiting for the write: the row lands
+	// in the next group commit, in PutRow order. A row written after
+	// DeleteSession is a leftover and ignored. Errors: ErrInvalid,
+	// ErrTooLarge, ErrClosed.
+	PutRow(session string, row []byte) error
 	// DeleteSession deletes the session with its events and checkpoints:
 	// the only deletion there is. Errors: ErrInvalid, ErrNotFound.
 	DeleteSession(ctx context.Context, session string) error
@@ -131,6 +151,11 @@ const (
 	// {"tool_call_id", "artifact": "artifact://…", "path", "bytes",
 	// "lines", "chars"}.
 	KindOffload Kind = "offload"
+	// KindOffloadFailed: a tool result over max_chars was kept whole
+	// because its offload could not be written (DESIGN.md §6: a full or
+	// unwritable offload directory), e.g. {"tool_call_id", "tool_name",
+	// "bytes", "dir", "reason", "no_space"}.
+	KindOffloadFailed Kind = "offload_failed"
 	// KindDiagnostic: something an operator should see, e.g.
 	// {"level", "code", "message"}.
 	KindDiagnostic Kind = "diagnostic"
@@ -161,7 +186,7 @@ const (
 var kinds = map[Kind]bool{
 	KindMessage: true, KindUsage: true, KindCheckpoint: true,
 	KindCompactionStarted: true, KindCompactionFailed: true,
-	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true,
+	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true, KindOffloadFailed: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
 	KindClientState: true,
@@ -171,7 +196,7 @@ var kinds = map[Kind]bool{
 func Kinds() []Kind {
 	return []Kind{
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
-		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload,
+		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload, KindOffloadFailed,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
 		KindSessionUpdated, KindImported, KindClientState,
 	}
@@ -316,6 +341,28 @@ type Checkpoint struct {
 	Shape string `json:"shape,omitempty"`
 	// Reason is why it ran: "auto", "manual" or "overflow".
 	Reason string `json:"reason,omitempty"`
+	// Request is the current request — the user prompt that opened the
+	// run being compacted — carried after the summary when the summary
+	// covers it (DESIGN.md §5.2); nil when it is retained or there is none.
+	Request *Carried `json:"request,omitempty"`
+	// FirstRequest is the session's first user request, carried as pinned
+	// context before the summary (DESIGN.md §5.2 keep_first_request); nil
+	// when it is off, retained, or the current request itself.
+	FirstRequest *Carried `json:"first_request,omitempty"`
+	// Fallback says the summary came from the implicit extractive fallback
+	// binding after every configured binding failed (DESIGN.md §5.5).
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// Carried is a user message a checkpoint keeps in the context outside the
+// summary (DESIGN.md §5.2): the message of the log with seq Seq, sent as it
+// was stored when Stub is "", else as one text block holding Stub (its head
+// and tail with the artifact URI of the whole).
+type Carried struct {
+	// Seq is the message's seq in the session's log.
+	Seq uint64 `json:"seq"`
+	// Stub, when not "", is the bounded text sent instead of the message.
+	Stub string `json:"stub,omitempty"`
 }
 
 // CheckpointEvent is the Data of a KindCheckpoint event: the checkpoint
@@ -332,16 +379,29 @@ type CheckpointEvent struct {
 	TokensAfter        uint64 `json:"tokens_after"`
 	Shape              string `json:"shape,omitempty"`
 	Reason             string `json:"reason,omitempty"`
+	// RequestSeq and FirstRequestSeq are the seqs of the carried requests
+	// (0: none); Fallback marks a summary by the extractive fallback.
+	RequestSeq      uint64 `json:"request_seq,omitempty"`
+	FirstRequestSeq uint64 `json:"first_request_seq,omitempty"`
+	Fallback        bool   `json:"fallback,omitempty"`
 }
 
 func (cp *Checkpoint) event() CheckpointEvent {
-	return CheckpointEvent{
+	ev := CheckpointEvent{
 		SummaryBytes: cp.SummaryBytes, Stalled: cp.Stalled,
 		SnapshotSeq: cp.SnapshotSeq, FirstRetainedSeq: cp.FirstRetainedSeq,
 		SummarizedMessages: cp.SummarizedMessages, Binding: cp.Binding,
 		PrunedRetry: cp.PrunedRetry, TokensBefore: cp.TokensBefore,
 		TokensAfter: cp.TokensAfter, Shape: cp.Shape, Reason: cp.Reason,
+		Fallback: cp.Fallback,
 	}
+	if cp.Request != nil {
+		ev.RequestSeq = cp.Request.Seq
+	}
+	if cp.FirstRequest != nil {
+		ev.FirstRequestSeq = cp.FirstRequest.Seq
+	}
+	return ev
 }
 
 // ValidSessionID checks a session id: 1 to 128 characters from
@@ -362,6 +422,21 @@ func ValidSessionID(id string) error {
 		}
 	}
 	return nil
+}
+
+// MaxRowBytes is the largest listing row PutRow takes, in bytes.
+const MaxRowBytes = 1024
+
+// Listed is one session of a ListPage page.
+type Listed struct {
+	// ID is the session id.
+	ID string
+	// Meta is the session's metadata.
+	Meta Meta
+	// Row is the listing row PutRow stored last (nil when none was).
+	Row []byte
+	// LastSeq is the seq of the session's last event, 0 when it has none.
+	LastSeq uint64
 }
 
 // MaxSessionIDLen is the longest session id, in bytes.

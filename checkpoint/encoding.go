@@ -21,6 +21,8 @@ func sessionPrefix(session string) []byte { return []byte("s/" + session + "/") 
 
 func metaKey(session string) []byte { return []byte("s/" + session + "/meta") }
 
+func rowKey(session string) []byte { return []byte("s/" + session + "/row") }
+
 func eventPrefix(session string) []byte { return []byte("s/" + session + "/e/") }
 
 func cpPrefix(session string) []byte { return []byte("s/" + session + "/c/") }

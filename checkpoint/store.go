@@ -51,8 +51,15 @@ type sessionState struct {
 	loaded bool
 	exists bool
 	next   uint64        // seq of the next event
-	wake   chan struct{} // closed and replaced when the log grows or the session goes
+	wake   chan struct{} // made by a waiter; closed (and dropped) when the log grows or the session goes
 }
+
+// MaxSessionStates bounds the session states the Store keeps in memory
+// beyond those in use: past it, states nobody holds are dropped (at
+// random, down to 7/8 of the bound) and rebuilt from the store on their
+// session's next call (one seek). A state is ~200 bytes: kept for every
+// session, a million idle sessions would hold ~250 MB (issue 19).
+const MaxSessionStates = 4096
 
 // Open returns a Store over db, which must have been opened by
 // internal/store (its value threshold and sync setting are the contract of
@@ -89,11 +96,27 @@ func (st *Store) acquire(id string) *sessionState {
 	defer st.mu.Unlock()
 	s := st.sessions[id]
 	if s == nil {
-		s = &sessionState{wake: make(chan struct{})}
+		if len(st.sessions) >= MaxSessionStates {
+			st.shrinkLocked()
+		}
+		s = &sessionState{}
 		st.sessions[id] = s
 	}
 	s.refs++
 	return s
+}
+
+// shrinkLocked drops states nobody holds until at most 7/8 of
+// MaxSessionStates remain (or none is left to drop). st.mu is held.
+func (st *Store) shrinkLocked() {
+	for id, s := range st.sessions {
+		if len(st.sessions) <= MaxSessionStates*7/8 {
+			return
+		}
+		if s.refs == 0 {
+			delete(st.sessions, id)
+		}
+	}
 }
 
 // release drops a reference; the state of a session that does not exist is
@@ -175,8 +198,10 @@ func (st *Store) locked(ctx context.Context, id string, create bool, fn func(s *
 
 // wakeAll tells waiters the log of s changed. s.mu is held.
 func (s *sessionState) wakeAll() {
-	close(s.wake)
-	s.wake = make(chan struct{})
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 // prepare validates events and encodes them (without seqs, which live in
@@ -392,6 +417,9 @@ func (st *Store) Wait(ctx context.Context, session string, afterSeq uint64) (uin
 		if err := st.load(session, s); err != nil {
 			s.mu.Unlock()
 			return 0, err
+		}
+		if s.wake == nil {
+			s.wake = make(chan struct{})
 		}
 		exists, last, wake := s.exists, s.next-1, s.wake
 		s.mu.Unlock()
@@ -649,13 +677,45 @@ func (st *Store) ListCheckpoints(ctx context.Context, session string) ([]Checkpo
 // each session's keys), so its cost does not grow with the events stored.
 func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := st.db.View(func(txn *badger.Txn) error {
+	err := st.scanSessions(ctx, "", func(_ *badger.Txn, id string) (bool, error) {
+		ids = append(ids, id)
+		return true, nil
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+// CountSessions implements Log, visiting one key per session as
+// ListSessions does, without keeping the ids.
+func (st *Store) CountSessions(ctx context.Context) (int, error) {
+	n := 0
+	err := st.scanSessions(ctx, "", func(txn *badger.Txn, id string) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// scanSessions calls fn with each session (a meta record exists) after the
+// session id after, in key order, until fn returns false or an error, then
+// each of end before the read transaction ends. Keys
+// without a meta record are leftovers of an interrupted delete (or a
+// listing row written after one): not a session.
+func (st *Store) scanSessions(ctx context.Context, after string, fn func(txn *badger.Txn, id string) (bool, error), end ...func()) error {
+	return st.db.View(func(txn *badger.Txn) error {
+		for _, f := range end {
+			defer f() // inside the transaction: fn's iterators close here
+		}
 		o := badger.DefaultIteratorOptions
 		o.PrefetchValues = false
 		o.Prefix = []byte("s/")
 		it := txn.NewIterator(o)
 		defer it.Close()
-		for it.Seek([]byte("s/")); it.Valid(); {
+		start := []byte("s/")
+		if after != "" {
+			start = append(sessionPrefix(after), 0xff)
+		}
+		for it.Seek(start); it.Valid(); {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -665,10 +725,11 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 				return fmt.Errorf("%w: key %q", ErrCorrupt, key)
 			}
 			id := string(key[2 : 2+end])
-			// Keys without a meta record are leftovers of an
-			// interrupted delete: not a session.
 			if _, err := txn.Get(metaKey(id)); err == nil {
-				ids = append(ids, id)
+				more, err := fn(txn, id)
+				if err != nil || !more {
+					return err
+				}
 			} else if !errors.Is(err, badger.ErrKeyNotFound) {
 				return err
 			}
@@ -676,8 +737,82 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 		}
 		return nil
 	})
-	slices.Sort(ids)
-	return ids, err
+}
+
+// ListPage implements Log: one read transaction for the page, a few point
+// reads and one seek per session, whatever the number of sessions stored.
+func (st *Store) ListPage(ctx context.Context, after string, limit int) ([]Listed, bool, error) {
+	if after != "" {
+		if err := ValidSessionID(after); err != nil {
+			return nil, false, err
+		}
+	}
+	if limit < 1 {
+		return nil, false, fmt.Errorf("%w: limit %d: must be at least 1", ErrInvalid, limit)
+	}
+	var page []Listed
+	more := false
+	var rev *badger.Iterator // one reverse iterator for the page's last seqs
+	closeRev := func() {
+		if rev != nil {
+			rev.Close()
+		}
+	}
+	err := st.scanSessions(ctx, after, func(txn *badger.Txn, id string) (bool, error) {
+		if len(page) == limit {
+			more = true
+			return false, nil
+		}
+		meta, err := getMeta(txn, id)
+		if err != nil {
+			return false, err
+		}
+		l := Listed{ID: id, Meta: meta}
+		switch item, err := txn.Get(rowKey(id)); {
+		case err == nil:
+			if l.Row, err = item.ValueCopy(nil); err != nil {
+				return false, err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return false, err
+		}
+		if rev == nil {
+			o := badger.DefaultIteratorOptions
+			o.Reverse = true
+			o.PrefetchValues = false
+			o.Prefix = []byte("s/")
+			rev = txn.NewIterator(o)
+		}
+		prefix := eventPrefix(id)
+		if rev.Seek(seqKey(prefix, ^uint64(0))); rev.ValidForPrefix(prefix) {
+			seq, ok := keySeq(prefix, rev.Item().Key())
+			if !ok {
+				return false, fmt.Errorf("%w: key %q", ErrCorrupt, rev.Item().Key())
+			}
+			l.LastSeq = seq
+		}
+		page = append(page, l)
+		return true, nil
+	}, closeRev)
+	if err != nil {
+		return nil, false, err
+	}
+	return page, more, nil
+}
+
+// PutRow implements Log.
+func (st *Store) PutRow(session string, row []byte) error {
+	if err := ValidSessionID(session); err != nil {
+		return err
+	}
+	if len(row) > MaxRowBytes {
+		return fmt.Errorf("session %q: %w: listing row of %d bytes (at most %d)", session, ErrTooLarge, len(row), MaxRowBytes)
+	}
+	err := st.commit.Submit([]store.Write{{Key: rowKey(session), Value: bytes.Clone(row)}})
+	if errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("session %q: %w", session, ErrClosed)
+	}
+	return err
 }
 
 // DeleteSession implements Log. The meta record goes first, in a synced

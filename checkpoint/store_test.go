@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -568,5 +569,159 @@ func TestReopen(t *testing.T) {
 	}
 	if cp, ok, err := st.Latest(bg, "s"); err != nil || !ok || cp.Seq != 3 || cp.Summary != "sum" {
 		t.Fatalf("Latest after reopen = %+v, %v, %v", cp, ok, err)
+	}
+}
+
+// pageIDs lists every session page by page and returns the ids of each
+// page, joined by commas, pages separated by "|".
+func pageIDs(t *testing.T, st *Store, limit int) string {
+	t.Helper()
+	var pages []string
+	after := ""
+	for {
+		page, more, err := st.ListPage(bg, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, l := range page {
+			ids = append(ids, l.ID)
+		}
+		pages = append(pages, strings.Join(ids, ","))
+		if !more {
+			return strings.Join(pages, "|")
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// TestListPage: pages in key order (id + "/"), a stable cursor across
+// creations and deletions, each session with its meta, listing row and
+// last seq; a row written after a delete is not a session.
+func TestListPage(t *testing.T) {
+	st, _ := newStore(t)
+	for _, id := range []string{"b", "a", "ab", "a-b", "c"} {
+		create(t, st, id)
+	}
+	if got := pageIDs(t, st, 2); got != "a-b,a|ab,b|c" {
+		t.Fatalf("pages %q, want a-b,a|ab,b|c", got)
+	}
+	if got := pageIDs(t, st, 5); got != "a-b,a,ab,b,c" {
+		t.Fatalf("one page %q", got)
+	}
+	if n, err := st.CountSessions(bg); err != nil || n != 5 {
+		t.Fatalf("CountSessions = %d, %v", n, err)
+	}
+
+	// The cursor survives the deletion of the session it names and new
+	// sessions on either side of it.
+	page, more, err := st.ListPage(bg, "", 2)
+	if err != nil || !more || page[1].ID != "a" {
+		t.Fatalf("first page %+v %v %v", page, more, err)
+	}
+	if err := st.DeleteSession(bg, "a"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, st, "0")
+	create(t, st, "aa")
+	page, more, err = st.ListPage(bg, "a", 2)
+	if err != nil || more != true || len(page) != 2 || page[0].ID != "aa" || page[1].ID != "ab" {
+		t.Fatalf("after the deleted cursor: %+v %v %v", page, more, err)
+	}
+
+	// Rows and last seqs.
+	if _, err := st.Append(bg, "b", []Event{msg(history.RoleUser, "x"), msg(history.RoleUser, "y")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRow("b", []byte(`{"messages":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRow("c", bytes.Repeat([]byte("x"), MaxRowBytes+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized row: %v", err)
+	}
+	if err := st.PutRow("bad/id", nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad id: %v", err)
+	}
+	// PutRow does not wait; a synchronous write after it commits after it.
+	if _, err := st.Append(bg, "c", []Event{msg(history.RoleUser, "z")}); err != nil {
+		t.Fatal(err)
+	}
+	page, _, err = st.ListPage(bg, "ab", 2)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("page %+v %v", page, err)
+	}
+	if page[0].ID != "b" || string(page[0].Row) != `{"messages":2}` || page[0].LastSeq != 2 || page[0].Meta.Created.IsZero() {
+		t.Errorf("b listed as %+v", page[0])
+	}
+	if page[1].ID != "c" || page[1].Row != nil || page[1].LastSeq != 1 {
+		t.Errorf("c listed as %+v", page[1])
+	}
+
+	// A row that lands after its session's delete is a leftover.
+	if err := st.DeleteSession(bg, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRow("c", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(bg, "b", []Event{msg(history.RoleUser, "sync")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageIDs(t, st, 10); got != "0,a-b,aa,ab,b" {
+		t.Fatalf("after deleting c: %q", got)
+	}
+	create(t, st, "c")
+	if page, _, _ := st.ListPage(bg, "b", 1); len(page) != 1 || page[0].Row != nil {
+		t.Fatalf("re-created c inherited a row: %+v", page)
+	}
+
+	for _, bad := range []struct {
+		after string
+		limit int
+	}{{"", 0}, {"a/b", 1}, {"", -1}} {
+		if _, _, err := st.ListPage(bg, bad.after, bad.limit); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ListPage(%q, %d): %v, want ErrInvalid", bad.after, bad.limit, err)
+		}
+	}
+}
+
+// TestSessionStatesAreBounded (issue 19 §3): the store keeps at most
+// MaxSessionStates session states whatever the number of sessions touched,
+// and a session whose state was dropped carries on at the right seq, its
+// waiters woken.
+func TestSessionStatesAreBounded(t *testing.T) {
+	st, _ := newStore(t)
+	n := MaxSessionStates + MaxSessionStates/4
+	for i := range n {
+		id := fmt.Sprintf("s%05d", i)
+		create(t, st, id)
+		if _, err := st.Append(bg, id, []Event{msg(history.RoleUser, "x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	states := len(st.sessions)
+	st.mu.Unlock()
+	if states > MaxSessionStates {
+		t.Fatalf("%d session states kept for %d sessions (bound %d)", states, n, MaxSessionStates)
+	}
+	// Every session, its state kept or dropped, appends at seq 2.
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		id := fmt.Sprintf("s%05d", i)
+		waited := make(chan uint64, 1)
+		go func() {
+			last, err := st.Wait(bg, id, 1)
+			if err != nil {
+				t.Error(err)
+			}
+			waited <- last
+		}()
+		first, err := st.Append(bg, id, []Event{msg(history.RoleUser, "y")})
+		if err != nil || first != 2 {
+			t.Fatalf("%s: append at %d, %v; want seq 2", id, first, err)
+		}
+		if last := <-waited; last != 2 {
+			t.Fatalf("%s: waiter saw %d", id, last)
+		}
 	}
 }

@@ -94,7 +94,7 @@ func parseAgentFile(path string, data []byte) (AgentFile, error) {
 			Message: "front matter opened with +++ is never closed: end it with a line holding only +++"}}}
 	}
 	if front != nil {
-		d := newDoc(path, front, reflect.TypeFor[AgentFile]())
+		d := newDoc(path, front, reflect.TypeFor[AgentFile](), false)
 		d.decode(&a)
 		problems = append(problems, d.problems...)
 		if d.reliable("limits") && a.Limits.TimeoutMS > MaxAgentTimeoutMS {

@@ -11,6 +11,8 @@ const (
 	DefaultMaxSummaryBytes         = 262144  // bytes
 	MaxMaxSummaryBytes             = 2097152 // bytes (2 MiB), inclusive
 	DefaultKeepRecentTokens        = 16384   // tokens
+	DefaultExtractiveSummaryBytes  = 10240   // bytes
+	MinExtractiveSummaryBytes      = 1024    // bytes, inclusive
 	DefaultOffloadMaxChars         = 16000   // code points
 	DefaultOffloadKeepHead         = 4000    // code points
 	DefaultOffloadKeepTail         = 1000    // code points
@@ -20,6 +22,11 @@ const (
 	DefaultMinCharsPerPass         = 50000  // code points
 	DefaultWorkersSize             = 4
 	DefaultWorkersQueue            = 64
+	// DefaultMinFreeBytes is storage.min_free_bytes (128 MiB): room for
+	// what badger writes on its own (a memtable flush, a compaction) and
+	// one request of up to 32 MiB with its offloaded copy, so a write never
+	// meets a full file system through badger's memory maps (a SIGBUS).
+	DefaultMinFreeBytes = 128 << 20
 	// DefaultModelTokenFactor is the token_factor of an authored model entry
 	// that omits it.
 	DefaultModelTokenFactor = 1.0
@@ -72,11 +79,11 @@ var tables = []string{
 func Defaults() Config {
 	c := Config{
 		ContextCompaction: defaultContextCompaction(),
-		Compaction:        Compaction{Shape: ShapeAuto},
+		Compaction:        Compaction{Shape: ShapeAuto, KeepFirstRequest: true, Fallback: FallbackExtractive, ExtractiveSummaryBytes: DefaultExtractiveSummaryBytes},
 		Offload:           defaultOffload(),
 		ContextEditing:    defaultContextEditing(),
 		Models:            Catalog(),
-		Storage:           Storage{SyncWrites: true},
+		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
 		Proxy:             defaultProxy(),
 		Sources:           map[string]string{},
@@ -119,6 +126,7 @@ func defaultContextEditing() ContextEditing {
 		MinCharsPerPass:         DefaultMinCharsPerPass,
 		ProtectToolNames:        []string{"todo", "plan"},
 		ArtifactReadTools:       []string{"read"},
+		ClearToolInputs:         true,
 	}
 }
 
@@ -129,6 +137,16 @@ const (
 	ShapeSimple   = "simple"
 	ShapeServer   = "server"
 )
+
+// Values of Compaction.Fallback (DESIGN.md §5.5).
+const (
+	FallbackExtractive = "extractive"
+	FallbackNone       = "none"
+)
+
+// FirstRequestMaxTokens is the size in tokens up to which the first request
+// is carried verbatim (DESIGN.md §5.2 keep_first_request).
+const FirstRequestMaxTokens = 2000
 
 // Values of ContextEditing.Mode (DESIGN.md §6).
 const (

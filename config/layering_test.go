@@ -82,7 +82,7 @@ func TestLayeringOrderSystemUserFiles(t *testing.T) {
 	if cfg.Workers.Size != 3 || cfg.Sources[TableWorkers] != cli {
 		t.Errorf("workers.size = %d from %s, want 3 from --config", cfg.Workers.Size, cfg.Sources[TableWorkers])
 	}
-	if cfg.Storage != (Storage{DataDir: "/var/lib/ctxd", SyncWrites: true}) || cfg.Sources[TableStorage] != user {
+	if cfg.Storage != (Storage{DataDir: "/var/lib/ctxd", SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes}) || cfg.Sources[TableStorage] != user {
 		t.Errorf("storage = %+v from %s, want the user table whole (sync_writes back to its default)", cfg.Storage, cfg.Sources[TableStorage])
 	}
 	if cfg.Compaction.Shape != ShapeSimple || cfg.Sources[TableCompaction] != sys {
@@ -181,9 +181,9 @@ func TestApplyOverlay(t *testing.T) {
 		t.Error("ApplyOverlay modified its base")
 	}
 
-	_, _, err = ApplyOverlay(base, []byte("[workers]\nsize = 0\nbogus = 1\n"), "session s2")
+	_, _, err = ApplyOverlay(base, []byte("[context_editing]\nmode = \"remote\"\nbogus = 1\n"), "session s2")
 	ps := problemsOf(t, err)
-	if len(ps) != 2 || ps[0].String() != "session s2:2:1: workers.size: must be at least 1 (concurrent compactions)" || ps[1].Key != "workers.bogus" {
+	if len(ps) != 2 || ps[0].String() != `session s2:2:1: context_editing.mode: must be one of "local", "server", "auto" (got "remote")` || ps[1].Key != "context_editing.bogus" {
 		t.Errorf("overlay problems:\n%s", dump(ps))
 	}
 }

@@ -75,9 +75,13 @@ func Load(opts Options) (Config, []Warning, error) {
 
 // ApplyOverlay applies the TOML overlay a session sends when it is created
 // (DESIGN.md §3) on top of base, a Config returned by Load, with the same
-// rules as a file layer. name labels the overlay in Sources and in problems
-// (e.g. "session s1 overlay"); a relative agent_file in an overlay is kept
-// as written. base is not modified.
+// rules as a file layer, restricted to policy: a key outside OverlayKeys
+// (a binding's definition, a path, a listener, storage, workers) is a
+// problem "not allowed in a session overlay" naming it, and the keys an
+// overlay cannot set keep base's values even in a table it authors. An
+// authored [models."<id>"] entry changes that model's context_limit and
+// keeps the rest of its entry. name labels the overlay in Sources and in
+// problems (OverlayName). base is not modified.
 //
 // On failure it returns the zero Config and an *Error listing every problem
 // of the overlay.
@@ -92,6 +96,16 @@ func ApplyOverlay(base Config, data []byte, name string) (Config, []Warning, err
 	}
 	st := newState(base)
 	st.layer(name, data, false)
+	// An overlay may author [compaction] or [offload] for their policy
+	// keys; the paths in those tables stay the daemon's (an authored table
+	// would otherwise reset them to their defaults), and so do the tables
+	// an overlay may not author at all.
+	st.cfg.Compaction.AgentFile = base.Compaction.AgentFile
+	st.cfg.Offload.Dir = base.Offload.Dir
+	st.cfg.Summarizer = base.Summarizer
+	st.cfg.Daemon = base.Daemon
+	st.cfg.Storage = base.Storage
+	st.cfg.Workers = base.Workers
 	return st.finish()
 }
 
@@ -131,7 +145,7 @@ func (s *state) layer(name string, data []byte, isFile bool) {
 	if !isFile {
 		s.order = append(s.order, name)
 	}
-	d := newDoc(name, data, reflect.TypeFor[Config]())
+	d := newDoc(name, data, reflect.TypeFor[Config](), !isFile)
 
 	dec := Defaults()
 	dec.Models = map[string]Model{}
@@ -156,6 +170,15 @@ func (s *state) layer(name string, data []byte, isFile bool) {
 		m := dec.Models[id]
 		if _, ok := d.pos[keyPath("models", id, "token_factor")]; !ok {
 			m.TokenFactor = DefaultModelTokenFactor
+		}
+		if !isFile {
+			// An overlay sets a model's context_limit only (overlayKeys):
+			// the rest of the entry — thinking binding, calibration — stays
+			// what the daemon knows of the model (DESIGN.md §3).
+			if base, ok := s.cfg.Model(id); ok {
+				base.ContextLimit = m.ContextLimit
+				m = base
+			}
 		}
 		if s.cfg.Models == nil {
 			s.cfg.Models = map[string]Model{}
@@ -230,7 +253,7 @@ func (s *state) finish() (Config, []Warning, error) {
 	sortProblems(s.problems, s.order)
 	sortProblems(s.warnings, s.order)
 	if len(s.problems) > 0 {
-		return Config{}, s.warnings, &Error{Problems: s.problems}
+		return Config{}, s.warnings, &Error{Problems: s.problems, AgentFile: s.cfg.Compaction.AgentFile}
 	}
 	return s.cfg, s.warnings, nil
 }

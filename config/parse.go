@@ -58,6 +58,9 @@ type doc struct {
 	// broken is set when go-toml could not decode the document (a syntax
 	// error, a header of the wrong type): nothing in it is rule-checked.
 	broken bool
+	// overlay: the document is a session overlay, which may set only the
+	// keys of overlayKeys (DESIGN.md §3).
+	overlay bool
 }
 
 // markBad records that the value at path cannot be decoded.
@@ -84,16 +87,18 @@ func (d *doc) reliable(path string) bool {
 	return true
 }
 
-// newDoc scans data as a document whose schema is the struct type root.
-func newDoc(file string, data []byte, root reflect.Type) *doc {
+// newDoc scans data as a document whose schema is the struct type root;
+// overlay restricts it to the keys a session overlay may set.
+func newDoc(file string, data []byte, root reflect.Type, overlay bool) *doc {
 	d := &doc{
-		file:   file,
-		data:   data,
-		root:   root,
-		lines:  []int{0},
-		pos:    map[string]pos{},
-		tables: map[string]bool{},
-		leaves: map[string]pos{},
+		overlay: overlay,
+		file:    file,
+		data:    data,
+		root:    root,
+		lines:   []int{0},
+		pos:     map[string]pos{},
+		tables:  map[string]bool{},
+		leaves:  map[string]pos{},
 	}
 	for i, b := range data {
 		if b == '\n' {
@@ -239,8 +244,26 @@ func (d *doc) header(e *unstable.Node, arrays map[string]int) scope {
 			t = nil
 		}
 	}
+	if t != nil && d.refuseInOverlay(segs, d.headerPos(first)) {
+		// Reported once here; the keys inside are not looked at.
+		return scope{}
+	}
 	d.author(segs)
 	return scope{t: t, path: path, segs: segs}
+}
+
+// headerPos is where the header whose first key is at `at` starts: its
+// "[" or "[[" (the parser gives no range for a header).
+func (d *doc) headerPos(at pos) pos {
+	if at.line < 1 || at.line > len(d.lines) {
+		return at
+	}
+	start := d.lines[at.line-1]
+	off := start + at.col - 1
+	for off > start && off <= len(d.data) && (d.data[off-1] == '[' || d.data[off-1] == ' ' || d.data[off-1] == '\t') {
+		off--
+	}
+	return d.at(off)
 }
 
 // keyValue checks one key = value inside scope sc.
@@ -278,6 +301,10 @@ func (d *doc) keyValue(sc scope, e *unstable.Node) {
 			d.author(segs)
 			return
 		}
+	}
+	if d.refuseInOverlay(segs, first) {
+		d.markBad(path)
+		return
 	}
 	d.author(segs)
 	if prev, dup := d.leaves[path]; dup {

@@ -53,6 +53,10 @@ type Warning = Problem
 // invalid. It carries every problem found, in source order.
 type Error struct {
 	Problems []Problem
+	// AgentFile is compaction.agent_file as the layers set it (resolved),
+	// when Load failed for other reasons: `ctxctl check` reads it all the
+	// same, to report its problems together with these.
+	AgentFile string
 }
 
 // Error joins the problems one per line.

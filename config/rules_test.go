@@ -94,6 +94,24 @@ func TestRuleCompactionShape(t *testing.T) {
 	runRuleCases(t, cases)
 }
 
+func TestRuleExtractiveSummaryBytes(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "1 KiB", src: "[compaction]\nextractive_summary_bytes = 1024\n"},
+		{name: "2 MiB", src: "[compaction]\nextractive_summary_bytes = 2097152\n"},
+		{name: "below 1 KiB", src: "[compaction]\nextractive_summary_bytes = 1023\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:1", msg: "1024..=2097152"},
+		{name: "2 MiB + 1", src: "[compaction]\nextractive_summary_bytes = 2097153\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:1", msg: "1024..=2097152"},
+		{name: "string", src: "[compaction]\nextractive_summary_bytes = \"10KB\"\n",
+			key: "compaction.extractive_summary_bytes", pos: "2:28", msg: "expected a non-negative integer, got a string"},
+	})
+	// An authored [compaction] that omits the key takes the default.
+	cfg, _, problems := loadSrc(t, "[compaction]\nshape = \"simple\"\n")
+	if len(problems) > 0 || cfg.Compaction.ExtractiveSummaryBytes != DefaultExtractiveSummaryBytes {
+		t.Errorf("omitted key: %d (problems %v), want the default %d", cfg.Compaction.ExtractiveSummaryBytes, problems, DefaultExtractiveSummaryBytes)
+	}
+}
+
 func TestRuleOffloadHeadPlusTailBelowMaxChars(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{name: "just below", src: "[offload]\nmax_chars = 100\nkeep_head = 60\nkeep_tail = 39\n"},
@@ -229,16 +247,23 @@ func TestRuleWorkersBounded(t *testing.T) {
 	})
 }
 
-func TestRuleDaemonListenLoopbackUnlessToken(t *testing.T) {
+func TestRuleDaemonListenNeedsToken(t *testing.T) {
 	runRuleCases(t, []ruleCase{
-		{name: "ipv4 loopback", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\n"},
-		{name: "ipv6 loopback", src: "[daemon]\nlisten = \"[::1]:7411\"\n"},
-		{name: "localhost", src: "[daemon]\nlisten = \"localhost:7411\"\n"},
+		// Issue 12: loopback without a token was accepted, and every local
+		// user could use the daemon over it.
+		{name: "ipv4 loopback without token", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token (every local user can reach a loopback port): set auth_token_env"},
+		{name: "ipv6 loopback without token", src: "[daemon]\nlisten = \"[::1]:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token"},
+		{name: "localhost without token", src: "[daemon]\nlisten = \"localhost:7411\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token"},
+		{name: "ipv4 loopback", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
+		{name: "localhost", src: "[daemon]\nlisten = \"localhost:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
 		{name: "public with token", src: "[daemon]\nlisten = \"0.0.0.0:7411\"\nauth_token_env = \"CTXD_TOKEN\"\n"},
 		{name: "public without token", src: "[daemon]\nlisten = \"0.0.0.0:7411\"\n",
-			key: "daemon.listen", pos: "2:1", msg: "not a loopback address"},
+			key: "daemon.listen", pos: "2:1", msg: "not even a loopback address"},
 		{name: "all interfaces", src: "[daemon]\nlisten = \":7411\"\n",
-			key: "daemon.listen", pos: "2:1", msg: "not a loopback address"},
+			key: "daemon.listen", pos: "2:1", msg: "not even a loopback address"},
 		{name: "no port", src: "[daemon]\nlisten = \"127.0.0.1\"\n",
 			key: "daemon.listen", pos: "2:1", msg: "host:port"},
 		{name: "token env is a secret", src: "[daemon]\nauth_token_env = \"sk-0123456789abcdef0123\"\n",
@@ -349,5 +374,49 @@ func TestRuleTypeErrorDoesNotHideTheTable(t *testing.T) {
 	}
 	if len(problems) != 4 {
 		t.Errorf("%d problems, want 4 (the keep_head + keep_tail rule against the default max_chars too): %+v", len(problems), problems)
+	}
+}
+
+func TestRuleCompactionFallbackAndKeepFirstRequest(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "extractive", src: "[compaction]\nfallback = \"extractive\"\n"},
+		{name: "none", src: "[compaction]\nfallback = \"none\"\n"},
+		{name: "unknown", src: "[compaction]\nfallback = \"openai\"\n",
+			key: "compaction.fallback", pos: "2:1", msg: `must be "extractive"`},
+		{name: "keep_first_request off", src: "[compaction]\nkeep_first_request = false\n"},
+		{name: "keep_first_request string", src: "[compaction]\nkeep_first_request = \"yes\"\n",
+			key: "compaction.keep_first_request", pos: "2:22", msg: "bool"},
+	})
+	// An authored [compaction] table takes the defaults for the keys it
+	// omits, and so does an overlay (both are policy keys).
+	cfg, _, problems := loadSrc(t, "[compaction]\nshape = \"simple\"\n")
+	if len(problems) > 0 {
+		t.Fatal(dump(problems))
+	}
+	if !cfg.Compaction.KeepFirstRequest || cfg.Compaction.Fallback != FallbackExtractive || !cfg.ContextEditing.ClearToolInputs {
+		t.Fatalf("defaults not taken: %+v %+v", cfg.Compaction, cfg.ContextEditing)
+	}
+	over, _, err := ApplyOverlay(cfg, []byte("[compaction]\nfallback = \"none\"\nkeep_first_request = false\n[context_editing]\nclear_tool_inputs = false\n"), "session s overlay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over.Compaction.KeepFirstRequest || over.Compaction.Fallback != FallbackNone || over.ContextEditing.ClearToolInputs {
+		t.Fatalf("overlay not applied: %+v %+v", over.Compaction, over.ContextEditing)
+	}
+}
+
+// trigger = { buffer_tokens = N } with N at or above a catalog model's
+// window warns, naming the models; below every window it does not.
+func TestRuleBufferTokensAtOrAboveAWindowWarns(t *testing.T) {
+	_, warnings, problems := loadSrc(t, "[context_compaction]\ntrigger = { buffer_tokens = 128000 }\n")
+	if len(problems) > 0 {
+		t.Fatal(dump(problems))
+	}
+	if len(warnings) != 1 || warnings[0].Key != "context_compaction.trigger.buffer_tokens" ||
+		!strings.Contains(warnings[0].Message, "gpt-4o (128000)") || strings.Contains(warnings[0].Message, "claude") {
+		t.Fatalf("warnings = %v", warnings)
+	}
+	if _, warnings, _ := loadSrc(t, "[context_compaction]\ntrigger = { buffer_tokens = 20000 }\n"); len(warnings) != 0 {
+		t.Fatalf("warnings = %v", warnings)
 	}
 }

@@ -64,6 +64,28 @@ type Compaction struct {
 	Shape string `toml:"shape" json:"shape"`
 	// AgentFile is the path of an authored compaction.md (§5.4), or "".
 	AgentFile string `toml:"agent_file,omitempty" json:"agent_file,omitempty"`
+	// KeepFirstRequest carries the session's first user request as pinned
+	// context after every compaction, verbatim up to FirstRequestMaxTokens
+	// tokens, else its head and tail with the artifact URI of the whole
+	// (DESIGN.md §5.2). Default true. A session-overlay (policy) key.
+	KeepFirstRequest bool `toml:"keep_first_request" json:"keep_first_request"`
+	// Fallback is "extractive" (default: the embedded extractive
+	// summarizer is an implicit last binding, DESIGN.md §5.5) or "none".
+	// A session-overlay (policy) key.
+	Fallback string `toml:"fallback" json:"fallback"`
+	// ExtractiveSummaryBytes is the byte budget of the embedded extractive
+	// summarizer, 1024..=2097152; the extractive summary is at most the
+	// smaller of it and context_compaction.max_summary_bytes. Default
+	// 10240, about what an LLM summary of a 150k–170k-token session takes
+	// (docs/decisions.md).
+	ExtractiveSummaryBytes uint64 `toml:"extractive_summary_bytes" json:"extractive_summary_bytes"`
+	// Binding names the summarizer binding compactions start with: one of
+	// summarizer.bindings' names ("extractive" when none is configured).
+	// The bindings before it are skipped, the ones after it stay the
+	// fallback (Config.SummarizerBindings). "" starts with the first. A
+	// session overlay chooses its summarizer with this key, never by
+	// defining a binding (DESIGN.md §3).
+	Binding string `toml:"binding,omitempty" json:"binding,omitempty"`
 }
 
 // Offload is the [offload] table (DESIGN.md §6). Limits count characters
@@ -107,6 +129,10 @@ type ContextEditing struct {
 	// ArtifactReadTools name the tools that read artifact:// URIs (§5.5).
 	// Default ["read"].
 	ArtifactReadTools []string `toml:"artifact_read_tools" json:"artifact_read_tools"`
+	// ClearToolInputs: a pass also elides, in the calls it may edit, every
+	// top-level string field of a tool call's input of at least
+	// MinCharsToElide characters (DESIGN.md §6). Default true.
+	ClearToolInputs bool `toml:"clear_tool_inputs" json:"clear_tool_inputs"`
 }
 
 // Summarizer is the [summarizer] table.
@@ -191,6 +217,13 @@ type Storage struct {
 	DataDir string `toml:"data_dir,omitempty" json:"data_dir,omitempty"`
 	// SyncWrites: an append is acknowledged only once durable. Default true.
 	SyncWrites bool `toml:"sync_writes" json:"sync_writes"`
+	// MinFreeBytes is the free space, in bytes, kept on the file systems of
+	// the data directory and the offload directory: a write that would
+	// leave less is refused (appends and compactions answer 507
+	// insufficient_storage, an offload keeps the result whole), and ctxd
+	// does not start below it. Default 134217728 (128 MiB); 0 turns the
+	// guard off. See docs/operating.md "Disk full".
+	MinFreeBytes uint64 `toml:"min_free_bytes" json:"min_free_bytes"`
 }
 
 // Workers is the [workers] table.

@@ -130,6 +130,26 @@ func (s *state) validate() {
 		default:
 			s.errorf(TableCompaction, "compaction.shape", "must be one of \"auto\", \"keep-tail\", \"simple\", \"server\" (got %q)", c.Compaction.Shape)
 		}
+		switch c.Compaction.Fallback {
+		case FallbackExtractive, FallbackNone:
+		default:
+			s.errorf(TableCompaction, "compaction.fallback", "must be \"extractive\" (the embedded summarizer as a last binding) or \"none\" (got %q)", c.Compaction.Fallback)
+		}
+		if b := c.Compaction.ExtractiveSummaryBytes; b < MinExtractiveSummaryBytes || b > MaxMaxSummaryBytes {
+			s.errorf(TableCompaction, "compaction.extractive_summary_bytes", "must be in %d..=%d bytes (got %d)", MinExtractiveSummaryBytes, MaxMaxSummaryBytes, b)
+		}
+		if b := c.Compaction.Binding; b != "" && !s.unreliable(TableSummarizer) {
+			names := []string{ProviderExtractive} // the default binding
+			if len(c.Summarizer.Bindings) > 0 {
+				names = names[:0]
+				for _, sb := range c.Summarizer.Bindings {
+					names = append(names, sb.Name)
+				}
+			}
+			if !slices.Contains(names, b) {
+				s.errorf(TableCompaction, "compaction.binding", "no summarizer binding is named %q: choose one of %q (summarizer.bindings in the daemon's files)", b, names)
+			}
+		}
 	})
 	check(TableOffload, func() {
 		o := c.Offload
@@ -207,6 +227,24 @@ func (s *state) validateContextCompaction() {
 	}
 	if cc.MaxSummaryBytes < 1 || cc.MaxSummaryBytes > MaxMaxSummaryBytes {
 		s.errorf(TableContextCompaction, "context_compaction.max_summary_bytes", "must be in 1..=%d bytes (got %d)", MaxMaxSummaryBytes, cc.MaxSummaryBytes)
+	}
+	if n := t.BufferTokens; n > 0 && t.Percent == 0 {
+		// A buffer at or above a model's window leaves it a threshold of 0:
+		// no compaction can get under it, so automatic compaction never runs
+		// for that model (DESIGN.md §5.2 futility).
+		var hit []string
+		for _, id := range slices.Sorted(maps.Keys(s.cfg.Models)) {
+			if l := s.cfg.Models[id].ContextLimit; l > 0 && n >= l {
+				hit = append(hit, fmt.Sprintf("%s (%d)", id, l))
+			}
+		}
+		if len(hit) > 0 {
+			key := tk + ".buffer_tokens"
+			if !s.authored(TableContextCompaction, key) && s.authored(TableContextCompaction, "context_compaction.buffer_tokens") {
+				key = "context_compaction.buffer_tokens"
+			}
+			s.warnf(TableContextCompaction, key, "%d tokens is at or above the context window of %d model(s): %s; their threshold is 0 and automatic compaction never runs for them (a session on such a model needs a larger context_limit)", n, len(hit), strings.Join(hit, ", "))
+		}
 	}
 }
 
@@ -324,8 +362,14 @@ func (s *state) validateDaemon() {
 		s.errorf(TableDaemon, "daemon.listen", "must be host:port, e.g. \"127.0.0.1:7411\"")
 		return
 	}
-	if d.AuthTokenEnv == "" && !isLoopback(host) {
-		s.errorf(TableDaemon, "daemon.listen", "%q is not a loopback address: listen on 127.0.0.1, ::1 or localhost, or set auth_token_env to require a bearer token", host)
+	if d.AuthTokenEnv == "" {
+		// DESIGN.md §8b: loopback does not make TCP private — every local
+		// user reaches it, bypassing the socket's peer-uid check.
+		where := "every local user can reach a loopback port"
+		if !isLoopback(host) {
+			where = fmt.Sprintf("%q is not even a loopback address", host)
+		}
+		s.errorf(TableDaemon, "daemon.listen", "TCP needs a bearer token (%s): set auth_token_env to the name of an environment variable holding the token, e.g. auth_token_env = \"CTXD_AUTH_TOKEN\", or remove listen and use the unix socket", where)
 	}
 }
 

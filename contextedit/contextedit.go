@@ -16,6 +16,7 @@
 package contextedit
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -39,6 +40,21 @@ type Pass struct {
 	// blocks of assistant messages with a smaller seq are no longer
 	// replayed. Set only for models with thinking_binding; 0 otherwise.
 	WithheldThinkingBefore uint64 `json:"withheld_thinking_before,omitempty"`
+	// Inputs are the tool calls whose input string fields this pass
+	// cleared (clear_tool_inputs, DESIGN.md §6), in history order. The
+	// field names are recorded, not re-derived from the configuration, so a
+	// resume rebuilds byte-identical requests.
+	Inputs []ClearedInput `json:"inputs,omitempty"`
+}
+
+// ClearedInput is one tool call whose input lost string fields to a pass.
+type ClearedInput struct {
+	// ID is the tool call's id.
+	ID string `json:"id"`
+	// Fields are the JSON Pointers (RFC 6901) of the string values of its
+	// input sent as InputStub: "/content" for a top-level field,
+	// "/edits/0/old_string" or "/command/2" inside objects and arrays.
+	Fields []string `json:"fields"`
 }
 
 // Ledger is the set of recorded context-edit passes of a session: the
@@ -48,7 +64,12 @@ type Pass struct {
 // A Ledger is not safe for concurrent use: its session serializes access,
 // as it does for its history.
 type Ledger struct {
-	elided   map[string]struct{}
+	elided map[string]struct{}
+	inputs map[string][]string // call id → cleared input fields
+	// cleared caches each cleared call's rendered input: a call's input
+	// never changes, nor its cleared fields once recorded (a call is
+	// cleared once), so it is computed on first use, not on every request.
+	cleared  map[string]json.RawMessage
 	withheld uint64
 	passes   int
 }
@@ -62,6 +83,12 @@ func (l *Ledger) Apply(p Pass) {
 	}
 	for _, id := range p.Elided {
 		l.elided[id] = struct{}{}
+	}
+	for _, in := range p.Inputs {
+		if l.inputs == nil {
+			l.inputs = map[string][]string{}
+		}
+		l.inputs[in.ID] = append(l.inputs[in.ID], in.Fields...)
 	}
 	l.withheld = max(l.withheld, p.WithheldThinkingBefore)
 	l.passes++
@@ -90,6 +117,50 @@ func (l *Ledger) WithheldThinkingBefore() uint64 {
 		return 0
 	}
 	return l.withheld
+}
+
+// InputCleared reports whether a pass cleared fields of the input of the
+// tool call with id toolCallID.
+func (l *Ledger) InputCleared(toolCallID string) bool {
+	if l == nil {
+		return false
+	}
+	_, ok := l.inputs[toolCallID]
+	return ok
+}
+
+// Changes reports whether Render sends m otherwise than stored: an elided
+// result, an assistant message whose thinking is withheld or one of whose
+// calls had input fields cleared.
+func (l *Ledger) Changes(m history.Message) bool {
+	switch m.Role {
+	case history.RoleTool:
+		return l.Elided(m.ToolCallID)
+	case history.RoleAssistant:
+		if m.Seq < l.WithheldThinkingBefore() && HasThinking(m) {
+			return true
+		}
+		for _, b := range m.Content {
+			if b.Type == history.BlockToolCall && l.InputCleared(b.ID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clearedInput returns call b's input as sent after its fields were
+// cleared, from the cache when it holds it.
+func (l *Ledger) clearedInput(b history.Block) json.RawMessage {
+	if in, ok := l.cleared[b.ID]; ok {
+		return in
+	}
+	in := clearInput(b.Input, l.inputs[b.ID])
+	if l.cleared == nil {
+		l.cleared = map[string]json.RawMessage{}
+	}
+	l.cleared[b.ID] = in
+	return in
 }
 
 // Passes returns the number of passes applied.
@@ -168,6 +239,9 @@ const WithheldText = "[earlier reasoning withheld after a context edit]"
 //     without its thinking and redacted_thinking blocks — whole blocks are
 //     dropped, never edited — or, if nothing else is left, one text block
 //     holding WithheldText;
+//   - in an assistant message, a tool call whose input fields a pass
+//     cleared has those string values sent as InputStub: the input keeps
+//     its shape, keys and order;
 //   - any other message is returned as it is.
 //
 // A copy has Tokens 0: the stored estimate counted what was replaced. The
@@ -179,13 +253,18 @@ func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 		out.Content = []history.Block{{Type: history.BlockText, Text: Stub(m, offloadPath)}}
 		out.Tokens = 0
 		return out
-	case m.Role == history.RoleAssistant && m.Seq < l.WithheldThinkingBefore() && HasThinking(m):
+	case m.Role == history.RoleAssistant && l.Changes(m):
+		withhold := m.Seq < l.WithheldThinkingBefore()
 		out := m
 		out.Content = make([]history.Block, 0, len(m.Content))
 		for _, b := range m.Content {
-			if !isThinking(b) {
-				out.Content = append(out.Content, b)
+			switch {
+			case withhold && isThinking(b):
+				continue
+			case b.Type == history.BlockToolCall && l.InputCleared(b.ID):
+				b.Input = l.clearedInput(b)
 			}
+			out.Content = append(out.Content, b)
 		}
 		if len(out.Content) == 0 {
 			out.Content = append(out.Content, history.Block{Type: history.BlockText, Text: WithheldText})
@@ -236,6 +315,39 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 	return size - stub
 }
 
+// InputSaving is what one tool call's input counts for a pass
+// (clear_tool_inputs, DESIGN.md §6), given the lengths in characters of its
+// input's string values (InputStrings): raw, the characters of those of at
+// least min_chars_to_elide (as stored, cleared or not); saved, what
+// clearing the eligible ones saves; and which of them (indexes into chars)
+// a pass clears. A value is eligible when it has at least
+// min_chars_to_elide characters and is longer than its stub, and its call
+// (id toolCallID, tool name tool) is not in the recent turns, its tool is
+// not protected (compared without regard to case) and no pass cleared its
+// input yet. The one statement of the rule: PlanPaths and the engine's
+// cheap pre-check both use it.
+func InputSaving(cfg config.ContextEditing, l *Ledger, toolCallID, tool string, chars []int, recent bool) (raw, saved uint64, clear []int) {
+	eligible := !recent && !l.InputCleared(toolCallID)
+	for _, name := range cfg.ProtectToolNames {
+		if strings.EqualFold(name, tool) {
+			eligible = false
+		}
+	}
+	for i, c := range chars {
+		n := uint64(c)
+		if n < cfg.MinCharsToElide {
+			continue
+		}
+		raw += n
+		stub := uint64(utf8.RuneCountInString(InputStub(c)))
+		if eligible && n > stub {
+			clear = append(clear, i)
+			saved += n - stub
+		}
+	}
+	return raw, saved, clear
+}
+
 // Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
 // local), with no offload paths known: PlanPaths with a nil paths.
 func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool) *Pass {
@@ -253,10 +365,17 @@ func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinki
 // engine resolves "auto" with Mode and plans only when it says local).
 // A pass fires when both hold:
 //   - the raw tool-result text of active — ResultChars of every tool
-//     message, elided or not, as stored before any elision — exceeds
-//     cfg.MaxTotalToolResultChars;
-//   - eliding every eligible result saves at least cfg.MinCharsPerPass
-//     characters (its size minus its stub's).
+//     message, elided or not, as stored before any elision, plus, with
+//     cfg.ClearToolInputs, the tool-call input string fields of at least
+//     cfg.MinCharsToElide characters — exceeds cfg.MaxTotalToolResultChars;
+//   - eliding every eligible result (and clearing every eligible input
+//     field) saves at least cfg.MinCharsPerPass characters (its size minus
+//     its stub's).
+//
+// With cfg.ClearToolInputs the pass also clears, in the calls of the turns
+// older than cfg.KeepRecentTurns whose tool is not protected, every
+// top-level string field of the input of at least cfg.MinCharsToElide
+// characters (a write's content): Pass.Inputs lists them.
 //
 // A tool result is eligible when it is not elided yet; its turn is older
 // than the newest cfg.KeepRecentTurns turns (a turn is one assistant
@@ -307,8 +426,30 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 	}
 	var raw, saved uint64
 	var elided []string
+	var inputs []ClearedInput
 	newest := -1
 	for i, m := range active {
+		if m.Role == history.RoleAssistant && cfg.ClearToolInputs {
+			for _, b := range m.Content {
+				if b.Type != history.BlockToolCall {
+					continue
+				}
+				paths, chars := InputStrings(b.Input)
+				r, s, clear := InputSaving(cfg, l, b.ID, b.Name, chars, i >= cutoff)
+				raw += r
+				if len(clear) == 0 {
+					continue
+				}
+				saved += s
+				fields := make([]string, len(clear))
+				for k, j := range clear {
+					fields[k] = paths[j]
+				}
+				inputs = append(inputs, ClearedInput{ID: b.ID, Fields: fields})
+				newest = max(newest, i)
+			}
+			continue
+		}
 		if m.Role != history.RoleTool {
 			continue
 		}
@@ -332,12 +473,12 @@ func PlanPaths(cfg config.ContextEditing, active []history.Message, l *Ledger, t
 		}
 		saved += s
 		elided = append(elided, m.ToolCallID)
-		newest = i
+		newest = max(newest, i)
 	}
-	if raw <= cfg.MaxTotalToolResultChars || len(elided) == 0 || saved < cfg.MinCharsPerPass {
+	if raw <= cfg.MaxTotalToolResultChars || len(elided)+len(inputs) == 0 || saved < cfg.MinCharsPerPass {
 		return nil
 	}
-	p := &Pass{Elided: elided, ElidedCount: len(elided), CharsSaved: saved}
+	p := &Pass{Elided: elided, ElidedCount: len(elided), CharsSaved: saved, Inputs: inputs}
 	if thinkingBinding {
 		p.WithheldThinkingBefore = active[newest].Seq + 1
 		if n := len(assistants); n > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // AppendResult is what an append stored (DESIGN.md §7 POST messages).
@@ -29,7 +30,9 @@ type AppendResult struct {
 	// and others.
 	FirstSeq, LastSeq uint64
 	// Events are the events other than messages it wrote, in seq order
-	// (abandoned_round, offload, context_edit, prefix_reset).
+	// (abandoned_round, offload, session_updated and prefix_reset of a
+	// change deferred by a tool loop that this append ended, context_edit,
+	// prefix_reset).
 	Events []checkpoint.Event
 	// Tokens is the assembled context's size after the append, in tokens;
 	// TokensSource "reported" or "estimated"; Threshold the session's.
@@ -98,6 +101,20 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 		return AppendResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 
+	if s.model.ThinkingBinding {
+		// A thinking-bound model (DESIGN.md §4) rejects a thinking block
+		// whose signature is missing; storing one would break every later
+		// request of the session.
+		for i, m := range expanded {
+			for j, b := range m.Content {
+				if m.Role == history.RoleAssistant && b.Type == history.BlockThinking && b.Signature == "" {
+					return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].content[%d].signature", origin[i], j),
+						"required on a thinking block for model %q, which binds thinking to the provider's signature: send the signature, or leave the block out", s.meta.Model)
+				}
+			}
+		}
+	}
+
 	now := e.opts.Now().UTC()
 	// Layer 1: offload oversized tool results (on a copy: msgs is the
 	// caller's).
@@ -149,7 +166,7 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 	for i := range stored {
 		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
-		if ev, ok := offloaded[i]; ok {
+		if ev, ok := offloaded[i]; ok && ev.Kind == checkpoint.KindOffload {
 			var rec struct {
 				Path string `json:"path"`
 			}
@@ -172,6 +189,8 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 			others = append(others, ev)
 		}
 	}
+	// A prompt or tool change deferred by a tool loop that has now ended.
+	others = append(others, e.applyPending(ctx, s)...)
 	// Layer 2: a context-edit pass, when one fires.
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(stored))
@@ -182,16 +201,17 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 		// Post-check (DESIGN.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch
 		// count too, so the check never lags the log.
-		d := e.check(s, trigger.PostCheck)
+		d := e.check(ctx, s, trigger.PostCheck)
 		res.Decision = d.Reason
 		if d.Compact {
-			if _, err := e.submit(s.id, trigger.PostCheck); err == nil {
+			if _, err := e.submit(s.id, trigger.PostCheck, workers.Background); err == nil {
 				res.CompactionQueued = true
 			} else {
 				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)
 			}
 		}
 	}
+	e.saveRow(s)
 	return res, nil
 }
 

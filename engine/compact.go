@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ctxd/ctxd/config"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/workers"
@@ -26,7 +30,121 @@ const CircuitFailures = 3
 var ErrOpenRound = fmt.Errorf("%w: %s", ErrConflict, trigger.NotCompactingOpenRound)
 
 // ErrNothingToCompact: the session has no message a summary could replace.
+// It is an answer, not a failure: it never counts toward the circuit
+// (DESIGN.md §5.2). The error's text after NothingToCompactReason says why.
 var ErrNothingToCompact = fmt.Errorf("%w: nothing to compact", ErrConflict)
+
+func nothingErr(why string) error { return fmt.Errorf("%w: %s", ErrNothingToCompact, why) }
+
+// NothingToCompactReason returns why err (wrapping ErrNothingToCompact)
+// found nothing to compact, in words for an operator; "" for another error.
+func NothingToCompactReason(err error) string {
+	if !errors.Is(err, ErrNothingToCompact) {
+		return ""
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, ErrNothingToCompact.Error()+": "); i >= 0 {
+		return msg[i+len(ErrNothingToCompact.Error())+2:]
+	}
+	return "nothing to compact"
+}
+
+// nothingToCompact returns why a compaction asked for by sig would replace
+// nothing, or "" when it would (DESIGN.md §5.1, §5.2): the session has no
+// message; nothing was appended since the last checkpoint (manual; an
+// overflow may still shorten the summary); the active history is the
+// current request alone, which is kept verbatim — a request that fits the
+// window is sent whole, never replaced by a summary of itself; or every
+// message since the last checkpoint would be retained (estimated with the
+// previous summary's size), so the summary would only restate the last
+// one. Called with s.mu held.
+func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
+	switch {
+	case len(s.active) == 0 && s.cp == nil:
+		return "the session has no messages yet"
+	case len(s.active) == 0:
+		return "no message since the last checkpoint"
+	case sig == trigger.Manual && !s.newGroupSinceCheckpoint():
+		return "no message since the last checkpoint"
+	}
+	if sig == trigger.Overflow && s.cp != nil {
+		return ""
+	}
+	if req := s.currentRequest(); req != nil && len(s.active) == 1 && s.active[0].msg.Seq == req.msg.Seq {
+		return "the session holds only the current request, which compaction keeps verbatim"
+	}
+	if sig != trigger.Overflow && e.allRetained(s) {
+		return fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", e.retentionTarget(s, s.shape, s.summaryTokens))
+	}
+	return ""
+}
+
+// currentRequest is the user prompt that opened the current run, when the
+// active history or the latest checkpoint still carries it; nil otherwise.
+func (s *session) currentRequest() *entry {
+	if s.req == nil {
+		return nil
+	}
+	if s.keptReq != nil && s.keptReq.msg.Seq == s.req.msg.Seq {
+		return s.req
+	}
+	if len(s.active) > 0 && s.active[0].msg.Seq <= s.req.msg.Seq {
+		return s.req
+	}
+	return nil
+}
+
+// retentionTarget is the retention budget (DESIGN.md §5.2) of a compaction
+// of shape whose summary has summaryTokens (uncalibrated), with the current
+// request and the first request counted as fixed content beside it.
+// Calibrated.
+func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64) uint64 {
+	fixed := s.fixedTokens + summaryTokens + e.carriedEstimate(s)
+	return trigger.Retention{
+		KeepRecentTokens: s.cfg.ContextCompaction.KeepRecentTokens,
+		ContextLimit:     s.limit,
+		FixedTokens:      e.calibrate(s, fixed),
+		Shape:            shape,
+	}.Target()
+}
+
+// carriedEstimate is what the requests a compaction carries outside the
+// summary will take (DESIGN.md §5.2), uncalibrated: the current request
+// (about config.FirstRequestMaxTokens when it cannot fit the window and is
+// carried bounded) and, with keep_first_request, the first one, at most
+// about config.FirstRequestMaxTokens. Called with s.mu held.
+func (e *Engine) carriedEstimate(s *session) uint64 {
+	var n uint64
+	req := s.currentRequest()
+	switch {
+	case req == nil:
+	case e.calibrate(s, s.fixedTokens+req.tokens) > s.limit:
+		// Too long for the window: carried as its head and tail (carry).
+		n += min(req.tokens, config.FirstRequestMaxTokens)
+	default:
+		n += req.tokens
+	}
+	if s.firstPinned != nil {
+		n += s.firstPinned.tokens
+	} else if s.cfg.Compaction.KeepFirstRequest && s.first != nil && (req == nil || s.first.msg.Seq != req.msg.Seq) {
+		n += min(s.first.tokens, config.FirstRequestMaxTokens)
+	}
+	return n
+}
+
+// allRetained reports whether retention would keep every active message
+// (so a summary would replace nothing new), with the previous summary's
+// size standing in for the new one's. Called with s.mu held.
+func (e *Engine) allRetained(s *session) bool {
+	target := e.retentionTarget(s, s.shape, s.summaryTokens)
+	msgs := make([]history.Message, len(s.active))
+	toks := make([]uint64, len(s.active))
+	for i, en := range s.active {
+		msgs[i] = en.msg
+		toks[i] = e.calibrate(s, en.tokens)
+	}
+	return trigger.RetainedStart(history.Groups(msgs).Groups, toks, target) == 0
+}
 
 // CompactResult is the outcome of a compaction request.
 type CompactResult struct {
@@ -57,15 +175,15 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 		return CompactResult{}, err
 	}
 	e.refresh(s)
-	d := e.check(s, reason)
-	if d.Compact && (len(s.active) == 0 || (reason == trigger.Manual && !s.newGroupSinceCheckpoint())) {
-		// A manual compaction with nothing new would only summarize the
-		// summary again. (Overflow may still try: a stalled session can
-		// need its summary shortened.)
-		d = trigger.Decision{Reason: "nothing to compact: no message since the last checkpoint"}
-		s.lastCheck.Fired, s.lastCheck.Reason = false, d.Reason
-		s.mu.Unlock()
-		return CompactResult{}, fmt.Errorf("%w: no message since the last checkpoint", ErrNothingToCompact)
+	d := e.check(ctx, s, reason)
+	if d.Compact {
+		if why := e.nothingToCompact(s, reason); why != "" {
+			// "Nothing to compact" is an answer, not a failure: it never
+			// counts toward the circuit (DESIGN.md §5.2).
+			s.lastCheck.Fired, s.lastCheck.Reason = false, "nothing to compact: "+why
+			s.mu.Unlock()
+			return CompactResult{}, nothingErr(why)
+		}
 	}
 	before := s.lastCheckpointSeq()
 	open := s.openRound()
@@ -76,7 +194,11 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 		}
 		return CompactResult{}, fmt.Errorf("%w: %s", ErrConflict, d.Reason)
 	}
-	t, err := e.submit(id, reason)
+	prio := workers.Background
+	if wait {
+		prio = workers.Waited
+	}
+	t, err := e.submit(id, reason, prio)
 	if err != nil {
 		return CompactResult{}, err
 	}
@@ -105,7 +227,11 @@ func (e *Engine) WaitCompaction(ctx context.Context, id string) error {
 	if t == nil {
 		return nil
 	}
-	return t.Wait(ctx)
+	err := t.Wait(ctx)
+	if errors.Is(err, workers.ErrYielded) {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
 }
 
 func (s *session) lastCheckpointSeq() uint64 {
@@ -116,10 +242,15 @@ func (s *session) lastCheckpointSeq() uint64 {
 }
 
 // submit queues a compaction of the session in the worker pool, or joins the
-// one queued or running. Errors: ErrUnavailable.
-func (e *Engine) submit(id string, sig trigger.Signal) (*workers.Ticket, error) {
-	t, err := e.opts.Pool.Submit(id, func(ctx context.Context) error {
-		return e.runCompaction(ctx, id, sig)
+// one queued or running. prio is workers.Waited when a request waits on the
+// result (a pre-send check, wait=true): it then starts before background
+// compactions and takes over the session's queued one (issue 19).
+// Errors: ErrUnavailable.
+func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*workers.Ticket, error) {
+	t, err := e.opts.Pool.SubmitPriority(id, prio, func(ctx context.Context) error {
+		err := e.runCompaction(ctx, id, sig)
+		e.saveRowOf(ctx, id)
+		return err
 	})
 	switch {
 	case errors.Is(err, workers.ErrQueueFull):
@@ -156,7 +287,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// since the job was queued.
 	e.refresh(s)
 	tokens, _ := e.estimate(s)
-	d := trigger.Decide(sig, s.triggerState(tokens))
+	d, _ := e.decide(s, sig, tokens)
 	if !d.Compact {
 		open := s.openRound()
 		s.mu.Unlock()
@@ -168,9 +299,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 		return fmt.Errorf("%w: %s", ErrConflict, d.Reason)
 	}
-	if len(s.active) == 0 {
+	if why := e.nothingToCompact(s, sig); why != "" {
 		s.mu.Unlock()
-		return ErrNothingToCompact
+		return nothingErr(why)
 	}
 	snap := snapshot{seq: s.lastMsg, tokensBefore: tokens}
 	s.compacting = true
@@ -192,13 +323,15 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		Tools:             s.tools,
 		Messages:          snap.sent,
 		MaxSummaryBytes:   s.cfg.ContextCompaction.MaxSummaryBytes,
+		ExtractiveBytes:   s.cfg.Compaction.ExtractiveSummaryBytes,
 		Timeout:           config.SummarizerTimeout(af),
 		ArtifactReadTools: s.cfg.ContextEditing.ArtifactReadTools,
 	}
 	if af != nil {
 		req.Prompt = af.Prompt
 	}
-	bindings := s.cfg.Summarizer.Bindings
+	// From compaction.binding on (DESIGN.md §3), then the fallback.
+	bindings, fallback := withFallback(s.cfg.SummarizerBindings(), s.cfg.Compaction.Fallback)
 	if fn := e.bindings.Load(); fn != nil {
 		own, ok, err := (*fn)(id, s.meta.Labels)
 		if err != nil {
@@ -211,11 +344,18 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		if ok {
-			bindings = own
+			bindings, fallback = withFallback(own, s.cfg.Compaction.Fallback)
 		}
 	}
 	shape := s.shape
-	cfg := s.cfg
+	// A compaction inside an open tool loop of a thinking-bound model folds
+	// the loop into the summary (DESIGN.md §4a): retaining the loop would
+	// send its final assistant message without the thinking the rewrite
+	// withholds, which the provider refuses. Shape simple for this one.
+	folded := s.inThinkingLoop()
+	if folded {
+		shape = trigger.ShapeSimple
+	}
 	started, _ := json.Marshal(map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens})
 	s.mu.Unlock()
 
@@ -255,16 +395,12 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		TokensBefore:       snap.tokensBefore,
 		Shape:              shape,
 		Reason:             reasonOf(sig),
+		Fallback:           fallback != "" && res.Binding == fallback,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	summaryTokens := e.est.Message(summaryMessage(cp))
-	target := trigger.Retention{
-		KeepRecentTokens: cfg.ContextCompaction.KeepRecentTokens,
-		ContextLimit:     s.limit,
-		FixedTokens:      e.calibrate(s, s.fixedTokens+summaryTokens),
-		Shape:            shape,
-	}.Target()
+	target := e.retentionTarget(s, shape, summaryTokens)
 	// Current entries of the snapshot's range (a context-edit pass may have
 	// changed their sent form meanwhile).
 	var covered []entry
@@ -280,12 +416,20 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		toks[i] = e.calibrate(s, en.tokens)
 	}
 	start2 := trigger.RetainedStart(history.Groups(msgs).Groups, toks, target)
+	keepFrom := snap.seq + 1
 	if start2 < len(covered) {
 		cp.FirstRetainedSeq = covered[start2].msg.Seq
+		keepFrom = cp.FirstRetainedSeq
 	}
 	// The summary stands for every message up to the snapshot except the
-	// retained ones.
+	// retained ones and the requests carried beside it.
 	cp.SummarizedMessages = snap.messages - uint64(len(covered)-start2)
+	cp.Request, cp.FirstRequest = e.carry(ctx, s, keepFrom, summaryTokens)
+	for _, c := range []*checkpoint.Carried{cp.Request, cp.FirstRequest} {
+		if c != nil && c.Seq <= snap.seq && cp.SummarizedMessages > 0 {
+			cp.SummarizedMessages--
+		}
+	}
 
 	// 4. Tokens after, and the stall check (DESIGN.md §5.5).
 	var after uint64 = s.fixedTokens + summaryTokens
@@ -294,15 +438,25 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 			after += en.tokens
 		}
 	}
+	for _, c := range []*checkpoint.Carried{cp.Request, cp.FirstRequest} {
+		if en := e.carried(s, c); en != nil {
+			after += en.tokens
+		}
+	}
 	cp.TokensAfter = e.calibrate(s, after)
 	cp.Stalled = cp.TokensAfter >= s.threshold
 	if cp.SummarizedMessages <= prevSummarized && cp.TokensAfter >= cp.TokensBefore {
 		// Every message since the last checkpoint fits in the retention
 		// budget and the new summary is no shorter than the old: committing
-		// would only grow the context. A failed compaction, so automatic
-		// signals cannot loop on it (DESIGN.md §5.5).
-		return e.failLocked(ctx, s, sig, fmt.Errorf("%w: every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)",
-			ErrNothingToCompact, target), res.Attempts)
+		// would only grow the context. Nothing to compact — an answer, not
+		// a failure (DESIGN.md §5.2) — recorded so the event stream shows
+		// the compaction ended.
+		why := fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", target)
+		d, _ := json.Marshal(map[string]any{"level": "info", "code": diagNothingToCompact, "message": "nothing to compact: " + why})
+		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: d}}); err == nil {
+			s.lastSeq = max(s.lastSeq, seq)
+		}
+		return nothingErr(why)
 	}
 
 	stored, err := e.opts.Log.PutCheckpoint(ctx, id, cp)
@@ -316,6 +470,17 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// 5. Thinking the rewrite invalidated is no longer replayed
 	// (DESIGN.md §4): everything at or before the snapshot.
 	var events []checkpoint.Event
+	if folded {
+		d, _ := json.Marshal(map[string]any{"level": "info", "code": "loop_folded", "checkpoint_seq": stored.Seq,
+			"message": "the compaction ran inside an open tool loop of a thinking-bound model: the loop is folded into the summary (shape simple for this compaction), so no message loses the thinking the provider requires"})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
+	}
+	if stored.Fallback {
+		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "fallback",
+			"message":        fmt.Sprintf("checkpoint %d was written by the extractive fallback: every configured summarizer binding failed", stored.Seq),
+			"checkpoint_seq": stored.Seq})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
+	}
 	if s.model.ThinkingBinding && e.thinkingBefore(s, snap.seq+1) {
 		s.ledger.Withhold(snap.seq + 1)
 		d, _ := json.Marshal(prefixReset{Cause: "compaction", WithheldBefore: snap.seq + 1})
@@ -343,6 +508,94 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return fmt.Errorf("%w: compaction stalled: %d tokens after it, threshold %d", ErrConflict, stored.TokensAfter, s.threshold)
 	}
 	return nil
+}
+
+// diagNothingToCompact is the code of the diagnostic event that ends a
+// compaction that found nothing to replace.
+const diagNothingToCompact = "nothing_to_compact"
+
+// FallbackBinding is the name of the implicit last binding that
+// [compaction] fallback = "extractive" adds (DESIGN.md §5.5).
+const FallbackBinding = "extractive-fallback"
+
+// withFallback returns the bindings a compaction tries: the configured ones
+// (none: the embedded extractive summarizer alone), then, with fallback
+// "extractive" and a list not already ending in an extractive binding, the
+// implicit FallbackBinding. The second result is the fallback binding's
+// name, "" when none was added.
+func withFallback(bindings []config.Binding, fallback string) ([]config.Binding, string) {
+	if len(bindings) == 0 {
+		return summarizer.DefaultBindings(), ""
+	}
+	if fallback == config.FallbackNone || bindings[len(bindings)-1].Provider == config.ProviderExtractive {
+		return bindings, ""
+	}
+	out := append(slices.Clip(bindings), config.Binding{Name: FallbackBinding, Provider: config.ProviderExtractive})
+	return out, FallbackBinding
+}
+
+// carry decides what a checkpoint that keeps the messages from seq
+// keepFrom on carries outside its summary (DESIGN.md §5.2): the current
+// request, verbatim (or bounded when it alone cannot fit the window beside
+// the fixed prefix and the summary), and, with keep_first_request, the
+// session's first request, verbatim up to config.FirstRequestMaxTokens
+// tokens, else its head and tail with the artifact URI of the whole.
+// Neither when retained, and the first request not when it is the current
+// one. Called with s.mu held.
+func (e *Engine) carry(ctx context.Context, s *session, keepFrom, summaryTokens uint64) (req, first *checkpoint.Carried) {
+	if r := s.currentRequest(); r != nil && r.msg.Seq < keepFrom {
+		req = &checkpoint.Carried{Seq: r.msg.Seq}
+		if e.calibrate(s, s.fixedTokens+summaryTokens+r.tokens) > s.limit {
+			req.Stub = e.boundedRequest(ctx, s, r.msg, "current request")
+		}
+	}
+	f := s.first
+	if !s.cfg.Compaction.KeepFirstRequest || f == nil || f.msg.Seq >= keepFrom || (req != nil && req.Seq == f.msg.Seq) {
+		return req, nil
+	}
+	if s.firstPinned != nil && s.firstPinned.msg.Seq == f.msg.Seq && s.cp != nil && s.cp.FirstRequest != nil {
+		c := *s.cp.FirstRequest
+		return req, &c
+	}
+	first = &checkpoint.Carried{Seq: f.msg.Seq}
+	if e.calibrate(s, f.tokens) > config.FirstRequestMaxTokens {
+		first.Stub = e.boundedRequest(ctx, s, f.msg, "first request")
+	}
+	return req, first
+}
+
+// Head and tail, in characters, of a request too long to carry verbatim:
+// together about 1,500 tokens of prose, under config.FirstRequestMaxTokens.
+const (
+	requestHeadChars = 4000
+	requestTailChars = 2000
+)
+
+// boundedRequest is the text a request too long to carry verbatim is sent
+// as: a header naming what it is, its size and the artifact URI of its
+// whole text, then its head and tail. Same message, same bytes.
+func (e *Engine) boundedRequest(ctx context.Context, s *session, m history.Message, what string) string {
+	var parts []string
+	for _, b := range m.Content {
+		if b.Type == history.BlockText {
+			parts = append(parts, b.Text)
+		}
+	}
+	text := strings.Join(parts, "\n")
+	chars := uint64(utf8.RuneCountInString(text))
+	where := "it could not be stored"
+	if e.opts.Artifacts != nil {
+		if id, err := e.opts.Artifacts.Retain(ctx, []byte(text), artifacts.FormatText); err == nil {
+			where = "the whole text is " + id.URI()
+		} else {
+			e.log.Warn("storing a long request as an artifact", "session", s.id, "err", err)
+		}
+	}
+	head := offload.Head(text, requestHeadChars)
+	tail := offload.Tail(text, min(requestTailChars, chars-uint64(utf8.RuneCountInString(head))))
+	omitted := chars - uint64(utf8.RuneCountInString(head)) - uint64(utf8.RuneCountInString(tail))
+	return fmt.Sprintf("[ctxd kept the %s of this session (message %d, %d characters) in part; %s. Its beginning and end:]\n%s\n[… %d characters omitted …]\n%s",
+		what, m.Seq, chars, where, head, omitted, tail)
 }
 
 // maybeOpenCircuit opens the circuit when the run's consecutive failures

@@ -45,11 +45,16 @@ func TestCompactionKeepsTrailingGroupsThatFit(t *testing.T) {
 		t.Fatalf("FirstRetainedSeq = %d, want %d (the short exchange)", cp.FirstRetainedSeq, wantFirst)
 	}
 	after := h.context("s")
-	if got := len(after.Messages); got != 4 {
-		t.Fatalf("context has %d messages, want summary + 3", got)
+	if got := len(after.Messages); got != 5 {
+		t.Fatalf("context has %d messages, want first request + summary + 3", got)
 	}
 	checkValid(t, after.Messages)
-	// The retained suffix is byte-identical to what was stored.
+	// The first request is carried as pinned context (keep_first_request),
+	// byte-identical; the retained suffix too.
+	if a, b := encodeMsg(t, after.Messages[0]), encodeMsg(t, stored[0]); a != b {
+		t.Fatalf("first request carried as %s, want %s", a, b)
+	}
+	after.Messages = after.Messages[1:]
 	for i, m := range after.Messages[1:] {
 		a, _ := history.Encode(m)
 		b, _ := history.Encode(stored[len(stored)-3+i])
@@ -57,7 +62,7 @@ func TestCompactionKeepsTrailingGroupsThatFit(t *testing.T) {
 			t.Fatalf("retained message %d differs from the stored one", i)
 		}
 	}
-	if !strings.Contains(after.Messages[0].Content[0].Text, "summary of the 10 earlier messages") {
+	if !strings.Contains(after.Messages[0].Content[0].Text, "summary of the 9 earlier messages") {
 		t.Fatalf("summary message = %.120q", after.Messages[0].Content[0].Text)
 	}
 	if cp.TokensAfter >= cp.TokensBefore {
@@ -76,8 +81,8 @@ func TestRetentionOfAnOversizedNewestGroupKeepsNothing(t *testing.T) {
 	if res.Checkpoint.FirstRetainedSeq != 0 {
 		t.Fatalf("FirstRetainedSeq = %d, want 0", res.Checkpoint.FirstRetainedSeq)
 	}
-	if n := len(h.context("s").Messages); n != 1 {
-		t.Fatalf("%d messages after compaction, want the summary alone", n)
+	if n := len(h.context("s").Messages); n != 2 {
+		t.Fatalf("%d messages after compaction, want the summary and the current request", n)
 	}
 }
 
@@ -164,6 +169,8 @@ func TestFailedCompactionCommitsNothingAndCounts(t *testing.T) {
 	f := newFakeAnthropic(t, fakeReply{status: 400, body: `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: must be positive"}}`})
 	cfg := testConfig()
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	cfg.Compaction.Fallback = config.FallbackNone
+	cfg.ContextCompaction.KeepRecentTokens = 0 // something to summarize
 	h := newHarness(t, cfg, "")
 	h.create("s", 200000)
 	h.append("s", user("hello"), assistant("hi"))
@@ -230,11 +237,13 @@ func TestPostCheckQueuesACompactionInTheBackground(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.create("s", 100000) // threshold 70,000
 	h.append("s", user("start"))
-	res := h.append("s", withUsage(assistant("big answer"), 60000, 500))
+	// Answers longer than keep_recent_tokens: a compaction has something
+	// to replace.
+	res := h.append("s", withUsage(assistant(words(17000)), 40000, 17000))
 	if res.CompactionQueued {
 		t.Fatal("queued below the threshold")
 	}
-	res = h.append("s", withUsage(assistant("bigger answer"), 70000, 500))
+	res = h.append("s", withUsage(assistant(words(17000)), 70000, 17000))
 	if !res.CompactionQueued {
 		t.Fatalf("not queued at the threshold: %s", res.Decision)
 	}
@@ -293,6 +302,7 @@ func TestPreSendFailureReturnsTheUncompactedContextWithADiagnostic(t *testing.T)
 	f := newFakeAnthropic(t, fakeReply{status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`})
 	cfg := testConfig()
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	cfg.Compaction.Fallback = config.FallbackNone
 	h := newHarness(t, cfg, "")
 	h.create("s", 10000)
 	h.append("s", user("go"), calls("a"), result("a", words(8000)), assistant("done"))
@@ -403,6 +413,16 @@ func TestRestartServesTheSameContext(t *testing.T) {
 	h2.append("s", result("c", "late result"))
 }
 
+func encodeMsg(t *testing.T, m history.Message) string {
+	t.Helper()
+	m.Tokens = 0
+	b, err := history.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func encodeAll(t *testing.T, a *Assembled) string {
 	t.Helper()
 	var b strings.Builder
@@ -461,8 +481,8 @@ func TestNothingToCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Checkpoint.SummarizedMessages != 5-1 {
-		t.Fatalf("summarized %d messages, want 4 (all but the retained answer)", res.Checkpoint.SummarizedMessages)
+	if res.Checkpoint.SummarizedMessages != 5-2 {
+		t.Fatalf("summarized %d messages, want 3 (all but the retained answer and the carried request)", res.Checkpoint.SummarizedMessages)
 	}
 	for range 3 {
 		if _, err := h.e.Compact(context.Background(), "s", trigger.Manual, true); !errors.Is(err, ErrNothingToCompact) {

@@ -2,13 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/ctxd/ctxd/contextedit"
 	"time"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // Assembled is what the agent sends next (DESIGN.md §4), provider-neutral:
@@ -44,6 +46,14 @@ type Assembled struct {
 	ContextEditMode string `json:"-"`
 	// ContextEditing is the session's [context_editing] configuration.
 	ContextEditing config.ContextEditing `json:"-"`
+	// Rules are the provider rules Messages satisfy (DESIGN.md §4a), for
+	// history.CheckRequest(history.Sendable(Messages), Rules): thinking on
+	// when the model binds thinking and the newest assistant message
+	// carries it; OpenTail while a tool call waits on its result.
+	Rules history.Rules `json:"-"`
+	// Violations are the provider rules Messages break: always empty
+	// unless ContextOptions.Unchecked.
+	Violations history.Violations `json:"-"`
 }
 
 // ContextOptions tune Context.
@@ -51,13 +61,24 @@ type ContextOptions struct {
 	// NoPreSend skips the pre-send check (inspection: `ctxctl session
 	// context` reads without compacting).
 	NoPreSend bool
+	// Unchecked returns a context that breaks a provider rule instead of
+	// ErrProviderRule, with the violations in Assembled.Violations (for
+	// `ctxctl replay`, which reports them; never for a context an agent
+	// sends). The violation is still logged and counted.
+	Unchecked bool
 }
 
 // Context returns the session's assembled context (DESIGN.md §4). Unless
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
-// diagnostic. Errors: ErrInvalid, ErrNotFound, ctx's.
+// diagnostic. The compaction runs ahead of background ones (issue 19); when
+// no worker takes it at once and the context is still below the midpoint
+// between the threshold and the window, the uncompacted context is served
+// at once with a diagnostic and the compaction stays queued. A context
+// that breaks a provider rule (§4a) is never returned: the violation is
+// logged and counted, and Context returns ErrProviderRule.
+// Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
 	var diagnostic string
 	compacted := false
@@ -67,18 +88,34 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	if !opts.NoPreSend {
 		e.refresh(s)
-		if d := e.check(s, trigger.PreSend); d.Compact {
+		d := e.check(ctx, s, trigger.PreSend)
+		if !d.Compact && s.lastCheck.Tokens >= s.threshold {
+			// Over the threshold with no compaction (the circuit is open,
+			// compaction is futile or has nothing to replace): say why
+			// with the context rather than leave the agent guessing.
+			diagnostic = "no pre-send compaction: " + d.Reason
+		}
+		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
+			// The context still fits with room to spare: below the midpoint
+			// between the threshold and the window.
+			tokens, _ := e.estimate(s)
+			fits := s.threshold < s.limit && tokens < s.threshold+(s.limit-s.threshold)/2
 			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
-			err := e.compactAndWait(wctx, id, trigger.PreSend)
+			err := e.compactAndWait(wctx, id, trigger.PreSend, fits)
 			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, ctx.Err()
+			case errors.Is(err, errQueuedBehind):
+				diagnostic = "pre-send compaction queued behind others; the context, which still fits the window, is served uncompacted"
+			case errors.Is(err, ErrNothingToCompact):
+				// An answer, not a failure (DESIGN.md §5.2).
+				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
+			case err != nil:
 				diagnostic = "pre-send compaction failed: " + err.Error()
-			} else {
+			default:
 				compacted = true
 			}
 			if s, err = e.lock(ctx, id); err != nil {
@@ -88,6 +125,9 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	defer s.mu.Unlock()
 	a := e.assemble(s)
+	if err := e.enforceRules(s, a); err != nil && !opts.Unchecked {
+		return nil, err
+	}
 	a.Compacted = compacted
 	a.Diagnostic = diagnostic
 	if a.Tokens > a.ContextLimit {
@@ -99,11 +139,78 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	return a, nil
 }
 
-// compactAndWait submits a compaction (or joins the running one) and waits.
-func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal) error {
-	t, err := e.submit(id, sig)
+// enforceRules checks the assembled context against the provider rules
+// (DESIGN.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is
+// logged with every violation and counted, and the context is withheld —
+// an error the agent sees instead of the provider's 400 (docs/decisions.md
+// "Provider rules: one validator"). Called with s.mu held.
+func (e *Engine) enforceRules(s *session, a *Assembled) error {
+	a.Rules = e.providerRules(s)
+	vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules)
+	if len(vs) == 0 {
+		return nil
+	}
+	a.Violations = vs
+	for _, v := range vs {
+		e.metrics.ProviderRuleViolation(v.Rule)
+	}
+	e.log.Error("assembled context breaks a provider rule; not returned", "session", s.id, "violations", len(vs), "first", vs[0].Error(), "last_seq", s.lastSeq)
+	return fmt.Errorf("session %q: %w", s.id, vs.Err())
+}
+
+// providerRules are the rules the session's context must satisfy: thinking
+// on when the model binds thinking and the newest assistant message of the
+// active history, as stored, carries thinking (the agent enabled it); calls
+// waiting on their result accepted at the end (an inspection mid-round).
+// Called with s.mu held.
+func (e *Engine) providerRules(s *session) history.Rules {
+	r := history.Rules{OpenTail: s.openRound()}
+	if s.model.ThinkingBinding {
+		for i := len(s.active) - 1; i >= 0; i-- {
+			if m := s.active[i].msg; m.Role == history.RoleAssistant {
+				if contextedit.HasThinking(m) {
+					r.Thinking = history.ThinkingOn
+				}
+				break
+			}
+		}
+	}
+	return r
+}
+
+// startGrace is how long a pre-send check gives a free worker to take its
+// compaction before it counts as queued behind others.
+const startGrace = 250 * time.Millisecond
+
+// errQueuedBehind: the pre-send compaction did not start within startGrace
+// and the caller may go on without it.
+var errQueuedBehind = errors.New("compaction queued behind others")
+
+// compactAndWait submits a compaction as a job the caller waits on (or
+// joins the queued or running one) and waits for it. With mayDefer, when
+// no worker takes it within startGrace (every worker busy with other
+// waited compactions), it returns errQueuedBehind at once and the job
+// stays queued as background work, first among it (issue 19: an agent
+// whose context still fits does not wait behind other sessions'
+// compactions, and those that must wait go ahead of it).
+func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, mayDefer bool) error {
+	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
 		return err
+	}
+	if mayDefer {
+		grace := time.NewTimer(startGrace)
+		defer grace.Stop()
+		select {
+		case <-t.Started():
+		case <-t.Done():
+		case <-grace.C:
+			// Nobody waits on it now: requests that must wait go first.
+			e.opts.Pool.Unwait(t)
+			return errQueuedBehind
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return t.Wait(ctx)
 }
@@ -133,15 +240,22 @@ func (e *Engine) assemble(s *session) *Assembled {
 }
 
 // activeMessages is the message list of the assembled context: pinned
-// context, summary, then the active history as it is sent. Called with s.mu
-// held.
+// context, the first request the latest checkpoint carries, the summary,
+// the current request it carries (DESIGN.md §5.2), then the active history
+// as it is sent. Called with s.mu held.
 func (e *Engine) activeMessages(s *session) []history.Message {
 	out := make([]history.Message, 0, len(s.active)+2)
 	if len(s.pinned) > 0 {
 		out = append(out, pinnedMessage(s.pinned))
 	}
+	if s.firstPinned != nil {
+		out = append(out, s.firstPinned.msg)
+	}
 	if s.summaryMsg != nil {
 		out = append(out, *s.summaryMsg)
+	}
+	if s.keptReq != nil {
+		out = append(out, s.keptReq.msg)
 	}
 	for _, en := range s.active {
 		out = append(out, e.render(s, en.msg))
@@ -151,7 +265,8 @@ func (e *Engine) activeMessages(s *session) []history.Message {
 
 // render returns m as it is sent: an elided tool result as its stub
 // (DESIGN.md §6), thinking withheld after a recorded rewrite for
-// thinking-bound models (§4). Same state, same bytes.
+// thinking-bound models (§4), and an assistant message's trailing thinking
+// dropped (§4a: an interrupted response). Same state, same bytes.
 func (e *Engine) render(s *session, m history.Message) history.Message {
 	r, _ := e.renderChanged(s, m)
 	return r
@@ -164,9 +279,16 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 			return s.ledger.Render(m, s.offloads[m.ToolCallID]), true
 		}
 	case history.RoleAssistant:
-		if m.Seq < s.ledger.WithheldThinkingBefore() && contextedit.HasThinking(m) {
-			return s.ledger.Render(m, ""), true
+		changed := false
+		if s.ledger.Changes(m) {
+			m, changed = s.ledger.Render(m, ""), true
 		}
+		// A response interrupted while reasoning ends with thinking, which
+		// the provider refuses (DESIGN.md §4a).
+		if r, ok := history.DropTrailingThinking(m); ok {
+			m, changed = r, true
+		}
+		return m, changed
 	}
 	return m, false
 }

@@ -43,6 +43,10 @@ var (
 	// ErrUnavailable: the compaction queue is full or the engine is
 	// shutting down; try again later.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrProviderRule: the assembled context breaks a provider rule
+	// (DESIGN.md §4a) and was not returned; it wraps
+	// history.ErrProviderRule. A bug of ctxd: logged and counted.
+	ErrProviderRule = history.ErrProviderRule
 )
 
 // FieldError is bad input in one field of a request: Field is its path
@@ -85,6 +89,13 @@ type Metrics interface {
 	SummarizerCall(binding string, d time.Duration, err error)
 	// CircuitOpened counts a session whose circuit opened.
 	CircuitOpened()
+	// ProviderRuleViolation counts an assembled context that broke a
+	// provider rule (DESIGN.md §4a), by rule name (history.Rule*): a bug,
+	// and the context was not returned.
+	ProviderRuleViolation(rule string)
+	// OffloadFailed counts a tool result kept whole because its offload
+	// could not be written (DESIGN.md §6).
+	OffloadFailed()
 }
 
 type noMetrics struct{}
@@ -93,6 +104,8 @@ func (noMetrics) Appended(int)                                {}
 func (noMetrics) Compaction(string)                           {}
 func (noMetrics) SummarizerCall(string, time.Duration, error) {}
 func (noMetrics) CircuitOpened()                              {}
+func (noMetrics) ProviderRuleViolation(string)                {}
+func (noMetrics) OffloadFailed()                              {}
 
 // Options configure an Engine. Log, Artifacts, Summarizer and Pool are
 // required.
@@ -239,6 +252,9 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	// Other requests wait on this load: one client going away must not
 	// cancel it for them.
 	c.s, c.err = e.load(context.WithoutCancel(ctx), id)
+	if c.err == nil {
+		e.saveRow(c.s) // heals a row a crash left behind; nobody else has c.s yet
+	}
 	e.mu.Lock()
 	delete(e.loading, id)
 	if c.err == nil {

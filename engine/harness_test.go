@@ -18,6 +18,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
 	"github.com/dgraph-io/badger/v4"
@@ -45,6 +46,12 @@ func quietLogger() *slog.Logger {
 
 func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
 	t.Helper()
+	return newHarnessPool(t, cfg, dir, workers.Options{Size: 2, Queue: 16, DrainTimeout: time.Second})
+}
+
+// newHarnessPool is newHarness with the worker pool's options.
+func newHarnessPool(t *testing.T, cfg config.Config, dir string, pool workers.Options) *harness {
+	t.Helper()
 	var db *badger.DB
 	var err error
 	if dir == "" {
@@ -61,7 +68,7 @@ func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.pool, err = workers.New(workers.Options{Size: 2, Queue: 16, DrainTimeout: time.Second})
+	h.pool, err = workers.New(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +202,9 @@ type fakeAnthropic struct {
 	mu       sync.Mutex
 	replies  []fakeReply
 	requests [][]byte
+	// refused lists the provider rules the requests broke: the fake is
+	// strict (internal/strict) and answers them with Anthropic's 400.
+	refused  []string
 	received chan struct{}
 	release  chan struct{} // when non-nil, each request waits for it
 }
@@ -218,8 +228,16 @@ func newFakeAnthropic(t *testing.T, replies ...fakeReply) *fakeAnthropic {
 	f := &fakeAnthropic{replies: replies, received: make(chan struct{}, 100)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		vs, err := strict.Anthropic(body, history.ThinkingUnknown, false)
 		f.mu.Lock()
 		f.requests = append(f.requests, body)
+		if err != nil || len(vs) > 0 {
+			f.refused = append(f.refused, fmt.Sprint(err, vs))
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":%q}}`, fmt.Sprint(err, vs))
+			return
+		}
 		rep := f.replies[0]
 		if len(f.replies) > 1 {
 			f.replies = f.replies[1:]
@@ -239,6 +257,13 @@ func newFakeAnthropic(t *testing.T, replies ...fakeReply) *fakeAnthropic {
 		_, _ = io.WriteString(w, rep.body)
 	}))
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.refused) > 0 {
+			t.Errorf("the strict provider refused %d summarizer requests: %v", len(f.refused), f.refused)
+		}
+	})
 	t.Setenv("CTXD_TEST_KEY", "test-key")
 	return f
 }
@@ -253,12 +278,12 @@ func (f *fakeAnthropic) count() int {
 	return len(f.requests)
 }
 
-// checkValid fails the test when msgs carries a tool result without its call
-// or a call without its result.
+// checkValid fails the test when msgs breaks a provider rule
+// (history.CheckRequest, DESIGN.md §4a): a tool result without its call, a
+// call without its result, an empty block or message, thinking out of place.
 func checkValid(t *testing.T, msgs []history.Message) {
 	t.Helper()
-	a := history.Groups(msgs)
-	if len(a.Orphans) > 0 || len(a.Unanswered) > 0 {
-		t.Fatalf("invalid context: %d orphan results, %d unanswered calls", len(a.Orphans), len(a.Unanswered))
+	if vs := history.CheckRequest(history.Sendable(msgs), history.Rules{}); len(vs) > 0 {
+		t.Fatalf("invalid context: %v", vs)
 	}
 }

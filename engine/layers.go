@@ -12,7 +12,8 @@ import (
 // offloadMessages runs layer 1 (DESIGN.md §6 "Offload") over the messages of
 // an append: each oversized tool result is stored whole and replaced by its
 // stub. It returns the messages to store and, for each offloaded one, its
-// offload event, keyed by index. A failed write leaves the result whole.
+// offload event, keyed by index. A failed write leaves the result whole and
+// its event is an offload_failed one (counted by Metrics.OffloadFailed).
 // Called with s.mu held, before the messages are stored: the artifact and
 // file exist before any event refers to them.
 func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message) ([]history.Message, map[int]checkpoint.Event) {
@@ -21,7 +22,19 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 		if msgs[i].Role != history.RoleTool {
 			continue
 		}
-		m, rec := s.offloader.Offload(ctx, s.id, msgs[i])
+		m, rec, fail := s.offloader.Try(ctx, s.id, msgs[i])
+		if fail != nil {
+			// The result stays whole; say so in the log and the append's
+			// response (DESIGN.md §6 "A failed write … says so").
+			e.metrics.OffloadFailed()
+			if d, err := json.Marshal(fail); err == nil {
+				if events == nil {
+					events = map[int]checkpoint.Event{}
+				}
+				events[i] = checkpoint.Event{Kind: checkpoint.KindOffloadFailed, Data: d}
+			}
+			continue
+		}
 		if rec == nil {
 			continue
 		}
@@ -42,7 +55,9 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 // append: when a pass fires it is recorded in the log, then applied. It
 // returns the events it wrote, with their seqs. Called with s.mu held.
 func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
-	if s.editMode != contextedit.ModeLocal {
+	if s.editMode != contextedit.ModeLocal || s.inThinkingLoop() {
+		// A pass inside an open tool loop of a thinking-bound model waits
+		// for the loop's end (DESIGN.md §4a).
 		return nil
 	}
 	// A pass needs raw tool-result text over the limit and eliding the
@@ -55,15 +70,27 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	var raw, saving uint64
 	for _, en := range s.active {
 		raw += en.chars
+		if cfg.ClearToolInputs {
+			for _, c := range en.inputs {
+				r, _, _ := contextedit.InputSaving(cfg, nil, c.id, c.name, c.chars, true)
+				raw += r
+			}
+		}
 	}
 	if raw <= cfg.MaxTotalToolResultChars {
 		return nil
 	}
 	for _, en := range s.active {
+		recent := en.turn+cfg.KeepRecentTurns > s.assistants
+		if cfg.ClearToolInputs {
+			for _, c := range en.inputs {
+				_, saved, _ := contextedit.InputSaving(cfg, &s.ledger, c.id, c.name, c.chars, recent)
+				saving += saved
+			}
+		}
 		if en.msg.Role != history.RoleTool {
 			continue
 		}
-		recent := en.turn+cfg.KeepRecentTurns > s.assistants
 		saving += contextedit.ResultSaving(cfg, &s.ledger, en.msg, en.chars, en.tool, recent, s.offloads[en.msg.ToolCallID])
 	}
 	if saving < cfg.MinCharsPerPass {

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 )
 
@@ -171,7 +172,8 @@ func TestResumeRebuildsTheSameContextWithLayers(t *testing.T) {
 }
 
 // After a pass in a session with signed thinking, no request carries
-// thinking produced before the rewrite point.
+// thinking produced before the rewrite point. The pass waits for the end of
+// the tool loop (DESIGN.md §4a).
 func TestPassWithholdsEarlierThinking(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Offload.Enabled = false
@@ -188,6 +190,11 @@ func TestPassWithholdsEarlierThinking(t *testing.T) {
 				{Type: history.BlockToolCall, ID: id, Name: "bash", Input: json.RawMessage(`{}`)}}},
 			history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: words(3000)}}})
 	}
+	if n := len(h.events("s", checkpoint.KindContextEdit)); n != 0 {
+		t.Fatalf("%d passes inside the tool loop", n)
+	}
+	h.append("s", history.Message{Role: history.RoleAssistant, Content: []history.Block{
+		{Type: history.BlockThinking, Text: "all done", Signature: "sig-end"}, {Type: history.BlockText, Text: "done"}}})
 	passes := h.events("s", checkpoint.KindContextEdit)
 	resets := h.events("s", checkpoint.KindPrefixReset)
 	if len(passes) != 1 || len(resets) != 1 {
@@ -245,5 +252,79 @@ func TestOversizedReadIsOffloadedDespiteExclude(t *testing.T) {
 	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
 	if err != nil || a.Compacted {
 		t.Fatalf("compacted=%v err=%v: the offloaded read should fit", a.Compacted, err)
+	}
+}
+
+// A tool result with an image and 940k characters of text is offloaded by
+// its text, the image kept; the next pre-send has nothing to compact, so
+// the model sees the head and tail (they were summarized away before).
+func TestMixedResultIsOffloadedByItsText(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), "")
+	h.create("s", 200000)
+	image := history.Block{Type: history.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}
+	text := "HEAD-MARK " + strings.Repeat("a line of a page's text, rendered\n", 940000/34) + " TAIL-MARK"
+	res := h.append("s", user("screenshot the page and dump its text"),
+		history.Message{Role: history.RoleAssistant, Content: []history.Block{
+			{Type: history.BlockToolCall, ID: "p1", Name: "browser", Input: json.RawMessage(`{"url":"http://localhost/"}`)}}},
+		history.Message{Role: history.RoleTool, ToolCallID: "p1", ToolName: "browser", Content: []history.Block{image, {Type: history.BlockText, Text: text}}})
+	stored := res.Messages[2]
+	if len(stored.Content) != 2 || stored.Content[0].Type != history.BlockImage || !strings.HasPrefix(stored.Content[1].Text, "[ctxd offloaded") {
+		t.Fatalf("stored result: %d blocks, want the image and the stub", len(stored.Content))
+	}
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || a.CheckpointSeq != 0 {
+		t.Fatal("the pre-send compacted the result away")
+	}
+	got := a.Messages[2].Content[1].Text
+	if !strings.Contains(got, "HEAD-MARK") || !strings.Contains(got, "TAIL-MARK") {
+		t.Fatal("the model does not see the head and tail")
+	}
+}
+
+// A 40 KB write input is not re-sent verbatim forever (clear_tool_inputs,
+// DESIGN.md §6): once its turn is older than keep_recent_turns a pass sends
+// its content as a one-line stub, the input an object of the same keys;
+// the pass is recorded, and a restart serves byte-identical context.
+func TestPassClearsA40KBWriteInput(t *testing.T) {
+	dir := t.TempDir()
+	cfg := layersConfig(dir + "/offload")
+	cfg.ContextEditing.MaxTotalToolResultChars = 30000
+	cfg.ContextEditing.MinCharsPerPass = 20000
+	h := newHarness(t, cfg, dir+"/db")
+	h.create("s", 200000)
+	content := strings.Repeat("package main // generated line\n", 40*1024/31)
+	in, _ := json.Marshal(map[string]string{"file_path": "/src/gen.go", "content": content})
+	h.append("s", user("generate the file"),
+		history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: "w1", Name: "write", Input: in}}},
+		history.Message{Role: history.RoleTool, ToolCallID: "w1", ToolName: "write", Content: []history.Block{{Type: history.BlockText, Text: "File written."}}})
+	before := h.context("s")
+	for i := range 3 {
+		toolRound(h, fmt.Sprintf("r%d", i), "bash", 20)
+	}
+	a := h.context("s")
+	got := a.Messages[1].Content[0].Input
+	var fields map[string]string
+	if err := json.Unmarshal(got, &fields); err != nil || len(fields) != 2 || fields["file_path"] != "/src/gen.go" {
+		t.Fatalf("rendered input %s", got)
+	}
+	if fields["content"] != contextedit.InputStub(len(content)) {
+		t.Fatalf("content sent as %.100q", fields["content"])
+	}
+	if a.Tokens+5000 > before.Tokens+3*100 {
+		t.Fatalf("tokens %d after the pass, %d before the rounds: the input was not cleared from the estimate", a.Tokens, before.Tokens)
+	}
+	evs := h.events("s", checkpoint.KindContextEdit)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"inputs":[{"id":"w1","fields":["/content"]}]`) {
+		t.Fatalf("context_edit events: %d", len(evs))
+	}
+	want := encodeAll(t, a)
+	h.Close()
+	h2 := newHarness(t, cfg, dir+"/db")
+	if encodeAll(t, h2.context("s")) != want {
+		t.Fatal("the context after a restart differs")
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -31,6 +33,18 @@ type entry struct {
 	// tool is its tool name, the call's when the message names none.
 	turn uint64
 	tool string
+	// inputs are, for an assistant message, its tool calls with the
+	// lengths of their input's string values (contextedit.InputStrings),
+	// measured once at append for clear_tool_inputs; its turn is its own
+	// ordinal.
+	inputs []callStrings
+}
+
+// callStrings is one tool call of an assistant message: its id, tool name
+// and the lengths in characters of its input's string values.
+type callStrings struct {
+	id, name string
+	chars    []int
 }
 
 // openCall is what a tool result needs of the call it answers.
@@ -79,8 +93,24 @@ type session struct {
 	summaryMsg    *history.Message
 	summaryTokens uint64
 
+	// The requests that survive compaction (DESIGN.md §5.2): first is the
+	// session's first user message and req the newest one (the prompt that
+	// opened the current run), as appended; firstPinned and keptReq are
+	// what the latest checkpoint carries of them outside the summary (nil:
+	// nothing), with their sent-form estimates, uncalibrated.
+	first, req           *entry
+	firstPinned, keptReq *entry
+	// futilityRun: the futility diagnostic was given in this run
+	// (DESIGN.md §5.2: one per run).
+	futilityRun bool
+
 	active       []entry
 	activeTokens uint64
+	// compactedAt is the seq of the newest active message holding a
+	// provider compaction block (history.BlockCompaction), 0 when none: the
+	// provider drops everything before that block, so the messages before
+	// it count no tokens.
+	compactedAt uint64
 
 	// usage is the newest reported usage after the latest checkpoint; usageAt
 	// is the index in active just after the message that carried it (so
@@ -127,6 +157,9 @@ type session struct {
 	agentFile *config.AgentFile
 	agentErr  error
 
+	// pending is a patch of the system prompt or tool set waiting for the
+	// end of an open tool loop (DESIGN.md §4a); nil when none.
+	pending *checkpoint.Meta
 	// clientState is the Data of the newest client_state event (the
 	// provider proxy's record, DESIGN.md §10), nil when none.
 	clientState json.RawMessage
@@ -168,6 +201,13 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			started = ev.Seq
 		case checkpoint.KindCompactionFailed:
 			ended = ev.Seq
+		case checkpoint.KindDiagnostic:
+			var d struct {
+				Code string `json:"code"`
+			}
+			if json.Unmarshal(ev.Data, &d) == nil && d.Code == diagNothingToCompact {
+				ended = ev.Seq
+			}
 		case checkpoint.KindMessage:
 			if ev.Message == nil {
 				return fmt.Errorf("event %d: %w", ev.Seq, checkpoint.ErrCorrupt)
@@ -183,6 +223,14 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 				return err
 			}
 			e.applyCheckpoint(s, cp)
+		case checkpoint.KindSessionUpdated:
+			var d deferredUpdate
+			if json.Unmarshal(ev.Data, &d) == nil && d.DeferredMeta != nil {
+				m := *d.DeferredMeta
+				s.pending = &m
+			} else {
+				s.pending = nil // applied
+			}
 		case checkpoint.KindPrefixReset:
 			var d prefixReset
 			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.ledger.WithheldThinkingBefore() {
@@ -219,7 +267,29 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.lastSeq = seq
 		}
 	}
+	e.restoreLastCheck(s)
 	return s, nil
+}
+
+// restoreLastCheck rebuilds the last trigger check after a load (a restart,
+// an eviction): the check itself is not stored, and `ctxctl doctor` must
+// still say why compaction did or did not fire (issue 14). It is the
+// post-check decision the state rebuilt from the log gives; nothing is
+// queued here, so Fired is false and the reason says what the next check
+// will do.
+func (e *Engine) restoreLastCheck(s *session) {
+	if s.lastMsg == 0 {
+		return
+	}
+	// decide, not check: a load writes nothing (check may record a
+	// futility diagnostic).
+	tokens, source := e.estimate(s)
+	d, _ := e.decide(s, trigger.PostCheck, tokens)
+	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: trigger.PostCheck, Tokens: tokens, Source: source,
+		Threshold: s.threshold, Reason: "rebuilt from the log when the session was loaded: " + d.Reason}
+	if d.Compact {
+		s.lastCheck.Reason += " (the next check compacts)"
+	}
 }
 
 // configure derives the session's effective configuration, model and
@@ -228,9 +298,15 @@ func (e *Engine) configure(s *session) error {
 	base := e.Config()
 	cfg := base
 	if s.meta.Overlay != "" {
-		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), "session "+s.id+" overlay")
+		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), config.OverlayName)
 		if err != nil {
-			return &FieldError{Field: "config", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+			// The field is the first key the overlay got wrong (a key it
+			// may not set, DESIGN.md §3), else the config field itself.
+			field := "config"
+			if ce, ok := errors.AsType[*config.Error](err); ok && len(ce.Problems) > 0 && ce.Problems[0].Key != "" {
+				field = ce.Problems[0].Key
+			}
+			return &FieldError{Field: field, Err: fmt.Errorf("%w: config: %v", ErrInvalid, err)}
 		}
 		cfg = c
 	}
@@ -306,6 +382,9 @@ func (e *Engine) configure(s *session) error {
 	// quarter of the window — what retention keeps at most (DESIGN.md §5.2)
 	// — can never stay in the context: offload it all the same.
 	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
+	if r := cfg.Storage.MinFreeBytes; r > 0 && dir != "" {
+		s.offloader.Space = store.NewSpace(dir, r, nil)
+	}
 	return nil
 }
 
@@ -318,10 +397,7 @@ const (
 )
 
 func (e *Engine) fixedTokens(s *session) uint64 {
-	n := e.est.Text(s.system)
-	for _, t := range s.tools {
-		n += e.est.Text(t.Name) + e.est.Text(t.Description) + e.est.Text(string(t.InputSchema))
-	}
+	n := e.est.Text(s.system) + e.est.Tools(s.tools)
 	if len(s.pinned) > 0 {
 		n += e.est.Message(pinnedMessage(s.pinned))
 	}
@@ -350,6 +426,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	t := e.sentTokens(s, m)
 	s.messages++
 	var chars uint64
+	var inputs []callStrings
 	var call openCall
 	switch m.Role {
 	case history.RoleTool:
@@ -361,19 +438,36 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		}
 	case history.RoleAssistant:
 		s.assistants++
+		call.turn = s.assistants
 		for _, b := range m.Content {
 			if b.Type == history.BlockToolCall {
 				if s.calls == nil {
 					s.calls = map[string]openCall{}
 				}
 				s.calls[b.ID] = openCall{turn: s.assistants, name: b.Name}
+				if _, n := contextedit.InputStrings(b.Input); len(n) > 0 {
+					inputs = append(inputs, callStrings{id: b.ID, name: b.Name, chars: n})
+				}
 			}
 		}
 	case history.RoleUser:
 		clear(s.calls) // open calls are abandoned
 	}
-	s.active = append(s.active, entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name})
+	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputs: inputs}
+	if m.Role == history.RoleUser {
+		c := en
+		s.req = &c
+		if s.first == nil {
+			s.first = &c
+		}
+	}
+	s.active = append(s.active, en)
 	s.activeTokens += t
+	if history.LastCompaction(m) >= 0 {
+		// A provider compaction: what precedes it is no longer billed.
+		s.compactedAt = m.Seq
+		e.retokenize(s)
+	}
 	s.lastMsg = m.Seq
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
 		e.observeUsage(s, m)
@@ -390,12 +484,18 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		// A user prompt begins a new run (DESIGN.md §5.5).
 		s.failures = 0
 		s.circuitOpen = false
+		s.futilityRun = false
 	}
 }
 
 // sentTokens is the estimate of m as it is sent: the stored estimate, or
-// that of its rendering when context editing or withheld thinking changed it.
+// that of its rendering when context editing or withheld thinking changed
+// it; 0 before a provider compaction block, which the provider replaces by
+// its summary.
 func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
+	if m.Seq < s.compactedAt {
+		return 0 // before a provider compaction block
+	}
 	if r, changed := e.renderChanged(s, m); changed {
 		return e.est.Message(r)
 	}
@@ -450,6 +550,8 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	if cp.FirstRetainedSeq > 0 {
 		keepFrom = cp.FirstRetainedSeq
 	}
+	s.keptReq = e.carried(s, cp.Request)
+	s.firstPinned = e.carried(s, cp.FirstRequest)
 	kept := s.active[:0:0]
 	var total uint64
 	for _, en := range s.active {
@@ -467,8 +569,38 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	if cp.Stalled {
 		s.failures++
 	} else {
+		// A successful checkpoint of any reason closes the circuit
+		// (DESIGN.md §5.5).
 		s.failures = 0
+		s.circuitOpen = false
 	}
+}
+
+// carried returns the entry a checkpoint carries outside its summary
+// (DESIGN.md §5.2): the stored message with c.Seq as it is sent, or its
+// stub. nil for nil c or a message no longer known. Called with s.mu held
+// (or during load), before the checkpoint drops what it covers.
+func (e *Engine) carried(s *session, c *checkpoint.Carried) *entry {
+	if c == nil {
+		return nil
+	}
+	if c.Stub != "" {
+		m := history.Message{Seq: c.Seq, Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: c.Stub}}}
+		return &entry{msg: m, tokens: e.est.Message(m)}
+	}
+	for _, en := range s.active {
+		if en.msg.Seq == c.Seq {
+			en := en
+			return &en
+		}
+	}
+	for _, en := range []*entry{s.keptReq, s.firstPinned, s.req, s.first} {
+		if en != nil && en.msg.Seq == c.Seq {
+			c := *en
+			return &c
+		}
+	}
+	return nil
 }
 
 // factor is the session model's calibration factor.
@@ -506,21 +638,93 @@ func (e *Engine) estimate(s *session) (uint64, string) {
 		}
 		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
 	}
-	return e.calibrate(s, s.fixedTokens+s.summaryTokens+s.activeTokens), SourceEstimated
+	return e.calibrate(s, s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens), SourceEstimated
+}
+
+// carriedTokens is the sent-form estimate of the requests the latest
+// checkpoint carries outside its summary, uncalibrated.
+func (s *session) carriedTokens() uint64 {
+	var n uint64
+	for _, en := range []*entry{s.firstPinned, s.keptReq} {
+		if en != nil {
+			n += en.tokens
+		}
+	}
+	return n
 }
 
 // check decides signal sig for the session now and records it as the last
-// check. Called with s.mu held.
-func (e *Engine) check(s *session, sig trigger.Signal) trigger.Decision {
+// check. An automatic signal over the threshold does not compact when
+// nothing could be compacted or when compaction is futile (DESIGN.md §5.2);
+// the first futile check of a run records one diagnostic event. Called with
+// s.mu held.
+func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trigger.Decision {
 	tokens, source := e.estimate(s)
-	d := trigger.Decide(sig, s.triggerState(tokens))
+	d, futile := e.decide(s, sig, tokens)
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
 		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
+	if futile && !s.futilityRun {
+		s.futilityRun = true
+		data, _ := json.Marshal(map[string]any{"level": "warning", "code": "futile", "message": d.Reason,
+			"fixed_prefix_tokens": e.fixedPrefix(s), "threshold": s.threshold})
+		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
+			s.lastSeq = max(s.lastSeq, seq)
+		}
+		e.log.Warn("automatic compaction is futile", "session", s.id, "reason", d.Reason)
+	}
 	return d
+}
+
+// decide is trigger.Decide with the engine's two further rules for the
+// automatic signals (DESIGN.md §5.2): no compaction that would replace
+// nothing, and none that cannot get under the threshold — when the fixed
+// prefix (system prompt, tools, pinned context, the carried first request
+// and the current request) alone reaches it (futile). Called with s.mu held.
+func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.Decision, bool) {
+	d := trigger.Decide(sig, s.triggerState(tokens))
+	if !d.Compact || !sig.Automatic() {
+		return d, false
+	}
+	if p := e.fixedPrefix(s); p >= s.threshold {
+		return trigger.Decision{Reason: fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)}, true
+	}
+	if why := e.nothingToCompact(s, sig); why != "" {
+		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but nothing to compact: %s", sig, tokens, s.threshold, why)}, false
+	}
+	return d, false
+}
+
+// fixedPrefix is what no compaction can remove, calibrated: system prompt,
+// tools, pinned context and the requests a compaction carries (DESIGN.md
+// §5.2). Called with s.mu held.
+func (e *Engine) fixedPrefix(s *session) uint64 {
+	return e.calibrate(s, s.fixedTokens+e.carriedEstimate(s))
 }
 
 // openRound reports whether a tool call of the session waits on its result.
 func (s *session) openRound() bool { return len(s.state.Open()) > 0 }
+
+// inThinkingLoop reports whether an open tool loop of a thinking-bound model
+// is in progress: the newest message is a tool result or an assistant
+// message whose calls wait on their results, and the newest assistant
+// message carries thinking. The provider then requires that message to be
+// sent with its thinking first, so no rewrite may withhold it (DESIGN.md
+// §4a): passes and prompt or tool changes wait for the loop's end (the next
+// user prompt), and a compaction folds the loop.
+func (s *session) inThinkingLoop() bool {
+	if !s.model.ThinkingBinding || len(s.active) == 0 {
+		return false
+	}
+	if s.active[len(s.active)-1].msg.Role != history.RoleTool && !s.openRound() {
+		return false
+	}
+	for i := len(s.active) - 1; i >= 0; i-- {
+		if m := s.active[i].msg; m.Role == history.RoleAssistant {
+			return contextedit.HasThinking(m)
+		}
+	}
+	return false
+}
 
 // newGroupSinceCheckpoint: something was appended after the latest
 // checkpoint's snapshot (the no-loop rule of DESIGN.md §5.1).

@@ -45,7 +45,7 @@ type Info struct {
 	// Updated is when the session's metadata last changed.
 	Updated time.Time         `json:"updated"`
 	Labels  map[string]string `json:"labels,omitempty"`
-	// Loaded is false for a light listing entry (ListSessionInfo) of a
+	// Loaded is false for a listing entry (ListSessionPage) of a
 	// session not in memory: only the fields from its metadata are set.
 	Loaded bool `json:"loaded"`
 	// Auto is context_compaction.auto in effect.
@@ -98,6 +98,9 @@ type Info struct {
 	ContextEditPasses int `json:"context_edit_passes,omitempty"`
 	// Offloads is the number of tool results offloaded.
 	Offloads int `json:"offloads,omitempty"`
+	// Warnings, set by CreateSession only, say what in the session's
+	// settings works against it (DESIGN.md §5.2 futility).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CreateSession creates a session. Errors: ErrInvalid (*FieldError: id,
@@ -146,7 +149,21 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
-	return e.info(probe), nil
+	e.saveRow(probe)
+	in := e.info(probe)
+	in.Warnings = createWarnings(probe)
+	return in, nil
+}
+
+// createWarnings says what in a new session's settings works against it:
+// a trigger whose buffer_tokens reaches the window leaves a threshold of 0,
+// where every compaction is futile (DESIGN.md §5.2).
+func createWarnings(s *session) []string {
+	var out []string
+	if b := s.cfg.ContextCompaction.Trigger.BufferTokens; b > 0 && b >= s.limit {
+		out = append(out, fmt.Sprintf("context_compaction.trigger.buffer_tokens = %d is at or above the context window of %d tokens: the threshold is 0 and automatic compaction never runs for this session", b, s.limit))
+	}
+	return out
 }
 
 // checkPinned validates pinned context as the content of a user message.
@@ -252,39 +269,166 @@ func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
 	return e.opts.Log.ListSessions(ctx)
 }
 
-// ListSessionInfo describes every stored session without loading any: a
-// session in memory gets its full Info, any other a light one from its
-// metadata (Loaded false: no token figure). Listing thousands of idle
-// sessions therefore costs one metadata read each, not a replay of each log.
-func (e *Engine) ListSessionInfo(ctx context.Context) ([]Info, error) {
-	ids, err := e.opts.Log.ListSessions(ctx)
+// listRow is what a listing shows of a session not in memory (its message
+// count, tokens and threshold, issue 14 §3), kept in the log beside the
+// metadata (checkpoint.Log.PutRow) after every change of those figures:
+// creation, an append, a compaction, a PATCH, a load.
+type listRow struct {
+	Messages       uint64 `json:"messages"`
+	ActiveMessages int    `json:"active_messages"`
+	Tokens         uint64 `json:"tokens"`
+	TokensSource   string `json:"tokens_source,omitempty"`
+	Threshold      uint64 `json:"threshold"`
+	ContextLimit   uint64 `json:"context_limit"`
+	Auto           bool   `json:"auto"`
+	Shape          string `json:"shape,omitempty"`
+	// LastSeq is the session's last seq when the row was written.
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// saveRow hands the session's listing row to the log, which writes it with
+// the next group commit (no wait, no sync of its own). Called with s.mu
+// held.
+func (e *Engine) saveRow(s *session) {
+	tokens, source := e.estimate(s)
+	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
+		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq})
+	if err == nil {
+		err = e.opts.Log.PutRow(s.id, b)
+	}
+	if err != nil && !errors.Is(err, checkpoint.ErrClosed) {
+		e.log.Warn("listing row not saved", "session", s.id, "err", err)
+	}
+}
+
+// saveRowOf saves session id's listing row after a change made outside a
+// request (a compaction job), when the session still exists.
+func (e *Engine) saveRowOf(ctx context.Context, id string) {
+	s, err := e.lock(context.WithoutCancel(ctx), id)
 	if err != nil {
-		return nil, err
+		return
 	}
-	out := make([]Info, 0, len(ids))
-	for _, id := range ids {
-		e.mu.Lock()
-		s := e.sessions[id]
-		e.mu.Unlock()
-		if s != nil {
-			s.mu.Lock()
-			if !s.evicted {
-				out = append(out, e.info(s))
-				s.mu.Unlock()
-				continue
+	e.saveRow(s)
+	s.mu.Unlock()
+}
+
+// Listing limits for ListSessionPage.
+const (
+	// DefaultListLimit is the page size when the caller gives none.
+	DefaultListLimit = 100
+	// MaxListLimit is the largest page.
+	MaxListLimit = 1000
+)
+
+// ListSessionPage describes at most limit sessions after the session id
+// after ("" for the first page), in the log's key order (id + "/"
+// bytewise; checkpoint.Log.ListPage), and returns the id to pass as after
+// for the next page ("" after the last). It loads no session it can
+// describe from its listing row: a session in memory gets its full Info;
+// any other its metadata and row (Loaded false), with messages appended
+// after the row was written (a crash before the row landed) counted from
+// the log. A session with no row yet (stored by an older ctxd) is read
+// once from its log, without joining the loaded sessions, and its row
+// written. The work is bounded by the page, not by the sessions stored.
+// limit 0 means DefaultListLimit. Errors: ErrInvalid (*FieldError: after,
+// limit), the log's.
+func (e *Engine) ListSessionPage(ctx context.Context, after string, limit int) ([]Info, string, error) {
+	if after != "" {
+		if err := checkpoint.ValidSessionID(after); err != nil {
+			return nil, "", &FieldError{Field: "after", Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+		}
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, "", invalidField("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
+	}
+	page, more, err := e.opts.Log.ListPage(ctx, after, limit)
+	if err != nil {
+		return nil, "", mapLogErr(after, err)
+	}
+	out := make([]Info, 0, len(page))
+	for _, l := range page {
+		in, ok := e.loadedInfo(l.ID)
+		if !ok {
+			in, err = e.rowInfo(ctx, l)
+			if errors.Is(err, ErrNotFound) {
+				continue // deleted meanwhile
 			}
-			s.mu.Unlock()
+			if err != nil {
+				return nil, "", err
+			}
 		}
-		meta, err := e.opts.Log.GetMeta(ctx, id)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		last, _ := e.opts.Log.LastSeq(ctx, id)
-		out = append(out, Info{ID: id, Created: meta.Created, Updated: meta.Updated, Labels: meta.Labels,
-			Model: meta.Model, ContextLimit: meta.ContextLimit, LastSeq: last, Checkpoints: meta.Checkpoints,
-			SystemDigest: meta.SystemPromptDigest, ToolsDigest: meta.ToolsDigest, Compaction: "idle"})
+		out = append(out, in)
 	}
-	return out, nil
+	next := ""
+	if more && len(page) > 0 {
+		next = page[len(page)-1].ID
+	}
+	return out, next, nil
+}
+
+// loadedInfo returns the full Info of session id when it is in memory.
+func (e *Engine) loadedInfo(id string) (Info, bool) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s == nil {
+		return Info{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.evicted {
+		return Info{}, false
+	}
+	return e.info(s), true
+}
+
+// rowInfo describes a session not in memory from its listing row.
+func (e *Engine) rowInfo(ctx context.Context, l checkpoint.Listed) (Info, error) {
+	meta := l.Meta
+	in := Info{ID: l.ID, Created: meta.Created, Updated: meta.Updated, Labels: meta.Labels,
+		Model: meta.Model, ContextLimit: meta.ContextLimit, LastSeq: l.LastSeq, Checkpoints: meta.Checkpoints,
+		SystemDigest: meta.SystemPromptDigest, ToolsDigest: meta.ToolsDigest, Compaction: "idle"}
+	var row listRow
+	if len(l.Row) == 0 || json.Unmarshal(l.Row, &row) != nil {
+		// No row yet: read the session once, as a load would, and keep
+		// its row for the next listing.
+		s, err := e.load(ctx, l.ID)
+		if err != nil {
+			return Info{}, err
+		}
+		e.saveRow(s)
+		in := e.info(s)
+		in.Loaded = false
+		return in, nil
+	}
+	in.Messages, in.ActiveMessages = row.Messages, row.ActiveMessages
+	in.Tokens, in.TokensSource = row.Tokens, row.TokensSource
+	in.Threshold, in.ContextLimit, in.Auto, in.Shape = row.Threshold, row.ContextLimit, row.Auto, row.Shape
+	if row.LastSeq < l.LastSeq {
+		// Events after the row (its write was lost in a crash): count
+		// their messages, at their o200k estimates.
+		err := e.opts.Log.Range(ctx, l.ID, row.LastSeq+1, func(ev checkpoint.Event) error {
+			if ev.Kind == checkpoint.KindMessage && ev.Message != nil {
+				in.Messages++
+				in.ActiveMessages++
+				in.Tokens += ev.Message.Tokens
+				in.TokensSource = "estimated"
+			}
+			return nil
+		})
+		if err != nil {
+			return Info{}, mapLogErr(l.ID, err)
+		}
+	}
+	return in, nil
+}
+
+// CountSessions returns the number of stored sessions.
+func (e *Engine) CountSessions(ctx context.Context) (int, error) {
+	return e.opts.Log.CountSessions(ctx)
 }
 
 // Exists reports whether session id exists, without loading it.
@@ -317,14 +461,23 @@ type Patch struct {
 // UpdateSession applies p. A changed system prompt or tool set (detected by
 // digest) is a recorded rewrite: a session_updated event and, for models
 // that bind thinking to the prefix, a prefix_reset that stops the replay of
-// earlier thinking (DESIGN.md §4). Errors: ErrInvalid, ErrNotFound.
+// earlier thinking (DESIGN.md §4). Inside an open tool loop of such a model
+// (see inThinkingLoop) a change of system prompt or tool set takes effect
+// when the loop ends (§4a): the whole patch is recorded as pending (a
+// session_updated event with deferred_meta) and applied by the append that
+// ends the loop; until then the context keeps the old prompt, tools and the
+// loop's thinking. Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, error) {
 	s, err := e.lock(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
 	defer s.mu.Unlock()
-	meta := s.meta
+	cur := s.meta
+	if s.pending != nil {
+		cur = *s.pending // a later patch builds on the pending one
+	}
+	meta := cur
 	if p.System != nil {
 		meta.SystemPrompt = *p.System
 		meta.SystemPromptDigest = digest([]byte(*p.System))
@@ -352,8 +505,42 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
-	if metaEqual(meta, s.meta) {
+	if metaEqual(meta, cur) {
 		return e.info(s), nil // nothing changed: nothing to record
+	}
+	if (meta.SystemPromptDigest != s.meta.SystemPromptDigest || meta.ToolsDigest != s.meta.ToolsDigest) && s.inThinkingLoop() {
+		d, _ := json.Marshal(deferredUpdate{DeferredMeta: &meta, Message: "the system prompt or tool set changes when the open tool loop ends (DESIGN.md §4a)"})
+		seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindSessionUpdated, Data: d}})
+		if err != nil {
+			return Info{}, mapLogErr(id, err)
+		}
+		s.lastSeq = seq
+		s.pending = &meta
+		return e.info(s), nil
+	}
+	if _, err := e.commitUpdate(ctx, s, meta); err != nil {
+		return Info{}, err
+	}
+	e.saveRow(s)
+	return e.info(s), nil
+}
+
+// deferredUpdate is the Data of a session_updated event that records a
+// patch waiting for the end of an open tool loop.
+type deferredUpdate struct {
+	DeferredMeta *checkpoint.Meta `json:"deferred_meta"`
+	Message      string           `json:"message"`
+}
+
+// commitUpdate stores meta as the session's and applies it: session_updated
+// and, for a changed system prompt or tool set of a thinking-bound model, a
+// prefix_reset withholding the thinking before it, all in one write. It
+// clears a pending patch. It returns the events written, with their seqs.
+// Called with s.mu held.
+func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.Meta) ([]checkpoint.Event, error) {
+	probe := &session{id: s.id, meta: meta, state: s.state}
+	if err := e.configure(probe); err != nil {
+		return nil, err
 	}
 	var causes []string
 	if meta.SystemPromptDigest != s.meta.SystemPromptDigest {
@@ -375,20 +562,38 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		d, _ := json.Marshal(prefixReset{Cause: causes[0], WithheldBefore: withheld})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: d})
 	}
-	first, err := e.opts.Log.PutMeta(ctx, id, meta, events...)
+	first, err := e.opts.Log.PutMeta(ctx, s.id, meta, events...)
 	if err != nil {
-		return Info{}, mapLogErr(id, err)
+		return nil, mapLogErr(s.id, err)
 	}
 	s.meta = meta
+	s.pending = nil
 	s.lastSeq = first + uint64(len(events)) - 1
+	for i := range events {
+		events[i].Seq = first + uint64(i)
+	}
 	if err := e.configure(s); err != nil {
-		return Info{}, err
+		return events, err
 	}
 	if withheld != s.ledger.WithheldThinkingBefore() {
 		s.ledger.Withhold(withheld)
 		e.retokenize(s)
 	}
-	return e.info(s), nil
+	return events, nil
+}
+
+// applyPending applies a patch deferred by an open tool loop once the loop
+// has ended (DESIGN.md §4a), returning the events written. A failure is
+// logged; the next append retries. Called with s.mu held.
+func (e *Engine) applyPending(ctx context.Context, s *session) []checkpoint.Event {
+	if s.pending == nil || s.inThinkingLoop() {
+		return nil
+	}
+	events, err := e.commitUpdate(ctx, s, *s.pending)
+	if err != nil {
+		e.log.Warn("applying a session update deferred by a tool loop", "session", s.id, "err", err)
+	}
+	return events
 }
 
 // metaEqual reports whether a PATCH changed nothing a session is assembled
@@ -452,6 +657,7 @@ func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {
 	s.lastSeq = seq
 	s.failures = 0
 	s.circuitOpen = false
+	s.futilityRun = false
 	return seq, nil
 }
 

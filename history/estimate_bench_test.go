@@ -2,8 +2,14 @@ package history
 
 import (
 	"encoding/json"
+	"maps"
+	"math"
+	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchMessages is a tool round of realistic size: an assistant message
@@ -42,6 +48,7 @@ func messageTexts(ms []Message) string {
 // same text in one call: the estimator's bookkeeping should cost little
 // beside the tokenizer itself.
 func BenchmarkEstimateVsRawCount(b *testing.B) {
+	codec() // built outside the timer
 	ms := benchMessages()
 	s := messageTexts(ms)
 	b.Run("Estimator.Message", func(b *testing.B) {
@@ -61,4 +68,78 @@ func BenchmarkEstimateVsRawCount(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCountCorpus counts every text of the corpus (each JSON string
+// of every file, as corpusTexts gives them; issue 19's goal: ≥ 20 MB/s per
+// core with identical counts) three ways in the same run: the Estimator
+// with the piece cache warm (a running daemon's steady state), with the
+// cache emptied before each pass (its worst case: nothing seen before), and
+// the tokenizer's own Count. Each checks that its total is the
+// tokenizer's. MB/s is per core (the benchmark is one goroutine). The
+// whole corpus (6.6 MB of text) with CTXD_BENCH_FULL=1; else its first
+// MiB, so that CI's -benchtime 1x pass stays quick.
+func BenchmarkCountCorpus(b *testing.B) {
+	codec()
+	limit := int64(1 << 20)
+	if os.Getenv("CTXD_BENCH_FULL") == "1" {
+		limit = math.MaxInt64
+	}
+	byFile := corpusTexts(b)
+	var texts []string
+	var size int64
+	for _, name := range slices.Sorted(maps.Keys(byFile)) {
+		ts := byFile[name]
+		for _, s := range ts[:len(ts)-1] { // the strings, not the raw file
+			if size >= limit {
+				break
+			}
+			texts = append(texts, s)
+			size += int64(len(s))
+		}
+	}
+	var want uint64
+	for _, s := range texts {
+		want += chunkedRawCount(s)
+	}
+	var e Estimator
+	run := func(b *testing.B, reset bool, count func(string) uint64) {
+		b.SetBytes(size)
+		cpu0 := processCPU()
+		for b.Loop() {
+			if reset {
+				resetPieceCache()
+			}
+			var got uint64
+			for _, s := range texts {
+				got += count(s)
+			}
+			if got != want {
+				b.Fatalf("counted %d tokens, the tokenizer %d", got, want)
+			}
+		}
+		b.ReportMetric(float64(want), "tokens")
+		// MB per second of CPU time: what one core does, however much of
+		// it a shared machine gave the benchmark (run with -cpu 1).
+		if cpu := processCPU() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(size)*float64(b.N)/1e6/cpu.Seconds(), "MB/cpu-s")
+		}
+	}
+	b.Run("Estimator.Text/warm", func(b *testing.B) {
+		for _, s := range texts { // warm the cache outside the timer
+			e.Text(s)
+		}
+		run(b, false, e.Text)
+	})
+	b.Run("Estimator.Text/cold", func(b *testing.B) { run(b, true, e.Text) })
+	b.Run("TokenizerCount", func(b *testing.B) { run(b, false, chunkedRawCount) })
+}
+
+// processCPU is the CPU time (user + system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -42,6 +42,13 @@ const (
 	BlockImage BlockType = "image"
 	// BlockJSON is any other structured tool content, kept whole in JSON.
 	BlockJSON BlockType = "json"
+	// BlockCompaction is a provider's own compaction (Anthropic server-side
+	// compaction, `{"type":"compaction","content":…}`): Text is the summary
+	// the provider wrote. Only in assistant messages. The provider drops
+	// every block before it, earlier messages included, and continues from
+	// the summary: only what follows counts (Estimator.Message,
+	// CompactionIndex).
+	BlockCompaction BlockType = "compaction"
 )
 
 // Block is one content block of a message. Which fields are set depends on

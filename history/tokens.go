@@ -82,7 +82,9 @@ func (e Estimator) chunk() int {
 }
 
 // Text returns the o200k_base tokens of s, counted in chunks of at most
-// ChunkBytes bytes (see MaxCountBytes), in time linear in len(s).
+// ChunkBytes bytes (see MaxCountBytes), in time linear in len(s). Each
+// chunk's count is the tokenizer's Count of it, computed through the piece
+// cache (countcache.go).
 func (e Estimator) Text(s string) uint64 {
 	limit := e.chunk()
 	var n uint64
@@ -91,13 +93,7 @@ func (e Estimator) Text(s string) uint64 {
 		if len(s) > limit {
 			piece = s[:cutPoint(s, limit)]
 		}
-		c, err := codec().Count(piece)
-		if err != nil {
-			// Only a pre-tokenizer failure, which o200k's pattern does not
-			// produce; fall back on a byte-based figure rather than zero.
-			c = (len(piece) + 2) / 3
-		}
-		n += uint64(c)
+		n += uint64(countPieces(piece))
 		s = s[len(piece):]
 	}
 	return n
@@ -136,16 +132,20 @@ func isSpace(c byte) bool {
 // redacted_thinking block 3/16 of its data's length (base64 of encrypted
 // reasoning: about one token per four plaintext bytes). Thinking signatures
 // are not counted: providers do not bill them as input.
+//
+// A message holding a compaction block (BlockCompaction) counts from its
+// last one on: the provider drops every block before it.
 func (e Estimator) Message(m Message) uint64 {
 	n := uint64(MessageOverheadTokens)
 	if m.Role == RoleTool {
 		n += ToolResultOverheadTokens + e.Text(m.ToolCallID) + e.Text(m.ToolName)
 	}
-	for i := range m.Content {
+	from := max(LastCompaction(m), 0)
+	for i := from; i < len(m.Content); i++ {
 		b := &m.Content[i]
 		n += BlockOverheadTokens
 		switch b.Type {
-		case BlockText, BlockThinking:
+		case BlockText, BlockThinking, BlockCompaction:
 			n += e.Text(b.Text)
 		case BlockToolCall:
 			n += ToolCallOverheadTokens + e.Text(b.ID) + e.Text(b.Name) + e.Text(string(b.Input))
@@ -158,6 +158,30 @@ func (e Estimator) Message(m Message) uint64 {
 		}
 	}
 	return n
+}
+
+// LastCompaction returns the index in m.Content of m's last compaction
+// block, or -1 when it has none.
+func LastCompaction(m Message) int {
+	for i := len(m.Content) - 1; i >= 0; i-- {
+		if m.Content[i].Type == BlockCompaction {
+			return i
+		}
+	}
+	return -1
+}
+
+// CompactionIndex returns the index in msgs of the last message holding a
+// compaction block, or -1: the provider ignores everything before that
+// block, so an estimate of msgs counts msgs[i:] only, and of msgs[i] the
+// blocks from the compaction block on (Estimator.Message).
+func CompactionIndex(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if LastCompaction(msgs[i]) >= 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // Fill sets m.Tokens to Message(*m) when it is 0 (not counted yet) and

@@ -117,7 +117,10 @@ func (s *State) openIndex(id string) int {
 //   - tool_call_id, tool_name and is_error only on tool messages; usage and
 //     model only on assistant messages;
 //   - a user message is refused while calls are open: append the results
-//     Abandon returns first (an abandoned round).
+//     Abandon returns first (an abandoned round);
+//   - an assistant message is refused while calls are open, naming the
+//     first: the provider wants every result in the message right after
+//     its call (DESIGN.md §4a; docs/decisions.md).
 //
 // It returns a *ValidationError (Index -1) for the first rule broken.
 func (s *State) Check(m Message) error {
@@ -140,6 +143,11 @@ func (s *State) Check(m Message) error {
 			return invalid("tool_name", "%q does not match the call's tool %q", m.ToolName, s.open[i].Name)
 		}
 	case RoleAssistant:
+		if len(s.open) > 0 {
+			// The provider wants every call's result in the next message
+			// (DESIGN.md §4a); a response can only follow the results.
+			return invalid("role", "an assistant message while tool call %q (%s) is open: append its result first", s.open[0].ID, s.open[0].Name)
+		}
 		var ids map[string]bool
 		for i, b := range m.Content {
 			if b.Type != BlockToolCall {
@@ -212,6 +220,7 @@ var blockFields = map[BlockType][]string{
 	BlockToolCall:         {"id", "name", "input"},
 	BlockImage:            {"media_type", "data", "artifact"},
 	BlockJSON:             {"json"},
+	BlockCompaction:       {"text"},
 }
 
 // IsObject reports whether raw, valid JSON, is an object.
@@ -267,6 +276,12 @@ func checkBlock(role Role, b *Block) *ValidationError {
 		}
 	}
 	switch b.Type {
+	case BlockText:
+		if b.Text == "" {
+			// Providers refuse it (Anthropic: "text content blocks must be
+			// non-empty"), so the next request would fail.
+			return invalid("text", "an empty text block; providers refuse it: leave the block out")
+		}
 	case BlockToolCall:
 		switch {
 		case role != RoleAssistant:
@@ -281,6 +296,10 @@ func checkBlock(role Role, b *Block) *ValidationError {
 			return invalid("input", "invalid JSON")
 		case !IsObject(b.Input):
 			return invalid("input", "must be a JSON object, as providers require ({} for no arguments)")
+		}
+	case BlockCompaction:
+		if role != RoleAssistant {
+			return invalid("type", "compaction blocks only in assistant messages")
 		}
 	case BlockThinking, BlockRedactedThinking:
 		if role != RoleAssistant {

@@ -94,6 +94,7 @@ func TestCheck(t *testing.T) {
 		{"tool answering abandoned call", []Message{calls(call("a", "n")), text(RoleUser, "interrupt")}, result("a", "late"), "tool_call_id", "not open"},
 		{"tool name mismatch", []Message{calls(call("a", "read"))}, func() Message { m := result("a", "x"); m.ToolName = "write"; return m }(), "tool_name", `"write" does not match the call's tool "read"`},
 		{"tool call block in tool message", []Message{calls(call("a", "n"))}, Message{Role: RoleTool, ToolCallID: "a", Content: []Block{call("b", "n")}}, "content[0].type", "only in assistant"},
+		{"assistant while a call is open", []Message{calls(call("c1", "read"), call("c2", "grep")), result("c1", "x")}, text(RoleAssistant, "hm"), "role", `tool call "c2" (grep) is open`},
 		{"user while calls open", []Message{calls(call("a", "n"), call("b", "n")), result("a", "x")}, text(RoleUser, "next"), "role", `1 tool call(s) are open (first "b")`},
 	}
 	for _, tt := range tests {

@@ -23,11 +23,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
 )
 
 // File and directory modes (DESIGN.md §8b): tool output may hold secrets, so
@@ -91,6 +93,24 @@ type Record struct {
 	Excluded bool `json:"excluded,omitempty"`
 }
 
+// Failure describes a tool result that should have been offloaded and was
+// kept whole because the write failed (DESIGN.md §6): the Data of the
+// engine's offload_failed event. Reason is one line without the file's
+// path beyond the offload directory (a full disk, a directory that cannot
+// be created, the artifact store's refusal).
+type Failure struct {
+	ToolCallID string `json:"tool_call_id"`
+	ToolName   string `json:"tool_name,omitempty"`
+	// Bytes is the size of the result kept whole.
+	Bytes uint64 `json:"bytes"`
+	// Dir is the offload directory.
+	Dir string `json:"dir"`
+	// Reason says why, in one line.
+	Reason string `json:"reason"`
+	// NoSpace marks a refusal of the free-space guard (or ENOSPC).
+	NoSpace bool `json:"no_space,omitempty"`
+}
+
 // Offloader offloads oversized tool results of every session of a daemon.
 // It is safe for concurrent use.
 type Offloader struct {
@@ -100,6 +120,11 @@ type Offloader struct {
 	// that alone cannot fit the context window is only ever compacted away,
 	// and the model asks for it again. Set it before use.
 	ExcludedMaxChars uint64
+	// Space, when set, guards the file system of the offload directory
+	// (storage.min_free_bytes): a file that would leave less free space is
+	// not written and the result is kept whole (a Failure). Set it before
+	// use.
+	Space *store.Space
 
 	cfg    config.Offload
 	dir    string
@@ -130,43 +155,57 @@ func New(cfg config.Offload, dir string, store Retainer, logger *slog.Logger) *O
 }
 
 // Offload returns m unchanged, and a nil Record, unless offloading is
-// enabled, m is a tool message whose tool is not excluded, every one of its
-// blocks (at least one) is a text block, and its text — the blocks joined
-// with BlockSeparator — is valid UTF-8 longer than max_chars characters.
-// Results holding images or json blocks are never offloaded: they are not
-// text to read or grep, and images are kept as they are.
+// enabled, m is a tool message whose tool is not excluded, it has at least
+// one text block, and its text — its text blocks joined with BlockSeparator
+// — is valid UTF-8 longer than max_chars characters. A result with non-text
+// blocks (an image beside text) is measured and offloaded by its text; the
+// non-text blocks stay as they are (DESIGN.md §6).
 //
 // Otherwise it stores the text whole as an artifact (format text) and as the
 // file Path(session, m.ToolCallID), creating <dir>/<session>/ (mode DirMode)
-// on first use, and returns a copy of m whose content is one text block
-// holding Stub(...), with Tokens reset to 0 (the estimate counted the
-// original), and the Record. Role, tool_call_id, tool_name, is_error, time and
-// seq are kept.
+// on first use, and returns a copy of m whose text blocks are replaced by
+// one text block holding Stub(...), where the first of them was, its other
+// blocks kept in order, with Tokens reset to 0 (the estimate counted the
+// original), and the Record. Role, tool_call_id, tool_name, is_error, time
+// and seq are kept.
 //
 // A failed write — the directory cannot be created, the file cannot be
 // written, the store refuses — returns m unchanged and a nil Record; the
 // first failure of an Offloader is logged at warning level, later ones at
 // debug level. A cancelled ctx also returns m unchanged, without a warning.
+// Try says why.
 func (o *Offloader) Offload(ctx context.Context, session string, m history.Message) (history.Message, *Record) {
+	out, rec, _ := o.Try(ctx, session, m)
+	return out, rec
+}
+
+// Try is Offload that also reports a failed write: a non-nil *Failure when
+// m should have been offloaded and was kept whole (never with a cancelled
+// ctx, whose result is kept whole silently).
+func (o *Offloader) Try(ctx context.Context, session string, m history.Message) (history.Message, *Record, *Failure) {
 	if !o.cfg.Enabled || m.Role != history.RoleTool || len(m.Content) == 0 {
-		return m, nil
+		return m, nil, nil
 	}
 	text, ok := joinText(m.Content)
 	if !ok {
-		return m, nil
+		return m, nil, nil // no text to measure
 	}
 	chars := uint64(utf8.RuneCountInString(text))
 	if chars <= o.cfg.MaxChars || !utf8.ValidString(text) {
 		// Invalid UTF-8 cannot be cut into a valid stub; validation
 		// rejects such a message anyway.
-		return m, nil
+		return m, nil, nil
 	}
 	excluded := o.Excluded(m.ToolName)
 	if excluded && (o.ExcludedMaxChars == 0 || chars <= o.ExcludedMaxChars) {
-		return m, nil
+		return m, nil, nil
 	}
 
 	path, err := o.Path(session, m.ToolCallID)
+	if err == nil {
+		// The file and the artifact each hold the text once.
+		err = o.Space.Check(2 * uint64(len(text)))
+	}
 	if err == nil {
 		err = o.writeFile(path, text)
 	}
@@ -177,10 +216,12 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 		uri = id.URI()
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			o.logFailure(session, m.ToolName, len(text), err)
+		if ctx.Err() != nil {
+			return m, nil, nil
 		}
-		return m, nil
+		o.logFailure(session, m.ToolName, len(text), err)
+		return m, nil, &Failure{ToolCallID: m.ToolCallID, ToolName: m.ToolName, Bytes: uint64(len(text)), Dir: o.dir,
+			Reason: err.Error(), NoSpace: errors.Is(err, store.ErrNoSpace) || errors.Is(err, syscall.ENOSPC)}
 	}
 
 	rec := &Record{
@@ -194,25 +235,35 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 		Excluded:   excluded,
 	}
 	out := m
-	out.Content = []history.Block{{Type: history.BlockText, Text: Stub(text, o.cfg.KeepHead, o.cfg.KeepTail, rec)}}
+	stub := history.Block{Type: history.BlockText, Text: Stub(text, o.cfg.KeepHead, o.cfg.KeepTail, rec)}
+	out.Content = make([]history.Block, 0, len(m.Content))
+	placed := false
+	for _, b := range m.Content {
+		switch {
+		case b.Type != history.BlockText:
+			out.Content = append(out.Content, b)
+		case !placed:
+			out.Content = append(out.Content, stub)
+			placed = true
+		}
+	}
 	out.Tokens = 0
-	return out, rec
+	return out, rec, nil
 }
 
-// joinText returns the text of a result made only of text blocks, joined
-// with BlockSeparator, and false when some block is not text.
+// joinText returns the text of a result's text blocks, joined with
+// BlockSeparator, and false when it has none.
 func joinText(blocks []history.Block) (string, bool) {
 	if len(blocks) == 1 {
 		return blocks[0].Text, blocks[0].Type == history.BlockText
 	}
 	parts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
-		if b.Type != history.BlockText {
-			return "", false
+		if b.Type == history.BlockText {
+			parts = append(parts, b.Text)
 		}
-		parts = append(parts, b.Text)
 	}
-	return strings.Join(parts, BlockSeparator), true
+	return strings.Join(parts, BlockSeparator), len(parts) > 0
 }
 
 func (o *Offloader) logFailure(session, tool string, size int, err error) {

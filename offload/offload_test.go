@@ -242,7 +242,7 @@ func TestHeadTailBoundaries(t *testing.T) {
 func TestOffloadUntouched(t *testing.T) {
 	long := strings.Repeat("x", 101)
 	image := history.Block{Type: history.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}
-	withImage := toolMsg("c1", "screenshot", long)
+	withImage := toolMsg("c1", "screenshot", "short text")
 	withImage.Content = append(withImage.Content, image)
 	withJSON := toolMsg("c1", "api", long)
 	withJSON.Content = []history.Block{{Type: history.BlockJSON, JSON: []byte(`"` + long + `"`)}}
@@ -265,7 +265,7 @@ func TestOffloadUntouched(t *testing.T) {
 		{"excluded tool", smallCfg(), toolMsg("c1", "read", long)},
 		{"authored exclude list", authored, toolMsg("c1", "grep", long)},
 		{"disabled", disabled, toolMsg("c1", "bash", long)},
-		{"image block", smallCfg(), withImage},
+		{"image beside short text", smallCfg(), withImage},
 		{"json block", smallCfg(), withJSON},
 		{"not a tool message", smallCfg(), user},
 		{"invalid UTF-8", smallCfg(), toolMsg("c1", "bash", long+"\xff")},
@@ -521,5 +521,36 @@ func TestExcludedToolOffloadedOnlyOverItsOwnLimit(t *testing.T) {
 	out, rec := o.Offload(context.Background(), "s", msg(5000))
 	if rec == nil || !rec.Excluded || len(out.Content[0].Text) >= 5000 {
 		t.Fatalf("an excluded result over ExcludedMaxChars was not offloaded: %+v", rec)
+	}
+}
+
+// A tool result with an image beside 940k characters of text (in two text
+// blocks) is measured and offloaded by its text: the text blocks become one
+// stub where the first was, the image stays, in place (DESIGN.md §6).
+func TestOffloadMixedResultByItsText(t *testing.T) {
+	image := history.Block{Type: history.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}
+	part1 := strings.Repeat("line of build output with a path /src/x.go:12\n", 10000)
+	part2 := strings.Repeat("y", 940000-utf8.RuneCountInString(part1))
+	m := toolMsg("c1", "screenshot", part1)
+	m.Content = []history.Block{image, {Type: history.BlockText, Text: part1}, {Type: history.BlockText, Text: part2}}
+	dir := filepath.Join(t.TempDir(), "offload")
+	o := New(config.Offload{Enabled: true, MaxChars: 16000, KeepHead: 4000, KeepTail: 1000}, dir, newArtifacts(t), nil)
+	out, rec := o.Offload(bg, "s", m)
+	if rec == nil {
+		t.Fatal("a result with an image and 940k characters of text was not offloaded")
+	}
+	whole := part1 + BlockSeparator + part2
+	if rec.Chars != uint64(utf8.RuneCountInString(whole)) || rec.Bytes != uint64(len(whole)) {
+		t.Fatalf("record %+v does not measure the text", rec)
+	}
+	if len(out.Content) != 2 || out.Content[0].Type != history.BlockImage || out.Content[0].Data != image.Data || out.Content[1].Type != history.BlockText {
+		t.Fatalf("content = %d blocks, want the image then the stub", len(out.Content))
+	}
+	if !strings.HasPrefix(out.Content[1].Text, "[ctxd offloaded this tool result") || utf8.RuneCountInString(out.Content[1].Text) > 6000 {
+		t.Fatalf("stub of %d characters: %.80q", utf8.RuneCountInString(out.Content[1].Text), out.Content[1].Text)
+	}
+	got, err := os.ReadFile(rec.Path)
+	if err != nil || string(got) != whole {
+		t.Fatalf("offload file holds %d bytes (%v), want the whole text", len(got), err)
 	}
 }

@@ -85,6 +85,8 @@ func benchBody(c *conversation) []byte { return []byte(c.body()) }
 // that decodes nothing). Context editing is off and the window large: the steady
 // state between recorded rewrites, which are rare by design.
 func BenchmarkProxy(b *testing.B) {
+	verifyEncoding = false
+	defer func() { verifyEncoding = true }()
 	history := benchConversation(200000)
 	c := newConversation()
 	c.msgs = slices.Clone(history)

@@ -39,7 +39,7 @@ type dialect interface {
 	answerLen(s *answerSig, items []json.RawMessage, n int) int
 	// render builds the outgoing conversation array; errors wrap
 	// errViolation when it breaks DESIGN.md §4a.
-	render(msgs []history.Message, req *request) ([]byte, error)
+	render(p *Proxy, b *branch, msgs []history.Message, req *request) ([]byte, error)
 	// systemText and tools read the request's prefix for the engine's
 	// estimate.
 	systemText(req *request) string
@@ -102,13 +102,8 @@ func (anthropicDialect) answerLen(s *answerSig, items []json.RawMessage, n int) 
 	return 1
 }
 
-func (anthropicDialect) render(msgs []history.Message, req *request) ([]byte, error) {
-	wire := anthropic.Render("", nil, msgs).Messages
-	placeMarkers(wire, req.messages)
-	if err := checkRequest(wire, thinkingEnabled(req.thinking)); err != nil {
-		return nil, fmt.Errorf("%w: %w", errViolation, err)
-	}
-	return json.Marshal(wire)
+func (anthropicDialect) render(p *Proxy, b *branch, msgs []history.Message, req *request) ([]byte, error) {
+	return p.renderAnthropic(b, msgs, req)
 }
 
 func (anthropicDialect) systemText(req *request) string       { return systemText(req.system) }
@@ -213,7 +208,7 @@ func (d openaiDialect) answerLen(s *answerSig, items []json.RawMessage, n int) i
 	return k
 }
 
-func (d openaiDialect) render(msgs []history.Message, req *request) ([]byte, error) {
+func (d openaiDialect) render(_ *Proxy, _ *branch, msgs []history.Message, req *request) ([]byte, error) {
 	var items []json.RawMessage
 	items = append(items, req.messages[:req.prefix]...)
 	if d.responses {

@@ -106,6 +106,9 @@ type branch struct {
 	// sysDigest and toolsDigest are the client's system and tools bytes
 	// last given to the engine; zero after a restart.
 	sysDigest, toolsDigest digest
+	// enc is the last outgoing messages with their encodings (guarded by
+	// Proxy.mu for the cache bound; used under the lane's lock).
+	enc []cachedMessage
 }
 
 func (l *lane) lock(ctx context.Context) error {
@@ -248,7 +251,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if r.Context().Err() != nil {
 			return
 		}
-		if errors.Is(err, errViolation) {
+		if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
 			p.violations.Add(1)
 			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
 		} else {
@@ -435,7 +438,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 		// with the recorded answer after it.
 		msgs = msgs[:len(msgs)-1]
 	}
-	enc, err := req.d.render(msgs, req)
+	enc, err := req.d.render(p, pl.b, msgs, req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -444,6 +447,112 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 		out = withIncludeUsage(out)
 	}
 	return out, a.Diagnostic, nil
+}
+
+// renderAnthropic checks DESIGN.md §4a for the thinking setting the client
+// sent (the engine checked the rules that hold either way), renders the
+// messages, places the client's cache markers and encodes them.
+func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
+	rules := history.Rules{Thinking: history.ThinkingOff}
+	if thinkingEnabled(req.thinking) {
+		rules.Thinking = history.ThinkingOn
+	}
+	if err := history.CheckRequest(history.Sendable(msgs), rules).Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errViolation, err)
+	}
+	wire := anthropic.Render("", nil, msgs).Messages
+	placeMarkers(wire, req.messages)
+	return p.encode(b, wire)
+}
+
+// encode is json.Marshal(wire), reusing the encoding of every message equal
+// to one the branch sent before: between recorded rewrites the context is
+// an extension of the previous one (DESIGN.md §4), so only the new messages
+// (and those whose cache markers moved) are encoded. A message's encoding
+// depends on nothing but the message, so equality is the whole rule.
+func (p *Proxy) encode(b *branch, wire []anthropic.Message) ([]byte, error) {
+	p.mu.Lock()
+	old := b.enc
+	p.mu.Unlock()
+	next := make([]cachedMessage, len(wire))
+	size := 2
+	for i := range wire {
+		if i < len(old) && equalMessage(&old[i].msg, &wire[i]) {
+			next[i] = old[i]
+		} else {
+			e, err := json.Marshal(&wire[i])
+			if err != nil {
+				return nil, err
+			}
+			next[i] = cachedMessage{msg: wire[i], enc: e}
+		}
+		size += len(next[i].enc) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, c := range next {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, c.enc...)
+	}
+	out = append(out, ']')
+	if verifyEncoding {
+		if want, _ := json.Marshal(wire); !bytes.Equal(out, want) {
+			return nil, fmt.Errorf("proxy: cached encoding differs from json.Marshal")
+		}
+	}
+	p.keepEncoding(b, next)
+	return out, nil
+}
+
+// verifyEncoding makes encode compare its result with json.Marshal (tests).
+var verifyEncoding = false
+
+// cachedMessage is a message sent and its JSON encoding.
+type cachedMessage struct {
+	msg anthropic.Message
+	enc []byte
+}
+
+// maxEncodingCaches bounds the branches that keep their last encoding (about
+// the size of their context each).
+const maxEncodingCaches = 32
+
+// keepEncoding stores b's encoding and drops the oldest other branch's
+// beyond maxEncodingCaches.
+func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.enc = enc
+	p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
+	p.encOrder = append(p.encOrder, b)
+	for len(p.encOrder) > maxEncodingCaches {
+		p.encOrder[0].enc = nil
+		p.encOrder = p.encOrder[1:]
+	}
+}
+
+// equalMessage reports whether two wire messages are identical.
+func equalMessage(a, b *anthropic.Message) bool {
+	return a.Role == b.Role && equalBlocks(a.Content, b.Content)
+}
+
+func equalBlocks(a, b []anthropic.Block) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Type != y.Type || x.Text != y.Text || x.Thinking != y.Thinking || x.Signature != y.Signature ||
+			x.Data != y.Data || x.ID != y.ID || x.Name != y.Name || !bytes.Equal(x.Input, y.Input) ||
+			x.ToolUseID != y.ToolUseID || x.IsError != y.IsError || !bytes.Equal(x.CacheControl, y.CacheControl) ||
+			(x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) ||
+			!equalBlocks(x.Content, y.Content) {
+			return false
+		}
+	}
+	return true
 }
 
 // recoverOverflow is the overflow recovery (DESIGN.md §10): compact with

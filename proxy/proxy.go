@@ -61,6 +61,8 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	lanes map[string]*lane
+	// encOrder lists the branches keeping an encoding cache, oldest first.
+	encOrder []*branch
 
 	creds credentials
 

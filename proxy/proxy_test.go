@@ -21,10 +21,14 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
 )
+
+func init() { verifyEncoding = true }
 
 var testSecret = []byte(strings.Repeat("s", artifacts.SecretSize))
 
@@ -38,6 +42,11 @@ type upstream struct {
 	mu      sync.Mutex
 	reqs    []seen
 	replies []reply
+	// refused lists the requests the upstream refused for breaking a
+	// provider rule (DESIGN.md §4a), as the real provider would with a 400.
+	refused []string
+	// allowRefusals: a test that sends a broken request on purpose.
+	allowRefusals bool
 }
 
 type seen struct {
@@ -67,6 +76,15 @@ func newUpstream(t *testing.T) *upstream {
 		sum := bytes.Contains(body, []byte("write a checkpoint summary of the conversation above"))
 		u.reqs = append(u.reqs, seen{path: r.URL.RequestURI(), header: r.Header.Clone(), body: body, summary: sum})
 		var rp reply
+		if v := strictCheck(r.URL.Path, body); v != "" {
+			u.refused = append(u.refused, v)
+			u.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": "invalid_request_error", "message": v}})
+			_, _ = w.Write(b)
+			return
+		}
 		if sum {
 			rp = reply{status: 200, body: summaryAnswer}
 		} else if len(u.replies) > 0 {
@@ -88,8 +106,44 @@ func newUpstream(t *testing.T) *upstream {
 		w.WriteHeader(rp.status)
 		_, _ = io.WriteString(w, rp.body)
 	}))
-	t.Cleanup(u.srv.Close)
+	t.Cleanup(func() {
+		u.srv.Close()
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if len(u.refused) > 0 && !u.allowRefusals {
+			t.Errorf("the strict upstream refused %d requests, first: %s", len(u.refused), u.refused[0])
+		}
+	})
 	return u
+}
+
+// strictCheck applies the provider rules to a Messages request the way the
+// real provider does (internal/strict), for the thinking setting it sends;
+// "" when the request passes or is not a Messages request.
+func strictCheck(path string, body []byte) string {
+	if path != "/v1/messages" {
+		return ""
+	}
+	var probe struct {
+		Thinking struct {
+			Type string `json:"type"`
+		} `json:"thinking"`
+	}
+	if json.Unmarshal(body, &probe) != nil {
+		return ""
+	}
+	th := history.ThinkingOff
+	if probe.Thinking.Type == "enabled" || probe.Thinking.Type == "adaptive" {
+		th = history.ThinkingOn
+	}
+	vs, err := strict.Anthropic(body, th, false)
+	if err != nil {
+		return ""
+	}
+	if err := vs.Err(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (u *upstream) script(r ...reply) {

@@ -11,7 +11,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/ctxd/ctxd/checkpoint"
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 func TestAgentSession(t *testing.T) {
@@ -320,10 +319,26 @@ func TestLargeToolResultOffloaded(t *testing.T) {
 	if bytes.Contains(out, []byte(big)) || len(out) > len(big)/2 || !bytes.Contains(out, []byte("artifact://")) {
 		t.Errorf("the upstream got %d bytes for a %d-byte result", len(out), len(big))
 	}
-	var r struct {
-		Messages []anthropic.Message `json:"messages"`
+	if v := strictCheck("/v1/messages", out); v != "" {
+		t.Errorf("outgoing request invalid: %s", v)
 	}
-	if err := json.Unmarshal(out, &r); err != nil || checkRequest(r.Messages, false) != nil {
-		t.Errorf("outgoing request invalid: %v", err)
+}
+
+// An assembled context that breaks a provider rule for the client's
+// thinking setting is never sent: the client's own request goes instead,
+// and the violation is counted. (Here the client's history is the cause:
+// thinking on, and its tool loop's assistant message has no thinking.)
+func TestProviderRuleViolationNotSent(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("go")
+	c.thinking = `{"type":"enabled","budget_tokens":1024}`
+	c.assistant(assistantCall("toolu_1", "Bash", `{"command":"ls"}`)).results([2]string{"toolu_1", "a.go"})
+	body := c.body()
+	resp, _ := f.post(body, nil)
+	if got := string(f.up.requests()[0].body); got != body {
+		t.Errorf("the upstream got ctxd's context, not the client's request")
+	}
+	if !strings.Contains(resp.Header.Get(HeaderDiagnostic), "loop_thinking_missing") || f.p.Stats().Violations != 1 {
+		t.Errorf("diagnostic %q stats %+v", resp.Header.Get(HeaderDiagnostic), f.p.Stats())
 	}
 }

@@ -10,7 +10,14 @@ import (
 // WriteText writes the human reading of a report: the figures, ctxd's
 // compactions beside the original agent's, and the checks.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls\n", r.Format, r.Responses, r.Messages, r.ToolCalls)
+	fmt.Fprintf(w, "\n%s session: %d responses, %d messages, %d tool calls", r.Format, r.Responses, r.Messages, r.ToolCalls)
+	if r.TrailingCalls > 0 {
+		fmt.Fprintf(w, " (and %d at the end of the file that got no result, left out)", r.TrailingCalls)
+	}
+	if r.CutLine > 0 {
+		fmt.Fprintf(w, "; line %d was cut short and skipped", r.CutLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "context limit %d tokens, threshold %d\n", r.ContextLimit, r.Threshold)
 	fmt.Fprintf(w, "layers: %d offloads (%d tokens saved), %d context-edit passes (%d characters saved), %d compactions",
 		r.Offloads, r.OffloadTokensSaved, r.ContextEditPasses, r.ContextEditCharsSaved, len(r.Compactions))
@@ -36,13 +43,16 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.GrowthError.Samples > 0 {
 		fmt.Fprintf(w, "estimated growth vs recorded: p50 %.1f %%, p90 %.1f %% (%d pairs)\n", 100*r.GrowthError.P50, 100*r.GrowthError.P90, r.GrowthError.Samples)
 	}
-	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.NonAppendRequests == r.RecordedRewrites
+	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.ProviderRuleViolations == 0 && r.NonAppendRequests == r.RecordedRewrites
 	verdict := "ok"
 	if !ok {
 		verdict = "PROBLEM"
 	}
-	fmt.Fprintf(w, "checks: %d orphan tool results, %d unanswered tool calls, %d non-append requests for %d recorded rewrites: %s\n",
-		r.OrphanToolResults, r.UnansweredToolCalls, r.NonAppendRequests, r.RecordedRewrites, verdict)
+	fmt.Fprintf(w, "checks: %d orphan tool results, %d unanswered tool calls, %d provider-rule violations, %d non-append requests for %d recorded rewrites: %s\n",
+		r.OrphanToolResults, r.UnansweredToolCalls, r.ProviderRuleViolations, r.NonAppendRequests, r.RecordedRewrites, verdict)
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "  violation: %s\n", v)
+	}
 }
 
 // WriteStep writes one timeline line.

@@ -9,9 +9,11 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -88,7 +90,7 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 	}
 	env := &Env{dir: dataDir, done: make(chan struct{})}
 	if env.dir == "" {
-		d, err := os.MkdirTemp("", "ctxd-replay-*")
+		d, err := stableTempDir()
 		if err != nil {
 			return nil, err
 		}
@@ -101,10 +103,15 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 		return nil, err
 	}
 	env.db = db
-	secret, err := artifacts.LoadSecret(env.dir)
-	if err != nil {
-		env.Close()
-		return nil, err
+	// A throwaway store uses a fixed artifact secret: artifact URIs appear
+	// in offload stubs, and random ids would change the token counts of two
+	// replays of the same file (issue 14). Nobody else reads that store.
+	secret := bytes.Repeat([]byte{0x5a}, artifacts.SecretSize)
+	if !env.temp {
+		if secret, err = artifacts.LoadSecret(env.dir); err != nil {
+			env.Close()
+			return nil, err
+		}
 	}
 	env.arts, err = artifacts.Open(db, secret)
 	if err != nil {
@@ -137,6 +144,25 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 	env.cancel = cancel
 	go func() { _ = pool.Run(ctx); close(env.done) }()
 	return env, nil
+}
+
+// stableTempDir creates the first free directory of os.TempDir()/
+// ctxd-replay-0, -1, …: the offload stubs of a replay carry its path, so two
+// replays of one file run one after the other see the same path and print
+// the same report (issue 14), where os.MkdirTemp's random name changed the
+// stubs' token counts. Concurrent replays get different numbers.
+func stableTempDir() (string, error) {
+	for n := 0; n < 1000; n++ {
+		d := filepath.Join(os.TempDir(), fmt.Sprintf("ctxd-replay-%d", n))
+		err := os.Mkdir(d, 0o700)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return os.MkdirTemp("", "ctxd-replay-*")
 }
 
 // Dir is the data directory in use.

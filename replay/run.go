@@ -68,6 +68,12 @@ type Report struct {
 	OffloadTokensSaved    uint64 `json:"offload_tokens_saved"`
 	Offloads              int    `json:"offloads"`
 	AbandonedRounds       int    `json:"abandoned_rounds"`
+	// TrailingCalls is the number of tool calls the file ended with, with
+	// no result after them; they are left out (transcript.TrailingCalls),
+	// so they are not unanswered calls. CutLine is the JSONL line cut short
+	// at the end of the file and skipped, 0 for none.
+	TrailingCalls int `json:"trailing_calls"`
+	CutLine       int `json:"cut_line,omitempty"`
 	// EstimateError compares each pre-send estimate with the next recorded
 	// usage (lowered by what ctxd's own layers removed), before the first
 	// compaction: (estimate − recorded) / recorded.
@@ -85,9 +91,18 @@ type Report struct {
 	// request ctxd assembled, summarizer requests included: always 0.
 	OrphanToolResults   int `json:"orphan_tool_results"`
 	UnansweredToolCalls int `json:"unanswered_tool_calls"`
+	// ProviderRuleViolations counts the violations of a provider rule
+	// (history.CheckRequest, DESIGN.md §4a) in those requests: always 0;
+	// Violations lists the first MaxViolations of them, each naming the
+	// response before which it was found.
+	ProviderRuleViolations int      `json:"provider_rule_violations"`
+	Violations             []string `json:"violations,omitempty"`
 	// FinalTokens is the estimate of the context at the end, in tokens.
 	FinalTokens uint64 `json:"final_tokens"`
 }
+
+// MaxViolations bounds Report.Violations.
+const MaxViolations = 10
 
 // Run replays tr (issue 8). tr is not modified.
 // Errors: ErrNoContextLimit, the engine's (a transcript that fails
@@ -101,23 +116,32 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 		ToolCalls:           tr.ToolCalls,
 		Compactions:         []Compaction{},
 		OriginalCompactions: []OriginalCompaction{},
+		TrailingCalls:       len(tr.TrailingCalls),
+		CutLine:             tr.CutLine,
 	}
 	for _, oc := range tr.OriginalCompactions {
 		r.OriginalCompactions = append(r.OriginalCompactions, OriginalCompaction{BeforeResponse: oc.BeforeResponse, PreTokens: oc.PreTokens})
 	}
 
 	var mu sync.Mutex // the summarizer hook runs in the pool's goroutine
-	check := func(msgs []history.Message) {
+	check := func(msgs []history.Message, rules history.Rules, where string) {
 		a := history.Groups(msgs)
+		vs := history.CheckRequest(history.Sendable(msgs), rules)
 		mu.Lock()
 		r.OrphanToolResults += len(a.Orphans)
 		r.UnansweredToolCalls += len(a.Unanswered)
+		r.ProviderRuleViolations += len(vs)
+		for _, v := range vs {
+			if len(r.Violations) < MaxViolations {
+				r.Violations = append(r.Violations, where+": "+v.Error())
+			}
+		}
 		mu.Unlock()
 	}
 	env, info, err := openSession(ctx, cfg, tr, opts, func(_ string, msgs []history.Message) {
 		// The summarizer's request ends with the compaction prompt, a user
 		// message: any call still open before it is unanswered.
-		check(msgs)
+		check(msgs, history.Rules{}, "summarizer request")
 	})
 	if err != nil {
 		return nil, err
@@ -162,7 +186,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 		}
 	}
 	// The context the agent would send next.
-	a, err := e.Context(ctx, SessionID, engine.ContextOptions{})
+	a, err := e.Context(ctx, SessionID, engine.ContextOptions{Unchecked: true})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +211,7 @@ type run struct {
 	e     *engine.Engine
 	r     *Report
 	opts  Options
-	check func([]history.Message)
+	check func(msgs []history.Message, rules history.Rules, where string)
 
 	prev          *engine.Assembled // the previous assembled request
 	prevEnc       [][]byte
@@ -207,7 +231,7 @@ func (rp *run) step(response int, kind, text string) {
 // response replays one assistant response: the pre-send check, then the
 // response with its recorded usage (the post-check).
 func (rp *run) response(ctx context.Context, k int, m history.Message) error {
-	a, err := rp.e.Context(ctx, SessionID, engine.ContextOptions{})
+	a, err := rp.e.Context(ctx, SessionID, engine.ContextOptions{Unchecked: true})
 	if err != nil {
 		return err
 	}
@@ -244,7 +268,7 @@ func (rp *run) response(ctx context.Context, k int, m history.Message) error {
 		if err := rp.e.WaitCompaction(ctx, SessionID); err != nil {
 			rp.step(k+1, "diagnostic", "post-check compaction failed: "+err.Error())
 		}
-		after, err := rp.e.Context(ctx, SessionID, engine.ContextOptions{NoPreSend: true})
+		after, err := rp.e.Context(ctx, SessionID, engine.ContextOptions{NoPreSend: true, Unchecked: true})
 		if err != nil {
 			return err
 		}
@@ -317,7 +341,7 @@ func textOf(m history.Message) []byte {
 // request records one assembled request: validity, and whether it extends
 // the previous one byte for byte or follows a recorded rewrite.
 func (rp *run) request(a *engine.Assembled, k int) {
-	rp.check(a.Messages)
+	rp.check(a.Messages, a.Rules, fmt.Sprintf("request before response %d", k))
 	enc := make([][]byte, len(a.Messages))
 	for i, m := range a.Messages {
 		enc[i], _ = history.Encode(m)

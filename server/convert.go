@@ -162,7 +162,7 @@ func toPatch(req api.PatchSessionRequest) engine.Patch {
 }
 
 func toAPICheckpoint(cp checkpoint.Checkpoint) api.Checkpoint {
-	return api.Checkpoint{
+	out := api.Checkpoint{
 		Seq:                cp.Seq,
 		Time:               cp.Time,
 		Summary:            cp.Summary,
@@ -177,7 +177,15 @@ func toAPICheckpoint(cp checkpoint.Checkpoint) api.Checkpoint {
 		TokensAfter:        cp.TokensAfter,
 		Shape:              cp.Shape,
 		Reason:             cp.Reason,
+		Fallback:           cp.Fallback,
 	}
+	if cp.Request != nil {
+		out.RequestSeq = cp.Request.Seq
+	}
+	if cp.FirstRequest != nil {
+		out.FirstRequestSeq = cp.FirstRequest.Seq
+	}
+	return out
 }
 
 // toAPISession describes a session. A light entry of a listing (a session
@@ -205,6 +213,7 @@ func toAPISession(in engine.Info) api.Session {
 		ToolsDigest:       in.ToolsDigest,
 		Labels:            in.Labels,
 		LastError:         in.LastError,
+		Warnings:          in.Warnings,
 	}
 	if s.Compaction == "" {
 		s.Compaction = api.CompactionIdle

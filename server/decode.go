@@ -8,17 +8,37 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ctxd/ctxd/api"
 )
 
+// decodeOptions are the json/v2 semantics docs/api.md promises: member
+// names match case-sensitively, a duplicated name anywhere in the body (a
+// tool call's input too) and invalid UTF-8 (raw bytes or a lone surrogate
+// escape such as \ud800) are errors, and so is an unknown member. These are
+// v2's defaults except RejectUnknownMembers; they are spelled out so that a
+// change of defaults cannot loosen them.
+var decodeOptions = jsonv2.JoinOptions(
+	jsonv2.RejectUnknownMembers(true),
+	jsonv2.MatchCaseInsensitiveNames(false),
+	jsontext.AllowDuplicateNames(false),
+	jsontext.AllowInvalidUTF8(false),
+)
+
 // decode reads the request body into v strictly (DESIGN.md §7, STYLE.md):
 // at most api.MaxRequestBytes (else too_large), a JSON content type when one
-// is given (else unsupported_media_type), no unknown field (invalid, naming
-// it), exactly one JSON value. An empty body is allowed only when
-// allowEmpty (v keeps its zero value). Nothing has been called on the engine
-// yet, so a failure here changes nothing.
+// is given (else unsupported_media_type), exactly one JSON value decoded
+// with decodeOptions; every problem is invalid with Field the JSON path of
+// the offending value ("messages[2].content[0].text"). An empty body is
+// allowed only when allowEmpty (v keeps its zero value). Nothing has been
+// called on the engine yet, so a failure here changes nothing.
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -27,12 +47,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 		}
 	}
 	if r.ContentLength > api.MaxRequestBytes {
-		return tooLarge(r.ContentLength)
+		return tooLarge(w, r, r.ContentLength)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxRequestBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return tooLarge(-1)
+			return tooLarge(w, r, -1)
 		}
 		return fmt.Errorf("read request body: %w", err)
 	}
@@ -42,48 +62,146 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 		}
 		return api.Errorf(api.Invalid, "", "request body is empty; a JSON object is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(body, v, decodeOptions); err != nil {
 		return decodeError(err, body)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return api.Errorf(api.Invalid, "", "request body must hold exactly one JSON value; more follows at byte %d", dec.InputOffset())
 	}
 	return nil
 }
 
-func tooLarge(n int64) error {
+// drainLimit bounds how much of an oversized body the server still reads
+// (and discards) before answering 413: a client that writes its whole body
+// before reading the answer (Python's http.client, curl without
+// Expect: 100-continue) would otherwise see a connection reset instead of
+// the 413. 64 MiB is twice the limit: beyond it the connection is closed.
+const drainLimit = 2 * api.MaxRequestBytes
+
+// tooLarge is the too_large error of a body over the limit (n bytes, or -1
+// when unknown). It first reads what is left of the body, up to drainLimit,
+// so that the answer reaches a client still writing; the connection is
+// closed after the answer.
+func tooLarge(w http.ResponseWriter, r *http.Request, n int64) error {
+	w.Header().Set("Connection", "close")
+	// A client that sent Expect: 100-continue has not sent the body and
+	// will not: there is nothing to drain.
+	if n <= drainLimit && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// The MaxBytesReader of a read that hit the limit fails every later
+		// read, so drain the connection's body itself.
+		_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+	}
 	if n > 0 {
 		return api.Errorf(api.TooLarge, "", "request body is %d bytes, more than the limit of %d; nothing was stored", n, api.MaxRequestBytes)
 	}
 	return api.Errorf(api.TooLarge, "", "request body exceeds the limit of %d bytes; nothing was stored", api.MaxRequestBytes)
 }
 
-// decodeError turns encoding/json's errors into invalid errors naming the
-// field (its JSON path, e.g. "messages.0.role") and the byte offset.
+// decodeError turns json/v2's errors into invalid errors whose Field is the
+// JSON path of the problem ("messages[2].content[0].text") and whose
+// message says what was expected in JSON terms, never a Go type name.
 func decodeError(err error, body []byte) error {
-	var (
-		syn *json.SyntaxError
-		typ *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &syn):
-		return api.Errorf(api.Invalid, "", "malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return api.Errorf(api.Invalid, "", "request body must be a JSON object, not %s", typ.Value)
+	if syn, ok := errors.AsType[*jsontext.SyntacticError](err); ok {
+		field := fieldPath(syn.JSONPointer)
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			return invalidAt(field, "duplicate key %q (each key may appear once in an object)", syn.JSONPointer.LastToken())
+		case syn.Err != nil && (strings.Contains(syn.Err.Error(), "invalid UTF-8") || strings.Contains(syn.Err.Error(), "surrogate")):
+			return invalidAt(field, "invalid UTF-8 at byte %d: strings must be valid UTF-8 (a lone surrogate escape such as \\ud800 is not)", syn.ByteOffset)
+		case errors.Is(syn.Err, io.ErrUnexpectedEOF):
+			return api.Errorf(api.Invalid, "", "malformed JSON: the body ends after %d bytes, in the middle of a value", len(body))
 		}
-		return api.Errorf(api.Invalid, field, "%s: cannot be a JSON %s (want %s), at byte %d", field, typ.Value, typ.Type, typ.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return invalidAt(field, "malformed JSON at byte %d: %v", syn.ByteOffset, syn.Err)
+	}
+	if sem, ok := errors.AsType[*jsonv2.SemanticError](err); ok {
+		field := fieldPath(sem.JSONPointer)
+		switch {
+		case errors.Is(sem.Err, jsonv2.ErrUnknownName):
+			return invalidAt(field, "unknown key %q", sem.JSONPointer.LastToken())
+		case sem.GoType == reflect.TypeFor[time.Time]():
+			return invalidAt(field, "must be a time in RFC 3339 form (\"2026-01-02T15:04:05Z\"), not %s", jsonValue(sem))
+		case sem.GoType != nil:
+			return invalidAt(field, "must be %s, not %s", jsonWant(sem.GoType), jsonValue(sem))
+		}
+		return invalidAt(field, "invalid value at byte %d", sem.ByteOffset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return api.Errorf(api.Invalid, "", "malformed JSON: the body ends after %d bytes, in the middle of a value", len(body))
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return api.Errorf(api.Invalid, name, "unknown field %q", name)
-	}
-	// Errors from a type's own UnmarshalJSON (time.Time, json.RawMessage)
-	// carry no field; their text names the value.
 	return api.Errorf(api.Invalid, "", "invalid request body: %v", err)
+}
+
+// invalidAt is an invalid error for field (the body itself when "").
+func invalidAt(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if field == "" {
+		return api.Errorf(api.Invalid, "", "request body: %s", msg)
+	}
+	return api.Errorf(api.Invalid, field, "%s: %s", field, msg)
+}
+
+// fieldPath writes a JSON pointer ("/messages/2/content/0/text") as the path
+// the engine's errors use ("messages[2].content[0].text"): array indexes in
+// brackets, member names joined with dots.
+func fieldPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// jsonValue names the JSON value that did not fit: a short literal, else
+// its kind.
+func jsonValue(sem *jsonv2.SemanticError) string {
+	if v := sem.JSONValue; len(v) > 0 && len(v) <= 40 {
+		return string(v)
+	}
+	switch sem.JSONKind {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "this value"
+}
+
+// jsonWant says in JSON terms what a Go type accepts.
+func jsonWant(t reflect.Type) string {
+	if t == reflect.TypeFor[json.RawMessage]() {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map:
+		return "an object of " + strings.TrimPrefix(jsonWant(t.Elem()), "a ") + " values"
+	case reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonWant(t.Elem())
+	}
+	return "another kind of value"
 }

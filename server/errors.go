@@ -28,6 +28,7 @@ import (
 //	engine.ErrExists, engine.ErrConflict → conflict (an open tool round
 //	                                       answers exactly trigger.NotCompactingOpenRound)
 //	checkpoint.ErrTooLarge, store.ErrTooLarge → too_large
+//	store.ErrNoSpace                    → insufficient_storage
 //	engine.ErrUnavailable, checkpoint.ErrClosed, context.Canceled → unavailable
 //	summarizer.ErrAllBindingsFailed     → upstream
 //	context.DeadlineExceeded            → timeout
@@ -60,7 +61,13 @@ func ToAPIError(err error) (*api.Error, bool) {
 	case errors.Is(err, engine.ErrConflict):
 		return &api.Error{Code: api.Conflict, Message: strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")}, false
 	case errors.Is(err, checkpoint.ErrTooLarge), errors.Is(err, store.ErrTooLarge):
-		return &api.Error{Code: api.TooLarge, Message: "the messages do not fit one transaction; append them in smaller requests: " + err.Error()}, false
+		return &api.Error{Code: api.TooLarge, Message: "the messages take more than one append may hold (about 1.1 MB as stored: docs/api.md \"Limits\"); split them into smaller appends; nothing was stored: " + err.Error()}, false
+	case errors.Is(err, store.ErrNoSpace):
+		msg := "the disk is full: ctxd refuses writes below its free-space reserve; nothing was stored"
+		if se, ok := errors.AsType[*store.SpaceError](err); ok {
+			msg = se.Error() + "; nothing was stored"
+		}
+		return &api.Error{Code: api.InsufficientStorage, Message: msg}, false
 	case errors.Is(err, engine.ErrUnavailable):
 		return &api.Error{Code: api.Unavailable, Message: strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": ")}, false
 	case errors.Is(err, checkpoint.ErrClosed), errors.Is(err, store.ErrClosed):
@@ -76,14 +83,17 @@ func ToAPIError(err error) (*api.Error, bool) {
 }
 
 // invalidMessage is the message of an invalid-input error: the field, then
-// the cause without the "invalid: " sentinel text the engine wraps in.
+// the cause without the "invalid: " sentinel text the engine wraps in. A
+// cause that already names the field as "FIELD: " (a configuration
+// problem, "config: session overlay:3:1: summarizer.bindings: …") is not
+// prefixed again.
 func invalidMessage(err error, field string) string {
 	msg := err.Error()
 	if fe, ok := errors.AsType[*engine.FieldError](err); ok && fe.Err != nil {
 		msg = fe.Err.Error()
 	}
 	msg = strings.TrimPrefix(msg, engine.ErrInvalid.Error()+": ")
-	if field != "" && !strings.HasPrefix(msg, field) {
+	if field != "" && !strings.HasPrefix(msg, field) && !strings.Contains(msg, " "+field+": ") {
 		msg = field + ": " + msg
 	}
 	return msg
@@ -94,6 +104,12 @@ func invalidMessage(err error, field string) string {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae, internal := ToAPIError(err)
 	status := api.HTTPStatus(ae.Code)
+	// A provider's error text reaches clients inside upstream errors; the
+	// summarizer redacted it already, this is the last line of defense.
+	red := *ae
+	red.Message = s.red.String(ae.Message)
+	ae = &red
+	err = s.red.Error(err)
 	switch {
 	case internal:
 		s.log.Error("request failed", attrMethod, r.Method, attrPath, r.URL.Path, attrErr, err)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/ctxd/ctxd/engine"
 	"net/http"
 	"strconv"
 	"sync"
@@ -28,34 +26,46 @@ var errShutdown = errors.New("ctxd is shutting down")
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue(api.PathValueID)
 	q := r.URL.Query()
+	fromV, lastV := q.Get(api.QueryFrom), r.Header.Get(api.HeaderLastEventID)
 	var from uint64
-	if v := q.Get(api.QueryFrom); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
+	if fromV != "" {
+		n, err := strconv.ParseUint(fromV, 10, 64)
 		if err != nil {
-			s.writeError(w, r, api.Errorf(api.Invalid, api.QueryFrom, "from: %q is not a seq (a decimal integer ≥ 0)", v))
+			s.writeError(w, r, api.Errorf(api.Invalid, api.QueryFrom, "from: %q is not a seq (a decimal integer ≥ 0)", fromV))
 			return
 		}
 		from = n
-	} else if v := r.Header.Get(api.HeaderLastEventID); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
+	} else if lastV != "" {
+		n, err := strconv.ParseUint(lastV, 10, 64)
 		if err != nil {
-			s.writeError(w, r, api.Errorf(api.Invalid, api.HeaderLastEventID, "Last-Event-ID: %q is not a seq", v))
+			s.writeError(w, r, api.Errorf(api.Invalid, api.HeaderLastEventID, "Last-Event-ID: %q is not a seq", lastV))
 			return
 		}
-		from = n + 1
+		from = n + 1 // may wrap to 0: checked against the log below
 	}
 	follow, err := boolParam(q, api.QueryFollow, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	// Existence is checked before the 200 goes out: after it, a not_found
-	// could only be an error event.
-	if ok, err := s.eng.Exists(r.Context(), id); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("session %q: %w", id, engine.ErrNotFound)
-		}
+	// Existence and range are checked before the 200 goes out: after it, a
+	// not_found could only be an error event.
+	newest, err := s.eng.LastSeq(r.Context(), id)
+	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	// A resume point past the log is a client's mistake (another session's
+	// id, a corrupted header), never "from the start": a Last-Event-ID of
+	// 2^64−1 used to wrap to 0 and replay the whole log (issue 12). ?from
+	// may name the next seq (last+1) to wait for it; Last-Event-ID must be
+	// an event that was sent.
+	switch {
+	case fromV != "" && from > newest+1:
+		s.writeError(w, r, api.Errorf(api.Invalid, api.QueryFrom, "from: %d is past the session's log: its newest seq is %d (from may be at most %d)", from, newest, newest+1))
+		return
+	case fromV == "" && lastV != "" && (from == 0 || from-1 > newest):
+		s.writeError(w, r, api.Errorf(api.Invalid, api.HeaderLastEventID, "Last-Event-ID: %s is past the session's log: its newest seq is %d", lastV, newest))
 		return
 	}
 
@@ -143,6 +153,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("event stream failed", attrSession, id, attrErr, err)
 		}
 	}
-	data, _ := json.Marshal(api.ErrorEnvelope{Error: ae})
+	red := *ae
+	red.Message = s.red.String(ae.Message)
+	data, _ := json.Marshal(api.ErrorEnvelope{Error: &red})
 	_ = write([]byte("event: " + api.SSEError + "\ndata: " + string(data) + "\n\n"))
 }

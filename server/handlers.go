@@ -34,6 +34,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.Model == "" && req.ContextLimit == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required unless context_limit is given (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return
@@ -47,14 +51,24 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	// Sessions not in memory are described from their metadata alone:
-	// listing an idle fleet must not load every session.
-	infos, err := s.eng.ListSessionInfo(r.Context())
+	// One page (?limit=N&after=ID): sessions not in memory are described
+	// from their listing rows, so no request loads or lists every session.
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get(api.QueryLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxListLimit {
+			s.writeError(w, r, api.Errorf(api.Invalid, api.QueryLimit, "limit: %q is not a page size (a decimal integer from 1 to %d)", v, api.MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	infos, next, err := s.eng.ListSessionPage(r.Context(), q.Get(api.QueryAfter), limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(infos))}
+	out := api.ListSessionsResponse{Sessions: make([]api.Session, 0, len(infos)), Next: next}
 	for _, info := range infos {
 		out.Sessions = append(out.Sessions, toAPISession(info))
 	}
@@ -114,6 +128,10 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Messages) == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "messages", "messages: at least one message is required"))
+		return
+	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	id := r.PathValue(api.PathValueID)
@@ -205,10 +223,14 @@ func (s *Server) compact(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, api.Errorf(api.Invalid, "reason", "reason: %q is not %q or %q", req.Reason, api.ReasonManual, api.ReasonOverflow))
 		return
 	}
+	if err := s.checkSpace(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	res, err := s.eng.Compact(r.Context(), r.PathValue(api.PathValueID), sig, req.Wait)
 	switch {
 	case errors.Is(err, engine.ErrNothingToCompact):
-		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing})
+		writeJSON(w, http.StatusOK, api.CompactResponse{Status: api.CompactNothing, Reason: engine.NothingToCompactReason(err)})
 	case err != nil:
 		s.writeError(w, r, err)
 	case !req.Wait:
@@ -259,7 +281,7 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.eng.ListSessions(r.Context())
+	n, err := s.eng.CountSessions(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -275,11 +297,46 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Version:       s.version,
 		Started:       s.started,
 		UptimeSeconds: now.Sub(s.started).Seconds(),
-		Sessions:      len(ids),
+		Sessions:      n,
 		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
 		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
+		Disk:          s.diskStatus(),
 	})
 }
+
+// checkSpace refuses a write up front when the data directory's file
+// system is below its reserve (store.ErrNoSpace → insufficient_storage),
+// before any work (an offload, a summarizer call) is done for nothing. The
+// store checks every write again with its real size.
+func (s *Server) checkSpace() error {
+	for _, g := range s.spaces {
+		if g.Name == DiskData {
+			return g.Space.Check(0)
+		}
+	}
+	return nil
+}
+
+// diskStatus reads the free space of every guarded directory.
+func (s *Server) diskStatus() []api.Disk {
+	var out []api.Disk
+	for _, g := range s.spaces {
+		d := api.Disk{Name: g.Name, Dir: g.Space.Dir(), ReserveBytes: g.Space.Reserve()}
+		free, low, err := g.Space.State()
+		if err != nil {
+			d.Error = err.Error()
+		}
+		d.FreeBytes, d.Low = free, low
+		out = append(out, d)
+	}
+	return out
+}
+
+// Names of GuardedDir.
+const (
+	DiskData    = "data"
+	DiskOffload = "offload"
+)
 
 func (s *Server) poolStats() workers.Stats {
 	if s.pool.Stats == nil {

@@ -19,6 +19,7 @@ const (
 	MetricCompactions    = "ctxd_compactions_total"
 	MetricSummarizer     = "ctxd_summarizer_call_duration_seconds"
 	MetricCircuitOpen    = "ctxd_circuit_opened_total"
+	MetricProviderRule   = "ctxd_provider_rule_violations_total"
 	MetricSessions       = "ctxd_sessions"
 	MetricQueueDepth     = "ctxd_compaction_queue_depth"
 	MetricQueueCapacity  = "ctxd_compaction_queue_capacity"
@@ -26,6 +27,15 @@ const (
 	MetricRequests       = "ctxd_http_requests_total"
 	MetricRequestSeconds = "ctxd_http_request_duration_seconds"
 	MetricBuildInfo      = "ctxd_build_info"
+	// MetricOffloadFailed counts tool results kept whole because their
+	// offload could not be written (DESIGN.md §6).
+	MetricOffloadFailed = "ctxd_offload_failed_total"
+	// MetricDiskLow is 1 while the file system of a guarded directory
+	// (label dir: "data" or "offload") has less free space than
+	// storage.min_free_bytes, else 0; MetricDiskFree is its free space in
+	// bytes. Read with statfs on each scrape.
+	MetricDiskLow  = "ctxd_disk_low"
+	MetricDiskFree = "ctxd_disk_free_bytes"
 )
 
 // sessionsScrapeTimeout bounds the session count read on each scrape.
@@ -40,6 +50,8 @@ type Metrics struct {
 	compactions *prometheus.CounterVec
 	summarizer  *prometheus.HistogramVec
 	circuit     prometheus.Counter
+	rules       *prometheus.CounterVec
+	offloadFail prometheus.Counter
 	requests    *prometheus.CounterVec
 	reqSeconds  *prometheus.HistogramVec
 }
@@ -48,7 +60,8 @@ type Metrics struct {
 // appended messages (counter), compactions by outcome ("ok", "stalled",
 // "failed"; counter), summarizer call latency by binding and outcome
 // ("ok", "error"; histogram in seconds, 50 ms to ~3 min), sessions whose
-// circuit opened (counter), and HTTP requests by route and status. A nil reg
+// circuit opened (counter), contexts withheld for a provider rule by rule
+// (counter), and HTTP requests by route and status. A nil reg
 // makes the collectors without registering them.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -66,6 +79,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		circuit: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricCircuitOpen, Help: "Sessions whose failure circuit opened (three consecutive failed compactions in a run).",
 		}),
+		rules: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricProviderRule, Help: "Assembled contexts withheld because they broke a provider rule (DESIGN.md §4a), by rule: always 0 unless ctxd has a bug.",
+		}, []string{"rule"}),
+		offloadFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricOffloadFailed, Help: "Tool results kept whole because their offload could not be written (full or unwritable offload directory).",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRequests, Help: "HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
@@ -76,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"route"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.requests, m.reqSeconds)
+		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.rules, m.offloadFail, m.requests, m.reqSeconds)
 	}
 	return m
 }
@@ -100,6 +119,14 @@ func (m *Metrics) SummarizerCall(binding string, d time.Duration, err error) {
 // CircuitOpened counts a session whose circuit opened (engine.Metrics).
 func (m *Metrics) CircuitOpened() { m.circuit.Inc() }
 
+// ProviderRuleViolation counts a context withheld for breaking a provider
+// rule (engine.Metrics); rule is one of the history.Rule* names.
+func (m *Metrics) ProviderRuleViolation(rule string) { m.rules.WithLabelValues(rule).Inc() }
+
+// OffloadFailed counts a tool result kept whole because its offload could
+// not be written (engine.Metrics).
+func (m *Metrics) OffloadFailed() { m.offloadFail.Inc() }
+
 func (m *Metrics) request(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.reqSeconds.WithLabelValues(route).Observe(d.Seconds())
@@ -115,11 +142,11 @@ func (m *Metrics) registerState(reg *prometheus.Registry, s *Server) {
 		}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), sessionsScrapeTimeout)
 			defer cancel()
-			ids, err := s.eng.ListSessions(ctx)
+			n, err := s.eng.CountSessions(ctx)
 			if err != nil {
 				return -1
 			}
-			return float64(len(ids))
+			return float64(n)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: MetricQueueDepth, Help: "Compactions waiting in the queue.",
@@ -133,6 +160,28 @@ func (m *Metrics) registerState(reg *prometheus.Registry, s *Server) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: MetricBuildInfo, Help: "Always 1; the version label is the daemon's.", ConstLabels: prometheus.Labels{"version": s.version},
 		}, func() float64 { return 1 }),
+	}
+	for _, g := range s.spaces {
+		label := prometheus.Labels{"dir": g.Name}
+		collectors = append(collectors,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: MetricDiskLow, Help: "1 while the file system of the directory has less free space than storage.min_free_bytes (writes are refused), else 0.", ConstLabels: label,
+			}, func() float64 {
+				_, low, err := g.Space.State()
+				if err != nil || low {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: MetricDiskFree, Help: "Free space of the directory's file system, in bytes (-1 when it cannot be read).", ConstLabels: label,
+			}, func() float64 {
+				free, _, err := g.Space.State()
+				if err != nil {
+					return -1
+				}
+				return float64(free)
+			}))
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/bearer"
 )
 
 // connInfo is what ConnContext learns about a connection once, when it is
@@ -93,12 +93,15 @@ func (s *Server) check(r *http.Request) *api.Error {
 	if !hostAllowed(r.Host, info) {
 		return api.Errorf(api.Forbidden, "", "Host %q is not a loopback name of this listener", r.Host)
 	}
-	if s.token != "" {
-		auth := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
-			return api.Errorf(api.Unauthorized, "", "a valid \"Authorization: Bearer <token>\" header is required on TCP (daemon.auth_token_env)")
-		}
+	// DESIGN.md §8b: TCP always needs the bearer token, loopback included
+	// (every local user reaches a loopback port). A server given no token
+	// refuses every TCP request; config and ctxd refuse such a listener
+	// before it exists.
+	if s.token == "" {
+		return api.Errorf(api.Unauthorized, "", "the daemon API on TCP needs a bearer token and this daemon has none (daemon.auth_token_env); use the unix socket")
+	}
+	if !bearer.Check(r, s.token) {
+		return api.Errorf(api.Unauthorized, "", "a valid \"Authorization: Bearer <token>\" header is required on TCP (daemon.auth_token_env)")
 	}
 	return nil
 }

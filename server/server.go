@@ -20,6 +20,8 @@ import (
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/redact"
+	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -59,8 +61,10 @@ type Options struct {
 	// Version is sent in the api.HeaderVersion header of every response and
 	// in GET /v1/status; "" means api.Version.
 	Version string
-	// AuthToken, when set, is the bearer token every TCP request must carry
-	// ("Authorization: Bearer <token>", DESIGN.md §8b). Never logged.
+	// AuthToken is the bearer token every TCP request must carry
+	// ("Authorization: Bearer <token>", DESIGN.md §8b), compared in
+	// constant time. "" refuses every TCP request (401); the unix socket
+	// never needs it. Never logged.
 	AuthToken string
 	// ProxyStatus, when set, reports the provider proxy in GET /v1/status.
 	ProxyStatus func() *api.ProxyStatus
@@ -71,11 +75,27 @@ type Options struct {
 	// os.Getuid() (set OwnUIDSet to use 0 explicitly).
 	OwnUID    uint32
 	OwnUIDSet bool
+	// Redactor masks secrets in the message of every error answer and
+	// its log line (DESIGN.md §8b); nil masks key-shaped strings only.
+	Redactor *redact.Redactor
 	// Heartbeat is the interval of ": ping" comments on an event stream;
 	// 0 means api.EventsHeartbeat.
 	Heartbeat time.Duration
 	// Now is the clock (uptime); nil means time.Now.
 	Now func() time.Time
+	// Disk are the guarded directories (storage.min_free_bytes), reported
+	// in GET /v1/status and the disk_low metric. The one named "data" is
+	// checked before each append, session creation and compaction, which
+	// are refused with api.InsufficientStorage below its reserve.
+	Disk []GuardedDir
+}
+
+// GuardedDir is a directory whose free space the daemon guards.
+type GuardedDir struct {
+	// Name is "data" or "offload" (the metrics' dir label).
+	Name string
+	// Space is the guard; its Dir and Reserve are reported.
+	Space *store.Space
 }
 
 // Server answers the API of DESIGN.md §7. Create it with New; it is safe for
@@ -89,10 +109,12 @@ type Server struct {
 	metrics   *Metrics
 	version   string
 	token     string
+	red       *redact.Redactor
 	ownUID    uint32
 	heartbeat time.Duration
 	now       func() time.Time
 	started   time.Time
+	spaces    []GuardedDir
 	proxy     func() *api.ProxyStatus
 
 	uidMu   sync.RWMutex
@@ -121,9 +143,11 @@ func New(opts Options) *Server {
 		metrics:   opts.Metrics,
 		version:   opts.Version,
 		token:     opts.AuthToken,
+		red:       opts.Redactor,
 		ownUID:    opts.OwnUID,
 		heartbeat: opts.Heartbeat,
 		now:       opts.Now,
+		spaces:    opts.Disk,
 		proxy:     opts.ProxyStatus,
 	}
 	if s.log == nil {

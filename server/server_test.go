@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
@@ -39,11 +41,13 @@ type fixture struct {
 	arts   *artifacts.Store
 	ts     *httptest.Server
 	client *api.Client
+	// token is sent by do unless hdr sets Authorization.
+	token string
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newFixture(t *testing.T, mod func(*Options)) *fixture {
+func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
 	db, err := store.OpenInMemory()
 	if err != nil {
@@ -77,6 +81,8 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 		Engine: eng, Artifacts: arts, Logger: quietLogger(), Registry: reg, Metrics: metrics,
 		Pool:      PoolInfo{Stats: pool.Stats, Size: 2, Capacity: 8},
 		Heartbeat: 20 * time.Millisecond,
+		// The fixture serves over TCP, which always needs the token.
+		AuthToken: fixtureToken,
 	}
 	if mod != nil {
 		mod(&opts)
@@ -95,8 +101,11 @@ func newFixture(t *testing.T, mod func(*Options)) *fixture {
 		_ = arts.Close()
 		_ = db.Close()
 	})
-	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
+	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, token: opts.AuthToken, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
 }
+
+// fixtureToken is the fixture's default bearer token.
+const fixtureToken = "fixture-token"
 
 // do sends a raw request and returns status, decoded error (if any) and
 // body.
@@ -108,6 +117,9 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]str
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", api.ContentTypeJSON)
+	}
+	if _, set := hdr["Authorization"]; !set && f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
 	}
 	for k, v := range hdr {
 		if k == "Host" {
@@ -134,14 +146,14 @@ func (f *fixture) do(t *testing.T, method, path, body string, hdr map[string]str
 	return resp.StatusCode, env.Error, b, resp.Header
 }
 
-func (f *fixture) create(t *testing.T, id string) {
+func (f *fixture) create(t testing.TB, id string) {
 	t.Helper()
 	if _, err := f.client.CreateSession(context.Background(), api.CreateSessionRequest{ID: id, Model: "claude-sonnet-4-5"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (f *fixture) lastSeq(t *testing.T, id string) uint64 {
+func (f *fixture) lastSeq(t testing.TB, id string) uint64 {
 	t.Helper()
 	s, err := f.client.GetSession(context.Background(), id)
 	if err != nil {
@@ -215,10 +227,10 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		code, field              string
 	}{
 		{name: "malformed JSON", method: "POST", path: msgs, body: `{"messages":[`, status: 400, code: api.Invalid},
-		{name: "syntax error", method: "POST", path: msgs, body: `{"messages":[}`, status: 400, code: api.Invalid},
+		{name: "syntax error", method: "POST", path: msgs, body: `{"messages":[}`, status: 400, code: api.Invalid, field: "messages[0]"},
 		{name: "unknown field", method: "POST", path: msgs, body: `{"messages":[],"extra":1}`, status: 400, code: api.Invalid, field: "extra"},
-		{name: "unknown nested field", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[],"colour":"red"}]}`, status: 400, code: api.Invalid, field: "colour"},
-		{name: "wrong type", method: "POST", path: msgs, body: `{"messages":[{"role":7,"content":[]}]}`, status: 400, code: api.Invalid, field: "messages.role"},
+		{name: "unknown nested field", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[],"colour":"red"}]}`, status: 400, code: api.Invalid, field: "messages[0].colour"},
+		{name: "wrong type", method: "POST", path: msgs, body: `{"messages":[{"role":7,"content":[]}]}`, status: 400, code: api.Invalid, field: "messages[0].role"},
 		{name: "two values", method: "POST", path: msgs, body: `{"messages":[]} {}`, status: 400, code: api.Invalid},
 		{name: "empty body", method: "POST", path: msgs, body: ``, status: 400, code: api.Invalid},
 		{name: "no messages", method: "POST", path: msgs, body: `{"messages":[]}`, status: 400, code: api.Invalid, field: "messages"},
@@ -226,6 +238,8 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType},
 		{name: "unknown call", method: "POST", path: msgs, body: `{"messages":[{"role":"tool","tool_call_id":"nope","content":[{"type":"text","text":"r"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].tool_call_id"},
 		{name: "bad block type", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"video"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].type"},
+		{name: "empty text block", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[1].text"},
+		{name: "unsigned thinking for a thinking-bound model", method: "POST", path: msgs, body: `{"messages":[{"role":"assistant","content":[{"type":"thinking","text":"hmm"},{"type":"text","text":"ok"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].signature"},
 		{name: "unknown session", method: "POST", path: "/v1/sessions/nope/messages", body: `{"messages":[{"role":"user","content":[]}]}`, status: 404, code: api.NotFound},
 		{name: "bad session id", method: "GET", path: "/v1/sessions/a%20b", status: 400, code: api.Invalid, field: "id"},
 		{name: "wrong method", method: "PUT", path: msgs, body: `{}`, status: 405, code: api.MethodNotAllowed},
@@ -234,7 +248,20 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "bad presend", method: "GET", path: "/v1/sessions/s1/context?presend=maybe", status: 400, code: api.Invalid, field: "presend"},
 		{name: "bad reason", method: "POST", path: "/v1/sessions/s1/compact", body: `{"reason":"because"}`, status: 400, code: api.Invalid, field: "reason"},
 		{name: "bad from", method: "GET", path: "/v1/sessions/s1/events?from=-1", status: 400, code: api.Invalid, field: "from"},
-		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels"},
+		{name: "bad limit", method: "GET", path: "/v1/sessions?limit=0", status: 400, code: api.Invalid, field: "limit"},
+		{name: "limit too large", method: "GET", path: "/v1/sessions?limit=1001", status: 400, code: api.Invalid, field: "limit"},
+		{name: "limit not a number", method: "GET", path: "/v1/sessions?limit=ten", status: 400, code: api.Invalid, field: "limit"},
+		{name: "bad after", method: "GET", path: "/v1/sessions?after=a%2Fb", status: 400, code: api.Invalid, field: "after"},
+		// Issue 12: 2^64−1 wrapped to 0 and replayed the whole log.
+		{name: "Last-Event-ID 2^64-1", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "18446744073709551615"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
+		{name: "Last-Event-ID past the log", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "2"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
+		{name: "from 2^64-1", method: "GET", path: "/v1/sessions/s1/events?from=18446744073709551615", status: 400, code: api.Invalid, field: "from"},
+		{name: "from past the log", method: "GET", path: "/v1/sessions/s1/events?from=3", status: 400, code: api.Invalid, field: "from"},
+		{name: "overlay defines a binding", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[offload]\nmax_chars = 20000\n[[summarizer.bindings]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n"}`, status: 400, code: api.Invalid, field: "summarizer.bindings"},
+		{name: "overlay names the agent file", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[compaction]\nagent_file = \"/etc/shadow\"\n"}`, status: 400, code: api.Invalid, field: "compaction.agent_file"},
+		{name: "overlay names the offload dir", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"offload.dir = \"/tmp\"\n"}`, status: 400, code: api.Invalid, field: "offload.dir"},
+		{name: "overlay names an unknown binding", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"gpt-4o","config":"[compaction]\nbinding = \"nope\"\n"}`, status: 400, code: api.Invalid, field: "compaction.binding"},
+		{name: "labels of the wrong type", method: "POST", path: "/v1/sessions", body: `{"model":"gpt-4o","labels":{"a":1}}`, status: 400, code: api.Invalid, field: "labels.a"},
 		{name: "missing model", method: "POST", path: "/v1/sessions", body: `{"id":"s2"}`, status: 400, code: api.Invalid, field: "model"},
 		{name: "unknown model without limit", method: "POST", path: "/v1/sessions", body: `{"id":"s2","model":"mystery"}`, status: 400, code: api.Invalid, field: "context_limit"},
 		{name: "existing id", method: "POST", path: "/v1/sessions", body: `{"id":"s1","model":"gpt-4o"}`, status: 409, code: api.Conflict},
@@ -250,7 +277,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			if ae.Field != c.field {
 				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
 			}
-			if c.field != "" && !strings.Contains(ae.Message, strings.TrimPrefix(c.field, "messages.")) {
+			if c.field != "" && !strings.Contains(ae.Message, c.field) {
 				t.Errorf("message %q does not name the field %q", ae.Message, c.field)
 			}
 			if got := f.lastSeq(t, "s1"); got != before {
@@ -260,6 +287,82 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 	if _, err := f.client.GetSession(ctx, "s2"); api.ErrorCode(err) != api.NotFound {
 		t.Errorf("a refused create left session s2 behind: %v", err)
+	}
+}
+
+// TestStrictDecoding (issue 14): what docs/api.md promises of a request
+// body — valid UTF-8, no duplicate key, case-sensitive keys, no unknown key,
+// the right types — is refused with 400 naming the full path of the value,
+// without Go type names, and nothing is stored.
+func TestStrictDecoding(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	ctx := context.Background()
+	if _, err := f.client.AppendMessages(ctx, "s1", api.AppendMessagesRequest{Messages: []api.Message{text(api.RoleUser, "hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.lastSeq(t, "s1")
+	three := func(third string) string {
+		return `{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":[{"type":"text","text":"b"}]},` + third + `]}`
+	}
+	cases := []struct {
+		name, path, body, field string
+		want                    []string
+	}{
+		{"raw invalid UTF-8", "/v1/sessions/s1/messages", three("{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"bad \xff byte\"}]}"),
+			"messages[2].content[0].text", []string{"invalid UTF-8"}},
+		{"lone surrogate escape", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":"\ud800"}]}`),
+			"messages[2].content[0].text", []string{"invalid UTF-8", `\ud800`}},
+		{"duplicate key", "/v1/sessions/s1/messages", three(`{"role":"user","role":"assistant","content":[]}`),
+			"messages[2].role", []string{"duplicate key \"role\""}},
+		{"duplicate key in a tool input", "/v1/sessions/s1/messages", three(`{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"x","input":{"a":1,"a":2}}]}`),
+			"messages[2].content[0].input.a", []string{"duplicate key"}},
+		{"key of another case", "/v1/sessions/s1/messages", three(`{"Role":"user","content":[]}`),
+			"messages[2].Role", []string{"unknown key \"Role\""}},
+		{"type error", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":7}]}`),
+			"messages[2].content[0].text", []string{"must be a string, not a number"}},
+		{"role of the wrong type", "/v1/sessions/s1/messages", three(`{"role":1,"content":[]}`),
+			"messages[2].role", []string{"must be a string, not a number"}},
+		{"unknown key with its path", "/v1/sessions/s1/messages", three(`{"role":"user","content":[{"type":"text","text":"x","extra":1}]}`),
+			"messages[2].content[0].extra", []string{"unknown key \"extra\""}},
+		{"bad time", "/v1/sessions/s1/messages", three(`{"role":"user","content":[],"time":"yesterday"}`),
+			"messages[2].time", []string{"RFC 3339"}},
+		{"negative usage", "/v1/sessions/s1/messages", three(`{"role":"assistant","content":[],"usage":{"input_tokens":-1}}`),
+			"messages[2].usage.input_tokens", []string{"must be a non-negative integer, not -1"}},
+		{"patch tools of the wrong type", "/v1/sessions/s1", `{"tools":{"name":"x"}}`, "tools", []string{"must be an array"}},
+		{"create with a duplicate", "/v1/sessions", `{"id":"s9","model":"gpt-4o","model":"o3"}`, "model", []string{"duplicate key"}},
+		{"compact wait of the wrong type", "/v1/sessions/s1/compact", `{"wait":"yes"}`, "wait", []string{"must be true or false"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method := "POST"
+			if c.path == "/v1/sessions/s1" {
+				method = "PATCH"
+			}
+			status, ae, body, _ := f.do(t, method, c.path, c.body, nil)
+			if status != http.StatusBadRequest || ae == nil || ae.Code != api.Invalid {
+				t.Fatalf("got %d %s, want 400 invalid", status, body)
+			}
+			if ae.Field != c.field {
+				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
+			}
+			for _, w := range append(c.want, c.field) {
+				if !strings.Contains(ae.Message, w) {
+					t.Errorf("message %q lacks %q", ae.Message, w)
+				}
+			}
+			for _, goName := range []string{"api.", "string (", "uint64", "time.Time", "json:", "Go "} {
+				if strings.Contains(ae.Message, goName) {
+					t.Errorf("message %q shows Go's %q", ae.Message, goName)
+				}
+			}
+			if got := f.lastSeq(t, "s1"); got != before {
+				t.Errorf("last_seq %d after a bad request, want %d", got, before)
+			}
+		})
+	}
+	if _, err := f.client.GetSession(ctx, "s9"); api.ErrorCode(err) != api.NotFound {
+		t.Errorf("a refused create left a session behind: %v", err)
 	}
 }
 
@@ -274,6 +377,7 @@ func TestOversizedBody(t *testing.T) {
 	// Without a Content-Length (chunked), the cap applies while reading.
 	req, _ := http.NewRequest("POST", f.ts.URL+"/v1/sessions/s1/messages", io.MultiReader(strings.NewReader(big)))
 	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer "+f.token)
 	resp, err := f.ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -361,6 +465,7 @@ func TestContextFormats(t *testing.T) {
 	if anth.System == "" || len(anth.Tools) != 1 || len(anth.Messages) != 3 || anth.Messages[2].Role != "user" {
 		t.Errorf("anthropic shape: %s", body)
 	}
+	strictAnthropic(t, body, history.ThinkingUnknown)
 	if len(anth.ContextManagement) == 0 || hdr.Get(api.HeaderAnthropicBeta) != AnthropicContextManagementBeta {
 		t.Errorf("mode server: context_management %s, beta header %q", anth.ContextManagement, hdr.Get(api.HeaderAnthropicBeta))
 	}
@@ -462,8 +567,10 @@ func TestSecurityTCP(t *testing.T) {
 		status int
 	}{
 		{"token ok", map[string]string{"Authorization": "Bearer tok"}, 200},
-		{"no token", nil, 401},
+		{"no token", map[string]string{"Authorization": ""}, 401},
 		{"bad token", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"token as basic auth", map[string]string{"Authorization": "Basic dG9r"}, 401},
+		{"token prefix", map[string]string{"Authorization": "Bearer to"}, 401},
 		{"origin", map[string]string{"Authorization": "Bearer tok", "Origin": "http://evil.example"}, 403},
 		{"referer", map[string]string{"Authorization": "Bearer tok", "Referer": "http://evil.example/"}, 403},
 		{"foreign host", map[string]string{"Authorization": "Bearer tok", "Host": "evil.example"}, 403},
@@ -592,6 +699,14 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].ID != "a" {
 		t.Fatalf("list %+v %v", list, err)
 	}
+	page, err := f.client.ListSessionsPage(ctx, "", 1)
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != "a" || page.Next != "a" {
+		t.Fatalf("first page %+v %v", page, err)
+	}
+	page, err = f.client.ListSessionsPage(ctx, page.Next, 1)
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != "b" || page.Next != "" {
+		t.Fatalf("second page %+v %v", page, err)
+	}
 	sys := "new"
 	s, err := f.client.PatchSession(ctx, "a", api.PatchSessionRequest{System: &sys})
 	if err != nil || s.LastSeq == 0 {
@@ -654,9 +769,69 @@ func TestSessionDescribesItself(t *testing.T) {
 func TestUncleanPathGetsTheEnvelope(t *testing.T) {
 	f := newFixture(t, nil)
 	req := httptest.NewRequest("GET", "http://127.0.0.1/v1/sessions/../status", nil)
+	req.Header.Set("Authorization", "Bearer "+fixtureToken)
 	rec := httptest.NewRecorder()
 	f.srv.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestOversizedBodyWholeFirst (issue 14): a client that writes its whole
+// oversized body before reading the answer (Python's http.client does)
+// gets the 413, not a broken pipe or a reset, with and without a
+// Content-Length.
+func TestOversizedBodyWholeFirst(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	body := `{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", api.MaxRequestBytes+1<<20) + `"}]}]}`
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var req bytes.Buffer
+			fmt.Fprintf(&req, "POST /v1/sessions/s1/messages HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n", f.ts.Listener.Addr(), f.token)
+			if chunked {
+				fmt.Fprintf(&req, "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+			} else {
+				fmt.Fprintf(&req, "Content-Length: %d\r\n\r\n%s", len(body), body)
+			}
+			if _, err := conn.Write(req.Bytes()); err != nil {
+				t.Fatalf("writing the whole body first: %v", err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"too_large"`) {
+				t.Fatalf("got %d %s", resp.StatusCode, b)
+			}
+		})
+	}
+	if got := f.lastSeq(t, "s1"); got != 0 {
+		t.Errorf("last_seq %d, want 0", got)
+	}
+}
+
+// TestOverlayRefusalNamesTheKey: issue 12's overlay reproduction answers
+// 400 with the key as the field and the configuration's own problem line,
+// and stores nothing.
+func TestOverlayRefusalNamesTheKey(t *testing.T) {
+	f := newFixture(t, nil)
+	overlay := "[offload]\nmax_chars = 20000\n[[summarizer.bindings]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"CTXD_AUTH_TOKEN\"\n"
+	ctx := context.Background()
+	_, err := f.client.CreateSession(ctx, api.CreateSessionRequest{ID: "evil", Model: "gpt-4o", Config: overlay})
+	ae, ok := errors.AsType[*api.Error](err)
+	if !ok || ae.Code != api.Invalid || ae.Field != "summarizer.bindings" ||
+		ae.Message != "config: session overlay:3:1: summarizer.bindings: not allowed in a session overlay" {
+		t.Fatalf("got %v (%+v)", err, ae)
+	}
+	if ids, err := f.eng.ListSessions(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("sessions after a refused create: %v %v", ids, err)
 	}
 }

@@ -98,7 +98,9 @@ var (
 // connection error, an answer-check sentinel) when there is one.
 //
 // Message is the provider's own error message (or the start of its body),
-// at most 1 KiB; it never contains the request or the API key.
+// at most 1 KiB; it never contains the request, and a Summarizer has
+// passed it (and Err's text) through its redactor: a key the provider
+// echoed reads "[REDACTED]" (DESIGN.md §8b).
 type ProviderError struct {
 	// Binding is the binding's name.
 	Binding string

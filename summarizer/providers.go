@@ -96,8 +96,11 @@ func (s *Summarizer) send(ctx context.Context, b config.Binding, url string, h h
 		return out
 	}
 	if res.status < 200 || res.status > 299 {
+		// The body is redacted whole before its message is cut to
+		// maxMessageBytes: a cut must not leave half a secret behind.
+		red := s.redactorFor(b).String(string(res.body))
 		out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: res.status,
-			Class: Classify(res.status, res.body), Message: errorMessage(res.body)}
+			Class: Classify(res.status, res.body), Message: errorMessage([]byte(red))}
 		return out
 	}
 	ans, err := decode(res.body)

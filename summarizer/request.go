@@ -95,6 +95,11 @@ type Request struct {
 	// MaxSummaryBytes is max_summary_bytes, in bytes; 0 means
 	// DefaultMaxSummaryBytes. A longer answer fails its binding.
 	MaxSummaryBytes uint64
+	// ExtractiveBytes is the extractive summarizer's byte budget
+	// ([compaction] extractive_summary_bytes); 0 means
+	// DefaultExtractiveBytes. The extractive summary is at most the smaller
+	// of it and MaxSummaryBytes.
+	ExtractiveBytes uint64
 	// Timeout bounds each binding call (the pruned retry is its own call);
 	// 0 means DefaultTimeout. It is never scaled by history size (§5.4).
 	Timeout time.Duration
@@ -120,6 +125,17 @@ func (r *Request) maxBytes() uint64 {
 	return r.MaxSummaryBytes
 }
 
+// extractiveBytes returns the extractive summary's budget in effect: the
+// configured budget (or DefaultExtractiveBytes), never above
+// max_summary_bytes.
+func (r *Request) extractiveBytes() uint64 {
+	b := r.ExtractiveBytes
+	if b == 0 {
+		b = DefaultExtractiveBytes
+	}
+	return min(b, r.maxBytes())
+}
+
 // timeout returns the per-call timeout in effect.
 func (r *Request) timeout() time.Duration {
 	if r.Timeout <= 0 {
@@ -138,7 +154,10 @@ func (r *Request) artifactReadTools() []string {
 
 // Assemble returns the messages a provider is sent for r: a copy of
 // r.Messages followed by one user message holding the compaction prompt
-// (DESIGN.md §5.3). The message slice is new; blocks are shared with r and
+// (DESIGN.md §5.3). When r.Messages holds a provider compaction block
+// (history.BlockCompaction), the messages before it — which that provider
+// dropped — are left out, and its summary opens the request as a user
+// message (ProviderSummaryText), so any binding can read it. The message slice is new; blocks are shared with r and
 // must not be modified.
 //
 // It returns an error wrapping ErrInvalidHistory when the history is not
@@ -149,8 +168,8 @@ func (r *Request) Assemble() ([]history.Message, error) {
 	if err := CheckClosed(r.Messages); err != nil {
 		return nil, err
 	}
-	out := make([]history.Message, 0, len(r.Messages)+1)
-	out = append(out, r.Messages...)
+	out := make([]history.Message, 0, len(r.Messages)+2)
+	out = append(out, fromProviderCompaction(r.Messages)...)
 	out = append(out, history.Message{
 		Role:    history.RoleUser,
 		Content: []history.Block{{Type: history.BlockText, Text: r.prompt()}},
@@ -208,4 +227,28 @@ func openRoundError(open map[string]int, order []string, msgs []history.Message,
 		}
 	}
 	return fmt.Errorf("%w: open tool round", ErrInvalidHistory)
+}
+
+// ProviderSummaryText begins the user message that carries a provider
+// compaction block's summary in a summarizer request.
+const ProviderSummaryText = "Summary of the earlier conversation, written by the model provider when it compacted the context:"
+
+// fromProviderCompaction returns msgs from the newest provider compaction
+// block on: a user message holding its summary, then what followed the
+// block in its assistant message, then the later messages. msgs as is when
+// it holds none.
+func fromProviderCompaction(msgs []history.Message) []history.Message {
+	i := history.CompactionIndex(msgs)
+	if i < 0 {
+		return msgs
+	}
+	m := msgs[i]
+	j := history.LastCompaction(m)
+	out := []history.Message{{Role: history.RoleUser, Time: m.Time,
+		Content: []history.Block{{Type: history.BlockText, Text: ProviderSummaryText + "\n\n" + m.Content[j].Text}}}}
+	if rest := m.Content[j+1:]; len(rest) > 0 {
+		m.Content = rest
+		out = append(out, m)
+	}
+	return append(out, msgs[i+1:]...)
 }

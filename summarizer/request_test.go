@@ -92,3 +92,24 @@ func TestCheckClosed(t *testing.T) {
 		})
 	}
 }
+
+// A provider compaction block: the summarizer request starts from its
+// summary, as a user message, without what the provider dropped.
+func TestAssembleFromAProviderCompaction(t *testing.T) {
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: strings.Repeat("long context ", 1000)}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockCompaction, Text: "the user said hello"}, {Type: history.BlockText, Text: "Hello!"}}},
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "and now?"}}},
+	}
+	out, err := (&Request{Messages: msgs}).Assemble()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 4 || out[0].Role != history.RoleUser || !strings.Contains(out[0].Content[0].Text, "the user said hello") ||
+		out[1].Content[0].Text != "Hello!" || len(out[1].Content) != 1 || out[2].Content[0].Text != "and now?" {
+		t.Fatalf("assembled %+v", out)
+	}
+	if len(msgs[1].Content) != 2 {
+		t.Fatal("Assemble changed the request's messages")
+	}
+}

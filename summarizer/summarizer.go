@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/redact"
 )
 
 // Retry defaults of Options (DESIGN.md §5.5: transient failures are retried
@@ -38,6 +40,12 @@ type Options struct {
 	// retries when the server sends no Retry-After; 0 means the defaults.
 	// A Retry-After header is honored as sent, 0 included.
 	RetryWaitMin, RetryWaitMax time.Duration
+	// Redactor knows the daemon's configured secrets (DESIGN.md §8b); a
+	// provider's error text and body pass through it, and through the key
+	// of the binding called, before they reach a ProviderError — hence any
+	// log line, event or API error. nil redacts key-shaped strings and the
+	// binding's own key.
+	Redactor *redact.Redactor
 }
 
 // Summarizer runs compactions' summarizer calls (DESIGN.md §5.3–§5.5). It
@@ -45,6 +53,7 @@ type Options struct {
 type Summarizer struct {
 	client *retryablehttp.Client
 	log    *slog.Logger
+	red    *redact.Redactor
 }
 
 // New returns a Summarizer configured by o.
@@ -68,7 +77,16 @@ func New(o Options) *Summarizer {
 		o.RetryWaitMax = o.RetryWaitMin
 	}
 	log := o.Logger.With("component", "summarizer")
-	return &Summarizer{client: newRetryClient(o, log), log: log}
+	return &Summarizer{client: newRetryClient(o, log), log: log, red: o.Redactor}
+}
+
+// redactorFor is the redactor of a call of binding b: the configured
+// secrets and b's own key (read from its variable, as the call does).
+func (s *Summarizer) redactorFor(b config.Binding) *redact.Redactor {
+	if b.APIKeyEnv == "" {
+		return s.red.With()
+	}
+	return s.red.With(os.Getenv(b.APIKeyEnv))
 }
 
 // DefaultBindings is the binding list used when none is configured: the
@@ -217,7 +235,7 @@ func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request
 	case ProviderOpenAI:
 		out = s.callOpenAI(cctx, b, req)
 	case ProviderExtractive:
-		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.maxBytes())}}
+		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.extractiveBytes())}}
 	default:
 		out = callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
 			Message: fmt.Sprintf("provider %q is not anthropic, openai or extractive", b.Provider), Err: ErrUnknownProvider}}
@@ -227,6 +245,12 @@ func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request
 			out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: out.status,
 				Class: ClassPermanent, Message: err.Error(), Err: err}
 		}
+	}
+	if out.err != nil {
+		// Whatever the provider said may echo the key it was sent.
+		r := s.redactorFor(b)
+		out.err.Message = r.String(out.err.Message)
+		out.err.Err = r.Error(out.err.Err)
 	}
 	a := Attempt{Binding: b.Name, Provider: b.Provider, Pruned: pruned, Status: out.status,
 		Tries: out.tries, Duration: time.Since(start), Usage: out.ans.usage}

@@ -3,6 +3,8 @@ package transcript
 import (
 	"encoding/json"
 	"errors"
+	"strings"
+	"time"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/anthropic"
@@ -27,6 +29,11 @@ type ccLine struct {
 		Trigger   string `json:"trigger"`
 		PreTokens uint64 `json:"preTokens"`
 	} `json:"compactMetadata"`
+	// Operation and Content are a queue-operation line's: "enqueue" with
+	// the text the user typed while the agent worked, "dequeue",
+	// "remove" or "popAll".
+	Operation string          `json:"operation"`
+	Content   json.RawMessage `json:"content"`
 }
 
 // ccKind is what one item of the first pass becomes.
@@ -44,9 +51,13 @@ const (
 type ccItem struct {
 	kind ccKind
 	side bool
-	msg  history.Message      // assistant (merged) or user
-	res  anthropic.ToolResult // ccTool
-	comp OriginalCompaction
+	// queued marks a user message typed while the agent worked (a
+	// queue-operation enqueue): it is delivered once no call of the main
+	// conversation is open; dropped when another line delivered it.
+	queued, dropped bool
+	msg             history.Message      // assistant (merged) or user
+	res             anthropic.ToolResult // ccTool
+	comp            OriginalCompaction
 }
 
 // syntheticModel is the model Claude Code writes on assistant lines it made
@@ -59,6 +70,7 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 	var items []*ccItem
 	byID := map[string]*ccItem{} // message.id → merged assistant item
 	var lastComp *ccItem
+	var queue []*ccItem // enqueued user messages not yet taken
 
 	for _, ln := range splitLines(data) {
 		var l ccLine
@@ -140,8 +152,13 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 				items = append(items, &ccItem{kind: ccTool, side: l.IsSidechain, res: r, msg: history.Message{Time: at}})
 			}
 			if len(rest) > 0 {
+				if !l.IsSidechain {
+					queue = dropDelivered(queue, anthropic.JoinText(restBlocks(blocks)))
+				}
 				items = append(items, &ccItem{kind: ccUser, side: l.IsSidechain, msg: history.Message{Content: rest, Time: at}})
 			}
+		case "queue-operation":
+			queue = queueOperation(queue, &items, l, at)
 		default:
 			// progress, file-history-snapshot, queue-operation, summary, …
 		}
@@ -185,6 +202,14 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 		pending = pending[:0]
 	}
 	for _, it := range items {
+		if it.dropped {
+			continue
+		}
+		if it.queued && len(openMain) > 0 {
+			// Typed while a tool round ran: delivered after it.
+			pending = append(pending, it)
+			continue
+		}
 		if it.side {
 			if !opts.IncludeSidechains {
 				continue
@@ -216,4 +241,74 @@ func importClaudeCode(data []byte, opts Options) (*Transcript, error) {
 	}
 	flush()
 	return b.t, nil
+}
+
+// queueOperation applies one queue-operation line (docs/decisions.md): an
+// enqueue with text becomes a user message at that point in the file,
+// delivered once the main conversation's open tool round is closed; a
+// dequeue takes the oldest queued message (the next prompt line carries
+// it, so the queued copy is dropped); popAll returns every queued message
+// to the user's input box (never delivered). "remove" takes a message the
+// agent consumed mid-turn: it stays delivered. It returns the queue.
+func queueOperation(queue []*ccItem, items *[]*ccItem, l ccLine, at time.Time) []*ccItem {
+	switch l.Operation {
+	case "enqueue":
+		var text string
+		if json.Unmarshal(l.Content, &text) != nil || strings.TrimSpace(text) == "" {
+			return queue
+		}
+		it := &ccItem{kind: ccUser, queued: true, msg: history.Message{Content: textBlocks(text), Time: at}}
+		*items = append(*items, it)
+		return append(queue, it)
+	case "dequeue":
+		if len(queue) > 0 {
+			queue[0].dropped = true
+			return queue[1:]
+		}
+	case "remove":
+		if len(queue) > 0 {
+			return queue[1:]
+		}
+	case "popAll":
+		for _, it := range queue {
+			it.dropped = true
+		}
+		return nil
+	}
+	return queue
+}
+
+// dropDelivered drops the queued message whose text a user line carries
+// (the line is its delivery) and returns the queue without it.
+func dropDelivered(queue []*ccItem, text string) []*ccItem {
+	text = strings.TrimSpace(text)
+	for k, it := range queue {
+		if strings.TrimSpace(joinHistoryText(it.msg.Content)) == text {
+			it.dropped = true
+			return append(queue[:k:k], queue[k+1:]...)
+		}
+	}
+	return queue
+}
+
+// restBlocks keeps the blocks of a user line that are not tool results.
+func restBlocks(blocks []anthropic.WireBlock) []anthropic.WireBlock {
+	var out []anthropic.WireBlock
+	for _, b := range blocks {
+		if b.Type != "tool_result" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// joinHistoryText concatenates the text blocks of canonical content.
+func joinHistoryText(blocks []history.Block) string {
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == history.BlockText {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
 }

@@ -130,6 +130,13 @@ type Transcript struct {
 	// and was made unique (the original id plus "_dupN"), together with the
 	// result answering it (docs/decisions.md).
 	RenamedCallIDs int
+	// CutLine is the number of the last line of a JSONL file when it was
+	// cut short (no newline, not valid JSON: the agent was still writing)
+	// and skipped; 0 otherwise.
+	CutLine int
+	// TrailingCalls are the tool calls the file ended with, with no result
+	// after them; they are not in Messages (see dropTrailingCalls).
+	TrailingCalls []TrailingCall
 }
 
 // Import reads a whole transcript from r, detects its format from the
@@ -214,17 +221,39 @@ func importBytes(format string, data []byte, opts Options) (*Transcript, error) 
 		t, err = importSWEAgent(data, opts)
 	case FormatAnthropicMessages, FormatOpenAIChat:
 		t, err = importChat(format, data, opts)
+	case FormatMiniSWEAgent:
+		t, err = importMiniSWEAgent(data, opts)
+	case FormatOpenAIResponses:
+		t, err = importResponses(data, opts)
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownFormat, format)
 	}
 	if err != nil {
 		return nil, err
 	}
+	dropTrailingCalls(t)
 	if len(t.Messages) == 0 {
 		return nil, fmt.Errorf("%w in %s input", ErrNoMessages, format)
 	}
 	normalizeToolInputs(t.Messages)
+	unsignedThinkingToText(t.Messages)
 	return t, nil
+}
+
+// unsignedThinkingToText turns a thinking block without a signature into a
+// text block holding the thinking between <thinking> tags: a provider that
+// binds thinking to signatures refuses an unsigned thinking block, so the
+// agent cannot have sent it as one (pi, for one, sends such blocks as text),
+// and ctxd refuses to store one for such a model (DESIGN.md §4).
+func unsignedThinkingToText(msgs []history.Message) {
+	for i := range msgs {
+		for j := range msgs[i].Content {
+			b := &msgs[i].Content[j]
+			if b.Type == history.BlockThinking && b.Signature == "" {
+				*b = history.Block{Type: history.BlockText, Text: "<thinking>\n" + b.Text + "\n</thinking>"}
+			}
+		}
+	}
 }
 
 // normalizeToolInputs gives every tool call an object input, as providers
@@ -257,6 +286,9 @@ func Detect(data []byte) (string, error) {
 		return "", ErrEmpty
 	}
 	if data[0] == '[' {
+		if isOpenHandsEvents(data) {
+			return "", errOpenHands
+		}
 		return detectChatArray(data), nil
 	}
 	if data[0] != '{' {
@@ -266,8 +298,19 @@ func Detect(data []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var obj map[string]json.RawMessage
 	if err := dec.Decode(&obj); err == nil && dec.InputOffset() == int64(len(data)) {
-		if _, ok := obj["history"]; ok {
+		if isMiniSWEAgent(obj) {
+			return FormatMiniSWEAgent, nil
+		}
+		if h, ok := obj["history"]; ok {
+			if isOpenHandsEvents(h) {
+				return "", errOpenHands
+			}
 			return FormatSWEAgent, nil
+		}
+		if _, ok := obj["input"]; ok {
+			if _, msgs := obj["messages"]; !msgs {
+				return FormatOpenAIResponses, nil
+			}
 		}
 		if msgs, ok := obj["messages"]; ok {
 			if _, sys := obj["system"]; sys {
@@ -285,6 +328,7 @@ func Detect(data []byte) (string, error) {
 			SessionID string          `json:"sessionId"`
 			UUID      string          `json:"uuid"`
 			LeafUUID  string          `json:"leafUuid"`
+			History   json.RawMessage `json:"history"`
 			Message   *struct {
 				Role string `json:"role"`
 			} `json:"message"`
@@ -293,6 +337,8 @@ func Detect(data []byte) (string, error) {
 			continue
 		}
 		switch {
+		case probe.History != nil && isOpenHandsEvents(probe.History):
+			return "", errOpenHands
 		case probe.Payload != nil && codexLineTypes[probe.Type]:
 			return FormatCodex, nil
 		case probe.SessionID != "" || probe.UUID != "" || probe.LeafUUID != "" || claudeOnlyTypes[probe.Type]:
@@ -352,7 +398,7 @@ func splitLines(data []byte) []line {
 		}
 		text := bytes.TrimSpace(l)
 		if len(text) > 0 {
-			out = append(out, line{num: num, off: off, text: text, cut: i < 0})
+			out = append(out, splitGlued(line{num: num, off: off + int64(bytes.Index(l, text)), text: text, cut: i < 0})...)
 		}
 		off += int64(len(l)) + 1
 	}
@@ -367,7 +413,12 @@ func splitLines(data []byte) []line {
 // a session file that the agent is still writing ends with a partial line,
 // and the complete lines before it are a valid transcript.
 func malformed(t *Transcript, opts Options, ln line, err error) error {
-	if opts.SkipMalformed || (ln.cut && !json.Valid(ln.text)) {
+	if ln.cut && !json.Valid(ln.text) {
+		t.Skipped++
+		t.CutLine = ln.num
+		return nil
+	}
+	if opts.SkipMalformed {
 		t.Skipped++
 		return nil
 	}

@@ -651,6 +651,12 @@ func fuzzSeeds(f *testing.F) {
 		`{"type":"user","sessionId":"s","isSidechain":true,"message":{"content":"x"}}`,
 		`{"type":"system","subtype":"compact_boundary","sessionId":"s"}`,
 		`{"type":"user","sessionId":"s","isCompactSummary":true,"message":{"content":[{"type":"text","text":"S"}]}}`)))
+	f.Add([]byte(ccLines(`{"type":"assistant","sessionId":"s","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]}}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"more"}`,
+		`{"type":"queue-operation","operation":"remove","sessionId":"s"}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":{"not":"text"}}`,
+		`{"type":"queue-operation","operation":"popAll","sessionId":"s"}`,
+		`{"type":"user","sessionId":"s","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}}`)))
 	f.Add([]byte(ccLines(`{"type":"session","id":"x"}`, `{"type":"message","message":{"role":"bashExecution","command":"ls","exitCode":2,"truncated":true}}`,
 		`{"type":"compaction","tokensBefore":3,"summary":"s"}`, `{"type":"message","message":{"role":"toolResult","toolCallId":"q"}}`)))
 	f.Add([]byte(ccLines(`{"type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":1,"cached_input_tokens":9}}}}`,
@@ -660,6 +666,24 @@ func fuzzSeeds(f *testing.F) {
 	if data, err := os.ReadFile(codexFixture); err == nil {
 		f.Add(data)
 	}
+	// Issue 14's shapes: mini-swe-agent, a Responses body, glued records,
+	// an OpenHands event array.
+	f.Add([]byte(miniTraj))
+	f.Add([]byte(`{"instructions":"i","input":[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"n","arguments":"{}"}]}`))
+	f.Add([]byte(`{"type":"session","id":"x"}{"type":"message","message":{"role":"user","content":"hi"}}` + "\n" + `{"type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"t"}]}}{"type":"mess`))
+	f.Add([]byte(`[{"id":0,"source":"user","action":"message","args":{}}]`))
+}
+
+func FuzzImportMiniSWEAgent(f *testing.F) {
+	fuzzImporter(f, func(b []byte) (*Transcript, error) {
+		return ImportFormat(bytes.NewReader(b), FormatMiniSWEAgent, Options{SkipMalformed: true})
+	})
+}
+
+func FuzzImportResponses(f *testing.F) {
+	fuzzImporter(f, func(b []byte) (*Transcript, error) {
+		return ImportFormat(bytes.NewReader(b), FormatOpenAIResponses, Options{SkipMalformed: true})
+	})
 }
 
 func fuzzImporter(f *testing.F, imp func([]byte) (*Transcript, error)) {
@@ -748,5 +772,60 @@ func TestOpenAIContentImagesInBothShapes(t *testing.T) {
 	if len(blocks) != 4 || blocks[1].Type != history.BlockImage || blocks[1].MediaType != "image/png" ||
 		blocks[2].Type != history.BlockImage || blocks[2].MediaType != "image/jpeg" || blocks[3].Type != history.BlockJSON {
 		t.Fatalf("blocks = %+v", blocks)
+	}
+}
+
+// TestClaudeCodeQueueOperation: a message the user typed while the agent
+// worked (queue-operation enqueue) is imported as a user message where it
+// was delivered: after the tool round open at the time, once. A dequeued
+// message is carried by the next prompt line; popAll returns messages to
+// the input box to be edited (never delivered as they were); a later user
+// line with the same text is its delivery.
+func TestClaudeCodeQueueOperation(t *testing.T) {
+	asst := func(uuid, id, content string) string {
+		return `{"type":"assistant","sessionId":"s","uuid":"` + uuid + `","message":{"id":"` + id + `","model":"claude-x","role":"assistant","content":` + content + `}}`
+	}
+	in := ccLines(
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"first task"}`,
+		`{"type":"queue-operation","operation":"dequeue","sessionId":"s"}`,
+		`{"type":"user","sessionId":"s","uuid":"1","message":{"role":"user","content":"first task"}}`,
+		asst("2", "m1", `[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"make"}}]`),
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"new items wer"}`,
+		`{"type":"queue-operation","operation":"popAll","sessionId":"s"}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"new items were added. tackle them"}`,
+		`{"type":"queue-operation","operation":"enqueue","sessionId":"s","content":"<task-notification>done</task-notification>"}`,
+		`{"type":"user","sessionId":"s","uuid":"3","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}`,
+		asst("4", "m2", `[{"type":"text","text":"working on the new items"}]`),
+		`{"type":"user","sessionId":"s","uuid":"5","message":{"role":"user","content":"<task-notification>done</task-notification>"}}`,
+	)
+	tr, err := Import(strings.NewReader(in), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range tr.Messages {
+		s := string(m.Role)
+		if m.Role == history.RoleUser {
+			s += ":" + m.Content[0].Text
+		}
+		got = append(got, s)
+	}
+	want := []string{"user:first task", "assistant", "tool", "user:new items were added. tackle them", "assistant", "user:<task-notification>done</task-notification>"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("messages:\n got %q\nwant %q", got, want)
+	}
+	checkInvariants(t, tr)
+
+	// The recorded Claude Code session: each enqueued prompt was dequeued
+	// and delivered by its prompt line, so each appears once.
+	rec := importFile(t, corpustest.Path(t, "recorded/claude-code/cc2.1.197-two-turns.jsonl"), Options{})
+	var users []string
+	for _, m := range rec.Messages {
+		if m.Role == history.RoleUser {
+			users = append(users, m.Content[0].Text)
+		}
+	}
+	if len(users) != 2 || users[1] != "Now do it all again." {
+		t.Errorf("recorded session user messages %q", users)
 	}
 }

@@ -2,6 +2,14 @@
 // fixed number of workers, a bounded queue that rejects instead of growing,
 // at most one job per session at a time (a second request joins the first),
 // and a graceful drain on shutdown. It knows nothing of providers.
+//
+// Jobs have a priority (issue 19): a job some request waits on (Waited: a
+// pre-send check, a compaction asked for with wait=true, the proxy) starts
+// before every queued Background job (a post-check's, nobody waiting), takes
+// over a queued Background job of the same session, and, when the queue is
+// full, takes the place of the newest queued Background job, which then
+// ends with ErrYielded. Background work yields; waited work is refused only
+// when the queue is full of waited work.
 package workers
 
 import (
@@ -22,6 +30,28 @@ var ErrQueueFull = errors.New("workers: compaction queue is full")
 // and is the result of a queued job that never started before shutdown.
 var ErrClosed = errors.New("workers: pool is shut down")
 
+// ErrYielded is the result of a queued Background job that gave its place
+// in a full queue to a Waited job; it never ran.
+var ErrYielded = errors.New("workers: background job yielded its place to a job a request waits on")
+
+// Priority orders queued jobs.
+type Priority int
+
+const (
+	// Background is a job nobody waits on: it starts after every queued
+	// Waited job and yields its queue place to one.
+	Background Priority = iota
+	// Waited is a job a request waits on.
+	Waited
+)
+
+func (p Priority) String() string {
+	if p == Waited {
+		return "waited"
+	}
+	return "background"
+}
+
 // Func is the work of one job. Its context is cancelled when the pool's
 // drain deadline passes during shutdown.
 type Func func(ctx context.Context) error
@@ -39,11 +69,23 @@ type Ticket struct {
 }
 
 type jobState struct {
-	done chan struct{}
-	err  error
-	fn   Func
-	key  string
+	started chan struct{} // closed when a worker takes the job
+	done    chan struct{}
+	err     error
+	fn      Func
+	key     string
+	prio    Priority // guarded by Pool.mu
+	// queued is true while the job waits to start (guarded by Pool.mu).
+	queued bool
+	// waiters counts the Waited requests for the job that have not let go
+	// of it (Pool.Unwait); guarded by Pool.mu.
+	waiters int
 }
+
+// Started is closed when a worker has taken the job (it is running or has
+// run); a job that never ran (yielded, abandoned at shutdown) never closes
+// it, so select on Done too.
+func (t *Ticket) Started() <-chan struct{} { return t.state.started }
 
 // Done is closed when the job has finished (or was abandoned at shutdown).
 func (t *Ticket) Done() <-chan struct{} { return t.state.done }
@@ -80,13 +122,16 @@ type Options struct {
 // Pool is a bounded worker pool keyed by session. The zero value is not
 // usable; create one with New and start it with Run.
 type Pool struct {
-	opts  Options
-	queue chan *jobState
+	opts Options
 
-	mu      sync.Mutex
-	active  map[string]*jobState // queued or running, by session
-	running int
-	closed  bool
+	mu         sync.Mutex
+	cond       *sync.Cond           // signalled when a job is queued or the pool closes
+	waited     []*jobState          // queued Waited jobs, oldest first
+	background []*jobState          // queued Background jobs, oldest first
+	active     map[string]*jobState // queued or running, by session
+	running    int
+	closed     bool
+	stopped    bool // workers take no more jobs
 }
 
 // New returns a pool with opts. It returns an error when Size or Queue is
@@ -98,35 +143,95 @@ func New(opts Options) (*Pool, error) {
 	if opts.Queue < 1 {
 		return nil, fmt.Errorf("workers: queue must be at least 1, got %d", opts.Queue)
 	}
-	return &Pool{
-		opts:   opts,
-		queue:  make(chan *jobState, opts.Queue),
-		active: make(map[string]*jobState),
-	}, nil
+	p := &Pool{opts: opts, active: make(map[string]*jobState)}
+	p.cond = sync.NewCond(&p.mu)
+	return p, nil
 }
 
-// Submit queues fn as session's job, or joins the job session already has
-// queued or running (the returned Ticket then has Joined set and fn is not
-// used). Jobs are keyed by session alone so that running one twice is
-// impossible (DESIGN.md §8a). It returns ErrQueueFull when the queue is at
-// its bound and ErrClosed once the pool is shutting down; it never blocks.
+// Submit queues fn as session's Background job: SubmitPriority(session,
+// Background, fn).
 func (p *Pool) Submit(session string, fn Func) (*Ticket, error) {
+	return p.SubmitPriority(session, Background, fn)
+}
+
+// SubmitPriority queues fn as session's job with priority prio, or joins
+// the job session already has queued or running (the returned Ticket then
+// has Joined set and fn is not used); a Waited request raises a queued
+// Background job of the session to Waited (it takes it over). Jobs are keyed
+// by session alone so that running one twice is impossible (DESIGN.md
+// §8a). When the queue holds Queue jobs, a Waited job takes the place of
+// the newest queued Background job (which ends with ErrYielded); when there
+// is none, or for a Background job, it returns ErrQueueFull. It returns
+// ErrClosed once the pool is shutting down; it never blocks.
+func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, ErrClosed
 	}
 	if st, ok := p.active[session]; ok {
+		if prio == Waited {
+			st.waiters++
+			if st.prio == Background {
+				st.prio = Waited
+				if st.queued {
+					p.background = remove(p.background, st)
+					p.waited = append(p.waited, st)
+				}
+			}
+		}
 		return &Ticket{Session: session, Joined: true, state: st}, nil
 	}
-	st := &jobState{done: make(chan struct{}), fn: fn, key: session}
-	select {
-	case p.queue <- st:
-	default:
-		return nil, ErrQueueFull
+	if len(p.waited)+len(p.background) >= p.opts.Queue {
+		if prio != Waited || len(p.background) == 0 {
+			return nil, ErrQueueFull
+		}
+		last := p.background[len(p.background)-1]
+		p.background = p.background[:len(p.background)-1]
+		last.queued = false
+		delete(p.active, last.key)
+		last.err = ErrYielded
+		close(last.done)
+	}
+	st := &jobState{started: make(chan struct{}), done: make(chan struct{}), fn: fn, key: session, prio: prio, queued: true}
+	if prio == Waited {
+		st.waiters = 1
+		p.waited = append(p.waited, st)
+	} else {
+		p.background = append(p.background, st)
 	}
 	p.active[session] = st
+	p.cond.Signal()
 	return &Ticket{Session: session, state: st}, nil
+}
+
+// Unwait tells the pool that a Waited request for t's job (its own
+// SubmitPriority or a join) no longer waits on it. When no request waits
+// any more and the job has not started, it becomes Background work again,
+// first among the background jobs (it was asked for before them): a
+// request that does wait goes ahead of it (issue 19). Unwait once per
+// Waited request, at most.
+func (p *Pool) Unwait(t *Ticket) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := t.state
+	if st.waiters > 0 {
+		st.waiters--
+	}
+	if st.waiters == 0 && st.prio == Waited && st.queued {
+		st.prio = Background
+		p.waited = remove(p.waited, st)
+		p.background = append([]*jobState{st}, p.background...)
+	}
+}
+
+func remove(q []*jobState, st *jobState) []*jobState {
+	for i, x := range q {
+		if x == st {
+			return append(q[:i], q[i+1:]...)
+		}
+	}
+	return q
 }
 
 // Active returns the ticket of session's job while one is queued or running,
@@ -142,8 +247,9 @@ func (p *Pool) Active(session string) *Ticket {
 
 // Stats is a point-in-time view of the pool.
 type Stats struct {
-	// Queued is the number of jobs waiting to start.
-	Queued int
+	// Queued is the number of jobs waiting to start, QueuedWaited those of
+	// them a request waits on.
+	Queued, QueuedWaited int
 	// Running is the number of jobs running.
 	Running int
 }
@@ -152,7 +258,33 @@ type Stats struct {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Queued: len(p.queue), Running: p.running}
+	return Stats{Queued: len(p.waited) + len(p.background), QueuedWaited: len(p.waited), Running: p.running}
+}
+
+// next blocks until a job is queued and returns it, Waited jobs first, or
+// nil once the workers are stopped.
+func (p *Pool) next() *jobState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.stopped {
+			return nil
+		}
+		var st *jobState
+		switch {
+		case len(p.waited) > 0:
+			st, p.waited = p.waited[0], p.waited[1:]
+		case len(p.background) > 0:
+			st, p.background = p.background[0], p.background[1:]
+		}
+		if st != nil {
+			st.queued = false
+			p.running++
+			close(st.started)
+			return st
+		}
+		p.cond.Wait()
+	}
 }
 
 // Run starts the workers and blocks until ctx is cancelled; then it stops
@@ -164,26 +296,22 @@ func (p *Pool) Run(ctx context.Context) error {
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
 
-	stop := make(chan struct{})
 	var g errgroup.Group
 	for range p.opts.Size {
 		g.Go(func() error {
-			for {
-				select {
-				case <-stop:
-					return nil
-				case st := <-p.queue:
-					p.run(jobCtx, st)
-				}
+			for st := p.next(); st != nil; st = p.next() {
+				p.run(jobCtx, st)
 			}
+			return nil
 		})
 	}
 
 	<-ctx.Done()
 	p.mu.Lock()
 	p.closed = true
+	p.stopped = true
+	p.cond.Broadcast()
 	p.mu.Unlock()
-	close(stop)
 
 	drained := make(chan struct{})
 	go func() { _ = g.Wait(); close(drained) }()
@@ -197,20 +325,20 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	// Whatever is still queued never started.
-	for {
-		select {
-		case st := <-p.queue:
-			p.finish(st, ErrClosed)
-		default:
-			return nil
-		}
+	p.mu.Lock()
+	left := append(p.waited, p.background...)
+	p.waited, p.background = nil, nil
+	for _, st := range left {
+		st.queued = false
 	}
+	p.mu.Unlock()
+	for _, st := range left {
+		p.finish(st, ErrClosed)
+	}
+	return nil
 }
 
 func (p *Pool) run(ctx context.Context, st *jobState) {
-	p.mu.Lock()
-	p.running++
-	p.mu.Unlock()
 	err := safeCall(ctx, st.fn)
 	p.mu.Lock()
 	p.running--

@@ -281,3 +281,165 @@ func TestActiveReportsTheQueuedOrRunningJob(t *testing.T) {
 		t.Fatal("Active after the job finished")
 	}
 }
+
+// blockWorkers occupies every worker of p with a job that runs until the
+// returned release is called.
+func blockWorkers(t *testing.T, p *Pool, n int) (release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	started := make(chan struct{}, n)
+	for i := range n {
+		if _, err := p.Submit(fmt.Sprintf("blocker-%d", i), func(context.Context) error {
+			started <- struct{}{}
+			<-gate
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		<-started
+	}
+	return func() { close(gate) }
+}
+
+// recorder returns a job that appends name to the shared order.
+func recorder(order chan<- string, name string) Func {
+	return func(context.Context) error { order <- name; return nil }
+}
+
+func TestWaitedJobsStartBeforeQueuedBackgroundOnes(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 8})
+	release := blockWorkers(t, p, 1)
+	order := make(chan string, 8)
+	for _, s := range []string{"b1", "b2"} {
+		if _, err := p.Submit(s, recorder(order, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := p.SubmitPriority("w1", Waited, recorder(order, "w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Queued != 3 || st.QueuedWaited != 1 || st.Running != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	release()
+	if err := w.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{<-order, <-order, <-order}
+	if fmt.Sprint(got) != "[w1 b1 b2]" {
+		t.Fatalf("start order %v, want [w1 b1 b2]", got)
+	}
+}
+
+func TestWaitedRequestTakesOverAQueuedBackgroundJob(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 8})
+	release := blockWorkers(t, p, 1)
+	order := make(chan string, 8)
+	if _, err := p.Submit("b1", recorder(order, "b1")); err != nil {
+		t.Fatal(err)
+	}
+	bg, err := p.Submit("s", recorder(order, "s (background fn)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.SubmitPriority("s", Waited, recorder(order, "s (waited fn)"))
+	if err != nil || !w.Joined {
+		t.Fatalf("waited request: joined %v, %v", w != nil && w.Joined, err)
+	}
+	if st := p.Stats(); st.Queued != 2 || st.QueuedWaited != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	release()
+	if err := w.Err(); err != nil || bg.Err() != nil {
+		t.Fatal(err, bg.Err())
+	}
+	got := []string{<-order, <-order}
+	if fmt.Sprint(got) != "[s (background fn) b1]" {
+		t.Fatalf("start order %v: the session's job should run once, first", got)
+	}
+}
+
+func TestFullQueueRefusesBackgroundAndYieldsToWaited(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 2})
+	release := blockWorkers(t, p, 1)
+	defer release()
+	noop := func(context.Context) error { return nil }
+	b1, err := p.Submit("b1", noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := p.Submit("b2", noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Submit("b3", noop); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("background into a full queue: %v", err)
+	}
+	// A waited job takes the newest background job's place.
+	if _, err := p.SubmitPriority("w1", Waited, noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Err(); !errors.Is(err, ErrYielded) {
+		t.Fatalf("b2: %v, want ErrYielded", err)
+	}
+	if p.Active("b2") != nil {
+		t.Fatal("a yielded job is still active")
+	}
+	if _, err := p.SubmitPriority("w2", Waited, noop); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b1.Done():
+		if !errors.Is(b1.Err(), ErrYielded) {
+			t.Fatalf("b1: %v", b1.Err())
+		}
+	default:
+		t.Fatal("b1 should have yielded to w2")
+	}
+	// Full of waited jobs: refused, never grown.
+	if _, err := p.SubmitPriority("w3", Waited, noop); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("waited into a queue full of waited jobs: %v", err)
+	}
+	if st := p.Stats(); st.Queued != 2 || st.QueuedWaited != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestUnwaitedJobGoesBackBehindWaitedOnes(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 8})
+	release := blockWorkers(t, p, 1)
+	order := make(chan string, 8)
+	if _, err := p.Submit("b1", recorder(order, "b1")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.SubmitPriority("d", Waited, recorder(order, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.SubmitPriority("d", Waited, nil) // a second waiter joins
+	if err != nil || !j.Joined {
+		t.Fatal(err)
+	}
+	if _, err := p.SubmitPriority("w", Waited, recorder(order, "w")); err != nil {
+		t.Fatal(err)
+	}
+	p.Unwait(d)
+	if st := p.Stats(); st.QueuedWaited != 2 {
+		t.Fatalf("one waiter left: %+v", st)
+	}
+	p.Unwait(j)
+	if st := p.Stats(); st.QueuedWaited != 1 || st.Queued != 3 {
+		t.Fatalf("no waiter left: %+v", st)
+	}
+	release()
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{<-order, <-order, <-order}
+	if fmt.Sprint(got) != "[w d b1]" {
+		t.Fatalf("start order %v, want [w d b1]", got)
+	}
+}

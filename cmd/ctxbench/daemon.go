@@ -198,9 +198,15 @@ type Memory struct {
 	RSS float64 `json:"rss_mib"`
 	// PeakRSS is the largest resident set size so far (VmHWM).
 	PeakRSS float64 `json:"peak_rss_mib"`
+	// RSSAnon and RSSFile split RSS into anonymous memory (the Go heap,
+	// badger's arenas) and mapped file pages (badger's memory-mapped
+	// tables and logs: page cache the kernel reclaims under pressure).
+	RSSAnon float64 `json:"rss_anon_mib"`
+	RSSFile float64 `json:"rss_file_mib"`
 }
 
-// readMemory reads VmRSS and VmHWM of process pid from /proc.
+// readMemory reads VmRSS, VmHWM, RssAnon and RssFile of process pid from
+// /proc.
 func readMemory(pid int) (Memory, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -217,7 +223,7 @@ func parseProcStatus(b []byte) (Memory, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
+		if !ok || (k != "VmRSS" && k != "VmHWM" && k != "RssAnon" && k != "RssFile") {
 			continue
 		}
 		f := strings.Fields(v)
@@ -228,12 +234,18 @@ func parseProcStatus(b []byte) (Memory, error) {
 		if err != nil {
 			return Memory{}, fmt.Errorf("/proc status: %s: %w", k, err)
 		}
-		if k == "VmRSS" {
+		switch k {
+		case "VmRSS":
 			m.RSS = kb / 1024
-		} else {
+			found++
+		case "VmHWM":
 			m.PeakRSS = kb / 1024
+			found++
+		case "RssAnon":
+			m.RSSAnon = kb / 1024
+		case "RssFile":
+			m.RSSFile = kb / 1024
 		}
-		found++
 	}
 	if found != 2 {
 		return Memory{}, errors.New("/proc status: no VmRSS or VmHWM line")

@@ -30,10 +30,17 @@ type IdleReport struct {
 	HeapInuseAfterCreateMiB float64 `json:"heap_inuse_after_create_mib"`
 	HeapInuseIdleMiB        float64 `json:"heap_inuse_idle_mib"`
 	IdleWaitSeconds         float64 `json:"idle_wait_seconds"`
-	// Listed is what GET /v1/sessions returned after the wait, ListMillis
-	// how long it took (it lists without loading sessions).
+	// FirstPage is the size of the first page of GET /v1/sessions (the
+	// server's default limit) after the wait, FirstPageMillis how long it
+	// took.
+	FirstPage       int     `json:"first_page"`
+	FirstPageMillis float64 `json:"first_page_ms"`
+	// Listed is how many sessions paging through GET /v1/sessions returned
+	// after that, ListMillis how long it took (it loads no session), and
+	// AfterList the daemon's memory right after.
 	Listed     int     `json:"listed"`
 	ListMillis float64 `json:"list_ms"`
+	AfterList  *Memory `json:"after_list,omitempty"`
 	// Errors counts failed requests by code.
 	Errors map[string]int `json:"errors,omitempty"`
 }
@@ -71,7 +78,7 @@ func memoryOf(t *target) *Memory {
 	if err != nil {
 		return nil
 	}
-	m.RSS, m.PeakRSS = round2(m.RSS), round2(m.PeakRSS)
+	m.RSS, m.PeakRSS, m.RSSAnon, m.RSSFile = round2(m.RSS), round2(m.PeakRSS), round2(m.RSSAnon), round2(m.RSSFile)
 	return &m
 }
 
@@ -140,6 +147,13 @@ func runIdleMode(ctx context.Context, o *options, t *target, rep *Report, _ *sam
 	ir.IdleWaitSeconds = round2(time.Since(t0).Seconds())
 	ir.Idle = memoryOf(t)
 	ir.HeapInuseIdleMiB = heapMiB(ctx, c)
+	fs := time.Now()
+	page, err := c.ListSessionsPage(ctx, "", 0)
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	ir.FirstPageMillis = round2(float64(time.Since(fs).Microseconds()) / 1000)
+	ir.FirstPage = len(page.Sessions)
 	ls := time.Now()
 	list, err := c.ListSessions(ctx)
 	if err != nil {
@@ -147,6 +161,7 @@ func runIdleMode(ctx context.Context, o *options, t *target, rep *Report, _ *sam
 	}
 	ir.ListMillis = round2(float64(time.Since(ls).Microseconds()) / 1000)
 	ir.Listed = len(list)
+	ir.AfterList = memoryOf(t)
 	if first != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("idle: request errors %v; first: %v", ir.Errors, first))
 	}

@@ -44,11 +44,12 @@ func printReport(w io.Writer, rep *Report) {
 			if m == nil {
 				return "-"
 			}
-			return fmt.Sprintf("RSS %.1f MiB (peak %.1f)", m.RSS, m.PeakRSS)
+			return fmt.Sprintf("RSS %.1f MiB (anon %.1f, file %.1f; peak %.1f)", m.RSS, m.RSSAnon, m.RSSFile, m.PeakRSS)
 		}
 		p("memory          baseline %s; after create %s, heap %.1f MiB; after %.0fs idle %s, heap %.1f MiB",
 			mem(ir.Baseline), mem(ir.AfterCreate), ir.HeapInuseAfterCreateMiB, ir.IdleWaitSeconds, mem(ir.Idle), ir.HeapInuseIdleMiB)
-		p("list            %d sessions in %.1f ms", ir.Listed, ir.ListMillis)
+		p("list            first page (%d) in %.1f ms; all %d sessions, page by page, in %.1f ms; after it %s",
+			ir.FirstPage, ir.FirstPageMillis, ir.Listed, ir.ListMillis, mem(ir.AfterList))
 	}
 	if q := rep.QueueFull; q != nil {
 		p("queue full      %d requests: %d queued, %d nothing to compact, %d unavailable, %d hung, other %v; p50 %.2f ms, max %.2f ms",

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxd/ctxd/config"
 )
@@ -63,16 +66,19 @@ func runCheck(c *cli.Context, e *env) error {
 	}
 	cfg, warnings, err := config.Load(opts)
 	var problems []config.Problem
+	agentPath := c.String("agent-file")
 	if err != nil {
 		var cerr *config.Error
 		if !errors.As(err, &cerr) {
 			return err
 		}
 		problems = append(problems, cerr.Problems...)
-	}
-
-	agentPath := c.String("agent-file")
-	if agentPath == "" && err == nil {
+		if agentPath == "" {
+			// Report the agent file's problems (a missing file) together
+			// with the configuration's.
+			agentPath = cerr.AgentFile
+		}
+	} else if agentPath == "" {
 		agentPath = cfg.Compaction.AgentFile
 	}
 	var agent *config.AgentFile
@@ -87,6 +93,10 @@ func runCheck(c *cli.Context, e *env) error {
 		default:
 			return aerr
 		}
+	}
+
+	if err == nil {
+		problems = append(problems, checkOffloadDir(cfg, e.getenv)...)
 	}
 
 	for _, w := range warnings {
@@ -148,4 +158,69 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// checkOffloadDir verifies that the offload directory (DESIGN.md §6: created
+// on first use) exists as a writable directory or can be created: its
+// nearest existing ancestor is a directory ctxd's user may write to. It
+// creates nothing. A directory that cannot be created would make every
+// offload fail (the results stay whole, offload_failed events).
+func checkOffloadDir(cfg config.Config, getenv func(string) string) []config.Problem {
+	dir, key, table := cfg.Offload.Dir, "offload.dir", config.TableOffload
+	if !cfg.Offload.Enabled {
+		return nil
+	}
+	if dir == "" {
+		data := cfg.Storage.DataDir
+		if data == "" {
+			data = defaultStateDir(getenv)
+		}
+		if data == "" {
+			return nil
+		}
+		dir, key, table = filepath.Join(data, "offload"), "storage.data_dir", config.TableStorage
+	}
+	// The layer that set the key names the problem's file ("default" for
+	// the built-in value).
+	src := cfg.Sources[table]
+	problem := func(format string, args ...any) []config.Problem {
+		return []config.Problem{{File: src, Key: key, Message: fmt.Sprintf(format, args...)}}
+	}
+	dir, _ = filepath.Abs(dir)
+	p := dir
+	for {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && !fi.IsDir():
+			return problem("offload directory %s cannot be created: %s is not a directory", dir, p)
+		case err == nil:
+			if aerr := unix.Access(p, unix.W_OK|unix.X_OK); aerr != nil {
+				what := "cannot be created"
+				if p == dir {
+					what = "is not writable"
+				}
+				return problem("offload directory %s %s: %s: %v", dir, what, p, aerr)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR):
+			return problem("offload directory %s cannot be checked: %v", dir, err)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
+}
+
+// defaultStateDir is ctxd's default data directory: $XDG_STATE_HOME/ctxd,
+// else ~/.local/state/ctxd ("" when there is no home).
+func defaultStateDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "ctxd")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "state", "ctxd")
+	}
+	return ""
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/api"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files (testdata/config, cmd/ctxctl/testdata/golden)")
@@ -250,5 +252,72 @@ func TestConfigFlagKeepsCommas(t *testing.T) {
 	}
 	if code, _, stderr := ctxctl(t, "check", "--config", p); code != 0 {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestCheckReportsEverything (issue 14): a missing agent file is reported
+// together with the configuration's other problems, and an offload
+// directory that cannot be created is a problem naming the key.
+func TestCheckReportsEverything(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, toml string
+		want       []string
+	}{
+		{"agent file and bad key", "[compaction]\nagent_file = \"missing.md\"\n[workers]\nsize = 0\n",
+			[]string{"workers.size: must be at least 1", "missing.md: cannot read: no such file or directory", "2 problems"}},
+		{"offload dir under a file", "[offload]\ndir = \"" + filepath.Join(notDir, "off") + "\"\n",
+			[]string{"offload.dir: offload directory " + filepath.Join(notDir, "off") + " cannot be created: " + notDir + " is not a directory", "1 problem"}},
+		{"data dir under a file", "[storage]\ndata_dir = \"" + filepath.Join(notDir, "data") + "\"\n",
+			[]string{"storage.data_dir: offload directory " + filepath.Join(notDir, "data", "offload") + " cannot be created", "1 problem"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.toml")
+			if err := os.WriteFile(path, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := ctxctl(t, "check", "--config", path)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+	// A creatable directory is fine.
+	path := filepath.Join(dir, "ok.toml")
+	if err := os.WriteFile(path, []byte("[offload]\ndir = \""+filepath.Join(dir, "a", "b")+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := ctxctl(t, "check", "--config", path); code != 0 {
+		t.Errorf("exit %d for a creatable offload dir:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Error("check created the offload directory; it must create nothing")
+	}
+}
+
+// TestDoctorDiskLow: doctor's disk line says what a low disk stops.
+func TestDoctorDiskLow(t *testing.T) {
+	var b bytes.Buffer
+	writeDoctor(&b, &doctorReport{Daemon: doctorDaemon{Reachable: true, Socket: "s", Status: &api.Status{Disk: []api.Disk{
+		{Name: "data", Dir: "/d", FreeBytes: 3 << 20, ReserveBytes: 128 << 20, Low: true},
+		{Name: "offload", Dir: "/d/offload", FreeBytes: 3 << 20, ReserveBytes: 128 << 20, Low: true},
+	}}}})
+	for _, w := range []string{
+		"disk data: 3.0 MiB free in /d (reserve 128.0 MiB, storage.min_free_bytes): LOW — appends, new sessions and compactions are refused (507 insufficient_storage)",
+		"disk offload: 3.0 MiB free in /d/offload (reserve 128.0 MiB, storage.min_free_bytes): LOW — oversized tool results are kept whole",
+	} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("doctor lacks %q:\n%s", w, b.String())
+		}
 	}
 }

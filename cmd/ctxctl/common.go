@@ -113,6 +113,12 @@ func checkpointLine(cp *api.Checkpoint) string {
 	if cp.PrunedRetry {
 		b.WriteString(", pruned retry")
 	}
+	if cp.Fallback {
+		b.WriteString(", by the extractive fallback (every configured binding failed)")
+	}
+	if cp.RequestSeq > 0 {
+		fmt.Fprintf(&b, ", current request seq %d kept", cp.RequestSeq)
+	}
 	if cp.Stalled {
 		b.WriteString(", STALLED (still at or above the threshold)")
 	}

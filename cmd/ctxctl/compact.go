@@ -95,7 +95,11 @@ func compactSession(c *cli.Context, e *env) error {
 	case api.CompactQueued:
 		fmt.Fprintf(e.stdout, "compaction of session %s queued; follow it with: ctxctl session events --follow %s\n", id, id)
 	case api.CompactNothing:
-		fmt.Fprintf(e.stdout, "nothing to compact in session %s: no message since the last checkpoint\n", id)
+		why := r.Reason
+		if why == "" { // a daemon that does not say
+			why = "a compaction would replace nothing"
+		}
+		fmt.Fprintf(e.stdout, "nothing to compact in session %s: %s\n", id, why)
 	default:
 		fmt.Fprintf(e.stdout, "session %s: %s\n", id, r.Status)
 	}

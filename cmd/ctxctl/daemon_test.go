@@ -86,6 +86,11 @@ func startDaemon(t *testing.T) *daemon {
 		xdg:     t.TempDir(),
 		logs:    &bytes.Buffer{},
 	}
+	// t.TempDir's directories are 0755 under the usual umask; ctxd refuses
+	// a data directory other users can read (issue 12).
+	if err := os.Chmod(d.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	// The provider proxy stays off: its default port is shared by every
 	// daemon on the machine (cmd/ctxd tests the proxy).
 	if err := os.MkdirAll(filepath.Join(d.xdg, "ctxd"), 0o700); err != nil {
@@ -166,11 +171,14 @@ func (d *daemon) run(t *testing.T, args ...string) (code int, stdout, stderr str
 type normalizer struct{ paths [][2]string }
 
 var (
-	reTime     = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
-	reUptime   = regexp.MustCompile(`("uptime_seconds": )[0-9.e+-]+`)
-	reUp       = regexp.MustCompile(`\(up [0-9hms.]+\)`)
-	reArtifact = regexp.MustCompile(`(artifact://|"artifact": "|/v1/artifacts/)[0-9a-f]{16,}`)
-	reArtID    = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	reTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	// The free space of the daemon's disks changes between runs.
+	reFreeBytes = regexp.MustCompile(`("free_bytes": )\d+`)
+	reFreeText  = regexp.MustCompile(`\d+(\.\d)? [KMGTP]?i?B free`)
+	reUptime    = regexp.MustCompile(`("uptime_seconds": )[0-9.e+-]+`)
+	reUp        = regexp.MustCompile(`\(up [0-9hms.]+\)`)
+	reArtifact  = regexp.MustCompile(`(artifact://|"artifact": "|/v1/artifacts/)[0-9a-f]{16,}`)
+	reArtID     = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
 )
 
 func (d *daemon) normalizer() *normalizer {
@@ -186,6 +194,8 @@ func (n *normalizer) apply(s string) string {
 		s = strings.ReplaceAll(s, p[0], p[1])
 	}
 	s = reTime.ReplaceAllString(s, "<TIME>")
+	s = reFreeBytes.ReplaceAllString(s, "${1}<N>")
+	s = reFreeText.ReplaceAllString(s, "<SIZE> free")
 	s = reUptime.ReplaceAllString(s, "${1}<N>")
 	s = reUp.ReplaceAllString(s, "(up <DUR>)")
 	s = reArtifact.ReplaceAllString(s, "${1}<ID>")

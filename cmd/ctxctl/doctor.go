@@ -361,6 +361,9 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		st := r.Daemon.Status
 		fmt.Fprintf(w, "daemon: ctxd %s running on %s, %d session%s, %d/%d workers busy, queue %d/%d\n",
 			st.Version, r.Daemon.Socket, st.Sessions, plural(st.Sessions, "", "s"), st.Workers.Busy, st.Workers.Size, st.Queue.Depth, st.Queue.Capacity)
+		for _, d := range st.Disk {
+			fmt.Fprintf(w, "  disk %s: %s\n", d.Name, diskLine(d))
+		}
 		fmt.Fprintf(w, "proxy: %s\n", proxyLine(st.Proxy))
 	} else {
 		fmt.Fprintf(w, "daemon: unreachable: %s\n", r.Daemon.Error)
@@ -396,6 +399,36 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		fmt.Fprintln(w, "  last checkpoint: none")
 	}
 	fmt.Fprintf(w, "  shape:           %s\n", shapeOf(s))
+}
+
+// diskLine describes one guarded directory's free space against the
+// reserve, and what a low disk stops (docs/operating.md "Disk full").
+func diskLine(d api.Disk) string {
+	if d.Error != "" {
+		return fmt.Sprintf("%s: free space unknown: %s", d.Dir, d.Error)
+	}
+	head := fmt.Sprintf("%s free in %s (reserve %s, storage.min_free_bytes)", sizeOf(d.FreeBytes), d.Dir, sizeOf(d.ReserveBytes))
+	if !d.Low {
+		return head + ": ok"
+	}
+	if d.Name == "offload" {
+		return head + ": LOW — oversized tool results are kept whole (offload_failed) until space is freed"
+	}
+	return head + ": LOW — appends, new sessions and compactions are refused (507 insufficient_storage) until space is freed; reads still work"
+}
+
+// sizeOf writes n bytes in binary units with one decimal ("12.5 MiB").
+func sizeOf(n uint64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, units := float64(n)/1024, "KMGTP"
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, units[i])
 }
 
 // msDuration prints milliseconds as a Go duration ("3m0s", "45s").

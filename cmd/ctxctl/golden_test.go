@@ -153,6 +153,15 @@ func TestGoldenCommands(t *testing.T) {
 			t.Errorf("artifact get %s: exit %d, %d bytes (want %d), stderr %q", ref, code, len(stdout), len(bigLog()), stderr)
 		}
 	}
+	// --json, as docs/cli.md promises of every read command (issue 14).
+	code, stdout, stderr := d.run(t, "artifact", "get", "--json", uri)
+	var aj struct {
+		ID, URI, Text string
+		Bytes         int
+	}
+	if err := json.Unmarshal([]byte(stdout), &aj); code != 0 || err != nil || aj.Text != bigLog() || aj.Bytes != len(bigLog()) || aj.URI != uri || aj.ID != api.ArtifactID(uri) {
+		t.Errorf("artifact get --json: exit %d, %v, stderr %q", code, err, stderr)
+	}
 	code, _, stderr = step("artifact-get-missing", "artifact", "get", "artifact://"+strings.Repeat("0", 64))
 	expect(code, 1, stderr)
 

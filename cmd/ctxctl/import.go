@@ -58,6 +58,9 @@ func runImport(c *cli.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
+	for _, n := range tr.Notes() {
+		fmt.Fprintf(e.stderr, "ctxctl import: %s: note: %s\n", file, n)
+	}
 	abandoned := tr.CloseAbandoned()
 
 	model := tr.Model

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -67,16 +70,39 @@ func checkpointCommand(e *env) *cli.Command {
 	}
 }
 
-// artifactCommand is `ctxctl artifact get ID|URI`.
+// artifactOutput is `ctxctl artifact get --json`: the artifact with its id
+// and size. Text is set when the bytes are valid UTF-8 (an offloaded tool
+// result), else Base64. Fields are only ever added.
+type artifactOutput struct {
+	ID     string `json:"id"`
+	URI    string `json:"uri"`
+	Bytes  int    `json:"bytes"`
+	Text   string `json:"text,omitempty"`
+	Base64 string `json:"base64,omitempty"`
+}
+
+func artifactJSON(ref string, b []byte) artifactOutput {
+	id := strings.TrimPrefix(ref, api.ArtifactScheme)
+	out := artifactOutput{ID: id, URI: api.ArtifactScheme + id, Bytes: len(b)}
+	if utf8.Valid(b) {
+		out.Text = string(b)
+	} else {
+		out.Base64 = base64.StdEncoding.EncodeToString(b)
+	}
+	return out
+}
+
+// artifactCommand is `ctxctl artifact get [--json] ID|URI`.
 func artifactCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "artifact",
 		Usage:     "read a stored artifact",
-		UsageText: "ctxctl artifact get ID|URI",
+		UsageText: "ctxctl artifact get [--json] ID|URI",
 		Subcommands: []*cli.Command{{
 			Name:      "get",
 			Usage:     "write an artifact's bytes to stdout, by id or artifact:// URI",
-			UsageText: "ctxctl artifact get ID|URI",
+			UsageText: "ctxctl artifact get [--json] ID|URI",
+			Flags:     []cli.Flag{jsonFlag()},
 			Action: func(c *cli.Context) error {
 				args, err := exactArgs(c, "ID|URI")
 				if err != nil {
@@ -85,6 +111,9 @@ func artifactCommand(e *env) *cli.Command {
 				b, err := e.client(c).Artifact(c.Context, args[0])
 				if err != nil {
 					return err
+				}
+				if c.Bool("json") {
+					return writeJSON(e.stdout, artifactJSON(args[0], b))
 				}
 				_, err = e.stdout.Write(b)
 				return err

@@ -81,28 +81,44 @@ func sessionList(c *cli.Context, e *env) error {
 	if _, err := exactArgs(c); err != nil {
 		return err
 	}
-	ss, err := e.client(c).ListSessions(c.Context)
-	if err != nil {
-		return err
-	}
+	// Page through the listing (api.MaxListLimit a request): text rows are
+	// printed page by page, the JSON object once at the end.
+	client := e.client(c)
 	if c.Bool("json") {
+		ss, err := client.ListSessions(c.Context)
+		if err != nil {
+			return err
+		}
 		if ss == nil {
 			ss = []api.Session{}
 		}
 		return writeJSON(e.stdout, api.ListSessionsResponse{Sessions: ss})
 	}
-	if len(ss) == 0 {
-		fmt.Fprintln(e.stderr, "no sessions")
-		return nil
-	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMODEL\tMESSAGES\tTOKENS\tTHRESHOLD\tSOURCE\tCHECKPOINTS\tCOMPACTION\tCIRCUIT")
-	for _, s := range ss {
+	n := 0
+	for s, err := range client.Sessions(c.Context, api.MaxListLimit) {
+		if err != nil {
+			_ = tw.Flush()
+			return err
+		}
+		if n == 0 {
+			fmt.Fprintln(tw, "ID\tMODEL\tMESSAGES\tTOKENS\tTHRESHOLD\tSOURCE\tCHECKPOINTS\tCOMPACTION\tCIRCUIT")
+		}
+		n++
 		circuit := "closed"
 		if s.Circuit.Open {
 			circuit = "open"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.ID, s.Model, s.Messages, s.Tokens.Value, s.Threshold, orDash(s.Tokens.Source), s.Checkpoints, orDash(s.Compaction), circuit)
+		if n%api.MaxListLimit == 0 {
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(e.stderr, "no sessions")
+		return nil
 	}
 	return tw.Flush()
 }

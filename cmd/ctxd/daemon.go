@@ -13,9 +13,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/proxy"
 	"github.com/ctxd/ctxd/server"
@@ -48,6 +51,13 @@ const (
 	// readHeaderTimeout bounds a client's request line and headers. There
 	// is no write timeout: event streams and waited compactions are long.
 	readHeaderTimeout = 10 * time.Second
+	// idleTrimAfter is how long the daemon must have served no request
+	// before it returns the memory it no longer uses to the system, once
+	// per idle period (issue 19: a fleet's idle daemon stays small; the Go
+	// runtime alone returns it over minutes). idleTrimCheck is how often it
+	// looks.
+	idleTrimAfter = 10 * time.Second
+	idleTrimCheck = 2 * time.Second
 )
 
 // dirDataDefault is the data directory under $XDG_STATE_HOME (or
@@ -79,7 +89,8 @@ type Main struct {
 	Stderr io.Writer
 
 	logger     *slog.Logger
-	cfg        config.Config // effective, after flag overrides
+	redactor   *redact.Redactor // the configured secrets, for logs and provider errors
+	cfg        config.Config    // effective, after flag overrides
 	socketPath string
 	dataDir    string
 
@@ -176,17 +187,45 @@ func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
 		cfg.Daemon.Listen = m.Listen
 	}
 	// config.Load checks daemon.listen, but --listen bypasses it: check
-	// again (DESIGN.md §8b: loopback only unless a token is configured).
+	// again (DESIGN.md §8b: TCP always needs a bearer token; loopback does
+	// not make it private).
 	if cfg.Daemon.Listen != "" {
 		lo, err := isLoopback(cfg.Daemon.Listen)
 		if err != nil {
 			return config.Config{}, warnings, err
 		}
-		if !lo && cfg.Daemon.AuthTokenEnv == "" {
-			return config.Config{}, warnings, fmt.Errorf("daemon.listen %q is not a loopback address: set daemon.auth_token_env to require a bearer token, or listen on 127.0.0.1", cfg.Daemon.Listen)
+		if cfg.Daemon.AuthTokenEnv == "" {
+			where := "every local user can reach a loopback port"
+			if !lo {
+				where = "it is not even a loopback address"
+			}
+			return config.Config{}, warnings, fmt.Errorf("daemon.listen %q: TCP needs a bearer token (%s): set daemon.auth_token_env to the name of an environment variable holding it, or remove the listener and use the unix socket", cfg.Daemon.Listen, where)
 		}
 	}
 	return cfg, warnings, nil
+}
+
+// minAuthTokenLen is the shortest bearer token ctxd accepts for its TCP
+// listener, in bytes: a shorter one could be guessed by any local user
+// (e.g. generate one with `openssl rand -hex 32`).
+const minAuthTokenLen = 16
+
+// authToken reads the TCP listener's bearer token from the variable
+// daemon.auth_token_env names; "" when there is no listener. Errors: the
+// variable unset, empty or too short (the message never shows its value).
+func (m *Main) authToken(cfg config.Config) (string, error) {
+	if cfg.Daemon.Listen == "" {
+		return "", nil
+	}
+	env := cfg.Daemon.AuthTokenEnv
+	token := m.getenv(env)
+	switch {
+	case token == "":
+		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: the TCP listener %s needs its bearer token; set it or remove daemon.listen", env, cfg.Daemon.Listen)
+	case len(token) < minAuthTokenLen:
+		return "", fmt.Errorf("the bearer token in %s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", env, len(token), minAuthTokenLen)
+	}
+	return token, nil
 }
 
 // defaultDataDir is $XDG_STATE_HOME/ctxd, else ~/.local/state/ctxd (the XDG
@@ -213,7 +252,8 @@ func (m *Main) defaultDataDir() (string, error) {
 func (m *Main) Run(ctx context.Context) (err error) {
 	cfg, warnings, err := m.loadConfig()
 	level, _ := parseLevel(m.LogLevel)
-	m.logger = newLogger(m.stderr(), m.LogFormat, level)
+	m.redactor = redact.New(secretsOf(cfg, m.getenv)...)
+	m.logger = newLogger(m.stderr(), m.LogFormat, level, m.redactor)
 	for _, w := range warnings {
 		m.logger.Warn("configuration", attrProblem, w.String())
 	}
@@ -238,12 +278,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	cfg.Storage.DataDir = m.dataDir
 	m.cfg = cfg
 
-	var token string
-	if cfg.Daemon.Listen != "" && cfg.Daemon.AuthTokenEnv != "" {
-		token = m.getenv(cfg.Daemon.AuthTokenEnv)
-		if token == "" {
-			return fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty; set it or remove daemon.listen", cfg.Daemon.AuthTokenEnv)
-		}
+	token, err := m.authToken(cfg)
+	if err != nil {
+		return err
+	}
+	// The directories that hold sessions and tool results are the user's
+	// alone (issue 12): checked before anything is written into them.
+	if err := m.checkDirs(cfg); err != nil {
+		return err
 	}
 
 	// Listen first: a second daemon stops here, before touching badger
@@ -274,9 +316,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	wg.Go(func() { _ = pool.Run(poolCtx) })
 
 	servers := []*http.Server{}
+	// Requests on sessions and artifacts, for the idle trim (monitoring's
+	// /v1/status and /metrics scrapes do not make the daemon busy).
+	var served atomic.Uint64
+	handler := m.srv.Handler()
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/status") && !strings.HasPrefix(r.URL.Path, "/metrics") {
+			served.Add(1)
+		}
+		handler.ServeHTTP(w, r)
+	})
 	serve := func(l net.Listener, name string) {
 		hs := &http.Server{
-			Handler:           m.srv.Handler(),
+			Handler:           counted,
 			ConnContext:       m.srv.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
 			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
@@ -321,10 +373,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	trim := time.NewTicker(idleTrimCheck)
+	defer trim.Stop()
+	lastServed, lastActive, trimmed := served.Load(), time.Now(), true
+
 	var runErr error
 loop:
 	for {
 		select {
+		case now := <-trim.C:
+			switch n := served.Load(); {
+			case n != lastServed:
+				lastServed, lastActive, trimmed = n, now, false
+			case !trimmed && now.Sub(lastActive) >= idleTrimAfter:
+				// A full collection that also returns the freed pages
+				// now: tens of milliseconds, once per idle period.
+				debug.FreeOSMemory()
+				releaseMappedFiles(m.dataDir)
+				trimmed = true
+			}
 		case <-ctx.Done():
 			m.logger.Info("ctxd stopping", attrReason, context.Cause(ctx))
 			break loop
@@ -371,10 +438,25 @@ func (m *Main) listenUnix() (*net.UnixListener, bool, error) {
 // open opens the stores, the pool, the summarizer, the engine and the
 // server, registering each for Close.
 func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
-	if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	// checkDirs (in Run) created or checked the data directory.
+	offloadDir := cfg.Offload.Dir
+	if offloadDir == "" {
+		offloadDir = filepath.Join(m.dataDir, "offload")
 	}
-	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger})
+	var dataSpace *store.Space
+	var disks []server.GuardedDir
+	if reserve := cfg.Storage.MinFreeBytes; reserve > 0 {
+		dataSpace = store.NewSpace(m.dataDir, reserve, nil)
+		// Badger replays its logs through memory maps at start: on a full
+		// file system that is a SIGBUS, so refuse to start instead, in one
+		// line naming the directory and the space needed.
+		if free, low, err := dataSpace.State(); err == nil && low {
+			return fmt.Errorf("data directory %s has %s free, less than the %s ctxd keeps free (storage.min_free_bytes): free at least %s there, or lower storage.min_free_bytes",
+				m.dataDir, store.FormatBytes(free), store.FormatBytes(reserve), store.FormatBytes(reserve-free))
+		}
+		disks = []server.GuardedDir{{Name: server.DiskData, Space: dataSpace}, {Name: server.DiskOffload, Space: store.NewSpace(offloadDir, reserve, nil)}}
+	}
+	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -406,7 +488,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Config:     cfg,
 		Log:        cps,
 		Artifacts:  arts,
-		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger}),
+		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger, Redactor: m.redactor}),
 		Pool:       pool,
 		Logger:     m.logger,
 		Metrics:    metrics,
@@ -425,8 +507,44 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Metrics:     metrics,
 		AuthToken:   token,
 		AllowedUIDs: cfg.Daemon.AllowedUIDs,
+		Disk:        disks,
+		Redactor:    m.redactor,
 		ProxyStatus: m.proxyStatus,
 	})
+	return nil
+}
+
+// checkDirs creates or checks the data directory and the offload
+// directory (privateDir): a too-open data directory or configured
+// offload.dir stops the daemon with the chmod that fixes it; the default
+// <data_dir>/offload, ctxd's own, is tightened with a warning.
+func (m *Main) checkDirs(cfg config.Config) error {
+	if _, err := privateDir(m.dataDir, "data directory", false); err != nil {
+		return err
+	}
+	return m.checkOffloadDir(cfg)
+}
+
+// checkOffloadDir checks the offload directory of cfg (privateDir).
+func (m *Main) checkOffloadDir(cfg config.Config) error {
+	dir, ours := cfg.Offload.Dir, false
+	if dir == "" {
+		dir, ours = filepath.Join(m.dataDir, "offload"), true
+	}
+	tightened, err := privateDir(dir, "offload directory", ours)
+	switch {
+	case errors.Is(err, errOpenDir):
+		return fmt.Errorf("%w (offload.dir)", err)
+	case err != nil:
+		// A directory that cannot be created or read is no leak: ctxd
+		// starts and keeps oversized tool results whole, each append
+		// saying so (offload_failed).
+		m.logger.Warn("offload directory unusable; oversized tool results will be kept whole", attrDir, dir, attrErr, err)
+		return nil
+	}
+	if tightened {
+		m.logger.Warn("offload directory was open to other users; its mode is now 0700", attrDir, dir)
+	}
 	return nil
 }
 
@@ -482,6 +600,10 @@ func (m *Main) reload() {
 		m.logger.Error("configuration reload rejected; the running configuration is kept")
 		return
 	}
+	if err := m.checkOffloadDir(cfg); err != nil {
+		m.logger.Error("configuration reload rejected; the running configuration is kept", attrErr, err)
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.cfg
@@ -498,6 +620,7 @@ func (m *Main) reload() {
 	keep("daemon.auth_token_env", cfg.Daemon.AuthTokenEnv != old.Daemon.AuthTokenEnv)
 	keep("storage.data_dir", filepath.Clean(cfg.Storage.DataDir) != filepath.Clean(old.Storage.DataDir))
 	keep("storage.sync_writes", cfg.Storage.SyncWrites != old.Storage.SyncWrites)
+	keep("storage.min_free_bytes", cfg.Storage.MinFreeBytes != old.Storage.MinFreeBytes)
 	keep("workers.size", cfg.Workers.Size != old.Workers.Size)
 	keep("workers.queue", cfg.Workers.Queue != old.Workers.Queue)
 	keep("proxy", !reflect.DeepEqual(cfg.Proxy, old.Proxy))
@@ -506,6 +629,9 @@ func (m *Main) reload() {
 	cfg.Storage = old.Storage
 	cfg.Workers = old.Workers
 	m.cfg = cfg
+	// New bindings bring new keys; the running token stays (its variable
+	// is read at start only).
+	m.redactor.SetSecrets(append(secretsOf(cfg, m.getenv), secretsOf(old, m.getenv)...)...)
 	m.srv.SetAllowedUIDs(cfg.Daemon.AllowedUIDs)
 	m.eng.SetConfig(cfg)
 	m.logger.Info("configuration reloaded", attrBindings, len(cfg.Summarizer.Bindings),

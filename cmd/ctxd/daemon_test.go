@@ -77,6 +77,8 @@ func (b *syncBuffer) String() string {
 // configuration file, kept across restarts.
 type env struct {
 	dir, socket, dataDir, configPath, xdgConfig string
+	// extraEnv is added to the daemon's environment ("K=V").
+	extraEnv []string
 }
 
 // maxSocketPath leaves room under the 104/108-byte sun_path limit.
@@ -134,12 +136,19 @@ func (e *env) command(extra ...string) *exec.Cmd {
 		"HOME=" + e.dir,
 		"XDG_CONFIG_HOME=" + e.xdgConfig,
 	}
+	cmd.Env = append(cmd.Env, e.extraEnv...)
 	return cmd
 }
 
 func (e *env) start(t *testing.T) *proc {
 	t.Helper()
-	p := &proc{cmd: e.command(), stderr: &syncBuffer{}, done: make(chan struct{})}
+	return e.startWith(t)
+}
+
+// startWith starts the daemon with extra flags and waits until it answers.
+func (e *env) startWith(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: e.command(extra...), stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -195,6 +204,29 @@ func (p *proc) signalAndWait(t *testing.T, sig os.Signal) int {
 		t.Fatalf("ctxd did not exit after %v", sig)
 	}
 	return p.cmd.ProcessState.ExitCode()
+}
+
+// refusedOutput runs a daemon that must refuse to start and returns its
+// output and exit error. One that is still running after 20 s started:
+// it is killed and the test fails (rather than waiting forever).
+func refusedOutput(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
+	t.Helper()
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return []byte(out.String()), err
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("ctxd started where it must refuse:\n%s", out.String())
+		return nil, nil
+	}
 }
 
 // waitLog waits until the daemon's stderr contains s.
@@ -316,8 +348,14 @@ func TestAgentLoop(t *testing.T) {
 	if canon.CheckpointSeq == 0 || canon.System != "You are terse." || len(canon.Tools) != 1 || len(canon.Messages) == 0 {
 		t.Fatalf("canonical context: %s", raw)
 	}
-	if canon.Messages[0].Seq != 0 || !strings.Contains(canon.Messages[0].Content[0].Text, "summary") {
-		t.Errorf("the first message is not the summary: %+v", canon.Messages[0])
+	// The session's first request is carried before the summary
+	// (keep_first_request, DESIGN.md §5.2).
+	sum := canon.Messages[0]
+	if sum.Seq == 1 && len(canon.Messages) > 1 {
+		sum = canon.Messages[1]
+	}
+	if sum.Seq != 0 || !strings.Contains(sum.Content[0].Text, "summary") {
+		t.Errorf("the context does not start with the summary (after the first request): %+v", canon.Messages[0])
 	}
 
 	raw, err = c.ContextRaw(ctx, "agent", api.FormatAnthropic)
@@ -786,15 +824,32 @@ func TestTCPListener(t *testing.T) {
 	e := newEnv(t, baseConfig+"\n[daemon]\nauth_token_env = \"CTXD_TEST_TOKEN\"\n")
 	cmd := e.command("--listen", "0.0.0.0:0")
 	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=")
-	out, err := cmd.CombinedOutput()
+	out, err := refusedOutput(t, cmd)
 	if err == nil || !strings.Contains(string(out), "CTXD_TEST_TOKEN") {
 		t.Fatalf("a listener with an empty token started: %v\n%s", err, out)
 	}
 
 	e2 := newEnv(t, baseConfig)
-	out, err = e2.command("--listen", "0.0.0.0:0").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "not a loopback address") {
+	out, err = refusedOutput(t, e2.command("--listen", "0.0.0.0:0"))
+	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (it is not even a loopback address)") {
 		t.Fatalf("a public listener without a token started: %v\n%s", err, out)
+	}
+	// Issue 12: a loopback listener without a token was open to every
+	// local user (another uid listed and created sessions over it).
+	out, err = refusedOutput(t, e2.command("--listen", "127.0.0.1:0"))
+	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (every local user can reach a loopback port)") {
+		t.Fatalf("a loopback listener without a token started: %v\n%s", err, out)
+	}
+	e3 := newEnv(t, baseConfig+"\n[daemon]\nlisten = \"127.0.0.1:17411\"\n")
+	out, err = refusedOutput(t, e3.command())
+	if err == nil || !strings.Contains(string(out), "daemon.listen: TCP needs a bearer token") {
+		t.Fatalf("daemon.listen on loopback without a token started: %v\n%s", err, out)
+	}
+	cmd = e.command("--listen", "127.0.0.1:0")
+	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "CTXD_TEST_TOKEN=tiny7")
+	out, err = refusedOutput(t, cmd)
+	if err == nil || !strings.Contains(string(out), "the bearer token in CTXD_TEST_TOKEN is 5 bytes: use at least 16") || strings.Contains(string(out), "tiny7") {
+		t.Fatalf("a short token was accepted: %v\n%s", err, out)
 	}
 
 	p := &proc{cmd: e.command("--listen", "127.0.0.1:0"), stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -816,7 +871,77 @@ func TestTCPListener(t *testing.T) {
 	if _, err := (&api.Client{BaseURL: "http://" + addr}).Status(ctx); api.ErrorCode(err) != api.Unauthorized {
 		t.Fatalf("without the token: %v", err)
 	}
+	if _, err := (&api.Client{BaseURL: "http://" + addr, Token: "s3cret-token-valuf"}).ListSessions(ctx); api.ErrorCode(err) != api.Unauthorized {
+		t.Fatalf("with a wrong token: %v", err)
+	}
+	if _, err := (&api.Client{BaseURL: "http://" + addr}).CreateSession(ctx, api.CreateSessionRequest{ID: "x", Model: "gpt-4o"}); api.ErrorCode(err) != api.Unauthorized {
+		t.Fatalf("create without the token: %v", err)
+	}
 	if _, err := (&api.Client{BaseURL: "http://" + addr, Token: "s3cret-token-value"}).Status(ctx); err != nil {
 		t.Fatalf("with the token: %v", err)
+	}
+}
+
+// TestDirectoryModes (issue 12): an existing data directory or configured
+// offload.dir open to other users stops the daemon with the chmod that
+// fixes it; ctxd's own <data_dir>/offload is tightened; a fresh data
+// directory is created 0700.
+func TestDirectoryModes(t *testing.T) {
+	e := newEnv(t, baseConfig)
+	if err := os.MkdirAll(e.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := refusedOutput(t, e.command())
+	if err == nil || !strings.Contains(string(out), "data directory "+e.dataDir+" is mode 0755: other users could read what ctxd keeps there (sessions, tool results); run: chmod 700 "+e.dataDir) {
+		t.Fatalf("a 0755 data directory was accepted: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused daemon wrote into the data directory: %v", err)
+	}
+
+	// A configured offload.dir open to others: refused.
+	off := filepath.Join(e.dir, "offload-elsewhere")
+	if err := os.Mkdir(off, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(off, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig(t, baseConfig+"\n[offload]\ndir = \""+off+"\"\n")
+	out, err = refusedOutput(t, e.command())
+	if err == nil || !strings.Contains(string(out), "offload directory "+off+" is mode 0777") || !strings.Contains(string(out), "chmod 700 "+off) {
+		t.Fatalf("a 0777 offload.dir was accepted: %v\n%s", err, out)
+	}
+
+	// The default offload directory, ctxd's own: tightened, with a warning.
+	e.writeConfig(t, baseConfig)
+	own := filepath.Join(e.dataDir, "offload")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start(t)
+	p.waitLog(t, "offload directory was open to other users")
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("offload directory after start: %v %v", fi.Mode().Perm(), err)
+	}
+	p.signalAndWait(t, syscall.SIGTERM)
+
+	// A data directory ctxd creates is 0700, parents included.
+	e2 := newEnv(t, baseConfig)
+	e2.dataDir = filepath.Join(e2.dir, "state", "ctxd")
+	e2.start(t)
+	for _, d := range []string{e2.dataDir, filepath.Dir(e2.dataDir)} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v %v, want 0700", d, fi.Mode().Perm(), err)
+		}
 	}
 }

@@ -72,7 +72,7 @@ func checkSocketDir(dir string) error {
 		return fmt.Errorf("socket directory %s belongs to uid %d, not to this user (%d); choose another --socket", dir, st.Uid, os.Getuid())
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("socket directory %s is mode %04o: others could replace the socket; use a 0700 directory (DESIGN.md §8b)", dir, fi.Mode().Perm())
+		return fmt.Errorf("socket directory %s is mode %04o: others could replace the socket; use a 0700 directory (DESIGN.md §8b), e.g. run: chmod 700 %s", dir, fi.Mode().Perm(), dir)
 	}
 	return nil
 }

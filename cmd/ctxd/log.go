@@ -5,6 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/redact"
 )
 
 // Log attribute keys (STYLE.md: litestream's constants). No key carries a
@@ -15,6 +18,7 @@ const (
 	attrBindings      = "bindings"
 	attrCount         = "count"
 	attrDataDir       = "data_dir"
+	attrDir           = "dir"
 	attrErr           = "err"
 	attrKey           = "key"
 	attrListen        = "listen"
@@ -42,11 +46,30 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("--log-level: %q is not debug, info, warn or error", s)
 }
 
-// newLogger writes to w as text (logfmt) or JSON lines at level.
-func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+// newLogger writes to w as text (logfmt) or JSON lines at level, every
+// line passed through red (DESIGN.md §8b: no secret in a log line, whoever
+// wrote it).
+func newLogger(w io.Writer, format string, level slog.Level, red *redact.Redactor) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(redact.Handler(h, red))
+}
+
+// secretsOf lists the secrets of cfg the daemon holds in its environment:
+// each binding's key (the value of its api_key_env) and the TCP bearer
+// token (the value of daemon.auth_token_env).
+func secretsOf(cfg config.Config, getenv func(string) string) []string {
+	var out []string
+	for _, b := range cfg.Summarizer.Bindings {
+		if b.APIKeyEnv != "" {
+			out = append(out, getenv(b.APIKeyEnv))
+		}
+	}
+	if cfg.Daemon.AuthTokenEnv != "" {
+		out = append(out, getenv(cfg.Daemon.AuthTokenEnv))
+	}
+	return out
 }

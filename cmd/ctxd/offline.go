@@ -79,6 +79,11 @@ func runOffline(ctx context.Context, name string, args []string, stdout, stderr 
 		fmt.Fprintf(stderr, "ctxd %s: %s: %v\n", name, file, err)
 		return 1
 	}
+	// The same notes as ctxctl import: one rule for every command that
+	// reads a transcript (issue 14).
+	for _, n := range tr.Notes() {
+		fmt.Fprintf(stderr, "ctxd %s: %s: note: %s\n", name, file, n)
+	}
 	opts := replay.Options{Config: cfg, ContextLimit: *limit, DataDir: *dataDir}
 	stderrFile, _ := stderr.(*os.File)
 	clearBar := func() {}

@@ -161,7 +161,7 @@ func Chars(m history.Message) uint64 {
 	}
 	for _, b := range m.Content {
 		switch b.Type {
-		case history.BlockText, history.BlockThinking:
+		case history.BlockText, history.BlockThinking, history.BlockCompaction:
 			n += utf8.RuneCountInString(b.Text)
 		case history.BlockToolCall:
 			n += utf8.RuneCountInString(b.ID) + utf8.RuneCountInString(b.Name) + utf8.RuneCount(b.Input)

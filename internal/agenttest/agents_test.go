@@ -272,6 +272,9 @@ func (r *recTB) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
 // TestBinWhenMissing checks the rule for an agent not installed: skip with a
 // message naming the install script, or fail under CI=true.
 func TestBinWhenMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("with -short Bin skips before it looks for the agent")
+	}
 	t.Setenv("CTXD_AGENTS_DIR", t.TempDir())
 	t.Setenv("CI", "")
 	r := &recTB{}

@@ -165,7 +165,8 @@ type Run struct {
 
 // Result is what a run left.
 type Result struct {
-	// ExitCode is the agent's exit status (-1 when it was killed).
+	// ExitCode is the agent's exit status (-1 when a signal killed it or it
+	// could not start).
 	ExitCode int
 	// TimedOut is set when Timeout killed the agent.
 	TimedOut       bool
@@ -176,7 +177,8 @@ type Result struct {
 	Transcript string
 	// Home and WorkDir are the directories used (to pass to a Continue run).
 	Home, WorkDir string
-	Duration      time.Duration
+	// Duration is how long the agent ran.
+	Duration time.Duration
 }
 
 // Exec runs r, skipping or failing tb as Bin does when the agent is not
@@ -220,8 +222,7 @@ func (r Run) Exec(tb testing.TB) Result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Dir = r.WorkDir
-	cmd.Env = env
-	cmd.Stdin = nil
+	cmd.Env = env // not the test's environment: no real keys or base URLs leak in
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// The agent's own children (its shell tool) die with it.
@@ -238,7 +239,6 @@ func (r Run) Exec(tb testing.TB) Result {
 		// Whatever the agent left running in its group.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	res.ExitCode = 0
 	var ee *exec.ExitError
 	switch {
 	case errors.As(runErr, &ee):

@@ -57,7 +57,8 @@ func Sign(thinking string) string {
 // message with thinking starts with it, none ends with it, and the assistant
 // message of an open tool loop (the request ends with tool results) starts
 // with a thinking or redacted_thinking block; when thinking is disabled, the
-// last assistant message carries no thinking. It returns nil or the first
+// last assistant message carries no thinking if it is the final message or
+// its tool loop is open (thinking cannot be switched off inside a turn). It returns nil or the first
 // violation as the real API's 400 (*APIError, type invalid_request_error,
 // the real message text).
 func Validate(r *MessagesRequest) *APIError {
@@ -208,6 +209,13 @@ func validateThinking(r *MessagesRequest) *APIError {
 	}
 	la := r.Messages[lastAssistant]
 	if !r.Enabled() {
+		// Thinking cannot be switched off inside an assistant turn: the last
+		// assistant message may not carry thinking when it is the final
+		// message (a prefill) or its tool loop is still open. Earlier turns'
+		// thinking is dropped by the API, and so allowed.
+		if lastAssistant != len(r.Messages)-1 && !openToolLoop(r.Messages) {
+			return nil
+		}
 		for j, b := range la.Content.Blocks {
 			if isThinking(b.Type) {
 				return invalidRequest(msgThinkingWhenOff, lastAssistant, j)

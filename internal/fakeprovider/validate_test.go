@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/internal/strict"
 )
 
 const bashTool = `{"name":"bash","description":"Run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}`
@@ -72,10 +74,17 @@ func errorMessage(t *testing.T, b []byte) (typ, msg string) {
 	return e.Error.Type, e.Error.Message
 }
 
-// TestValidateRefuses sends hand-made requests that each break one rule of
-// DESIGN.md §4a (or a basic field rule) and checks the fake answers the real
-// API's 400 with its exact text; the valid variants pass.
-func TestValidateRefuses(t *testing.T) {
+// validateCase is a hand-made request and the real API's answer to it.
+type validateCase struct {
+	name     string
+	thinking bool
+	msgs     string
+	want     string // "" = accepted
+}
+
+// validateCases are requests that each break one rule of DESIGN.md §4a, with
+// the real 400 text, and valid variants.
+func validateCases() []validateCase {
 	sig := Sign("t1")
 	th := `{"type":"thinking","thinking":"t1","signature":"` + sig + `"}`
 	use := func(id string) string {
@@ -92,12 +101,7 @@ func TestValidateRefuses(t *testing.T) {
 		return `{"role":"user","content":[` + strings.Join(blocks, ",") + `]}`
 	}
 	text := func(s string) string { return `{"type":"text","text":` + strconv.Quote(s) + `}` }
-	tests := []struct {
-		name     string
-		thinking bool
-		msgs     string
-		want     string // "" = accepted
-	}{
+	return []validateCase{
 		{"first message from the assistant", false, asst(text("hi")) + `,` + user, msgFirstNotUser},
 		{"tool_use without tool_result", false, user + `,` + asst(text("a"), use("toolu_A")) + `,` + user,
 			"messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_A. Each `tool_use` block must have a corresponding `tool_result` block in the next message."},
@@ -127,10 +131,20 @@ func TestValidateRefuses(t *testing.T) {
 		{"valid: one user message", false, user, ""},
 		{"valid: thinking on, open loop with thinking first", true, user + `,` + asst(th, text("a"), use("toolu_A")) + `,` + results(res("toolu_A")), ""},
 		{"valid: thinking on, redacted_thinking first", true, user + `,` + asst(`{"type":"redacted_thinking","data":"abc"}`, use("toolu_A")) + `,` + results(res("toolu_A")), ""},
+		{"thinking off: assistant prefill with thinking", false, user + `,` + asst(th, text("a")),
+			"messages.1.content.0: When thinking is disabled, an `assistant` message in the final position cannot contain `thinking`. To use thinking blocks, enable `thinking` in your request."},
+		{"valid: thinking off, the last assistant's turn is over", false, user + `,` + asst(th, text("a")) + `,` + user, ""},
 		{"valid: thinking off, thinking only in an earlier turn", false, user + `,` + asst(th, text("a")) + `,` + user + `,` + asst(text("b")) + `,` + user, ""},
 		{"valid: Claude Code's system entry after the first message", false, user + `,{"role":"system","content":"agents"},` + asst(use("toolu_A")) + `,` + results(res("toolu_A")), ""},
 		{"valid: parallel tool calls answered together", false, user + `,` + asst(use("toolu_A"), use("toolu_B")) + `,` + results(res("toolu_B"), res("toolu_A")), ""},
 	}
+}
+
+// TestValidateRefuses sends hand-made requests that each break one rule of
+// DESIGN.md §4a (or a basic field rule) and checks the fake answers the real
+// API's 400 with its exact text; the valid variants pass.
+func TestValidateRefuses(t *testing.T) {
+	tests := validateCases()
 	p := Start(t, Config{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,8 +164,8 @@ func TestValidateRefuses(t *testing.T) {
 			}
 		})
 	}
-	if n := len(p.Refused()); n != 15 {
-		t.Errorf("recorded %d refused requests, want 15", n)
+	if n := len(p.Refused()); n != 16 {
+		t.Errorf("recorded %d refused requests, want 16", n)
 	}
 }
 
@@ -307,4 +321,66 @@ func TestRoutesAndHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgreesWithCtxdValidator runs ctxd's own validator of the provider
+// rules (internal/strict over history.CheckRequest) on the same requests: an
+// independent fake and ctxd must agree on what the provider refuses. Known
+// differences are listed with their reason and logged, so a change on either
+// side shows.
+func TestAgreesWithCtxdValidator(t *testing.T) {
+	known := map[string]string{
+		"modified thinking text": "only the provider can verify a signature",
+		"thinking off: last assistant carries thinking": "history.CheckRequest applies the thinking-off rule to the final message only, " +
+			"the fake also to the assistant message of an open tool loop (thinking cannot be switched off inside a turn)",
+	}
+	for _, tc := range validateCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := history.ThinkingOff
+			if tc.thinking {
+				mode = history.ThinkingOn
+			}
+			vs, err := strict.Anthropic(arrayForm(t, body(tc.thinking, tc.msgs)), mode, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fake, ctxd := tc.want != "", len(vs) > 0
+			if fake == ctxd {
+				return
+			}
+			if why, ok := known[tc.name]; ok {
+				t.Logf("known difference (fake refuses %v, ctxd refuses %v): %s", fake, ctxd, why)
+				return
+			}
+			t.Errorf("the fake refuses: %v (%s); ctxd's validator refuses: %v (%v)", fake, tc.want, ctxd, vs)
+		})
+	}
+}
+
+// arrayForm rewrites string contents (a message's, a tool_result's) as
+// arrays of one text block, the only form ctxd's renderer, and so its
+// validator's reader, uses.
+func arrayForm(t *testing.T, b string) []byte {
+	t.Helper()
+	var req map[string]any
+	if err := json.Unmarshal([]byte(b), &req); err != nil {
+		t.Fatal(err)
+	}
+	wrap := func(v any) any {
+		if s, ok := v.(string); ok {
+			return []any{map[string]any{"type": "text", "text": s}}
+		}
+		return v
+	}
+	for _, m := range req["messages"].([]any) {
+		msg := m.(map[string]any)
+		msg["content"] = wrap(msg["content"])
+		for _, blk := range msg["content"].([]any) {
+			if bl := blk.(map[string]any); bl["type"] == "tool_result" {
+				bl["content"] = wrap(bl["content"])
+			}
+		}
+	}
+	out, _ := json.Marshal(req)
+	return out
 }

@@ -37,9 +37,10 @@ type Write struct {
 // Calls are committed in the order they were handed over. A Committer is safe
 // for concurrent use; Close it before closing the database.
 type Committer struct {
-	db   *badger.DB
-	reqs chan *request
-	done chan struct{}
+	db    *badger.DB
+	space *Space // nil: no guard
+	reqs  chan *request
+	done  chan struct{}
 
 	mu     sync.RWMutex // guards closed and sending on reqs
 	closed bool
@@ -82,6 +83,7 @@ func NewCommitter(db *badger.DB) *Committer {
 	// the estimate below is a little off; one call alone may use 90 %.
 	c := &Committer{
 		db:         db,
+		space:      spaceOf(db.Opts().Dir),
 		reqs:       make(chan *request, 256),
 		done:       make(chan struct{}),
 		threshold:  db.Opts().ValueThreshold,
@@ -125,7 +127,10 @@ func (c *Committer) estimate(w Write) int64 {
 // (durable when the database was opened with SyncWrites). ctx is honoured
 // only until the writes are handed to the committer: from then on Commit
 // waits for the outcome, so a caller never returns while its writes may still
-// land. Errors: ErrTooLarge, ErrClosed, ctx's error, or badger's.
+// land. A write that would leave less free space than the database's guard
+// keeps (Options.Space) is refused before it is handed over, unless it only
+// deletes. Errors: ErrTooLarge, ErrNoSpace (*SpaceError), ErrClosed, ctx's
+// error, or badger's.
 func (c *Committer) Commit(ctx context.Context, writes []Write) error {
 	if len(writes) == 0 {
 		return nil
@@ -138,6 +143,11 @@ func (c *Committer) Commit(ctx context.Context, writes []Write) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if need, sets := writeBytes(writes); sets {
+		if err := c.space.Check(need); err != nil {
+			return err
+		}
 	}
 	c.mu.RLock()
 	if c.closed {
@@ -152,6 +162,30 @@ func (c *Committer) Commit(ctx context.Context, writes []Write) error {
 	}
 	c.mu.RUnlock()
 	return <-r.errc
+}
+
+// Submit hands writes to the committer like Commit but returns without
+// waiting for their commit: for writes that may lag a little and whose
+// failure nobody waits on (a session's listing row). They are committed,
+// atomically, with the next group, in the order handed over; Submit blocks
+// only while the committer's queue is full. Errors: ErrTooLarge, ErrClosed.
+func (c *Committer) Submit(writes []Write) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	r := &request{writes: writes, count: int64(len(writes)) + 1, errc: make(chan error, 1)}
+	r.size = c.Estimate(writes)
+	if r.size > c.maxSize || r.count > c.maxCount {
+		return fmt.Errorf("%w: %d bytes in %d entries (limit %d bytes, %d entries)",
+			ErrTooLarge, r.size, len(writes), c.maxSize, c.maxCount)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.reqs <- r
+	return nil
 }
 
 // Close commits what was handed over, then stops the committer. Later
@@ -246,4 +280,20 @@ func (c *Committer) commitTxn(batch []*request) error {
 		}
 	}
 	return txn.Commit()
+}
+
+// writeBytes is what writes put on disk at most, in bytes: every key and
+// value once (inline values go to the write-ahead log, larger ones to the
+// value log) plus badger's per-entry header. Deletions alone write only
+// tombstones and are never refused (sets is false): deleting is how space
+// is freed.
+func writeBytes(writes []Write) (need uint64, sets bool) {
+	for _, w := range writes {
+		need += uint64(len(w.Key)) + 32
+		if !w.Delete {
+			sets = true
+			need += uint64(len(w.Value))
+		}
+	}
+	return need, sets
 }

@@ -71,6 +71,10 @@ type Options struct {
 	SyncWrites bool
 	// Logger receives badger's warnings and errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Space guards the file system of the database: Open refuses to open
+	// below its reserve, and every Committer of the database checks it
+	// before each write. nil: no guard.
+	Space *Space
 }
 
 // BadgerOptions returns the badger options of the small-memory profile for
@@ -106,11 +110,20 @@ func BadgerOptions(dir string, opts Options) badger.Options {
 // small-memory profile. A store left by a killed process opens without any
 // repair step: badger replays its write-ahead log and discards a torn tail.
 // Errors are badger's, wrapped with the directory.
+//
+// With opts.Space, Open first checks the free space: below the reserve it
+// returns a *SpaceError (ErrNoSpace) without touching badger, whose start-up
+// replay writes through memory maps and would die of SIGBUS on a full file
+// system.
 func Open(dir string, opts Options) (*badger.DB, error) {
+	if err := opts.Space.Check(0); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	db, err := badger.Open(BadgerOptions(dir, opts))
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
+	registerSpace(db.Opts().Dir, opts.Space)
 	return db, nil
 }
 

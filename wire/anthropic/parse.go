@@ -73,6 +73,12 @@ func (b WireBlock) Canonical() history.Block {
 		return history.Block{Type: history.BlockThinking, Text: b.Thinking, Signature: b.Signature}
 	case "redacted_thinking":
 		return history.Block{Type: history.BlockRedactedThinking, Data: b.Data}
+	case "compaction":
+		// Server-side compaction: content is the provider's summary.
+		var summary string
+		if json.Unmarshal(b.Content, &summary) == nil {
+			return history.Block{Type: history.BlockCompaction, Text: summary}
+		}
 	case "tool_use":
 		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: validJSON(b.Input)}
 	case "image":

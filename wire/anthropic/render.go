@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -54,6 +55,52 @@ type Block struct {
 	// the client wrote it ({"type":"ephemeral"}, maybe with a "ttl"), kept
 	// whole so a re-placed marker is byte-identical to the client's.
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	// Compaction is the summary of a "compaction" block (server-side
+	// compaction), encoded as its "content" string.
+	Compaction string `json:"-"`
+}
+
+// MarshalJSON encodes b as the API wants it, without HTML escaping: a
+// "compaction" block as {"type":"compaction","content":"<summary>"}, any
+// other with its fields.
+func (b Block) MarshalJSON() ([]byte, error) {
+	type plain Block
+	var v any = plain(b)
+	if b.Type == "compaction" {
+		v = struct {
+			Type         string          `json:"type"`
+			Content      string          `json:"content"`
+			CacheControl json.RawMessage `json:"cache_control,omitempty"`
+		}{b.Type, b.Compaction, b.CacheControl}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes: a "compaction" block's
+// string content into Compaction.
+func (b *Block) UnmarshalJSON(data []byte) error {
+	type plain Block
+	var probe struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return err
+	}
+	if probe.Type != "compaction" {
+		return json.Unmarshal(data, (*plain)(b))
+	}
+	*b = Block{Type: probe.Type}
+	if len(probe.Content) == 0 {
+		return nil
+	}
+	return json.Unmarshal(probe.Content, &b.Compaction)
 }
 
 // Source is the source of an image block: base64 data.
@@ -161,6 +208,8 @@ func renderBlock(b history.Block) Block {
 		return Block{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
 	case history.BlockRedactedThinking:
 		return Block{Type: "redacted_thinking", Data: b.Data}
+	case history.BlockCompaction:
+		return Block{Type: "compaction", Compaction: b.Text}
 	case history.BlockToolCall:
 		in := b.Input
 		if len(in) == 0 {

@@ -113,7 +113,7 @@ func RenderChat(system string, tools []history.ToolDef, msgs []history.Message) 
 			var texts []string
 			for _, b := range m.Content {
 				switch b.Type {
-				case history.BlockText:
+				case history.BlockText, history.BlockCompaction:
 					texts = append(texts, b.Text)
 				case history.BlockJSON:
 					texts = append(texts, string(b.JSON))
@@ -191,7 +191,7 @@ func plainText(blocks []history.Block) string {
 // blockText is the text form of one block for text-only destinations.
 func blockText(b history.Block) string {
 	switch b.Type {
-	case history.BlockText:
+	case history.BlockText, history.BlockCompaction:
 		return b.Text
 	case history.BlockJSON:
 		return string(b.JSON)

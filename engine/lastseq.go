@@ -1,0 +1,15 @@
+package engine
+
+import "context"
+
+// LastSeq returns the seq of session id's newest event (0 when it has
+// none) without loading the session: the bound of an event stream's
+// ?from and Last-Event-ID (DESIGN.md §7). Errors: ErrInvalid, ErrNotFound,
+// the log's.
+func (e *Engine) LastSeq(ctx context.Context, id string) (uint64, error) {
+	if err := validID(id); err != nil {
+		return 0, err
+	}
+	seq, err := e.opts.Log.LastSeq(ctx, id)
+	return seq, mapLogErr(id, err)
+}

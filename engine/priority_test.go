@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// TestPreSendTakesTheQueuePlaceOfBackgroundWork (issue 19 §1): with the
+// only worker busy and the queue full of a background compaction, an
+// agent's pre-send check is not refused: its compaction takes the
+// background job's place, runs next, and the context comes back
+// compacted. The background job yields (it never runs).
+func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 1, DrainTimeout: time.Second})
+	ctx := context.Background()
+	for _, id := range []string{"busy", "bg"} {
+		h.create(id, 200000)
+		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
+	}
+	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	<-f.received // busy's summarizer call holds the only worker
+	if _, err := h.e.Compact(ctx, "bg", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
+		t.Fatalf("joining the running job: %v", err)
+	}
+
+	h.create("agent", 20000)
+	h.append("agent", user("go"), calls("a", "b", "c", "d"),
+		result("a", words(4000)), result("b", words(4000)), result("c", words(4000)), result("d", words(4000)), assistant("done"))
+	got := make(chan *Assembled, 1)
+	go func() {
+		a, err := h.e.Context(ctx, "agent", ContextOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	// The pre-send compaction is queued in bg's place.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.pool.Active("agent") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the pre-send compaction was not queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if h.pool.Active("bg") != nil {
+		t.Fatal("the background job still holds its queue place")
+	}
+	close(release)
+	a := <-got
+	if a == nil || !a.Compacted || a.Diagnostic != "" {
+		t.Fatalf("pre-send context: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
+	}
+	if cps, _ := h.e.Checkpoints(ctx, "bg"); len(cps) != 0 {
+		t.Fatal("the yielded background compaction ran")
+	}
+}
+
+// TestPreSendDoesNotWaitBehindOtherSessions (issue 19 §1): with every
+// worker busy, a pre-send check whose context still fits the window (below
+// the midpoint between threshold and window) is answered at once with the
+// uncompacted context and a diagnostic; its compaction stays queued as
+// waited work and runs when a worker frees.
+func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
+	ctx := context.Background()
+	h.create("busy", 200000)
+	h.append("busy", user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
+	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	<-f.received // the only worker is busy
+
+	h.create("agent", 40000)
+	h.append("agent", user("go"))
+	for i := 0; ; i++ {
+		in, err := h.e.Session(ctx, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Tokens >= in.Threshold {
+			if mid := in.Threshold + (in.ContextLimit-in.Threshold)/2; in.Tokens >= mid {
+				t.Fatalf("setup: %d tokens, past the midpoint %d", in.Tokens, mid)
+			}
+			break
+		}
+		id := fmt.Sprintf("c%d", i)
+		h.append("agent", calls(id), result(id, words(600)))
+	}
+	start := time.Now()
+	a, err := h.e.Context(ctx, "agent", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || !strings.Contains(a.Diagnostic, "queued behind others") {
+		t.Fatalf("compacted %v, diagnostic %q", a.Compacted, a.Diagnostic)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the pre-send check waited %v", d)
+	}
+	tk := h.pool.Active("agent")
+	if tk == nil {
+		t.Fatal("the pre-send compaction is not queued")
+	}
+	close(release)
+	if err := tk.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cps, _ := h.e.Checkpoints(ctx, "agent"); len(cps) != 1 {
+		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
+	}
+}

@@ -1,0 +1,321 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The provider rules of DESIGN.md §4a: what a context must satisfy for a
+// provider to accept it. CheckRequest is the one validator; the engine runs
+// it before a context is returned, and every test that renders a context
+// runs it too. Its messages quote the providers' own 400 texts, so a
+// violation reads like the refusal it prevents.
+
+// ErrProviderRule is matched (errors.Is) by the error of Violations.Err: a
+// context breaks a rule of DESIGN.md §4a and must not be sent.
+var ErrProviderRule = errors.New("the context breaks a provider rule")
+
+// Thinking says whether a request enables extended thinking
+// (DESIGN.md §4a): the thinking rules differ.
+type Thinking int
+
+const (
+	// ThinkingUnknown checks only the rules that hold either way: an
+	// assistant message with thinking has it first, and none ends with
+	// thinking.
+	ThinkingUnknown Thinking = iota
+	// ThinkingOn adds: the final assistant message of an open tool loop
+	// starts with a thinking or redacted_thinking block.
+	ThinkingOn
+	// ThinkingOff adds: an assistant message in the final position carries
+	// no thinking.
+	ThinkingOff
+)
+
+// Rules tune CheckRequest.
+type Rules struct {
+	// Thinking is whether the request enables thinking.
+	Thinking Thinking
+	// OpenTail accepts calls still waiting on their result at the end of
+	// the list: the agent has not appended them yet, so the context is not
+	// a request yet (an inspection mid-round). Every other rule holds.
+	OpenTail bool
+}
+
+// Rule names of a Violation.
+const (
+	RuleMissingResult   = "tool_result_missing"     // a call not answered in the next message
+	RuleOrphanResult    = "tool_result_orphan"      // a result answering no call of the message before
+	RuleDuplicateCallID = "tool_call_id_duplicate"  // a tool call id used twice
+	RuleEmptyText       = "empty_text_block"        // a text block with no non-whitespace text
+	RuleEmptyMessage    = "empty_message"           // a user or assistant message without content
+	RuleFirstNotUser    = "first_message_not_user"  // the first message is not a user message
+	RuleLoopThinking    = "loop_thinking_missing"   // final assistant of an open tool loop without leading thinking
+	RuleThinkingFirst   = "thinking_not_first"      // an assistant message with thinking not starting with it
+	RuleThinkingLast    = "thinking_last_block"     // an assistant message ending with thinking
+	RuleThinkingOff     = "thinking_final_disabled" // thinking in a final assistant message, thinking off
+)
+
+// Violation is one broken rule: the message's index in the list given to
+// CheckRequest, the rule's name and the provider's own words for it.
+type Violation struct {
+	Index   int    `json:"index"`
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// Error returns "message <index>: <rule>: <message>".
+func (v Violation) Error() string {
+	return fmt.Sprintf("message %d: %s: %s", v.Index, v.Rule, v.Message)
+}
+
+// Violations is what CheckRequest found, in message order.
+type Violations []Violation
+
+// Err returns nil when vs is empty, else an error wrapping ErrProviderRule
+// that names the first violation and how many there are.
+func (vs Violations) Err() error {
+	if len(vs) == 0 {
+		return nil
+	}
+	more := ""
+	if len(vs) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(vs)-1)
+	}
+	return fmt.Errorf("%w: %s%s", ErrProviderRule, vs[0].Error(), more)
+}
+
+// Provider texts, quoted from the 400 bodies (../shared/agents/README.md,
+// ../shared/corpus/providers/error-bodies.json); %s is a call id.
+const (
+	textMissingResult = "`tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+	textOrphanResult  = "unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+	textDuplicateID   = "`tool_use` ids must be unique: %s"
+	textEmptyText     = "text content blocks must be non-empty"
+	textEmptyMessage  = "all messages must have non-empty content except for the optional final assistant message"
+	textFirstNotUser  = "first message must use the \"user\" role"
+	textLoopThinking  = "Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"
+	textThinkingFirst = "If an assistant message contains any thinking blocks, the first block must be thinking or redacted_thinking"
+	textThinkingLast  = "The final block in an assistant message cannot be `thinking`"
+	textThinkingOff   = "When `thinking` is disabled, an `assistant` message in the final position cannot contain `thinking`"
+)
+
+// CheckRequest checks msgs — the messages of a context as they are sent,
+// after the system prompt and tool definitions (see Sendable) — against the
+// provider rules of DESIGN.md §4a, the strictest provider's (Anthropic's,
+// which OpenAI's accept), and returns every violation in message order:
+//
+//   - every tool call has its result in the next message (the tool messages
+//     right after it), every result answers a call of the assistant message
+//     before its run of tool messages, and tool call ids are unique;
+//   - no text block without non-whitespace text, no user or assistant
+//     message without content; the first message is a user message;
+//   - thinking (r.Thinking): an assistant message with thinking blocks has
+//     one first and does not end with one; with thinking on, when the
+//     request ends with tool results (an open tool loop) the final assistant
+//     message starts with thinking or redacted_thinking; with thinking off,
+//     an assistant message in the final position carries no thinking.
+//
+// A tool message's content may be empty (a result with no output). It does
+// not check what validation at append covers (block fields, UTF-8).
+func CheckRequest(msgs []Message, r Rules) Violations {
+	var vs Violations
+	add := func(i int, rule, format string, args ...any) {
+		vs = append(vs, Violation{Index: i, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	}
+	seen := map[string]bool{}
+	var pending []string         // calls of the last assistant message, unanswered
+	callsOf := map[string]bool{} // the same, as a set
+	flush := func(at int) {      // the run of results after a call ended at message at
+		for _, id := range pending {
+			add(at, RuleMissingResult, textMissingResult, id)
+		}
+		pending = pending[:0]
+		clear(callsOf)
+	}
+	inRun := false // the messages since the last assistant with calls are all tool messages
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != RoleTool && inRun {
+			flush(i - 1)
+			inRun = false
+		}
+		if i == 0 && m.Role != RoleUser {
+			add(i, RuleFirstNotUser, textFirstNotUser)
+		}
+		switch m.Role {
+		case RoleTool:
+			if !inRun || !callsOf[m.ToolCallID] {
+				add(i, RuleOrphanResult, textOrphanResult, m.ToolCallID)
+				continue
+			}
+			delete(callsOf, m.ToolCallID)
+			if j := slices.Index(pending, m.ToolCallID); j >= 0 {
+				pending = slices.Delete(pending, j, j+1)
+			}
+		case RoleUser, RoleAssistant:
+			if len(m.Content) == 0 {
+				add(i, RuleEmptyMessage, textEmptyMessage)
+			}
+			for _, b := range m.Content {
+				if b.Type == BlockText && strings.TrimSpace(b.Text) == "" {
+					add(i, RuleEmptyText, textEmptyText)
+					break
+				}
+			}
+			if m.Role == RoleUser {
+				continue
+			}
+			checkThinkingOrder(i, m, add)
+			for _, b := range m.Content {
+				if b.Type != BlockToolCall {
+					continue
+				}
+				if seen[b.ID] {
+					add(i, RuleDuplicateCallID, textDuplicateID, b.ID)
+					continue
+				}
+				seen[b.ID] = true
+				callsOf[b.ID] = true
+				pending = append(pending, b.ID)
+			}
+			inRun = len(callsOf) > 0
+		}
+	}
+	if inRun && !r.OpenTail {
+		flush(len(msgs) - 1)
+	}
+	if n := len(msgs); n > 0 {
+		last := &msgs[n-1]
+		switch {
+		case r.Thinking == ThinkingOn && last.Role == RoleTool:
+			// An open tool loop: its final assistant message must start
+			// with its thinking.
+			for i := n - 1; i >= 0; i-- {
+				if msgs[i].Role != RoleAssistant {
+					continue
+				}
+				if c := msgs[i].Content; len(c) > 0 && !isThinkingBlock(c[0]) {
+					add(i, RuleLoopThinking, textLoopThinking, anthropicType(c[0].Type))
+				}
+				break
+			}
+		case r.Thinking == ThinkingOff && last.Role == RoleAssistant:
+			for _, b := range last.Content {
+				if isThinkingBlock(b) {
+					add(n-1, RuleThinkingOff, textThinkingOff)
+					break
+				}
+			}
+		}
+	}
+	return vs
+}
+
+func checkThinkingOrder(i int, m *Message, add func(int, string, string, ...any)) {
+	has := false
+	for _, b := range m.Content {
+		if isThinkingBlock(b) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return
+	}
+	if !isThinkingBlock(m.Content[0]) {
+		add(i, RuleThinkingFirst, textThinkingFirst)
+	}
+	if isThinkingBlock(m.Content[len(m.Content)-1]) {
+		add(i, RuleThinkingLast, textThinkingLast)
+	}
+}
+
+func isThinkingBlock(b Block) bool {
+	return b.Type == BlockThinking || b.Type == BlockRedactedThinking
+}
+
+// anthropicType is the Anthropic name of a block type, for the quoted texts.
+func anthropicType(t BlockType) string {
+	if t == BlockToolCall {
+		return "tool_use"
+	}
+	return string(t)
+}
+
+// Sendable returns msgs as the Anthropic renderer (summarizer's
+// RenderAnthropic) sends them: text blocks holding only whitespace
+// dropped, and user and assistant messages left without content omitted (a
+// model's empty end_turn answer is one; the provider joins the turns around
+// it). Tool messages are kept even when empty. msgs is returned as is when
+// nothing is dropped; otherwise a new slice whose changed messages are
+// copies. Validate what Sendable returns.
+func Sendable(msgs []Message) []Message {
+	var out []Message
+	for i := range msgs {
+		m := msgs[i]
+		drop := 0
+		for _, b := range m.Content {
+			if b.Type == BlockText && strings.TrimSpace(b.Text) == "" {
+				drop++
+			}
+		}
+		if drop == 0 && (len(m.Content) > 0 || m.Role == RoleTool) {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]Message, 0, len(msgs)), msgs[:i]...)
+		}
+		kept := make([]Block, 0, len(m.Content)-drop)
+		for _, b := range m.Content {
+			if !(b.Type == BlockText && strings.TrimSpace(b.Text) == "") {
+				kept = append(kept, b)
+			}
+		}
+		m.Content = kept
+		if len(kept) == 0 && m.Role != RoleTool {
+			continue
+		}
+		out = append(out, m)
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
+}
+
+// InterruptedText replaces the content of an assistant message made only of
+// thinking blocks once DropTrailingThinking removed them: a response
+// interrupted while it was reasoning, which providers refuse to be sent
+// back as it is, and a message needs content.
+const InterruptedText = "[a response interrupted while reasoning; its reasoning is not replayed]"
+
+// DropTrailingThinking returns m without the thinking and redacted_thinking
+// blocks that end it, and true, when m is an assistant message ending with
+// one: providers refuse it ("The final block in an assistant message cannot
+// be `thinking`", DESIGN.md §4a) — an agent stores one when a response was
+// interrupted while reasoning. Whole blocks are dropped, never edited; a
+// message left empty holds one text block, InterruptedText. The copy shares
+// no slice with m and has Tokens 0. Any other message is returned as is,
+// with false.
+func DropTrailingThinking(m Message) (Message, bool) {
+	n := len(m.Content)
+	if m.Role != RoleAssistant || n == 0 || !isThinkingBlock(m.Content[n-1]) {
+		return m, false
+	}
+	for n > 0 && isThinkingBlock(m.Content[n-1]) {
+		n--
+	}
+	out := m
+	out.Content = append([]Block(nil), m.Content[:n]...)
+	if n == 0 {
+		out.Content = []Block{{Type: BlockText, Text: InterruptedText}}
+	}
+	out.Tokens = 0
+	return out, true
+}
