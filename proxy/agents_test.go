@@ -60,6 +60,11 @@ func TestOpenAIAgentsOverflowThroughCtxd(t *testing.T) {
 			p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: window, Rounds: 2, OutputBytes: 25000, Marker: marker})
 			cfg := testConfig()
 			cfg.ContextCompaction.KeepRecentTokens = 1000
+			// The threshold 1,500 tokens under the window: with the default
+			// 70 %, Codex's code-mode prefix (instructions and
+			// additional_tools, ~13k of the 18k window) alone is over it and
+			// the engine rightly calls compaction futile.
+			cfg.ContextCompaction.Trigger = config.Trigger{BufferTokens: 1500}
 			cfg.Proxy.Upstreams.OpenAI.BaseURL = p.URL()
 			models := []string{ac.model}
 			if ac.model == "" {
