@@ -52,6 +52,8 @@ const (
 	DefaultProxyListen = "127.0.0.1:7420"
 	// DefaultAnthropicBaseURL is the Anthropic upstream's default.
 	DefaultAnthropicBaseURL = "https://api.anthropic.com"
+	// DefaultOpenAIBaseURL is the OpenAI upstream's default.
+	DefaultOpenAIBaseURL = "https://api.openai.com"
 	// DefaultDialTimeoutMS and DefaultHeaderTimeoutMS are an upstream's
 	// timeouts, in milliseconds.
 	DefaultDialTimeoutMS   = 10000
@@ -266,6 +268,10 @@ func defaultProxy() Proxy {
 		Summarizer: ProxySummarizerClient,
 		Upstreams: Upstreams{Anthropic: Upstream{
 			BaseURL:         DefaultAnthropicBaseURL,
+			DialTimeoutMS:   DefaultDialTimeoutMS,
+			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
+		}, OpenAI: Upstream{
+			BaseURL:         DefaultOpenAIBaseURL,
 			DialTimeoutMS:   DefaultDialTimeoutMS,
 			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
 		}},

@@ -13,6 +13,9 @@ func TestRuleProxy(t *testing.T) {
 			key: "proxy.listen", pos: "2:1", msg: "host:port"},
 		{name: "bad url", src: "[proxy.upstreams.anthropic]\nbase_url = \"api.anthropic.com\"\n",
 			key: "proxy.upstreams.anthropic.base_url", pos: "2:1", msg: "absolute http"},
+		{name: "openai upstream", src: "[proxy.upstreams.openai]\nbase_url = \"http://127.0.0.1:8000\"\n"},
+		{name: "bad openai url", src: "[proxy.upstreams.openai]\nbase_url = \"api.openai.com\"\n",
+			key: "proxy.upstreams.openai.base_url", pos: "2:1", msg: "absolute http"},
 		{name: "unknown upstream", src: "[proxy.upstreams.gemini]\nbase_url = \"https://x\"\n",
 			key: "proxy.upstreams.gemini", pos: "1:2", msg: "unknown table"},
 		{name: "summarizer", src: "[proxy]\nsummarizer = \"daemon\"\n",
@@ -29,6 +32,9 @@ func TestProxyDefaultsAndOmittedKeys(t *testing.T) {
 	if !p.Enabled || p.Listen != DefaultProxyListen || p.Summarizer != ProxySummarizerClient ||
 		p.Upstreams.Anthropic.BaseURL != "http://127.0.0.1:9" || p.Upstreams.Anthropic.HeaderTimeoutMS != DefaultHeaderTimeoutMS {
 		t.Errorf("proxy = %+v", p)
+	}
+	if p.Upstreams.OpenAI.BaseURL != DefaultOpenAIBaseURL || p.Upstreams.OpenAI.HeaderTimeoutMS != DefaultHeaderTimeoutMS {
+		t.Errorf("openai upstream = %+v", p.Upstreams.OpenAI)
 	}
 	if d := Defaults().Proxy; d.Upstreams.Anthropic.BaseURL != DefaultAnthropicBaseURL || !d.Enabled {
 		t.Errorf("defaults = %+v", d)

@@ -257,6 +257,10 @@ type Upstreams struct {
 	// Anthropic serves POST /v1/messages and everything else the proxy
 	// forwards untouched.
 	Anthropic Upstream `toml:"anthropic" json:"anthropic"`
+	// OpenAI serves POST /v1/responses and POST /v1/chat/completions (the
+	// base URL without /v1: "https://api.openai.com", or a compatible
+	// server such as "http://127.0.0.1:8000" for vLLM).
+	OpenAI Upstream `toml:"openai" json:"openai"`
 }
 
 // Upstream is one [proxy.upstreams.<name>] table.

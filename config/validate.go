@@ -395,8 +395,13 @@ func (s *state) validateProxy() {
 	} else if !isLoopback(host) {
 		s.errorf(TableProxy, "proxy.listen", "%q is not a loopback address: the proxy listens on 127.0.0.1, ::1 or localhost only", host)
 	}
-	u, err := url.Parse(p.Upstreams.Anthropic.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		s.errorf(TableProxy, "proxy.upstreams.anthropic.base_url", "must be an absolute http or https URL, e.g. %q", DefaultAnthropicBaseURL)
+	for _, up := range []struct{ name, url, example string }{
+		{"anthropic", p.Upstreams.Anthropic.BaseURL, DefaultAnthropicBaseURL},
+		{"openai", p.Upstreams.OpenAI.BaseURL, DefaultOpenAIBaseURL},
+	} {
+		u, err := url.Parse(up.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			s.errorf(TableProxy, "proxy.upstreams."+up.name+".base_url", "must be an absolute http or https URL, e.g. %q", up.example)
+		}
 	}
 }

@@ -9,11 +9,23 @@ import (
 	"strings"
 )
 
-// request is a Messages API request body as the client sent it, read in one
-// pass: the fields the proxy needs, and the byte range of "messages" so the
-// outgoing body can replace that value and keep every other byte.
+// request is a managed request body as the client sent it, read in one
+// pass: the fields the proxy needs, and the byte range of the conversation
+// ("messages", or the Responses API's "input") so the outgoing body can
+// replace that value and keep every other byte.
 type request struct {
+	d    dialect
 	body []byte
+	// prefix counts the leading items of the fixed prefix
+	// (dialect.isPrefix), kept verbatim ahead of the assembled
+	// conversation.
+	prefix int
+	// OpenAI: prompt_cache_key (a session identity),
+	// previous_response_id (server-side state: not managed) and
+	// stream_options.
+	promptCacheKey     string
+	previousResponseID string
+	streamOptions      json.RawMessage
 	// msgStart and msgEnd bound the messages value in body.
 	msgStart, msgEnd int
 	messages         []json.RawMessage
@@ -40,15 +52,20 @@ func badField(field, format string, args ...any) error {
 // decoded. A body whose syntax it cannot follow is refused here; one that
 // is valid to the scanner but not JSON goes upstream and is the provider's
 // to refuse. Errors wrap errBadRequest and name the field.
-func parseRequest(body []byte) (*request, error) {
-	r := &request{body: body, msgStart: -1}
+func parseRequest(body []byte) (*request, error) { return parseBody(body, dialectAnthropic) }
+
+// parseBody is parseRequest for the dialect d: its conversation key, and
+// the OpenAI fields.
+func parseBody(body []byte, d dialect) (*request, error) {
+	r := &request{d: d, body: body, msgStart: -1}
+	items := d.itemsKey()
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, badField("body", "not a JSON object")
 	}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
-		return nil, badField("messages", "missing")
+		return nil, badField(items, "missing")
 	}
 	for {
 		if i >= len(body) || body[i] != '"' {
@@ -73,12 +90,22 @@ func parseRequest(body []byte) (*request, error) {
 		raw := body[vStart:vEnd]
 		var err error
 		switch key {
-		case "messages":
+		case items:
 			if r.msgStart >= 0 {
-				return nil, badField("messages", "given twice")
+				return nil, badField(items, "given twice")
 			}
 			r.msgStart, r.msgEnd = vStart, vEnd
 			r.messages, err = splitArray(raw)
+		case "instructions":
+			if d == dialectResponses {
+				r.system = raw
+			}
+		case "prompt_cache_key":
+			err = json.Unmarshal(raw, &r.promptCacheKey)
+		case "previous_response_id":
+			err = json.Unmarshal(raw, &r.previousResponseID)
+		case "stream_options":
+			r.streamOptions = raw
 		case "model":
 			err = json.Unmarshal(raw, &r.model)
 		case "stream":
@@ -109,10 +136,13 @@ func parseRequest(body []byte) (*request, error) {
 		return nil, badField("body", "expected ',' or '}' at byte %d", i)
 	}
 	if r.msgStart < 0 {
-		return nil, badField("messages", "missing")
+		return nil, badField(items, "missing")
 	}
-	if len(r.messages) == 0 {
-		return nil, badField("messages", "empty")
+	for r.prefix < len(r.messages) && d.isPrefix(r.messages[r.prefix]) {
+		r.prefix++
+	}
+	if len(r.messages) == r.prefix {
+		return nil, badField(items, "no conversation (empty, or only system and developer items)")
 	}
 	return r, nil
 }

@@ -37,9 +37,12 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
 		APIKey:        h.Get("X-Api-Key"),
 		Authorization: h.Get("Authorization"),
 		Beta:          h.Get("Anthropic-Beta"),
-		System:        req.system,
-		Tools:         req.tools,
 	}}
+	if req.d == dialectAnthropic || req.d == nil {
+		// The summarizer request extends the prefix the provider cached:
+		// the client's own system and tools (Messages API only).
+		c.cred.System, c.cred.Tools = req.system, req.tools
+	}
 	p.creds.mu.Lock()
 	if _, ok := p.creds.m[id]; !ok && len(p.creds.m) >= maxCredentials {
 		// Bounded memory: forget some; their sessions' compactions wait
@@ -73,6 +76,14 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 		return nil, false, errNoCredential
 	}
 	cred := c.cred
+	if labels["proxy"] != dialectAnthropic.name() {
+		// An OpenAI session: its summary through Chat Completions, the
+		// API every OpenAI-compatible upstream serves.
+		return []config.Binding{
+			{Name: ClientBinding, Provider: summarizer.ProviderOpenAI, Model: c.model, BaseURL: p.openai.String(), Credential: &cred},
+			{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
+		}, true, nil
+	}
 	return []config.Binding{
 		{Name: ClientBinding, Provider: summarizer.ProviderAnthropic, Model: c.model, BaseURL: p.upstream.String(), Credential: &cred},
 		{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},

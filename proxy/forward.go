@@ -9,8 +9,6 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
-
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
@@ -34,9 +32,14 @@ type exchange struct {
 	// answered the client.
 	recover func(w http.ResponseWriter, r *http.Request) bool
 
+	// d is the dialect of the endpoint (nil: not a managed endpoint);
+	// hideUsage hides the Chat usage chunk ctxd asked for.
+	d         dialect
+	hideUsage bool
+
 	// What came back.
 	status   int
-	stream   *anthropic.StreamReader
+	stream   answerReader
 	buf      *cappedBuffer
 	errBody  []byte
 	overflow *http.Response
@@ -65,7 +68,7 @@ var errOverflow = errors.New("upstream context-length refusal")
 // Director): the upstream URL joined with the client's path and query, the
 // upstream's Host, ctxd's own headers removed, and the managed body.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(p.upstream)
+	pr.SetURL(p.upstreamFor(pr.In))
 	pr.Out.Header.Del(HeaderSession)
 	pr.Out.Header.Del(HeaderContextLimit)
 	x := exchangeOf(pr.In.Context())
@@ -99,7 +102,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		if err != nil {
 			return err
 		}
-		if !x.retried && x.recover != nil && anthropic.IsContextLength(resp.StatusCode, body) {
+		if !x.retried && x.recover != nil && x.d.isContextLength(resp.StatusCode, body) {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
@@ -110,8 +113,11 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		x.stream = anthropic.NewStreamReader()
+		x.stream = x.d.reader()
 		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
+		if x.hideUsage {
+			resp.Body = &chatUsageFilter{ReadCloser: resp.Body}
+		}
 	} else {
 		x.buf = &cappedBuffer{max: maxAnswerBytes}
 		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.buf}
@@ -141,9 +147,17 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	if r.Context().Err() != nil {
 		return // the client left
 	}
-	p.log.Warn("upstream request failed", "upstream", p.upstream.Host, "path", r.URL.Path, "err", err)
+	up := p.upstreamFor(r)
+	p.log.Warn("upstream request failed", "upstream", up.Host, "path", r.URL.Path, "err", err)
 	x.status = http.StatusBadGateway
-	writeError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+p.upstream.Host+" did not answer: "+err.Error())
+	d := x.d
+	if d == nil {
+		d = dialectAnthropic
+		if upstreamOf(r) == "openai" {
+			d = dialectChat
+		}
+	}
+	d.writeError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
 }
 
 // teeBody copies what is read to w (a stream reader or a buffer).

@@ -68,14 +68,17 @@ func sigOf(m history.Message) *answerSig {
 	return s
 }
 
-// matches reports whether the client's message raw is the answer s.
+// matches reports whether the client's message raw is the answer s (an
+// Anthropic message).
 func (s *answerSig) matches(raw json.RawMessage) bool {
-	msgs, err := anthropic.ParseMessage(raw, nil)
-	if err != nil || len(msgs) != 1 || msgs[0].Role != history.RoleAssistant {
-		return false
-	}
+	return dialectAnthropic.answerLen(s, []json.RawMessage{raw}, 0) == 1
+}
+
+// equal reports whether the canonical assistant message m is the answer s
+// (blank text blocks left out).
+func (s *answerSig) equal(m history.Message) bool {
 	var nonEmpty []history.Block
-	for _, b := range msgs[0].Content {
+	for _, b := range m.Content {
 		if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
 			continue
 		}
@@ -198,26 +201,44 @@ type plan struct {
 	resend bool
 	n      int
 	chain  digest
+	// hideUsage: ctxd asked a Chat upstream for the usage chunk the
+	// client did not ask for; it is hidden from the client.
+	hideUsage bool
 }
 
 // messages serves POST /v1/messages (DESIGN.md §10).
 func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
+	p.serveManaged(w, r, dialectAnthropic)
+}
+
+// serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
+// /v1/responses or /v1/chat/completions (DESIGN.md §10).
+func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
+			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
 			return
 		}
 		return // the client left
 	}
-	req, err := parseRequest(body)
+	req, err := parseBody(body, d)
 	if err != nil {
 		p.passThrough(w, r, body, "not managed: "+err.Error())
 		return
 	}
+	if req.previousResponseID != "" {
+		// The conversation lives on the provider (server-side state ctxd
+		// cannot see): forwarded as it came.
+		p.passThrough(w, r, body, "not managed: previous_response_id names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
+		return
+	}
 	fp := fingerprint(p.secret, r.Header)
 	agent := agentSession(r.Header, req.metadata)
+	if agent == "" {
+		agent = req.promptCacheKey
+	}
 	l := p.lane(conversationKey(p.secret, fp, agent, req))
 	defer p.release(l)
 	if err := l.lock(r.Context()); err != nil {
@@ -241,7 +262,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	p.managed.Add(1)
 
-	x := &exchange{managed: true, body: pl.out}
+	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
 		return p.recoverOverflow(w, r, x, pl, req)
 	}
@@ -257,7 +278,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, diag string) {
 	p.passed.Add(1)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body})))
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r)})))
 }
 
 // prepare matches the request to its branch, appends what is new, and
@@ -268,7 +289,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	}
 	cs := chains(req.messages)
 	m := len(req.messages)
-	pl := &plan{n: m, chain: cs[m]}
+	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0
 	// The newest branch that the request extends.
 	for i := len(l.branches) - 1; i >= 0 && pl.b == nil; i-- {
@@ -282,8 +303,10 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			pl.b, from, pl.resend = b, m, true
 		case b.rec.Resp == nil:
 			pl.b, from = b, n
-		case b.rec.Resp.matches(req.messages[n]):
-			pl.b, from = b, n+1
+		default:
+			if k := req.d.answerLen(b.rec.Resp, req.messages, n); k > 0 {
+				pl.b, from = b, n+k
+			}
 		}
 	}
 	var msgs []history.Message
@@ -301,7 +324,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	p.holdCredential(pl.b.id, req, h)
 	if from < m {
 		var err error
-		if msgs, err = parseMessages(req.messages, from); err != nil {
+		if msgs, err = req.d.parse(req.messages, max(from, req.prefix)); err != nil {
 			return nil, err
 		}
 	}
@@ -322,22 +345,11 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	return pl, nil
 }
 
-// parseMessages converts the client's messages from index from on. Tool
-// names come from the assistant message before from, when there is one.
+// parseMessages converts the client's Anthropic messages from index from
+// on. Tool names come from the assistant message before from, when there
+// is one.
 func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
-	names := map[string]string{}
-	if from > 0 {
-		_, _ = anthropic.ParseMessage(raw[from-1], names)
-	}
-	var out []history.Message
-	for i := from; i < len(raw); i++ {
-		ms, err := anthropic.ParseMessage(raw[i], names)
-		if err != nil {
-			return nil, fmt.Errorf("messages[%d].%w", i, err)
-		}
-		out = append(out, ms...)
-	}
-	return out, nil
+	return dialectAnthropic.parse(raw, from)
 }
 
 // newBranch starts a ctxd session for a conversation the proxy has not
@@ -347,7 +359,7 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*branch, error) {
 	k := len(l.branches)
 	b := &branch{id: sessionID(p.secret, l.key, k), rec: record{Key: l.key}}
-	labels := map[string]string{"proxy": "anthropic", "proxy.credential": fp[:12], "proxy.model": req.model}
+	labels := map[string]string{"proxy": req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}
@@ -358,7 +370,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		b.rec.BranchOf = prev.id
 		b.rec.Reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
 	}
-	params := engine.CreateParams{ID: b.id, Model: req.model, System: systemText(req.system), Tools: toolDefs(req.tools), Labels: labels}
+	params := engine.CreateParams{ID: b.id, Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels}
 	if v := h.Get(HeaderContextLimit); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -377,7 +389,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if err != nil && !errors.Is(err, engine.ErrExists) {
 		return nil, fmt.Errorf("creating the session (a model the catalog lacks needs [models.%q] context_limit in the daemon's configuration, or the %s header): %w", req.model, HeaderContextLimit, err)
 	}
-	b.sysDigest, b.toolsDigest = sha256.Sum256(req.system), sha256.Sum256(req.tools)
+	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
 	if prev != nil {
 		p.branches.Add(1)
 		prev.rec.SupersededBy = b.id
@@ -395,11 +407,11 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 // syncPrefix gives the engine a changed system prompt or tool set (a
 // recorded rewrite, DESIGN.md §4), so its estimate counts them.
 func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
-	sd, td := sha256.Sum256(req.system), sha256.Sum256(req.tools)
+	sd, td := prefixDigest(req), sha256.Sum256(req.tools)
 	if sd == b.sysDigest && td == b.toolsDigest {
 		return nil
 	}
-	sys, tools := systemText(req.system), toolDefs(req.tools)
+	sys, tools := req.d.systemText(req), req.d.tools(req)
 	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
 	var fe *engine.FieldError
 	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
@@ -426,22 +438,31 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 		// with the recorded answer after it.
 		msgs = msgs[:len(msgs)-1]
 	}
-	// DESIGN.md §4a, for the thinking setting the client sent (the
-	// engine checked the rules that hold either way).
+	enc, err := req.d.render(p, pl.b, msgs, req)
+	if err != nil {
+		return nil, "", err
+	}
+	out := req.withMessages(enc)
+	if pl.hideUsage {
+		out = withIncludeUsage(out)
+	}
+	return out, a.Diagnostic, nil
+}
+
+// renderAnthropic checks DESIGN.md §4a for the thinking setting the client
+// sent (the engine checked the rules that hold either way), renders the
+// messages, places the client's cache markers and encodes them.
+func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
 	rules := history.Rules{Thinking: history.ThinkingOff}
 	if thinkingEnabled(req.thinking) {
 		rules.Thinking = history.ThinkingOn
 	}
 	if err := history.CheckRequest(history.Sendable(msgs), rules).Err(); err != nil {
-		return nil, "", fmt.Errorf("%w: %w", errViolation, err)
+		return nil, fmt.Errorf("%w: %w", errViolation, err)
 	}
 	wire := anthropic.Render("", nil, msgs).Messages
 	placeMarkers(wire, req.messages)
-	enc, err := p.encode(pl.b, wire)
-	if err != nil {
-		return nil, "", err
-	}
-	return req.withMessages(enc), a.Diagnostic, nil
+	return p.encode(b, wire)
 }
 
 // encode is json.Marshal(wire), reusing the encoding of every message equal
@@ -562,29 +583,32 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 // usage (the post-check, DESIGN.md §5.1), or records the upstream's error.
 func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 	var (
-		resp *anthropic.Response
-		err  error
+		m       history.Message
+		inError string
+		err     error
+		read    bool
 	)
 	switch {
 	case x.stream != nil:
-		resp, err = x.stream.Response()
+		m, inError, err = x.stream.answer()
+		read = true
 	case x.buf != nil && !x.buf.over && x.status < 300:
-		resp, err = anthropic.DecodeResponse(x.buf.Bytes())
+		m, inError, err = x.d.decode(x.buf.Bytes())
+		read = true
 	}
 	rec := pl.b.rec
 	var msgs []history.Message
 	switch {
 	case x.status >= 300:
-		rec.LastError = upstreamError(x.status, x.errBody)
-	case resp != nil && resp.Error != nil:
-		rec.LastError = "in the stream: " + resp.Error.Type + ": " + resp.Error.Message
-	case err != nil || resp == nil:
+		rec.LastError = upstreamError(x.d, x.status, x.errBody)
+	case inError != "":
+		rec.LastError = "in the stream: " + inError
+	case err != nil || !read:
 		p.log.Info("answer not recorded", "session", pl.b.id, "err", err)
 		return
 	case pl.resend:
 		return // the first answer is recorded already
 	default:
-		m := resp.Message()
 		if len(m.Content) == 0 {
 			return
 		}
@@ -606,10 +630,13 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 // upstreamError is a one-line record of an upstream error: the status and
 // the provider's message (error bodies carry no credential; headers are
 // never read).
-func upstreamError(status int, body []byte) string {
+func upstreamError(d dialect, status int, body []byte) string {
 	msg := strings.TrimSpace(string(body))
-	if e, ok := anthropic.ErrorBody(body); ok {
-		msg = e.Type + ": " + e.Message
+	if d == nil {
+		d = dialectAnthropic
+	}
+	if e, ok := d.errorMessage(body); ok {
+		msg = e
 	}
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"

@@ -55,7 +55,8 @@ type Proxy struct {
 	secret   []byte
 	cfg      config.Proxy
 	log      *slog.Logger
-	upstream *url.URL
+	upstream *url.URL // Anthropic's
+	openai   *url.URL
 	rp       *httputil.ReverseProxy
 
 	mu    sync.Mutex
@@ -86,7 +87,15 @@ func New(o Options) (*Proxy, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("proxy.upstreams.anthropic.base_url: %q is not an absolute http or https URL", up.BaseURL)
 	}
-	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, lanes: map[string]*lane{}}
+	oa := o.Config.Upstreams.OpenAI.BaseURL
+	if oa == "" {
+		oa = config.DefaultOpenAIBaseURL
+	}
+	ou, err := url.Parse(oa)
+	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
+		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
+	}
+	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	o.Engine.SetSessionBindings(p.sessionBindings)
 	tr := o.Transport
@@ -111,8 +120,24 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Upstream returns the upstream base URL.
+// Upstream returns the Anthropic upstream's base URL.
 func (p *Proxy) Upstream() string { return p.upstream.String() }
+
+// OpenAIUpstream returns the OpenAI upstream's base URL.
+func (p *Proxy) OpenAIUpstream() string { return p.openai.String() }
+
+// upstreamFor is the upstream of a request: its endpoint's, or for one
+// ctxd does not manage, upstreamOf's choice.
+func (p *Proxy) upstreamFor(r *http.Request) *url.URL {
+	up := upstreamOf(r)
+	if d := dialectOf(r); d != nil {
+		up = d.upstream()
+	}
+	if up == "openai" {
+		return p.openai
+	}
+	return p.upstream
+}
 
 // Stats are the proxy's counters since start.
 type Stats struct {
@@ -145,17 +170,21 @@ func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// Handler serves the proxy: POST /v1/messages managed, everything else
-// forwarded untouched. No daemon API route is served here.
+// Handler serves the proxy: POST /v1/messages, /v1/responses and
+// /v1/chat/completions managed, everything else forwarded untouched. No daemon API route is served here.
 func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		if msg := p.refuse(r); msg != "" {
-			writeError(w, http.StatusForbidden, "permission_error", msg)
+			if d := dialectOf(r); d != nil {
+				d.writeError(w, http.StatusForbidden, "permission_error", msg)
+			} else {
+				writeError(w, http.StatusForbidden, "permission_error", msg)
+			}
 			return
 		}
-		if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages" {
-			p.messages(w, r)
+		if d := dialectOf(r); d != nil {
+			p.serveManaged(w, r, d)
 			return
 		}
 		p.passed.Add(1)

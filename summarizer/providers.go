@@ -244,6 +244,10 @@ func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Requ
 	if key != "" {
 		h.Set("Authorization", "Bearer "+key)
 	}
+	if c := b.Credential; c != nil && c.Authorization != "" {
+		// A proxied session's own client credential (DESIGN.md §10).
+		h.Set("Authorization", c.Authorization)
+	}
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/chat/completions"), h, body, decodeOpenAI)
 }
 

@@ -1,213 +1,35 @@
 package summarizer
 
 import (
-	"encoding/json"
-	"fmt"
-	"strings"
-
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
-// OpenAIRequest is the body of an OpenAI Chat Completions request
-// (POST /v1/chat/completions), the dialect vLLM, llama.cpp server, Ollama and
-// OpenRouter also speak. RenderOpenAI fills Messages and Tools; Model and the
-// output cap are set by whoever sends it. At most one of MaxTokens and
-// MaxCompletionTokens is set: api.openai.com wants max_completion_tokens
-// (its reasoning models reject max_tokens), compatible servers know
-// max_tokens.
-type OpenAIRequest struct {
-	Model               string          `json:"model,omitempty"`
-	Messages            []OpenAIMessage `json:"messages"`
-	Tools               []OpenAITool    `json:"tools,omitempty"`
-	MaxTokens           uint64          `json:"max_tokens,omitempty"`
-	MaxCompletionTokens uint64          `json:"max_completion_tokens,omitempty"`
-}
+// The Chat Completions format lives in package wire/openai (one home for
+// the OpenAI wire formats, shared with the proxy); these names keep the
+// summarizer's API.
 
-// OpenAIMessage is one chat message: role "system", "user", "assistant" or
-// "tool". Content is a JSON string, an array of content parts (user messages
-// with images), or null (an assistant message with only tool calls).
-type OpenAIMessage struct {
-	Role       string           `json:"role"`
-	Content    json.RawMessage  `json:"content"`
-	ToolCalls  []OpenAIToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string           `json:"tool_call_id,omitempty"`
-}
+// OpenAIRequest is a Chat Completions request body (openai.ChatRequest).
+type OpenAIRequest = openai.ChatRequest
 
-// OpenAIToolCall is one function call of an assistant message. Arguments is
-// the call's input as a JSON string, as the API requires.
-type OpenAIToolCall struct {
-	ID       string             `json:"id"`
-	Type     string             `json:"type"`
-	Function OpenAIFunctionCall `json:"function"`
-}
+// OpenAIMessage is one chat message (openai.ChatMessage).
+type OpenAIMessage = openai.ChatMessage
 
-// OpenAIFunctionCall is the function of a tool call.
-type OpenAIFunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+// OpenAIToolCall is one function call of an assistant message
+// (openai.ToolCall).
+type OpenAIToolCall = openai.ToolCall
 
-// OpenAITool is one function tool definition.
-type OpenAITool struct {
-	Type     string         `json:"type"`
-	Function OpenAIFunction `json:"function"`
-}
+// OpenAIFunctionCall is the function of a tool call (openai.FunctionCall).
+type OpenAIFunctionCall = openai.FunctionCall
 
-// OpenAIFunction is the function of a tool definition; Parameters is its
-// JSON Schema.
-type OpenAIFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
+// OpenAITool is one function tool definition (openai.Tool).
+type OpenAITool = openai.Tool
 
-// openAIPart is one content part of a user message.
-type openAIPart struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text,omitempty"`
-	ImageURL *openAIImageURL `json:"image_url,omitempty"`
-}
-
-type openAIImageURL struct {
-	URL string `json:"url"`
-}
+// OpenAIFunction is the function of a tool definition (openai.Function).
+type OpenAIFunction = openai.Function
 
 // RenderOpenAI renders a system prompt, tool definitions and canonical
-// messages (DESIGN.md §2) as a Chat Completions request:
-//
-//   - the system prompt is a leading "system" message;
-//   - tool definitions become function tools (a missing schema becomes
-//     {"type":"object","properties":{}});
-//   - an assistant message becomes text content (its text blocks joined by a
-//     blank line; null when it has none) plus tool_calls with the input as a
-//     JSON string; thinking and redacted_thinking blocks are dropped, as
-//     Chat Completions has no place for them;
-//   - a tool message becomes a "tool" message with its tool_call_id; its
-//     content is a string (text blocks joined, json blocks as JSON, images
-//     as a line naming their media type and size, since tool messages carry
-//     text only); an error result is prefixed "[error] " because the API has
-//     no is_error flag;
-//   - a user message becomes a string, or content parts (text and
-//     data-URL image_url) when it holds an image.
-//
-// Messages are rendered in order, one for one. RenderOpenAI does not
-// validate the history; see CheckClosed.
+// messages as a Chat Completions request; see openai.RenderChat.
 func RenderOpenAI(system string, tools []history.ToolDef, msgs []history.Message) OpenAIRequest {
-	out := OpenAIRequest{Messages: make([]OpenAIMessage, 0, len(msgs)+1)}
-	for _, t := range tools {
-		schema := t.InputSchema
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		out.Tools = append(out.Tools, OpenAITool{Type: "function",
-			Function: OpenAIFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
-	}
-	if system != "" {
-		out.Messages = append(out.Messages, OpenAIMessage{Role: "system", Content: jsonString(system)})
-	}
-	for i := range msgs {
-		m := &msgs[i]
-		switch m.Role {
-		case history.RoleAssistant:
-			om := OpenAIMessage{Role: "assistant"}
-			var texts []string
-			for _, b := range m.Content {
-				switch b.Type {
-				case history.BlockText, history.BlockCompaction:
-					texts = append(texts, b.Text)
-				case history.BlockJSON:
-					texts = append(texts, string(b.JSON))
-				case history.BlockToolCall:
-					args := string(b.Input)
-					if args == "" {
-						args = "{}"
-					}
-					om.ToolCalls = append(om.ToolCalls, OpenAIToolCall{ID: b.ID, Type: "function",
-						Function: OpenAIFunctionCall{Name: b.Name, Arguments: args}})
-				}
-			}
-			switch {
-			case len(texts) > 0:
-				om.Content = jsonString(strings.Join(texts, "\n\n"))
-			case len(om.ToolCalls) > 0:
-				om.Content = json.RawMessage("null")
-			default:
-				om.Content = jsonString("")
-			}
-			out.Messages = append(out.Messages, om)
-		case history.RoleTool:
-			text := plainText(m.Content)
-			if m.IsError {
-				text = "[error] " + text
-			}
-			out.Messages = append(out.Messages, OpenAIMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: jsonString(text)})
-		default:
-			out.Messages = append(out.Messages, OpenAIMessage{Role: "user", Content: openAIUserContent(m.Content)})
-		}
-	}
-	return out
-}
-
-// openAIUserContent renders a user message's blocks: a string, or content
-// parts when an inline image is present.
-func openAIUserContent(blocks []history.Block) json.RawMessage {
-	hasImage := false
-	for _, b := range blocks {
-		if b.Type == history.BlockImage && b.Data != "" {
-			hasImage = true
-		}
-	}
-	if !hasImage {
-		return jsonString(plainText(blocks))
-	}
-	parts := make([]openAIPart, 0, len(blocks))
-	for _, b := range blocks {
-		switch {
-		case b.Type == history.BlockImage && b.Data != "":
-			parts = append(parts, openAIPart{Type: "image_url",
-				ImageURL: &openAIImageURL{URL: "data:" + b.MediaType + ";base64," + b.Data}})
-		default:
-			if t := blockText(b); t != "" {
-				parts = append(parts, openAIPart{Type: "text", Text: t})
-			}
-		}
-	}
-	raw, _ := json.Marshal(parts) // plain structs: cannot fail
-	return raw
-}
-
-// plainText joins the text of blocks with newlines: text as is, json as its
-// JSON, images as a line naming them. Thinking blocks are left out.
-func plainText(blocks []history.Block) string {
-	var texts []string
-	for _, b := range blocks {
-		if t := blockText(b); t != "" {
-			texts = append(texts, t)
-		}
-	}
-	return strings.Join(texts, "\n")
-}
-
-// blockText is the text form of one block for text-only destinations.
-func blockText(b history.Block) string {
-	switch b.Type {
-	case history.BlockText, history.BlockCompaction:
-		return b.Text
-	case history.BlockJSON:
-		return string(b.JSON)
-	case history.BlockToolCall:
-		return fmt.Sprintf("[tool call %s id=%s input=%s]", b.Name, b.ID, b.Input)
-	case history.BlockImage:
-		if b.Artifact != "" {
-			return fmt.Sprintf("[image %s stored at %s]", b.MediaType, b.Artifact)
-		}
-		return fmt.Sprintf("[image %s, %d base64 bytes]", b.MediaType, len(b.Data))
-	}
-	return ""
-}
-
-// jsonString encodes s as a JSON string.
-func jsonString(s string) json.RawMessage {
-	raw, _ := json.Marshal(s) // a string always encodes
-	return raw
+	return openai.RenderChat(system, tools, msgs)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // element is one value of a JSON array with its byte offset in the input.
@@ -197,56 +198,10 @@ type oaiMessage struct {
 	Model       string   `json:"model"`
 }
 
-type oaiPart struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	ImageURL json.RawMessage `json:"image_url"`
-}
-
-// openAIContent converts content in the OpenAI shapes — a string, null,
-// or an array of parts — for chat messages and Codex rollouts alike:
-// text parts ("text", "input_text", "output_text"), images ("image_url" or
-// "input_image", whose image_url is {"url": …} or the URL itself) as image
-// blocks when they hold a data URL, anything else kept whole as a json block.
-func openAIContent(raw json.RawMessage) ([]history.Block, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return textBlocks(s), nil
-	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(raw, &raws); err != nil {
-		return nil, fmt.Errorf("content is neither a string nor an array of parts: %w", err)
-	}
-	out := make([]history.Block, 0, len(raws))
-	for i, r := range raws {
-		var p oaiPart
-		if err := json.Unmarshal(r, &p); err != nil {
-			return nil, fmt.Errorf("content part %d: %w", i, err)
-		}
-		switch p.Type {
-		case "text", "input_text", "output_text":
-			out = append(out, textBlock(p.Text))
-		case "image_url", "input_image":
-			var url struct {
-				URL string `json:"url"`
-			}
-			if json.Unmarshal(p.ImageURL, &url.URL) != nil {
-				_ = json.Unmarshal(p.ImageURL, &url)
-			}
-			if img, ok := dataURLImage(url.URL); ok {
-				out = append(out, img)
-				continue
-			}
-			out = append(out, jsonBlock(r))
-		default:
-			out = append(out, jsonBlock(r))
-		}
-	}
-	return out, nil
-}
+// openAIContent converts content in the OpenAI shapes (a string, null, or
+// an array of parts) for chat messages and Codex rollouts alike: the wire
+// format's own conversion, openai.Content.
+func openAIContent(raw json.RawMessage) ([]history.Block, error) { return openai.Content(raw) }
 
 // openAIAppend converts one chat message; nothing changes on error.
 func openAIAppend(b *builder, raw json.RawMessage) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // codexLine is one line of a Codex CLI rollout: {timestamp, type, payload}.
@@ -51,23 +52,9 @@ type codexTokenCount struct {
 	} `json:"info"`
 }
 
-// dataURLImage converts a "data:<media type>;base64,<data>" URL to an image
-// block.
-func dataURLImage(url string) (history.Block, bool) {
-	rest, ok := strings.CutPrefix(url, "data:")
-	if !ok {
-		return history.Block{}, false
-	}
-	meta, data, ok := strings.Cut(rest, ",")
-	if !ok {
-		return history.Block{}, false
-	}
-	media, ok := strings.CutSuffix(meta, ";base64")
-	if !ok {
-		return history.Block{}, false
-	}
-	return history.Block{Type: history.BlockImage, MediaType: media, Data: data}, true
-}
+// dataURLImage converts a "data:<media type>;base64,<data>" URL to an
+// image block (openai.DataURLImage).
+func dataURLImage(url string) (history.Block, bool) { return openai.DataURLImage(url) }
 
 // codexOutput converts a tool output: a string (what the model saw), or an
 // object {content, success} whose success false marks an error.

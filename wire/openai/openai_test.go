@@ -1,0 +1,316 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/corpustest"
+)
+
+// corpusItems returns the Responses items of a recorded Codex rollout (its
+// response_item lines), as Codex wrote them.
+func corpusItems(t *testing.T, name string) []json.RawMessage {
+	t.Helper()
+	var items []json.RawMessage
+	sc := bufio.NewScanner(bytes.NewReader(corpustest.Read(t, "recorded/codex/"+name)))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l struct {
+			Type    string          `json:"type"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type == "response_item" {
+			items = append(items, l.Payload)
+		}
+	}
+	return items
+}
+
+// TestItemsRoundTripCorpus: the items of both recorded Codex rollouts
+// (function tools, and code mode with custom tool calls and
+// additional_tools) convert to canonical messages and back without loss:
+// the rendered items parse to the same messages, reasoning and unknown
+// items come back byte for byte (encrypted_content verbatim), and function
+// arguments and custom inputs are the same strings.
+func TestItemsRoundTripCorpus(t *testing.T) {
+	for _, name := range []string{"cli0.171-function-tools.rollout.jsonl", "cli0.171-code-mode-2compactions.rollout.jsonl"} {
+		t.Run(name, func(t *testing.T) {
+			items := corpusItems(t, name)
+			var conv []json.RawMessage
+			prefix := 0
+			for _, it := range items {
+				if IsPrefixItem(it) {
+					prefix++
+					continue
+				}
+				conv = append(conv, it)
+			}
+			if prefix == 0 || len(conv) < 10 {
+				t.Fatalf("%d prefix items, %d conversation items", prefix, len(conv))
+			}
+			msgs, err := ParseItems(conv, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := history.ValidateBatch(nil, msgs); err != nil {
+				t.Fatalf("parsed messages the engine refuses: %v", err)
+			}
+			var prefixItems []json.RawMessage
+			for _, it := range items {
+				if IsPrefixItem(it) {
+					prefixItems = append(prefixItems, it)
+				}
+			}
+			custom := CustomToolNames(prefixItems...)
+			if strings.Contains(name, "code-mode") && !custom["exec"] {
+				t.Fatalf("custom tools %v: exec not found in additional_tools", custom)
+			}
+			out := RenderItems(msgs, custom)
+			again, err := ParseItems(out, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(msgs, again) {
+				t.Fatalf("round trip changed the messages")
+			}
+			var reasoning, calls int
+			for _, raw := range conv {
+				var it Item
+				_ = json.Unmarshal(raw, &it)
+				switch it.Type {
+				case "reasoning":
+					reasoning++
+					if !containsRaw(out, raw) {
+						t.Errorf("reasoning item not rendered verbatim: %.120s", raw)
+					}
+				case "function_call", "custom_tool_call":
+					calls++
+					if !hasCall(t, out, it) {
+						t.Errorf("%s %s not rendered with the same input", it.Type, it.CallID)
+					}
+				}
+			}
+			if reasoning == 0 || calls == 0 {
+				t.Fatalf("%d reasoning items, %d calls", reasoning, calls)
+			}
+		})
+	}
+}
+
+func containsRaw(items []json.RawMessage, raw json.RawMessage) bool {
+	for _, it := range items {
+		if bytes.Equal(it, raw) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasCall(t *testing.T, items []json.RawMessage, want Item) bool {
+	for _, raw := range items {
+		var it Item
+		_ = json.Unmarshal(raw, &it)
+		if it.Type != want.Type || it.CallID != want.CallID || it.Name != want.Name {
+			continue
+		}
+		return reflect.DeepEqual(it.Arguments, want.Arguments) && reflect.DeepEqual(it.Input, want.Input)
+	}
+	return false
+}
+
+func TestParseItemsErrors(t *testing.T) {
+	_, err := ParseItems([]json.RawMessage{json.RawMessage(`{"type":"function_call","name":"x","arguments":"{}"}`)}, 0)
+	if err == nil || !strings.Contains(err.Error(), "input[0].call_id") {
+		t.Errorf("missing call_id: %v", err)
+	}
+	_, err = ParseItems([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":"x","extra":[}`)}, 0)
+	if err == nil || !strings.Contains(err.Error(), "input[0]") {
+		t.Errorf("bad item: %v", err)
+	}
+	_, err = ParseItems([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":[1]}`)}, 0)
+	if err == nil || !strings.Contains(err.Error(), "input[0].content") {
+		t.Errorf("bad part: %v", err)
+	}
+}
+
+// TestUnknownKeptWhole: a content part and an item ctxd does not know go
+// back byte for byte, each in its place.
+func TestUnknownKeptWhole(t *testing.T) {
+	part := `{"type":"input_audio","input_audio":{"data":"UklGR","format":"wav"}}`
+	item := `{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"ctxd"}}`
+	in := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"listen"},` + part + `]}`),
+		json.RawMessage(item),
+	}
+	msgs, err := ParseItems(in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := RenderItems(msgs, nil)
+	if len(out) != 2 || !strings.Contains(string(out[0]), part) || string(out[1]) != item {
+		t.Fatalf("rendered %s", out)
+	}
+}
+
+// TestResponsesStream rebuilds an answer from a Responses stream split at
+// every byte boundary: output items in order, usage with the cached tokens
+// as cache reads.
+func TestResponsesStream(t *testing.T) {
+	stream := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"gpt-5.2-codex\"}}\n\n" +
+		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[],\"encrypted_content\":\"gAAA\"}}\n\n" +
+		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":1,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"ls\\\"}\"}}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-5.2-codex\",\"output\":[],\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":800},\"output_tokens\":20}}}\n\n"
+	for _, step := range []int{1, 7, len(stream)} {
+		s := NewResponsesStreamReader()
+		for i := 0; i < len(stream); i += step {
+			_, _ = s.Write([]byte(stream[i:min(i+step, len(stream))]))
+		}
+		a, err := s.Answer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.Message()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Content) != 2 || m.Content[0].Type != history.BlockRedactedThinking || m.Content[1].Type != history.BlockToolCall || string(m.Content[1].Input) != `{"cmd":"ls"}` {
+			t.Fatalf("step %d: %+v", step, m.Content)
+		}
+		if u := m.Usage; u == nil || u.InputTokens != 200 || u.CacheReadInputTokens != 800 || u.OutputTokens != 20 {
+			t.Fatalf("usage %+v", m.Usage)
+		}
+	}
+	s := NewResponsesStreamReader()
+	_, _ = s.Write([]byte(stream[:200]))
+	if _, err := s.Answer(); err != ErrIncomplete {
+		t.Errorf("cut stream: %v", err)
+	}
+}
+
+// TestChatStream reassembles tool calls from their argument deltas and
+// takes usage from the final chunk.
+func TestChatStream(t *testing.T) {
+	chunks := []string{
+		`{"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me "}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{"content":"look."}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"bash","arguments":""}}]}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"command\":"}}]}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","function":{"name":"read","arguments":"{}"}}]}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"ls\"}"}}]}}]}`,
+		`{"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		`{"model":"m","choices":[],"usage":{"prompt_tokens":500,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":100}}}`,
+	}
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString("data: " + c + "\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+	s := NewChatStreamReader()
+	_, _ = s.Write([]byte(b.String()))
+	a, err := s.Answer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Content) != 3 || m.Content[0].Text != "Let me look." || m.Content[1].ID != "call_a" || string(m.Content[1].Input) != `{"command":"ls"}` || m.Content[2].Name != "read" {
+		t.Fatalf("%+v", m.Content)
+	}
+	if u := m.Usage; u == nil || u.InputTokens != 400 || u.CacheReadInputTokens != 100 || u.OutputTokens != 9 {
+		t.Fatalf("usage %+v", m.Usage)
+	}
+}
+
+// TestChatRoundTrip: Chat messages with tool calls, tool results and a
+// system message in the middle parse and render back to the same bytes.
+func TestChatRoundTrip(t *testing.T) {
+	in := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":"hi"}`),
+		json.RawMessage(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`),
+		json.RawMessage(`{"role":"tool","content":"a.txt","tool_call_id":"c1"}`),
+		json.RawMessage(`{"role":"system","content":"be brief"}`),
+		json.RawMessage(`{"role":"assistant","content":"done"}`),
+	}
+	msgs, err := ParseChat(in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs[2].ToolName != "bash" || msgs[2].Role != history.RoleTool {
+		t.Errorf("tool message %+v", msgs[2])
+	}
+	out := RenderChatMessages(msgs)
+	for i := range in {
+		if !bytes.Equal(in[i], out[i]) {
+			t.Errorf("message %d:\n in %s\nout %s", i, in[i], out[i])
+		}
+	}
+	if _, err := ParseChat([]json.RawMessage{json.RawMessage(`{"role":"robot"}`)}, 0); err == nil || !strings.Contains(err.Error(), "messages[0].role") {
+		t.Errorf("bad role: %v", err)
+	}
+}
+
+// TestIsContextLengthCorpus classifies every real error body of the corpus
+// of OpenAI and compatible servers: exactly the context-overflow ones.
+func TestIsContextLengthCorpus(t *testing.T) {
+	var f struct {
+		Errors []struct {
+			ID       string  `json:"id"`
+			Provider string  `json:"provider"`
+			Status   int     `json:"http_status"`
+			Category string  `json:"category"`
+			Body     *string `json:"body"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, e := range f.Errors {
+		if !strings.HasPrefix(e.Provider, "openai") || e.Body == nil || *e.Body == "" {
+			continue
+		}
+		seen++
+		if got, want := IsContextLength(e.Status, []byte(*e.Body)), e.Category == "context_overflow"; got != want {
+			t.Errorf("%s (%d): IsContextLength = %v, want %v", e.ID, e.Status, got, want)
+		}
+	}
+	if seen < 4 {
+		t.Fatalf("only %d OpenAI bodies in the corpus", seen)
+	}
+	for _, body := range []string{
+		`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,                   // llama.cpp
+		`{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","code":400}`, // vLLM
+	} {
+		if !IsContextLength(400, []byte(body)) {
+			t.Errorf("not recognized: %s", body)
+		}
+	}
+	if IsContextLength(400, []byte(`{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response","type":"invalid_request_error"}}`)) {
+		t.Errorf("a history error taken for a context-length one")
+	}
+}
+
+// TestEncodeChatMessage: the hand encoder gives marshal's bytes.
+func TestEncodeChatMessage(t *testing.T) {
+	msgs := RenderChat("", nil, []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "a <b> & \"c\"\n"}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: "c<1>", Name: "bash", Input: json.RawMessage(`{"command":"ls > x"}`)}}},
+		{Role: history.RoleTool, ToolCallID: "c<1>", Content: []history.Block{{Type: history.BlockText, Text: "ok"}}},
+	}).Messages
+	for i, m := range msgs {
+		want, _ := marshal(m)
+		if got := encodeChatMessage(m); !bytes.Equal(got, want) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// chatIn is the part of a Chat Completions message the conversion reads.
+type chatIn struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []ToolCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	// ReasoningContent is what compatible servers (vLLM, DeepSeek) return
+	// as the model's reasoning.
+	ReasoningContent string `json:"reasoning_content"`
+}
+
+// IsChatPrefix reports whether a raw Chat message belongs to the request's
+// fixed prefix: a system or developer message. The proxy keeps the leading
+// run of them verbatim ahead of the assembled conversation.
+func IsChatPrefix(raw json.RawMessage) bool {
+	var m struct {
+		Role string `json:"role"`
+	}
+	return json.Unmarshal(raw, &m) == nil && (m.Role == "system" || m.Role == "developer")
+}
+
+// ParseChat converts Chat Completions messages msgs[from:] to canonical
+// messages (DESIGN.md §2): user → user (string or text / image_url parts),
+// assistant → assistant (content as text, reasoning_content as a thinking
+// block, tool_calls as tool calls whose input is the arguments' bytes when
+// they are a JSON object, else {"input": <the arguments>}), tool → tool message
+// (tool name found from the calls before it). A system or developer message
+// inside the conversation becomes a user message holding its bytes as a
+// json block (rendered back as it came). Errors name the message:
+// "messages[i].field: problem".
+func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
+	names := map[string]string{}
+	for i := max(0, from-64); i < from; i++ {
+		if !bytes.Contains(msgs[i], []byte(`"tool_calls"`)) {
+			continue // only assistant messages with calls name tools
+		}
+		var m struct {
+			ToolCalls []ToolCall `json:"tool_calls"`
+		}
+		if json.Unmarshal(msgs[i], &m) == nil {
+			for _, c := range m.ToolCalls {
+				names[c.ID] = c.Function.Name
+			}
+		}
+	}
+	var out []history.Message
+	for i := from; i < len(msgs); i++ {
+		var m chatIn
+		if err := json.Unmarshal(msgs[i], &m); err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		switch m.Role {
+		case "user":
+			blocks, err := messageBlocks(m.Content)
+			if err != nil {
+				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+			if len(blocks) == 0 {
+				blocks = []history.Block{{Type: history.BlockText}}
+			}
+			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
+		case "assistant":
+			var blocks []history.Block
+			if m.ReasoningContent != "" {
+				blocks = append(blocks, history.Block{Type: history.BlockThinking, Text: m.ReasoningContent})
+			}
+			text, err := messageBlocks(m.Content)
+			if err != nil {
+				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+			blocks = append(blocks, text...)
+			for k, c := range m.ToolCalls {
+				if c.ID == "" {
+					return nil, fmt.Errorf("messages[%d].tool_calls[%d].id: missing", i, k)
+				}
+				in := argumentsInput(c.Function.Arguments)
+				names[c.ID] = c.Function.Name
+				blocks = append(blocks, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})
+			}
+			if len(blocks) == 0 {
+				blocks = []history.Block{{Type: history.BlockText}}
+			}
+			out = append(out, history.Message{Role: history.RoleAssistant, Content: blocks})
+		case "tool":
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("messages[%d].tool_call_id: missing", i)
+			}
+			blocks, err := outputBlocks(m.Content)
+			if err != nil {
+				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+			}
+			isErr := false
+			if len(blocks) == 1 && blocks[0].Type == history.BlockText && strings.HasPrefix(blocks[0].Text, "[error] ") {
+				blocks[0].Text, isErr = strings.TrimPrefix(blocks[0].Text, "[error] "), true
+			}
+			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: m.ToolCallID, ToolName: names[m.ToolCallID], IsError: isErr, Content: blocks})
+		case "system", "developer":
+			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: append(json.RawMessage(nil), msgs[i]...)}}})
+		default:
+			return nil, fmt.Errorf("messages[%d].role: %q is not system, developer, user, assistant or tool", i, m.Role)
+		}
+	}
+	return out, nil
+}
+
+// RenderChatMessages renders canonical messages as Chat Completions
+// messages (RenderChat without a system prompt or tools), the inverse of
+// ParseChat: a user message holding one json block that is a system or
+// developer message is rendered as those bytes.
+func RenderChatMessages(msgs []history.Message) []json.RawMessage {
+	r := RenderChat("", nil, msgs)
+	out := make([]json.RawMessage, 0, len(r.Messages))
+	for i, m := range r.Messages {
+		src := &msgs[i]
+		if src.Role == history.RoleUser && len(src.Content) == 1 && src.Content[0].Type == history.BlockJSON && IsChatPrefix(src.Content[0].JSON) {
+			out = append(out, src.Content[0].JSON)
+			continue
+		}
+		out = append(out, encodeChatMessage(m))
+	}
+	return out
+}
+
+// encodeChatMessage is marshal(m) without re-validating the content, which
+// RenderChat encoded itself: the same bytes, in the struct's field order
+// (role, content, tool_calls, tool_call_id), at a fraction of the cost on
+// a long tool result.
+func encodeChatMessage(m ChatMessage) json.RawMessage {
+	role, _ := marshal(m.Role)
+	content := m.Content
+	if len(content) == 0 {
+		content = json.RawMessage("null")
+	}
+	b := make([]byte, 0, len(content)+64)
+	b = append(b, `{"role":`...)
+	b = append(b, role...)
+	b = append(b, `,"content":`...)
+	b = append(b, content...)
+	if len(m.ToolCalls) > 0 {
+		tc, _ := marshal(m.ToolCalls)
+		b = append(b, `,"tool_calls":`...)
+		b = append(b, tc...)
+	}
+	if m.ToolCallID != "" {
+		id, _ := marshal(m.ToolCallID)
+		b = append(b, `,"tool_call_id":`...)
+		b = append(b, id...)
+	}
+	return append(b, '}')
+}

@@ -1,0 +1,562 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// Item is the part of a Responses API input or output item the conversion
+// reads. An item is one of: a message (role user, assistant, developer or
+// system), a function_call or custom_tool_call and their _output, a
+// reasoning item, or anything else (Codex's additional_tools, web searches,
+// items of later API versions).
+type Item struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role,omitempty"`
+	Content json.RawMessage `json:"content,omitempty"`
+	// function_call, custom_tool_call and their outputs.
+	CallID    string          `json:"call_id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments *string         `json:"arguments,omitempty"`
+	Input     *string         `json:"input,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	// reasoning.
+	Summary          json.RawMessage `json:"summary,omitempty"`
+	EncryptedContent *string         `json:"encrypted_content,omitempty"`
+}
+
+// itemKind sorts items into the canonical roles.
+func (it *Item) assistantSide() bool {
+	switch it.Type {
+	case "function_call", "custom_tool_call", "reasoning":
+		return true
+	case "message", "":
+		return it.Role == "assistant"
+	}
+	return false
+}
+
+// IsPrefixItem reports whether a raw input item belongs to the request's
+// fixed prefix rather than to the conversation: a developer or system
+// message, or Codex's additional_tools item (the tools of its code mode).
+// The proxy keeps the leading run of such items verbatim, ahead of the
+// assembled conversation, so no compaction can drop the agent's
+// instructions or tools.
+func IsPrefixItem(raw json.RawMessage) bool {
+	var it Item
+	if json.Unmarshal(raw, &it) != nil {
+		return false
+	}
+	switch it.Type {
+	case "additional_tools":
+		return true
+	case "message", "":
+		return it.Role == "developer" || it.Role == "system"
+	}
+	return false
+}
+
+// ParseItems converts Responses input items items[from:] to canonical
+// messages (DESIGN.md §2), without loss:
+//
+//   - a user message becomes a user message (input_text as text,
+//     input_image data URLs as images);
+//   - consecutive assistant-side items (assistant messages, function_call,
+//     custom_tool_call, reasoning) become one assistant message: output_text
+//     as text; a function call as a tool call whose input is the arguments'
+//     bytes when they are a JSON object (else {"input": <the arguments>},
+//     history.ObjectInput); a custom tool call as a tool call whose input
+//     is {"input": "<its free-form text>"}; a reasoning item as a thinking block (its summary
+//     texts joined) whose signature is the item's exact bytes, so its
+//     encrypted_content goes back verbatim — redacted_thinking when it has
+//     no summary;
+//   - function_call_output / custom_tool_call_output become tool messages;
+//   - any other item (a developer message inside the conversation, a web
+//     search, an item of a later API version) becomes a user message with
+//     one json block {"responses_item": <the item's bytes>}, rendered back
+//     as they came.
+//
+// Errors name the item: "input[i].field: problem".
+func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
+	names := map[string]string{}
+	for i := max(0, from-64); i < from; i++ {
+		// Only calls name a tool (an output's text cannot hold an
+		// unescaped "name" key): the rest are not decoded.
+		if !bytes.Contains(items[i], []byte(`"name"`)) {
+			continue
+		}
+		var it struct {
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		}
+		if json.Unmarshal(items[i], &it) == nil && it.CallID != "" && it.Name != "" {
+			names[it.CallID] = it.Name
+		}
+	}
+	var out []history.Message
+	cur := -1 // the assistant message being collected
+	for i := from; i < len(items); i++ {
+		raw := items[i]
+		var it Item
+		if err := json.Unmarshal(raw, &it); err != nil {
+			return nil, fmt.Errorf("input[%d]: %w", i, err)
+		}
+		if !it.assistantSide() {
+			cur = -1
+		} else if cur < 0 {
+			out = append(out, history.Message{Role: history.RoleAssistant})
+			cur = len(out) - 1
+		}
+		switch {
+		case it.Type == "function_call":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			args := ""
+			if it.Arguments != nil {
+				args = *it.Arguments
+			}
+			names[it.CallID] = it.Name
+			in := argumentsInput(args)
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
+		case it.Type == "custom_tool_call":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			text := ""
+			if it.Input != nil {
+				text = *it.Input
+			}
+			s, _ := json.Marshal(text)
+			in := history.ObjectInput(s)
+			names[it.CallID] = it.Name
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
+		case it.Type == "reasoning":
+			text, err := summaryText(it.Summary)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].summary: %w", i, err)
+			}
+			b := history.Block{Type: history.BlockThinking, Text: text, Signature: string(raw)}
+			if text == "" {
+				b = history.Block{Type: history.BlockRedactedThinking, Data: string(raw)}
+			}
+			out[cur].Content = append(out[cur].Content, b)
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+			if it.CallID == "" {
+				return nil, fmt.Errorf("input[%d].call_id: missing", i)
+			}
+			blocks, err := outputBlocks(it.Output)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].output: %w", i, err)
+			}
+			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: it.CallID, ToolName: names[it.CallID], Content: blocks})
+		case (it.Type == "message" || it.Type == "") && (it.Role == "user" || it.Role == "assistant"):
+			blocks, err := messageBlocks(it.Content)
+			if err != nil {
+				return nil, fmt.Errorf("input[%d].content: %w", i, err)
+			}
+			if it.Role == "assistant" {
+				out[cur].Content = append(out[cur].Content, blocks...)
+				continue
+			}
+			if len(blocks) == 0 {
+				blocks = []history.Block{{Type: history.BlockText, Text: ""}}
+			}
+			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
+		default:
+			env, _ := marshal(struct {
+				Item json.RawMessage `json:"responses_item"`
+			}{raw})
+			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: env}}})
+		}
+	}
+	return out, nil
+}
+
+// summaryText joins the texts of a reasoning summary.
+func summaryText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", err
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// part is one content part of a Responses or Chat message.
+type part struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// Content converts message content in the OpenAI shapes — a string, null,
+// or an array of parts — for Chat messages, Responses items and Codex
+// rollouts alike: a non-empty string as one text block (none for ""); text
+// parts ("text", "input_text", "output_text") as text blocks; images
+// ("image_url" or "input_image", whose image_url is {"url": …} or the URL
+// itself) as image blocks when they hold a data URL; any other part kept
+// whole, byte for byte, as a json block (RenderItems sends it back as it
+// came). Errors: content that is neither, a part that is not an object.
+func Content(raw json.RawMessage) ([]history.Block, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []history.Block{{Type: history.BlockText, Text: s}}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("content is neither a string nor an array of parts: %w", err)
+	}
+	out := make([]history.Block, 0, len(raws))
+	for i, r := range raws {
+		var p part
+		if err := json.Unmarshal(r, &p); err != nil {
+			return nil, fmt.Errorf("content part %d: %w", i, err)
+		}
+		switch p.Type {
+		case "text", "input_text", "output_text":
+			out = append(out, history.Block{Type: history.BlockText, Text: p.Text})
+		case "image_url", "input_image":
+			var url struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(p.ImageURL, &url.URL) != nil {
+				_ = json.Unmarshal(p.ImageURL, &url)
+			}
+			if img, ok := DataURLImage(url.URL); ok {
+				out = append(out, img)
+				continue
+			}
+			out = append(out, jsonBlock(r))
+		default:
+			out = append(out, jsonBlock(r))
+		}
+	}
+	return out, nil
+}
+
+// jsonBlock keeps a value whole (valid JSON, or its bytes as a JSON
+// string; empty input becomes {}).
+func jsonBlock(raw json.RawMessage) history.Block {
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		raw = json.RawMessage("{}")
+	case json.Valid(raw):
+		raw = append(json.RawMessage(nil), raw...)
+	default:
+		raw, _ = json.Marshal(string(raw))
+	}
+	return history.Block{Type: history.BlockJSON, JSON: raw}
+}
+
+// messageBlocks is Content.
+func messageBlocks(raw json.RawMessage) ([]history.Block, error) { return Content(raw) }
+
+// outputBlocks reads a tool output: a string or an array of parts.
+func outputBlocks(raw json.RawMessage) ([]history.Block, error) {
+	blocks, err := messageBlocks(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(blocks) == 0 {
+		return []history.Block{{Type: history.BlockText, Text: ""}}, nil
+	}
+	return blocks, nil
+}
+
+// DataURLImage converts a "data:<media type>;base64,<data>" URL to an
+// image block; ok is false for any other URL.
+func DataURLImage(url string) (history.Block, bool) {
+	rest, ok := strings.CutPrefix(url, "data:")
+	if !ok {
+		return history.Block{}, false
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	if !ok {
+		return history.Block{}, false
+	}
+	media, ok := strings.CutSuffix(meta, ";base64")
+	if !ok {
+		return history.Block{}, false
+	}
+	return history.Block{Type: history.BlockImage, MediaType: media, Data: data}, true
+}
+
+// RenderItems renders canonical messages as Responses input items, the
+// inverse of ParseItems: what ParseItems read renders to items that mean
+// the same (reasoning and unknown items byte for byte). custom names the
+// request's free-form tools (CustomToolNames): a call of one whose input
+// is {"input": "<text>"} renders as a custom_tool_call, and its result as
+// a custom_tool_call_output. Messages ctxd wrote (a summary, a ledger, a
+// stub) render as plain user or assistant messages.
+func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessage {
+	var out []json.RawMessage
+	customCall := map[string]bool{}
+	add := func(v any) {
+		b, _ := marshal(v)
+		out = append(out, b)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Role {
+		case history.RoleAssistant:
+			var text []json.RawMessage
+			flush := func() {
+				if len(text) == 0 {
+					return
+				}
+				add(struct {
+					Type    string            `json:"type"`
+					Role    string            `json:"role"`
+					Content []json.RawMessage `json:"content"`
+				}{"message", "assistant", text})
+				text = nil
+			}
+			for _, b := range m.Content {
+				switch b.Type {
+				case history.BlockText:
+					t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
+					text = append(text, t)
+				case history.BlockJSON:
+					if isItem(b.JSON) {
+						text = append(text, b.JSON) // a part kept whole
+						continue
+					}
+					t, _ := marshal(map[string]any{"type": "output_text", "text": string(b.JSON)})
+					text = append(text, t)
+				case history.BlockThinking, history.BlockRedactedThinking:
+					flush()
+					raw := b.Signature
+					if b.Type == history.BlockRedactedThinking {
+						raw = b.Data
+					}
+					if isObject(raw) {
+						out = append(out, json.RawMessage(raw))
+						continue
+					}
+					// Reasoning not read from this format (an imported
+					// transcript): its text as a summary, the signature as
+					// the encrypted content.
+					r := map[string]any{"type": "reasoning", "summary": []map[string]any{}}
+					if b.Text != "" {
+						r["summary"] = []map[string]any{{"type": "summary_text", "text": b.Text}}
+					}
+					if raw != "" {
+						r["encrypted_content"] = raw
+					}
+					add(r)
+				case history.BlockToolCall:
+					flush()
+					var in struct {
+						Input *string `json:"input"`
+					}
+					var fields map[string]json.RawMessage
+					if custom[b.Name] && json.Unmarshal(b.Input, &fields) == nil && len(fields) == 1 && json.Unmarshal(b.Input, &in) == nil && in.Input != nil {
+						s := *in.Input
+						customCall[b.ID] = true
+						add(struct {
+							Type   string `json:"type"`
+							CallID string `json:"call_id"`
+							Name   string `json:"name"`
+							Input  string `json:"input"`
+						}{"custom_tool_call", b.ID, b.Name, s})
+						continue
+					}
+					args := string(b.Input)
+					if args == "" {
+						args = "{}"
+					}
+					add(struct {
+						Type      string `json:"type"`
+						CallID    string `json:"call_id"`
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					}{"function_call", b.ID, b.Name, args})
+				}
+			}
+			flush()
+		case history.RoleTool:
+			typ := "function_call_output"
+			if customCall[m.ToolCallID] {
+				typ = "custom_tool_call_output"
+			}
+			var output any
+			if len(m.Content) == 1 && m.Content[0].Type == history.BlockText || m.IsError {
+				text := plainText(m.Content)
+				if m.IsError {
+					text = "[error] " + text
+				}
+				output = text
+			} else {
+				output = inputParts(m.Content)
+			}
+			add(struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+				Output any    `json:"output"`
+			}{typ, m.ToolCallID, output})
+		default:
+			if item := keptItem(m); item != nil {
+				out = append(out, item)
+				continue
+			}
+			add(struct {
+				Type    string            `json:"type"`
+				Role    string            `json:"role"`
+				Content []json.RawMessage `json:"content"`
+			}{"message", "user", inputParts(m.Content)})
+		}
+	}
+	return out
+}
+
+// inputParts renders blocks as input content parts: input_text,
+// input_image for an inline image, and a part Content kept whole as it
+// came.
+func inputParts(blocks []history.Block) []json.RawMessage {
+	parts := make([]json.RawMessage, 0, len(blocks))
+	for _, b := range blocks {
+		var v any
+		switch {
+		case b.Type == history.BlockImage && b.Data != "":
+			v = map[string]any{"type": "input_image", "image_url": "data:" + b.MediaType + ";base64," + b.Data}
+		case b.Type == history.BlockJSON && isItem(b.JSON):
+			parts = append(parts, b.JSON)
+			continue
+		default:
+			t := blockText(b)
+			if t == "" && b.Type != history.BlockText {
+				continue
+			}
+			v = map[string]any{"type": "input_text", "text": t}
+		}
+		raw, _ := marshal(v)
+		parts = append(parts, raw)
+	}
+	return parts
+}
+
+// keptItem returns the item a message holds whole (ParseItems' envelope
+// {"responses_item": <item>}), nil for any other message.
+func keptItem(m *history.Message) json.RawMessage {
+	if len(m.Content) != 1 || m.Content[0].Type != history.BlockJSON || !bytes.HasPrefix(m.Content[0].JSON, []byte(`{"responses_item":`)) {
+		return nil
+	}
+	var env struct {
+		Item json.RawMessage `json:"responses_item"`
+	}
+	if json.Unmarshal(m.Content[0].JSON, &env) != nil || !isItem(env.Item) {
+		return nil
+	}
+	return env.Item
+}
+
+// isObject reports whether s is a JSON object's text.
+func isObject(s string) bool {
+	return strings.HasPrefix(s, "{") && json.Valid([]byte(s))
+}
+
+// isItem reports whether raw is a JSON object with a "type" member (an item
+// ParseItems kept verbatim).
+func isItem(raw json.RawMessage) bool {
+	var it struct {
+		Type string `json:"type"`
+	}
+	return len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &it) == nil && it.Type != ""
+}
+
+// marshal encodes v without HTML escaping (OpenAI's own encoders do not
+// escape <, > and &).
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// JoinItems encodes raw items as a JSON array.
+func JoinItems(items []json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(it)
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
+}
+
+// argumentsInput is a function call's input: the arguments' bytes when
+// they are a JSON object, else history.ObjectInput of them (a JSON value,
+// or the text as a JSON string).
+func argumentsInput(args string) json.RawMessage {
+	raw := json.RawMessage(args)
+	if json.Valid(raw) {
+		if history.IsObject(raw) {
+			return raw
+		}
+		return history.ObjectInput(raw)
+	}
+	s, _ := json.Marshal(args)
+	return history.ObjectInput(s)
+}
+
+// CustomToolNames returns the names of the free-form ("custom") tools
+// declared in raw JSON values — a request's tools array, Codex's
+// additional_tools item — at any depth (Codex nests them in a namespace).
+func CustomToolNames(raws ...json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["type"] == "custom" {
+				if n, ok := x["name"].(string); ok {
+					out[n] = true
+				}
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	for _, raw := range raws {
+		if !bytes.Contains(raw, []byte(`"custom"`)) {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			walk(v)
+		}
+	}
+	return out
+}
