@@ -69,8 +69,12 @@ var errOverflow = errors.New("upstream context-length refusal")
 // upstream's Host, ctxd's own headers removed, and the managed body.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.upstreamFor(pr.In))
-	pr.Out.Header.Del(HeaderSession)
-	pr.Out.Header.Del(HeaderContextLimit)
+	// Every X-Ctxd-* header is ctxd's (docs/proxy.md), not the provider's.
+	for k := range pr.Out.Header {
+		if strings.HasPrefix(k, "X-Ctxd-") {
+			pr.Out.Header.Del(k)
+		}
+	}
 	x := exchangeOf(pr.In.Context())
 	if x.managed {
 		// The answer is read on its way: ask for it unencoded (the

@@ -683,12 +683,17 @@ func thinkingEnabled(raw json.RawMessage) bool {
 
 // headerSafe makes s one header line.
 func headerSafe(s string) string {
+	// ASCII only: header values are bytes, and clients read them as
+	// Latin-1 ("≥" arrived as "â¥"); cut at 500 bytes, on a character.
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case r < 0x20 || r == 0x7f:
 			return ' '
+		case r > 0x7f:
+			return '?'
 		}
 		return r
-	}, s)
+	}, strings.ReplaceAll(s, "≥", ">="))
 	if len(s) > 500 {
 		s = s[:500]
 	}

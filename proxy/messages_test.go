@@ -271,3 +271,17 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderSafeIsASCII: a Ctxd-Diagnostic value is ASCII (clients decode
+// header bytes as Latin-1), at most 500 bytes.
+func TestHeaderSafeIsASCII(t *testing.T) {
+	got := headerSafe("fixed prefix 9000 tokens ≥ threshold 7000\nnext: é" + strings.Repeat("x", 600))
+	if !strings.HasPrefix(got, "fixed prefix 9000 tokens >= threshold 7000 next: ?") || len(got) != 500 {
+		t.Fatalf("%q", got[:60])
+	}
+	for i := 0; i < len(got); i++ {
+		if got[i] >= 0x7f || got[i] < 0x20 {
+			t.Fatalf("byte %d is %#x", i, got[i])
+		}
+	}
+}

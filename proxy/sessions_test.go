@@ -191,6 +191,7 @@ func TestOtherEndpointsForwardedUntouched(t *testing.T) {
 	} {
 		req, _ := http.NewRequest(c.method, f.url+c.path, strings.NewReader(c.body))
 		req.Header.Set("X-Api-Key", testKey)
+		req.Header.Set("X-Ctxd-Foo", "1") // ctxd's own headers never go upstream
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -200,6 +201,11 @@ func TestOtherEndpointsForwardedUntouched(t *testing.T) {
 	reqs := f.up.requests()
 	if len(reqs) != 4 {
 		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.header.Get("X-Ctxd-Foo") != "" {
+			t.Errorf("%s: X-Ctxd-Foo reached the upstream", r.path)
+		}
 	}
 	if reqs[0].path != "/v1/messages/count_tokens?beta=true" || string(reqs[0].body) != body || reqs[0].header.Get("X-Api-Key") != testKey {
 		t.Errorf("count_tokens: %s %s", reqs[0].path, reqs[0].body)
