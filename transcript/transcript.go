@@ -29,6 +29,9 @@ const (
 var (
 	// ErrEmpty: the input holds nothing but whitespace.
 	ErrEmpty = errors.New("transcript: empty input")
+	// ErrTooLarge: the input is longer than Options.MaxBytes (default
+	// DefaultMaxBytes); nothing was imported.
+	ErrTooLarge = errors.New("transcript: input too large")
 	// ErrUnknownFormat: Import could not tell which format the input is in.
 	ErrUnknownFormat = errors.New("transcript: unknown format")
 	// ErrMalformed: a line or a JSON value could not be decoded; the error
@@ -76,6 +79,31 @@ type Options struct {
 	// counts it in Transcript.Skipped instead of failing. A JSON document
 	// that is not even syntactically valid still fails.
 	SkipMalformed bool
+	// MaxBytes bounds the input, in bytes: a longer input (a device such as
+	// /dev/zero, a wrong file) fails with ErrTooLarge after reading
+	// MaxBytes+1 bytes, instead of exhausting memory. 0 means
+	// DefaultMaxBytes.
+	MaxBytes int64
+}
+
+// DefaultMaxBytes is the default bound of an imported transcript: 512 MiB,
+// far above real sessions (the corpus's largest is 3 MB).
+const DefaultMaxBytes int64 = 512 << 20
+
+// readAll reads r whole, at most opts.MaxBytes bytes (ErrTooLarge past it).
+func readAll(r io.Reader, opts Options) ([]byte, error) {
+	limit := opts.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("transcript: read: %w", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
 }
 
 // OriginalCompaction is a compaction the original agent performed, as its
@@ -140,13 +168,13 @@ type Transcript struct {
 }
 
 // Import reads a whole transcript from r, detects its format from the
-// content (see Detect) and imports it. Errors: ErrEmpty, ErrUnknownFormat,
+// content (see Detect) and imports it. Errors: ErrTooLarge, ErrEmpty, ErrUnknownFormat,
 // ErrNoMessages, a *MalformedError (errors.Is ErrMalformed), or the read
 // error of r.
 func Import(r io.Reader, opts Options) (*Transcript, error) {
-	data, err := io.ReadAll(r)
+	data, err := readAll(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("transcript: read: %w", err)
+		return nil, err
 	}
 	format, err := Detect(data)
 	if err != nil {
@@ -159,9 +187,9 @@ func Import(r io.Reader, opts Options) (*Transcript, error) {
 // Format* constants), without detection. Errors as Import, plus
 // ErrUnknownFormat for a format name it does not know.
 func ImportFormat(r io.Reader, format string, opts Options) (*Transcript, error) {
-	data, err := io.ReadAll(r)
+	data, err := readAll(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("transcript: read: %w", err)
+		return nil, err
 	}
 	return importBytes(format, data, opts)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -828,4 +829,28 @@ func TestClaudeCodeQueueOperation(t *testing.T) {
 	if len(users) != 2 || users[1] != "Now do it all again." {
 		t.Errorf("recorded session user messages %q", users)
 	}
+}
+
+// TestImportIsBounded: an endless input (a device like /dev/zero) fails with
+// ErrTooLarge after MaxBytes+1 bytes instead of exhausting memory.
+func TestImportIsBounded(t *testing.T) {
+	endless := io.MultiReader(strings.NewReader(`[{"role":"user","content":"`), &zeros{})
+	for _, imp := range []func() error{
+		func() error { _, err := Import(endless, Options{MaxBytes: 1 << 16}); return err },
+		func() error { _, err := ImportFormat(&zeros{}, FormatPi, Options{MaxBytes: 1 << 16}); return err },
+	} {
+		if err := imp(); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("err = %v, want ErrTooLarge", err)
+		}
+	}
+}
+
+// zeros is an endless reader of 'a' bytes.
+type zeros struct{}
+
+func (*zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
 }
