@@ -222,6 +222,9 @@ func (m *Main) authToken(cfg config.Config) (string, error) {
 	switch {
 	case token == "":
 		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: the TCP listener %s needs its bearer token; set it or remove daemon.listen", env, cfg.Daemon.Listen)
+	case strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
+		// HTTP trims a header value's spaces: such a token can never match.
+		return "", fmt.Errorf("the bearer token in %s contains white space or control characters: no client could send it (e.g. openssl rand -hex 32)", env)
 	case len(token) < minAuthTokenLen:
 		return "", fmt.Errorf("the bearer token in %s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", env, len(token), minAuthTokenLen)
 	}
