@@ -179,6 +179,7 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 		}
 	}
 	s.lastSeq = first + uint64(len(events)) - 1
+	s.touch(now)
 	if opts.ClientState != nil {
 		s.clientState = opts.ClientState
 	}

@@ -88,6 +88,9 @@ type session struct {
 	state   *history.State // validation state of the whole log
 	lastSeq uint64         // last event seq
 	lastMsg uint64         // seq of the newest message
+	// changed is when a message, a patch or a checkpoint last changed the
+	// session (Info.Updated; meta.Updated moves only with the meta).
+	changed time.Time
 
 	cp            *checkpoint.Checkpoint // latest, nil before the first
 	summaryMsg    *history.Message
@@ -180,6 +183,22 @@ type Check struct {
 	Reason    string         `json:"reason"`
 }
 
+// touch records a change of the session at t (UTC) for Info.Updated.
+func (s *session) touch(t time.Time) {
+	if t.After(s.changed) {
+		s.changed = t
+	}
+}
+
+// updated is when the session last changed: its meta, a message, a patch
+// or a checkpoint.
+func (s *session) updated() time.Time {
+	if s.changed.After(s.meta.Updated) {
+		return s.changed
+	}
+	return s.meta.Updated
+}
+
 // load rebuilds a session from its log: meta, validation state, the latest
 // checkpoint and the active history after it, the ledger of recorded
 // rewrites, and the newest usage. A restart begins a new run: the failure
@@ -212,6 +231,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			if ev.Message == nil {
 				return fmt.Errorf("event %d: %w", ev.Seq, checkpoint.ErrCorrupt)
 			}
+			s.touch(ev.Time)
 			m := *ev.Message
 			m.Seq = ev.Seq
 			s.state.Apply(m)
@@ -224,6 +244,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			}
 			e.applyCheckpoint(s, cp)
 		case checkpoint.KindSessionUpdated:
+			s.touch(ev.Time)
 			var d deferredUpdate
 			if json.Unmarshal(ev.Data, &d) == nil && d.DeferredMeta != nil {
 				m := *d.DeferredMeta
@@ -543,6 +564,7 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	c := cp
 	s.cp = &c
 	s.checkpoints++
+	s.touch(cp.Time)
 	sm := summaryMessage(cp)
 	s.summaryMsg = &sm
 	s.summaryTokens = e.est.Message(sm)

@@ -42,7 +42,8 @@ type CreateParams struct {
 type Info struct {
 	ID      string    `json:"id"`
 	Created time.Time `json:"created"`
-	// Updated is when the session's metadata last changed.
+	// Updated is when the session last changed: its metadata (a PATCH),
+	// an appended message or a checkpoint.
 	Updated time.Time         `json:"updated"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	// Loaded is false for a listing entry (ListSessionPage) of a
@@ -214,7 +215,7 @@ func (e *Engine) info(s *session) Info {
 	in := Info{
 		ID:             s.id,
 		Created:        s.meta.Created,
-		Updated:        s.meta.Updated,
+		Updated:        s.updated(),
 		Labels:         s.meta.Labels,
 		Loaded:         true,
 		Auto:           s.cfg.ContextCompaction.Auto,
@@ -284,6 +285,9 @@ type listRow struct {
 	Shape          string `json:"shape,omitempty"`
 	// LastSeq is the session's last seq when the row was written.
 	LastSeq uint64 `json:"last_seq"`
+	// Updated is the session's Info.Updated when the row was written
+	// (zero in rows of an older ctxd: the meta's then stands).
+	Updated time.Time `json:"updated,omitzero"`
 }
 
 // saveRow hands the session's listing row to the log, which writes it with
@@ -292,7 +296,7 @@ type listRow struct {
 func (e *Engine) saveRow(s *session) {
 	tokens, source := e.estimate(s)
 	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
-		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq})
+		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated()})
 	if err == nil {
 		err = e.opts.Log.PutRow(s.id, b)
 	}
@@ -407,11 +411,17 @@ func (e *Engine) rowInfo(ctx context.Context, l checkpoint.Listed) (Info, error)
 	in.Messages, in.ActiveMessages = row.Messages, row.ActiveMessages
 	in.Tokens, in.TokensSource = row.Tokens, row.TokensSource
 	in.Threshold, in.ContextLimit, in.Auto, in.Shape = row.Threshold, row.ContextLimit, row.Auto, row.Shape
+	if row.Updated.After(in.Updated) {
+		in.Updated = row.Updated
+	}
 	if row.LastSeq < l.LastSeq {
 		// Events after the row (its write was lost in a crash): count
 		// their messages, at their o200k estimates.
 		err := e.opts.Log.Range(ctx, l.ID, row.LastSeq+1, func(ev checkpoint.Event) error {
 			if ev.Kind == checkpoint.KindMessage && ev.Message != nil {
+				if ev.Time.After(in.Updated) {
+					in.Updated = ev.Time
+				}
 				in.Messages++
 				in.ActiveMessages++
 				in.Tokens += ev.Message.Tokens
@@ -516,6 +526,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		}
 		s.lastSeq = seq
 		s.pending = &meta
+		s.touch(e.opts.Now().UTC())
 		return e.info(s), nil
 	}
 	if _, err := e.commitUpdate(ctx, s, meta); err != nil {
@@ -569,6 +580,7 @@ func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.M
 	s.meta = meta
 	s.pending = nil
 	s.lastSeq = first + uint64(len(events)) - 1
+	s.touch(e.opts.Now().UTC())
 	for i := range events {
 		events[i].Seq = first + uint64(i)
 	}

@@ -6,6 +6,7 @@ package history
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -87,15 +88,25 @@ type Usage struct {
 }
 
 // ContextTokens is the size of the request in tokens: input plus cache
-// creation plus cache read.
+// creation plus cache read, saturating at 2^64-1 instead of wrapping
+// (validation bounds each count by MaxUsageTokens; usage read from a
+// provider's answer is not validated).
 func (u Usage) ContextTokens() uint64 {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+	return satAdd(satAdd(u.InputTokens, u.CacheCreationInputTokens), u.CacheReadInputTokens)
 }
 
-// TotalTokens is ContextTokens plus the output tokens: what the post-check
-// compares with the threshold (DESIGN.md §5.1).
+// TotalTokens is ContextTokens plus the output tokens, saturating: what the
+// post-check compares with the threshold (DESIGN.md §5.1).
 func (u Usage) TotalTokens() uint64 {
-	return u.ContextTokens() + u.OutputTokens
+	return satAdd(u.ContextTokens(), u.OutputTokens)
+}
+
+// satAdd is a + b, or 2^64-1 when that overflows.
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // Message is one message of a conversation in the canonical model

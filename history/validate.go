@@ -203,10 +203,40 @@ func checkFields(m *Message) error {
 			return invalid("model", "only on an assistant message")
 		}
 	}
+	if m.Usage != nil {
+		if err := checkUsage(*m.Usage); err != nil {
+			return err
+		}
+	}
 	for i := range m.Content {
 		if err := checkBlock(m.Role, &m.Content[i]); err != nil {
 			err.Field = fmt.Sprintf("content[%d].%s", i, err.Field)
 			return err
+		}
+	}
+	return nil
+}
+
+// MaxUsageTokens bounds each count of a reported Usage, in tokens: 10^9,
+// a hundred times the largest context window a model offers today. A
+// larger count is not a measurement but a client bug (or 2^64-1 sent to
+// make the sums wrap), and is refused with its field named, so that the
+// post-check's sum of four counts (at most 4·10^9) never wraps (issue 14).
+const MaxUsageTokens = 1_000_000_000
+
+// checkUsage refuses a count above MaxUsageTokens.
+func checkUsage(u Usage) error {
+	for _, f := range []struct {
+		name string
+		n    uint64
+	}{
+		{"input_tokens", u.InputTokens},
+		{"cache_creation_input_tokens", u.CacheCreationInputTokens},
+		{"cache_read_input_tokens", u.CacheReadInputTokens},
+		{"output_tokens", u.OutputTokens},
+	} {
+		if f.n > MaxUsageTokens {
+			return invalid("usage."+f.name, "%d tokens is beyond any context window (at most %d per count)", f.n, MaxUsageTokens)
 		}
 	}
 	return nil

@@ -36,7 +36,8 @@ var decodeOptions = jsonv2.JoinOptions(
 // at most api.MaxRequestBytes (else too_large), a JSON content type when one
 // is given (else unsupported_media_type), exactly one JSON value decoded
 // with decodeOptions; every problem is invalid with Field the JSON path of
-// the offending value ("messages[2].content[0].text"). An empty body is
+// the offending value ("messages[2].content[0].text"); a top-level null is
+// invalid, not an empty object. An empty body is
 // allowed only when allowEmpty (v keeps its zero value). Nothing has been
 // called on the engine yet, so a failure here changes nothing.
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
@@ -61,6 +62,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 			return nil
 		}
 		return api.Errorf(api.Invalid, "", "request body is empty; a JSON object is required")
+	}
+	// json/v2 (like encoding/json) leaves a struct untouched for a
+	// top-level null, which would make `null` mean `{}`: every body is an
+	// object (docs/api.md), so null is refused like any other non-object.
+	if string(bytes.TrimSpace(body)) == "null" {
+		return invalidAt("", "null is not a JSON object (send {} for no options)")
 	}
 	if err := jsonv2.Unmarshal(body, v, decodeOptions); err != nil {
 		return decodeError(err, body)
@@ -116,7 +123,7 @@ func decodeError(err error, body []byte) error {
 		case errors.Is(sem.Err, jsonv2.ErrUnknownName):
 			return invalidAt(field, "unknown key %q", sem.JSONPointer.LastToken())
 		case sem.GoType == reflect.TypeFor[time.Time]():
-			return invalidAt(field, "must be a time in RFC 3339 form (\"2026-01-02T15:04:05Z\"), not %s", jsonValue(sem))
+			return invalidAt(field, "must be a time in RFC 3339 form (\"2026-01-02T15:04:05Z\"), %s", timeReason(sem))
 		case sem.GoType != nil:
 			return invalidAt(field, "must be %s, not %s", jsonWant(sem.GoType), jsonValue(sem))
 		}
@@ -126,6 +133,26 @@ func decodeError(err error, body []byte) error {
 		return api.Errorf(api.Invalid, "", "malformed JSON: the body ends after %d bytes, in the middle of a value", len(body))
 	}
 	return api.Errorf(api.Invalid, "", "invalid request body: %v", err)
+}
+
+// timeReason says why a JSON value is not an RFC 3339 time: a string that
+// does not parse is quoted (cut to 40 bytes) with the parser's reason
+// ("month out of range") or "not in that form"; any other JSON value is
+// named by its kind ("not a number").
+func timeReason(sem *jsonv2.SemanticError) string {
+	pe, ok := errors.AsType[*time.ParseError](sem.Err)
+	if !ok {
+		return "not " + jsonValue(sem)
+	}
+	v := pe.Value
+	if len(v) > 40 {
+		v = strings.ToValidUTF8(v[:40], "") + "…"
+	}
+	why := strings.TrimPrefix(pe.Message, ": ")
+	if why == "" {
+		why = "not in that form"
+	}
+	return fmt.Sprintf("but %q is not one: %s", v, why)
 }
 
 // invalidAt is an invalid error for field (the body itself when "").
