@@ -231,6 +231,26 @@ func (m *Main) authToken(cfg config.Config) (string, error) {
 	return token, nil
 }
 
+// effectiveDataDir is the data directory cfg (flags applied) names, as
+// the daemon uses it: storage.data_dir or --data-dir, else
+// defaultDataDir, made absolute. A reload compares its value with the
+// running one, so a relative --data-dir (or none at all) is not taken
+// for a change.
+func (m *Main) effectiveDataDir(cfg config.Config) (string, error) {
+	dir := cfg.Storage.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = m.defaultDataDir(); err != nil {
+			return "", err
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	return abs, nil
+}
+
 // defaultDataDir is $XDG_STATE_HOME/ctxd, else ~/.local/state/ctxd (the XDG
 // base directory for state that survives restarts but is not configuration).
 func (m *Main) defaultDataDir() (string, error) {
@@ -269,14 +289,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.socketPath == "" {
 		m.socketPath = api.DefaultSocketPath(m.getenv)
 	}
-	m.dataDir = cfg.Storage.DataDir
-	if m.dataDir == "" {
-		if m.dataDir, err = m.defaultDataDir(); err != nil {
-			return err
-		}
-	}
-	if m.dataDir, err = filepath.Abs(m.dataDir); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	if m.dataDir, err = m.effectiveDataDir(cfg); err != nil {
+		return err
 	}
 	cfg.Storage.DataDir = m.dataDir
 	m.cfg = cfg
@@ -610,8 +624,11 @@ func (m *Main) reload() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.cfg
-	if cfg.Storage.DataDir == "" {
-		cfg.Storage.DataDir = old.Storage.DataDir
+	// Compared as the daemon resolved it at start (flags, default,
+	// absolute), not as written: `--data-dir ./state` is no change.
+	dataDir, err := m.effectiveDataDir(cfg)
+	if err != nil {
+		dataDir = cfg.Storage.DataDir
 	}
 	keep := func(key string, changed bool) {
 		if changed {
@@ -621,7 +638,7 @@ func (m *Main) reload() {
 	keep("daemon.socket", cfg.Daemon.Socket != old.Daemon.Socket)
 	keep("daemon.listen", cfg.Daemon.Listen != old.Daemon.Listen)
 	keep("daemon.auth_token_env", cfg.Daemon.AuthTokenEnv != old.Daemon.AuthTokenEnv)
-	keep("storage.data_dir", filepath.Clean(cfg.Storage.DataDir) != filepath.Clean(old.Storage.DataDir))
+	keep("storage.data_dir", dataDir != m.dataDir)
 	keep("storage.sync_writes", cfg.Storage.SyncWrites != old.Storage.SyncWrites)
 	keep("storage.min_free_bytes", cfg.Storage.MinFreeBytes != old.Storage.MinFreeBytes)
 	keep("workers.size", cfg.Workers.Size != old.Workers.Size)

@@ -79,6 +79,8 @@ type env struct {
 	dir, socket, dataDir, configPath, xdgConfig string
 	// extraEnv is added to the daemon's environment ("K=V").
 	extraEnv []string
+	// cwd is the daemon's working directory; "" is the test's.
+	cwd string
 }
 
 // maxSocketPath leaves room under the 104/108-byte sun_path limit.
@@ -137,6 +139,7 @@ func (e *env) command(extra ...string) *exec.Cmd {
 		"XDG_CONFIG_HOME=" + e.xdgConfig,
 	}
 	cmd.Env = append(cmd.Env, e.extraEnv...)
+	cmd.Dir = e.cwd
 	return cmd
 }
 
