@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRuleProxy(t *testing.T) {
 	runRuleCases(t, []ruleCase{
@@ -38,5 +41,45 @@ func TestProxyDefaultsAndOmittedKeys(t *testing.T) {
 	}
 	if d := Defaults().Proxy; d.Upstreams.Anthropic.BaseURL != DefaultAnthropicBaseURL || !d.Enabled {
 		t.Errorf("defaults = %+v", d)
+	}
+}
+
+// TestRuleBaseURLHasNoUserInfoQueryOrFragment (a fresh tester's finding
+// 3): a base_url with user:pass@ was shown by status and doctor, one with
+// a query was mangled by the appended API path. Both tables refuse user
+// info, a query and a fragment at the key's position, never repeating the
+// URL (it may hold a password).
+func TestRuleBaseURLHasNoUserInfoQueryOrFragment(t *testing.T) {
+	binding := func(u string) string {
+		return "[[summarizer.bindings]]\nname = \"gw\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"" + u + "\"\napi_key_env = \"K\"\n"
+	}
+	upstream := func(u string) string { return "[proxy.upstreams.anthropic]\nbase_url = \"" + u + "\"\n" }
+	runRuleCases(t, []ruleCase{
+		{name: "binding with a path", src: binding("https://gateway.example/anthropic")},
+		{name: "binding user info", src: binding("https://user:s3cr3t-pass@gateway.example"),
+			key: "summarizer.bindings[0].base_url", pos: "5:1", msg: "must not carry user info"},
+		{name: "binding user only", src: binding("https://user@gateway.example"),
+			key: "summarizer.bindings[0].base_url", pos: "5:1", msg: "must not carry user info"},
+		{name: "binding query", src: binding("https://gateway.example/v?key=1"),
+			key: "summarizer.bindings[0].base_url", pos: "5:1", msg: "must not have a query"},
+		{name: "binding empty query", src: binding("https://gateway.example/?"),
+			key: "summarizer.bindings[0].base_url", pos: "5:1", msg: "must not have a query"},
+		{name: "binding fragment", src: binding("https://gateway.example/#x"),
+			key: "summarizer.bindings[0].base_url", pos: "5:1", msg: "must not have a fragment"},
+		{name: "upstream user info", src: upstream("http://user:s3cr3t-pass@127.0.0.1:9"),
+			key: "proxy.upstreams.anthropic.base_url", pos: "2:1", msg: "must not carry user info"},
+		{name: "upstream query", src: upstream("http://127.0.0.1:9?a=b"),
+			key: "proxy.upstreams.anthropic.base_url", pos: "2:1", msg: "must not have a query"},
+		{name: "upstream fragment", src: upstream("http://127.0.0.1:9#frag"),
+			key: "proxy.upstreams.anthropic.base_url", pos: "2:1", msg: "must not have a fragment"},
+	})
+	_, _, problems := loadSrc(t, binding("https://user:s3cr3t-pass@gateway.example")+upstream("http://u:s3cr3t-pass@127.0.0.1:9"))
+	if len(problems) != 2 {
+		t.Fatalf("want 2 problems, got:\n%s", dump(problems))
+	}
+	for _, p := range problems {
+		if strings.Contains(p.String(), "s3cr3t") {
+			t.Errorf("problem repeats the password: %s", p)
+		}
 	}
 }

@@ -285,11 +285,34 @@ func (s *state) validateBindings() {
 			}
 		}
 		if b.BaseURL != "" {
-			if u, err := url.Parse(b.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				s.errorf(TableSummarizer, key("base_url"), "must be an absolute http or https URL, e.g. \"https://api.anthropic.com\"")
+			if msg := checkBaseURL(b.BaseURL, "https://api.anthropic.com"); msg != "" {
+				s.errorf(TableSummarizer, key("base_url"), "%s", msg)
 			}
 		}
 	}
+}
+
+// checkBaseURL says what is wrong with a provider's base_url ("" when
+// nothing): it must be an absolute http or https URL (example shows one)
+// without user info, query or fragment. User info (user:pass@) is a
+// credential: credentials come from api_key_env, and a URL is shown by
+// status and doctor and may reach a log. A query or fragment cannot
+// survive ctxd appending the API's path (/v1/messages) to the URL
+// (docs/decisions.md). The message never repeats the URL, which may hold
+// a password.
+func checkBaseURL(raw, example string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Sprintf("must be an absolute http or https URL, e.g. %q", example)
+	case u.User != nil:
+		return "must not carry user info (user:password@): put the credential in the variable api_key_env names"
+	case u.RawQuery != "" || u.ForceQuery:
+		return "must not have a query (?…): ctxd appends the API's path to base_url, which a query would break"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "must not have a fragment (#…): ctxd appends the API's path to base_url, which a fragment would break"
+	}
+	return ""
 }
 
 // missingOrEmpty reports a required binding key that is absent or "".
@@ -399,9 +422,8 @@ func (s *state) validateProxy() {
 		{"anthropic", p.Upstreams.Anthropic.BaseURL, DefaultAnthropicBaseURL},
 		{"openai", p.Upstreams.OpenAI.BaseURL, DefaultOpenAIBaseURL},
 	} {
-		u, err := url.Parse(up.url)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			s.errorf(TableProxy, "proxy.upstreams."+up.name+".base_url", "must be an absolute http or https URL, e.g. %q", up.example)
+		if msg := checkBaseURL(up.url, up.example); msg != "" {
+			s.errorf(TableProxy, "proxy.upstreams."+up.name+".base_url", "%s", msg)
 		}
 	}
 }
