@@ -3,7 +3,10 @@
 // keys and bearer tokens, and the exact values of the secrets the daemon
 // was configured with (the api_key_env variables' values, the TCP token).
 // Provider error texts are its main input: a provider may echo the key it
-// was sent ("invalid x-api-key: sk-ant-…").
+// was sent ("invalid x-api-key: sk-ant-…"), or only part of it ("…key
+// starting with sk-ant-api03-AbC…"), or the key reversed: a configured
+// secret is masked wherever PartialLen of its bytes, forwards or
+// backwards, appear in a row.
 package redact
 
 import (
@@ -23,6 +26,14 @@ const Mask = "[REDACTED]"
 // bytes: a shorter value (a test key "x") would mask ordinary words.
 const MinSecretLen = 8
 
+// PartialLen is the shortest run of a configured secret's bytes that is
+// masked on its own, in bytes: any substring of the secret (a prefix, a
+// suffix, a middle) or of the secret reversed that is at least this long
+// is replaced. 12 bytes of a random key are 60 bits and more: never
+// ordinary text, and enough to narrow a brute force. A secret shorter than
+// PartialLen is masked whole or reversed only.
+const PartialLen = 12
+
 // shape is one kind of key-shaped string: re's second group is the
 // secret (the first, such as "Bearer ", is kept). loose shapes (a value
 // after a word that may be prose) are secrets only when they look like
@@ -30,6 +41,9 @@ const MinSecretLen = 8
 type shape struct {
 	re    *regexp.Regexp
 	loose bool
+	// need, when set, is a literal every match contains: a text without it
+	// skips the regexp (whose scan is the cost of redaction).
+	need string
 }
 
 var keyShapes = []shape{
@@ -40,6 +54,9 @@ var keyShapes = []shape{
 	// xAI, Groq, Google, GitHub, GitLab, Hugging Face, Slack, AWS access
 	// key ids.
 	{re: regexp.MustCompile(`()\b(xai-[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}|AIza[0-9A-Za-z_\-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16})`)},
+	// The same keys reversed (a provider or a tool that echoes a key
+	// backwards): a long token ending with the reversed prefix.
+	{re: regexp.MustCompile(`()([A-Za-z0-9_\-]{6,}-tna-ks|[A-Za-z0-9_\-]{16,}-ks)\b`), need: "-ks"},
 	// Authorization: Bearer <token>, in headers or prose.
 	{re: regexp.MustCompile(`(?i)(\bbearer\s+)([A-Za-z0-9._~+/\-]{8,}=*)`), loose: true},
 	// A key's value after its header or field name: x-api-key: …,
@@ -49,6 +66,9 @@ var keyShapes = []shape{
 
 // replace masks the secrets of shape sh in s.
 func (sh shape) replace(s string) string {
+	if sh.need != "" && !strings.Contains(s, sh.need) {
+		return s
+	}
 	if !sh.loose {
 		return sh.re.ReplaceAllString(s, "${1}"+Mask)
 	}
@@ -65,7 +85,126 @@ func (sh shape) replace(s string) string {
 // zero value redacts key shapes only. It is safe for concurrent use;
 // SetSecrets may be called while others redact (a configuration reload).
 type Redactor struct {
-	secrets atomic.Pointer[[]string]
+	secrets atomic.Pointer[secretSet]
+}
+
+// secretSet is the compiled form of the configured secrets.
+type secretSet struct {
+	// list is the secrets as given (deduplicated, MinSecretLen and more).
+	list []string
+	// short holds the secrets shorter than PartialLen and their reverses,
+	// longest first (a secret containing another is replaced whole).
+	short []string
+	// grams holds every PartialLen-byte substring of the longer secrets and
+	// of their reverses; filter has bit h>>filterShift set for the rolling
+	// hash h of each, so most windows of a text are dismissed without a
+	// map lookup.
+	grams  map[string]struct{}
+	filter *[filterWords]uint64
+}
+
+const (
+	filterBits  = 16
+	filterWords = 1 << filterBits / 64
+	filterShift = 64 - filterBits
+	// hashBase is the rolling hash's multiplier (odd, mixing well).
+	hashBase = 0x100000001b3
+)
+
+// hashPow is hashBase^(PartialLen-1), to remove a window's first byte.
+var hashPow = func() uint64 {
+	p := uint64(1)
+	for range PartialLen - 1 {
+		p *= hashBase
+	}
+	return p
+}()
+
+// windowHash is the rolling hash of a PartialLen-byte window.
+func windowHash(w string) uint64 {
+	var h uint64
+	for i := range len(w) {
+		h = h*hashBase + uint64(w[i])
+	}
+	return h
+}
+
+func reverse(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
+}
+
+func compile(list []string) *secretSet {
+	set := &secretSet{list: list}
+	for _, v := range list {
+		for _, w := range []string{v, reverse(v)} {
+			if len(w) < PartialLen {
+				if !slices.Contains(set.short, w) {
+					set.short = append(set.short, w)
+				}
+				continue
+			}
+			if set.grams == nil {
+				set.grams = map[string]struct{}{}
+				set.filter = new([filterWords]uint64)
+			}
+			for i := 0; i+PartialLen <= len(w); i++ {
+				g := w[i : i+PartialLen]
+				set.grams[g] = struct{}{}
+				b := windowHash(g) >> filterShift
+				set.filter[b/64] |= 1 << (b % 64)
+			}
+		}
+	}
+	slices.SortFunc(set.short, func(a, b string) int { return len(b) - len(a) })
+	return set
+}
+
+// mask replaces every run of text covered by windows of PartialLen bytes
+// found in set.grams with Mask: one Mask for each maximal run.
+func (set *secretSet) mask(s string) string {
+	if set.grams == nil || len(s) < PartialLen {
+		return s
+	}
+	var out strings.Builder
+	last := 0          // bytes of s written to out
+	start, end := 0, 0 // the run being covered, end 0 when none
+	var h uint64
+	for i := range len(s) {
+		if i >= PartialLen {
+			h -= uint64(s[i-PartialLen]) * hashPow
+		}
+		h = h*hashBase + uint64(s[i])
+		if i < PartialLen-1 {
+			continue
+		}
+		b := h >> filterShift
+		if set.filter[b/64]&(1<<(b%64)) == 0 {
+			continue
+		}
+		from := i + 1 - PartialLen
+		if _, ok := set.grams[s[from:i+1]]; !ok {
+			continue
+		}
+		if end > 0 && from <= end {
+			end = i + 1
+			continue
+		}
+		if end > 0 {
+			out.WriteString(s[last:start])
+			out.WriteString(Mask)
+			last = end
+		}
+		start, end = from, i+1
+	}
+	if end == 0 {
+		return s
+	}
+	out.WriteString(s[last:start])
+	out.WriteString(Mask)
+	out.WriteString(s[end:])
+	return out.String()
 }
 
 // New returns a Redactor that also replaces each of secrets (values shorter
@@ -84,9 +223,7 @@ func (r *Redactor) SetSecrets(secrets ...string) {
 			s = append(s, v)
 		}
 	}
-	// Longest first, so a secret containing another is replaced whole.
-	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
-	r.secrets.Store(&s)
+	r.secrets.Store(compile(s))
 }
 
 // With returns a new Redactor that knows r's secrets and extra too (r may
@@ -96,18 +233,21 @@ func (r *Redactor) With(extra ...string) *Redactor {
 	var all []string
 	if r != nil {
 		if p := r.secrets.Load(); p != nil {
-			all = append(all, *p...)
+			all = append(all, p.list...)
 		}
 	}
 	return New(append(all, extra...)...)
 }
 
 // String returns s with every known secret and every key-shaped string
-// replaced by Mask. A nil Redactor redacts key shapes only.
+// replaced by Mask: a configured secret also where only PartialLen of its
+// bytes in a row appear, forwards or reversed. A nil Redactor redacts key
+// shapes only.
 func (r *Redactor) String(s string) string {
 	if r != nil {
 		if p := r.secrets.Load(); p != nil {
-			for _, v := range *p {
+			s = p.mask(s)
+			for _, v := range p.short {
 				s = strings.ReplaceAll(s, v, Mask)
 			}
 		}
