@@ -19,7 +19,7 @@ func rev(s string) string {
 // its shape.
 func TestPartialEchoes(t *testing.T) {
 	const shapeless = "Zq7vLm2Pw9XkR4tY8nB3cD6hJ1fG5sA0" // a key of no known shape (a gateway's)
-	r := New(anthropicKey, shapeless, "tok-0123456") // the last shorter than PartialLen
+	r := New(anthropicKey, shapeless, "tok-0123456")     // the last shorter than PartialLen
 	cases := []struct{ name, in, want string }{
 		{"12-byte prefix", "key starting with " + shapeless[:12] + " is invalid", "key starting with " + Mask + " is invalid"},
 		{"prefix with an ellipsis", "invalid key " + shapeless[:20] + "…", "invalid key " + Mask + "…"},
