@@ -1,6 +1,12 @@
 package config
 
-import "strings"
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
 
 // OverlayName labels a session's overlay in problems and Sources
 // (`config: session overlay:3:1: summarizer.bindings: not allowed in a
@@ -114,4 +120,48 @@ func (c Config) SummarizerBindings() []Binding {
 		}
 	}
 	return bs
+}
+
+// ApplyStoredOverlay is ApplyOverlay for an overlay a session was created
+// with, read again later (a restart, a reload): the daemon's files may
+// since have dropped the binding its compaction.binding names. That alone
+// is not a problem of the overlay — the session must stay readable — so
+// the overlay's other keys apply, the returned Config's
+// compaction.binding is "" and missing is the name no binding has any
+// more (the caller decides what a compaction does: DESIGN.md §5.5). Every
+// other problem is an error, as in ApplyOverlay.
+func ApplyStoredOverlay(base Config, data []byte, name string) (cfg Config, missing string, warnings []Warning, err error) {
+	cfg, warnings, err = ApplyOverlay(base, data, name)
+	if err == nil {
+		return cfg, "", warnings, nil
+	}
+	cerr, ok := errors.AsType[*Error](err)
+	if !ok || len(cerr.Problems) == 0 {
+		return Config{}, "", warnings, err
+	}
+	for _, p := range cerr.Problems {
+		if p.Key != "compaction.binding" {
+			return Config{}, "", warnings, err
+		}
+	}
+	var named struct {
+		Compaction struct {
+			Binding string `toml:"binding"`
+		} `toml:"compaction"`
+	}
+	if toml.Unmarshal(data, &named) != nil || named.Compaction.Binding == "" {
+		return Config{}, "", warnings, err
+	}
+	missing = named.Compaction.Binding
+	// Apply it again with a stand-in binding of that name, then put the
+	// daemon's bindings back.
+	stand := base
+	stand.Summarizer.Bindings = append(slices.Clone(base.Summarizer.Bindings), Binding{Name: missing, Provider: ProviderExtractive})
+	cfg, warnings, err = ApplyOverlay(stand, data, name)
+	if err != nil {
+		return Config{}, "", warnings, err
+	}
+	cfg.Summarizer = base.Summarizer
+	cfg.Compaction.Binding = ""
+	return cfg, missing, warnings, nil
 }

@@ -332,6 +332,17 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	// From compaction.binding on (DESIGN.md §3), then the fallback.
 	bindings, fallback := withFallback(s.cfg.SummarizerBindings(), s.cfg.Compaction.Fallback)
+	missing := s.missingBinding
+	if missing != "" {
+		// The binding the session chose is gone: no other configured
+		// binding (another provider, another price) is called in its
+		// place; the extractive fallback (no network) is, when allowed.
+		bindings, fallback = nil, ""
+		if s.cfg.Compaction.Fallback != config.FallbackNone {
+			bindings = []config.Binding{{Name: FallbackBinding, Provider: config.ProviderExtractive}}
+			fallback = FallbackBinding
+		}
+	}
 	if fn := e.bindings.Load(); fn != nil {
 		own, ok, err := (*fn)(id, s.meta.Labels)
 		if err != nil {
@@ -345,6 +356,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 		if ok {
 			bindings, fallback = withFallback(own, s.cfg.Compaction.Fallback)
+			missing = ""
 		}
 	}
 	shape := s.shape
@@ -361,6 +373,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 
 	if afErr != nil {
 		return e.fail(ctx, s, sig, afErr, nil)
+	}
+	if missing != "" && len(bindings) == 0 {
+		return e.fail(ctx, s, sig, fmt.Errorf("%w: compaction.binding: the session's configuration names summarizer binding %q, which the daemon's configuration no longer defines, and compaction.fallback is %q: add the binding back to summarizer.bindings (and reload), or set fallback = %q", ErrInvalid, missing, config.FallbackNone, config.FallbackExtractive), nil)
 	}
 	if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionStarted, Data: started}}); err == nil {
 		s.mu.Lock()
@@ -475,7 +490,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 			"message": "the compaction ran inside an open tool loop of a thinking-bound model: the loop is folded into the summary (shape simple for this compaction), so no message loses the thinking the provider requires"})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
 	}
-	if stored.Fallback {
+	switch {
+	case stored.Fallback && missing != "":
+		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "binding_missing", "binding": missing,
+			"message":        fmt.Sprintf("checkpoint %d was written by the extractive fallback: the session's configuration names summarizer binding %q, which the daemon's configuration no longer defines (add it back to summarizer.bindings and reload)", stored.Seq, missing),
+			"checkpoint_seq": stored.Seq})
+		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
+	case stored.Fallback:
 		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "fallback",
 			"message":        fmt.Sprintf("checkpoint %d was written by the extractive fallback: every configured summarizer binding failed", stored.Seq),
 			"checkpoint_seq": stored.Seq})

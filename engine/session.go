@@ -159,6 +159,11 @@ type session struct {
 	// that loading it gave.
 	agentFile *config.AgentFile
 	agentErr  error
+	// missingBinding is the summarizer binding the session's overlay
+	// names (compaction.binding) when the daemon's configuration no longer
+	// defines it: compaction then uses the extractive fallback only, or
+	// fails naming it with fallback "none" (DESIGN.md §5.5).
+	missingBinding string
 
 	// pending is a patch of the system prompt or tool set waiting for the
 	// end of an open tool loop (DESIGN.md §4a); nil when none.
@@ -318,8 +323,20 @@ func (e *Engine) restoreLastCheck(s *session) {
 func (e *Engine) configure(s *session) error {
 	base := e.Config()
 	cfg := base
+	missing := ""
 	if s.meta.Overlay != "" {
-		c, _, err := config.ApplyOverlay(base, []byte(s.meta.Overlay), config.OverlayName)
+		var c config.Config
+		var err error
+		if s.meta.Created.IsZero() {
+			// A session being created: its overlay must name a binding
+			// the daemon has.
+			c, _, err = config.ApplyOverlay(base, []byte(s.meta.Overlay), config.OverlayName)
+		} else {
+			// A stored session's overlay may name a binding a reload
+			// removed since: the session stays readable, and compaction
+			// says so (missingBinding).
+			c, missing, _, err = config.ApplyStoredOverlay(base, []byte(s.meta.Overlay), config.OverlayName)
+		}
 		if err != nil {
 			// The field is the first key the overlay got wrong (a key it
 			// may not set, DESIGN.md §3), else the config field itself.
@@ -367,6 +384,7 @@ func (e *Engine) configure(s *session) error {
 		s.cal, s.calModel = c, s.meta.Model
 	}
 	s.cfg = cfg
+	s.missingBinding = missing
 	s.cfgVersion = e.cfgVersion.Load()
 	s.model = model
 	s.limit = limit
