@@ -477,7 +477,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	m.onClose(db.Close)
+	m.onClose(func() error { return closeStore(db, m.dataDir, store.FreeBytes, m.logger) })
 	secret, err := artifacts.LoadSecret(m.dataDir)
 	if err != nil {
 		return fmt.Errorf("artifact secret: %w", err)
