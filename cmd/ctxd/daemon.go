@@ -273,6 +273,13 @@ func (m *Main) defaultDataDir() (string, error) {
 // A SIGHUP while it runs reloads the configuration. Call Close afterwards,
 // whatever Run returned.
 func (m *Main) Run(ctx context.Context) (err error) {
+	// SIGHUP is caught from the start: its default action kills the
+	// process, and a reload asked for while the daemon starts (its socket
+	// may already answer) is done once it runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	cfg, warnings, err := m.loadConfig()
 	level, _ := parseLevel(m.LogLevel)
 	m.redactor = redact.New(secretsOf(cfg, m.getenv)...)
@@ -385,10 +392,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		})
 		m.logger.Info("provider proxy listening", attrListen, m.proxyAddr, "upstream", m.prx.Upstream())
 	}
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 
 	trim := time.NewTicker(idleTrimCheck)
 	defer trim.Stop()
