@@ -13,7 +13,7 @@ import (
 // TestOverlayBindingRemovedByReload (a fresh tester's finding 1): a
 // session whose overlay names a binding that a SIGHUP removed could only
 // be deleted. It stays readable (session, context, checkpoints) before and
-// after a restart; a compaction uses the extractive fallback with a
+// after a restart, and writable (PATCH, append); a compaction uses the extractive fallback with a
 // binding_missing diagnostic naming the binding, or, with fallback
 // "none", fails naming it.
 func TestOverlayBindingRemovedByReload(t *testing.T) {
@@ -66,6 +66,13 @@ provider = "extractive"
 		}
 	}
 	readable("after the reload")
+	system := "be brief"
+	if _, err := c.PatchSession(ctx, "fb", api.PatchSessionRequest{System: &system}); err != nil {
+		t.Errorf("PATCH after the reload: %v", err)
+	}
+	if _, err := c.AppendMessages(ctx, "fb", api.AppendMessagesRequest{Messages: []api.Message{userText("still writable")}}); err != nil {
+		t.Errorf("append after the reload: %v", err)
+	}
 
 	res, err := c.Compact(ctx, "fb", api.CompactRequest{Wait: true})
 	if err != nil || res.Status != api.CompactDone || res.Checkpoint == nil || !res.Checkpoint.Fallback {
