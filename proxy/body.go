@@ -300,15 +300,114 @@ func valueEnd(b []byte, i int) int {
 type digest = [sha256.Size]byte
 
 // chains returns the hash chain over msgs: chains[k] covers msgs[:k]
-// (chains[0] is the zero digest), each message normalized.
+// (chains[0] is the zero digest), each message normalized (markers
+// removed, one text block as a string: textContent).
 func chains(msgs []json.RawMessage) []digest {
 	out := make([]digest, len(msgs)+1)
 	var buf [2 * sha256.Size]byte
 	for i, m := range msgs {
-		d := sha256.Sum256(normalize(m))
+		d := sha256.Sum256(textContent(normalize(m)))
 		copy(buf[:sha256.Size], out[i][:])
 		copy(buf[sha256.Size:], d[:])
 		out[i+1] = sha256.Sum256(buf[:])
 	}
 	return out
+}
+
+// members calls fn for each member of the JSON object o (its key, decoded
+// only when it holds an escape, and its value's byte range), until fn
+// returns false. It reports whether o is an object it could follow.
+func members(o []byte, fn func(key string, vs, ve int) bool) bool {
+	i := skipSpace(o, 0)
+	if i >= len(o) || o[i] != '{' {
+		return false
+	}
+	i = skipSpace(o, i+1)
+	if i < len(o) && o[i] == '}' {
+		return true
+	}
+	for i < len(o) && o[i] == '"' {
+		kEnd := stringEnd(o, i)
+		key := string(o[i+1 : kEnd-1])
+		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(o[i:kEnd], &key) != nil {
+			return false
+		}
+		j := skipSpace(o, kEnd)
+		if j >= len(o) || o[j] != ':' {
+			return false
+		}
+		vs := skipSpace(o, j+1)
+		ve := valueEnd(o, vs)
+		if ve <= vs || ve > len(o) {
+			return false
+		}
+		if !fn(key, vs, ve) {
+			return true
+		}
+		i = skipSpace(o, ve)
+		if i < len(o) && o[i] == ',' {
+			i = skipSpace(o, i+1)
+			continue
+		}
+		return i < len(o) && o[i] == '}'
+	}
+	return false
+}
+
+var textType = []byte(`"text"`)
+
+// textContent returns a message (markers already removed) whose content is
+// one text block and nothing else, [{"type":"text","text":S}], with the
+// content written as the string S: the Messages API reads both the same,
+// and a client sends one form in a request and the other in the next
+// (Claude Code), so they must hash alike. Any other message is returned as
+// it is. Only bytes are compared and cut: nothing is re-encoded.
+func textContent(m []byte) []byte {
+	if !bytes.Contains(m, textType) {
+		return m
+	}
+	cs, ce := -1, -1
+	members(m, func(key string, vs, ve int) bool {
+		if key == "content" {
+			cs, ce = vs, ve
+			return false
+		}
+		return true
+	})
+	if cs < 0 || m[cs] != '[' {
+		return m
+	}
+	elems, err := splitArray(m[cs:ce])
+	if err != nil || len(elems) != 1 {
+		return m
+	}
+	var text []byte
+	typed := false
+	ok := members(elems[0], func(key string, vs, ve int) bool {
+		v := elems[0][vs:ve]
+		switch key {
+		case "type":
+			if typed = bytes.Equal(v, textType); !typed {
+				text = nil
+				return false
+			}
+		case "text":
+			if v[0] != '"' {
+				text = nil
+				return false
+			}
+			text = v
+		default:
+			text = nil
+			return false
+		}
+		return true
+	})
+	if !ok || !typed || text == nil {
+		return m
+	}
+	out := make([]byte, 0, len(m))
+	out = append(out, m[:cs]...)
+	out = append(out, text...)
+	return append(out, m[ce:]...)
 }

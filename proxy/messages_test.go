@@ -193,6 +193,9 @@ func FuzzNormalize(f *testing.F) {
 		if err := json.Unmarshal(out, &v); err != nil {
 			t.Fatalf("normalize(%s) = %s: not JSON: %v", s, out, err)
 		}
+		if tc := textContent(out); !json.Valid(tc) {
+			t.Fatalf("textContent(%s) = %s: not JSON", out, tc)
+		}
 		if bytes.Contains(out, cacheControlKey) && !bytes.Contains([]byte(s), []byte(`\"cache_control`)) {
 			// A key left behind is a bug; the text inside a string may
 			// keep it.
@@ -283,5 +286,67 @@ func TestHeaderSafeIsASCII(t *testing.T) {
 		if got[i] >= 0x7f || got[i] < 0x20 {
 			t.Fatalf("byte %d is %#x", i, got[i])
 		}
+	}
+}
+
+func TestTextContent(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"role":"user","content":[{"type":"text","text":"a \"b\""}]}`, `{"role":"user","content":"a \"b\""}`},
+		{`{"role":"user","content":[ {"text":"a","type":"text"} ]}`, `{"role":"user","content":"a"}`},
+		{`{"content":[{"type":"text","text":"a"}],"role":"user"}`, `{"content":"a","role":"user"}`},
+		{`{"role":"user","content":"a"}`, `{"role":"user","content":"a"}`},
+		// Anything but one bare text block stays as it is.
+		{`{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, ``},
+		{`{"role":"user","content":[{"type":"text","text":"a","citations":[]}]}`, ``},
+		{`{"role":"user","content":[{"text":"a"}]}`, ``},
+		{`{"role":"user","content":[{"type":"image","text":"a"}]}`, ``},
+		{`{"role":"user","content":[{"type":"text","text":null}]}`, ``},
+		{`{"role":"user","content":[]}`, ``},
+	} {
+		want := c.want
+		if want == "" {
+			want = c.in
+		}
+		if got := string(textContent([]byte(c.in))); got != want {
+			t.Errorf("textContent(%s) = %s, want %s", c.in, got, want)
+		}
+	}
+}
+
+// TestStringAndTextBlockSameBranch: a client that sends a user message as
+// a string in one request and as one text block in the next (Claude Code
+// does, and its moving cache marker turns the string into a block) stays
+// on its branch: no new branch, each request one more turn of the same
+// session (issue 15: string content and one text block match).
+func TestStringAndTextBlockSameBranch(t *testing.T) {
+	f := newFixture(t, testConfig())
+	const head = `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"metadata":{"user_id":"{\"session_id\":\"aaaaaaaa-2222-3333-4444-555555555555\"}"},"messages":[`
+	first := `{"role":"user","content":"fix the bug"}`
+	firstBlock := `{"role":"user","content":[{"type":"text","text":"fix the bug"}]}`
+	ans1 := assistantText("which bug?")
+	f.up.script(textAnswer("which bug?"))
+	resp, _ := f.post(head+first+`]}`, nil)
+	id := resp.Header.Get(HeaderSessionID)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("status %d, session %q", resp.StatusCode, id)
+	}
+	// The first message now as a block, the next prompt with the marker.
+	f.up.script(textAnswer("on it"))
+	resp, _ = f.post(head+firstBlock+`,`+ans1+`,{"role":"user","content":[{"type":"text","text":"the flaky one","cache_control":{"type":"ephemeral"}}]}]}`, nil)
+	if got := resp.Header.Get(HeaderSessionID); got != id {
+		t.Fatalf("second request on session %s, want %s", got, id)
+	}
+	// And back: the block as a string again, the second prompt a string.
+	resp, _ = f.post(head+first+`,`+ans1+`,{"role":"user","content":"the flaky one"},`+assistantText("on it")+`,{"role":"user","content":"thanks"}]}`, nil)
+	if got := resp.Header.Get(HeaderSessionID); got != id {
+		t.Fatalf("third request on session %s, want %s", got, id)
+	}
+	f.settle()
+	if b := f.p.Stats().Branches; b != 0 {
+		t.Errorf("%d branches recorded, want 0", b)
+	}
+	// 3 prompts and 3 answers, each once.
+	if n := messageEvents(t, f, id); n != 6 {
+		t.Errorf("%d messages recorded, want 6", n)
 	}
 }
