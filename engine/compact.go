@@ -52,12 +52,14 @@ func NothingToCompactReason(err error) string {
 // nothingToCompact returns why a compaction asked for by sig would replace
 // nothing, or "" when it would (DESIGN.md §5.1, §5.2): the session has no
 // message; nothing was appended since the last checkpoint (manual; an
-// overflow may still shorten the summary); the active history is the
-// current request alone, which is kept verbatim — a request that fits the
-// window is sent whole, never replaced by a summary of itself; or every
+// overflow may still cut into the retained messages); the active history is
+// the current request alone, which is kept verbatim — a request that fits
+// the window is sent whole, never replaced by a summary of itself; or every
 // message since the last checkpoint would be retained (estimated with the
 // previous summary's size), so the summary would only restate the last
-// one. Called with s.mu held.
+// one — for an overflow, whose retention cuts into the tail
+// (retainedStart), every message but those carried beside the summary.
+// Checked before the summarizer is called. Called with s.mu held.
 func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
 	switch {
 	case len(s.active) == 0 && s.cp == nil:
@@ -67,16 +69,63 @@ func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
 	case sig == trigger.Manual && !s.newGroupSinceCheckpoint():
 		return "no message since the last checkpoint"
 	}
-	if sig == trigger.Overflow && s.cp != nil {
-		return ""
-	}
 	if req := s.currentRequest(); req != nil && len(s.active) == 1 && s.active[0].msg.Seq == req.msg.Seq {
 		return "the session holds only the current request, which compaction keeps verbatim"
 	}
-	if sig != trigger.Overflow && e.allRetained(s) {
+	if e.allRetained(s, sig) {
+		if sig == trigger.Overflow {
+			return "the history since the last checkpoint is one message or tool round, which compaction keeps whole"
+		}
 		return fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", e.retentionTarget(s, s.shape, s.summaryTokens))
 	}
 	return ""
+}
+
+// retainedStart is trigger.RetainedStart for a compaction by sig over msgs.
+// An overflow compaction follows the provider's word that the prompt is
+// too long over ctxd's estimate, so retention may not block it: it keeps at
+// most half the budget, and never so much that the summary would replace
+// nothing — it summarizes at least the oldest group holding a message that
+// is not carried beside the summary (carried: the current and the first
+// request, DESIGN.md §5.2). DESIGN.md §10 overflow recovery;
+// docs/decisions.md "An overflow compaction cuts into the retained tail".
+func retainedStart(sig trigger.Signal, msgs []history.Message, tokens []uint64, target uint64, carried func(seq uint64) bool) int {
+	groups := history.Groups(msgs).Groups
+	if sig != trigger.Overflow {
+		return trigger.RetainedStart(groups, tokens, target)
+	}
+	start := trigger.RetainedStart(groups, tokens, target/2)
+	summarizes := func(end int) bool {
+		for _, m := range msgs[:end] {
+			if !carried(m.Seq) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range groups {
+		if summarizes(start) {
+			return start
+		}
+		if g.End > start && summarizes(g.End) {
+			return g.End
+		}
+	}
+	return start
+}
+
+// carriedFn reports whether a message seq is carried beside a summary
+// rather than summarized: the current request, and the first request with
+// keep_first_request (DESIGN.md §5.2). Called with s.mu held.
+func (e *Engine) carriedFn(s *session) func(uint64) bool {
+	var req, first uint64
+	if r := s.currentRequest(); r != nil {
+		req = r.msg.Seq
+	}
+	if s.cfg.Compaction.KeepFirstRequest && s.first != nil {
+		first = s.first.msg.Seq
+	}
+	return func(seq uint64) bool { return seq != 0 && (seq == req || seq == first) }
 }
 
 // currentRequest is the user prompt that opened the current run, when the
@@ -132,10 +181,11 @@ func (e *Engine) carriedEstimate(s *session) uint64 {
 	return n
 }
 
-// allRetained reports whether retention would keep every active message
-// (so a summary would replace nothing new), with the previous summary's
-// size standing in for the new one's. Called with s.mu held.
-func (e *Engine) allRetained(s *session) bool {
+// allRetained reports whether the retention of a compaction by sig would
+// keep every active message (so a summary would replace nothing new), with
+// the previous summary's size standing in for the new one's. Called with
+// s.mu held.
+func (e *Engine) allRetained(s *session, sig trigger.Signal) bool {
 	target := e.retentionTarget(s, s.shape, s.summaryTokens)
 	msgs := make([]history.Message, len(s.active))
 	toks := make([]uint64, len(s.active))
@@ -143,7 +193,17 @@ func (e *Engine) allRetained(s *session) bool {
 		msgs[i] = en.msg
 		toks[i] = e.calibrate(s, en.tokens)
 	}
-	return trigger.RetainedStart(history.Groups(msgs).Groups, toks, target) == 0
+	carried := e.carriedFn(s)
+	start := retainedStart(sig, msgs, toks, target, carried)
+	if sig != trigger.Overflow {
+		return start == 0
+	}
+	for _, m := range msgs[:start] {
+		if !carried(m.Seq) {
+			return false
+		}
+	}
+	return true
 }
 
 // CompactResult is the outcome of a compaction request.
@@ -430,7 +490,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		msgs[i] = en.msg
 		toks[i] = e.calibrate(s, en.tokens)
 	}
-	start2 := trigger.RetainedStart(history.Groups(msgs).Groups, toks, target)
+	start2 := retainedStart(sig, msgs, toks, target, e.carriedFn(s))
 	keepFrom := snap.seq + 1
 	if start2 < len(covered) {
 		cp.FirstRetainedSeq = covered[start2].msg.Seq

@@ -624,3 +624,53 @@ func TestDeletedSessionIsNotUsedThroughAHeldCopy(t *testing.T) {
 		t.Fatalf("append after delete: %v", err)
 	}
 }
+
+// TestOverflowCutsIntoRetainedTail: the provider refused the prompt as too
+// long although every message fits the retention budget by ctxd's
+// estimate; the overflow compaction still summarizes (retention does not
+// block it) and keeps at most half the budget (issue 15: overflow
+// recovery).
+func TestOverflowCutsIntoRetainedTail(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nthe task"))
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("go"), calls("a"), result("a", words(3000)), assistant("done a"),
+		user("next"), calls("b"), result("b", words(3000)), assistant("done b"))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Overflow, true)
+	if err != nil {
+		t.Fatalf("overflow compaction: %v", err)
+	}
+	cp := res.Checkpoint
+	if cp == nil || cp.FirstRetainedSeq == 0 || cp.SummarizedMessages == 0 {
+		t.Fatalf("checkpoint %+v: want messages summarized and a tail retained", cp)
+	}
+	if cp.TokensAfter >= cp.TokensBefore {
+		t.Errorf("tokens %d → %d: the overflow compaction did not shrink the context", cp.TokensBefore, cp.TokensAfter)
+	}
+	if f.count() != 1 {
+		t.Errorf("%d summarizer requests, want 1", f.count())
+	}
+	checkValid(t, h.context("s").Messages)
+}
+
+// TestOverflowNothingToCompactBeforeTheSummarizer: an overflow compaction
+// of a session whose every message is carried beside a summary (the first
+// and the current request) finds nothing to compact without calling the
+// summarizer (issue 15: overflow recovery).
+func TestOverflowNothingToCompactBeforeTheSummarizer(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nthe task"))
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 200000)
+	h.append("s", user("first "+words(200)), user("second "+words(200)))
+	_, err := h.e.Compact(context.Background(), "s", trigger.Overflow, true)
+	if !errors.Is(err, ErrNothingToCompact) {
+		t.Fatalf("err = %v, want nothing to compact", err)
+	}
+	if f.count() != 0 {
+		t.Errorf("the summarizer was called %d times for nothing", f.count())
+	}
+}
