@@ -191,6 +191,59 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 // sent.
 var errViolation = errors.New("the assembled context breaks DESIGN.md §4a, not sent")
 
+// errClientRule: the client's own request breaks DESIGN.md §4a. It is
+// forwarded as sent (the provider judges it) and is not a ctxd violation.
+var errClientRule = errors.New("the client's own request breaks DESIGN.md §4a; forwarded as sent for the provider to judge")
+
+// clientViolations checks what of DESIGN.md §4a the client's own request
+// decides, without parsing the history ctxd already holds: the rules of
+// one message on the new messages (no empty text or message, thinking
+// first and not last), and the rules of the request's tail (the final
+// assistant message of an open tool loop starts with thinking when the
+// client enabled it; no thinking in a final assistant message when it did
+// not), on the messages from the last assistant one on.
+func clientViolations(req *request, added []history.Message) history.Violations {
+	var vs history.Violations
+	for i := range added {
+		if added[i].Role != history.RoleUser && added[i].Role != history.RoleAssistant {
+			continue
+		}
+		for _, v := range history.CheckRequest(added[i:i+1], history.Rules{OpenTail: true}) {
+			switch v.Rule {
+			case history.RuleEmptyText, history.RuleEmptyMessage, history.RuleThinkingFirst, history.RuleThinkingLast:
+				vs = append(vs, v)
+			}
+		}
+	}
+	if req.d != dialectAnthropic {
+		return vs
+	}
+	rules := history.Rules{Thinking: history.ThinkingOff, OpenTail: true}
+	if thinkingEnabled(req.thinking) {
+		rules.Thinking = history.ThinkingOn
+	}
+	// The tail from the last assistant message (a few messages back).
+	for i := len(req.messages) - 1; i >= req.prefix && i >= len(req.messages)-64; i-- {
+		ms, err := anthropic.ParseMessage(req.messages[i], nil)
+		if err != nil || len(ms) == 0 || ms[0].Role != history.RoleAssistant {
+			continue
+		}
+		tail, err := req.d.parse(req.messages, i)
+		if err != nil {
+			break
+		}
+		for _, v := range history.CheckRequest(tail, rules) {
+			switch v.Rule {
+			case history.RuleLoopThinking, history.RuleThinkingOff:
+				v.Index += i
+				vs = append(vs, v)
+			}
+		}
+		break
+	}
+	return vs
+}
+
 // plan is a managed request ready to forward.
 type plan struct {
 	b    *branch
@@ -251,7 +304,10 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if r.Context().Err() != nil {
 			return
 		}
-		if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
+		if errors.Is(err, errClientRule) {
+			p.clientRules.Add(1)
+			p.log.Info("client request breaks a provider rule; forwarded as sent", "session", l.key[:12], "err", err)
+		} else if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
 			p.violations.Add(1)
 			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
 		} else {
@@ -310,6 +366,17 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		}
 	}
 	var msgs []history.Message
+	if from < m {
+		var err error
+		if msgs, err = req.d.parse(req.messages, max(from, req.prefix)); err != nil {
+			return nil, err
+		}
+	}
+	if vs := clientViolations(req, msgs); len(vs) > 0 {
+		// Not recorded: the engine would hold a history no context of it
+		// could be sent from.
+		return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
+	}
 	if pl.b == nil {
 		b, err := p.newBranch(ctx, l, req, h, fp, agent)
 		if err != nil {
@@ -322,12 +389,6 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	// Held before anything can compact (the post-check of this append,
 	// the pre-send check below).
 	p.holdCredential(pl.b.id, req, h)
-	if from < m {
-		var err error
-		if msgs, err = req.d.parse(req.messages, max(from, req.prefix)); err != nil {
-			return nil, err
-		}
-	}
 	rec := pl.b.rec
 	if !pl.resend {
 		rec.N, rec.Chain, rec.Resp = m, hex.EncodeToString(cs[m][:]), nil

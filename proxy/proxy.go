@@ -67,7 +67,7 @@ type Proxy struct {
 	creds credentials
 
 	// Counters for status.
-	requests, managed, passed, overflows, branches, violations atomic.Uint64
+	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
 }
 
 // New returns a Proxy. Errors: a missing Engine or Secret, a bad upstream
@@ -151,12 +151,17 @@ type Stats struct {
 	// Violations counts assembled contexts that broke DESIGN.md §4a and
 	// were not sent (the client's own request went instead): each is a bug.
 	Violations uint64
+	// ClientRuleBreaks counts client requests that themselves broke
+	// DESIGN.md §4a: forwarded as sent for the provider to judge, not
+	// counted in Violations.
+	ClientRuleBreaks uint64
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Requests: p.requests.Load(), Managed: p.managed.Load(), PassedThrough: p.passed.Load(),
-		Overflows: p.overflows.Load(), Branches: p.branches.Load(), Violations: p.violations.Load()}
+		Overflows: p.overflows.Load(), Branches: p.branches.Load(), Violations: p.violations.Load(),
+		ClientRuleBreaks: p.clientRules.Load()}
 }
 
 type connPortKey struct{}

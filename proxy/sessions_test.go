@@ -330,10 +330,11 @@ func TestLargeToolResultOffloaded(t *testing.T) {
 	}
 }
 
-// An assembled context that breaks a provider rule for the client's
-// thinking setting is never sent: the client's own request goes instead,
-// and the violation is counted. (Here the client's history is the cause:
-// thinking on, and its tool loop's assistant message has no thinking.)
+// A client request that itself breaks a provider rule for its thinking
+// setting (thinking on, and its tool loop's assistant message has no
+// thinking) is forwarded as sent for the provider to judge, with a
+// diagnostic; it is not a ctxd violation (issue 15: Violations counts what
+// ctxd produced) and is not recorded.
 func TestProviderRuleViolationNotSent(t *testing.T) {
 	f := newFixture(t, testConfig())
 	c := newConversation().user("go")
@@ -344,7 +345,15 @@ func TestProviderRuleViolationNotSent(t *testing.T) {
 	if got := string(f.up.requests()[0].body); got != body {
 		t.Errorf("the upstream got ctxd's context, not the client's request")
 	}
-	if !strings.Contains(resp.Header.Get(HeaderDiagnostic), "loop_thinking_missing") || f.p.Stats().Violations != 1 {
-		t.Errorf("diagnostic %q stats %+v", resp.Header.Get(HeaderDiagnostic), f.p.Stats())
+	diag := resp.Header.Get(HeaderDiagnostic)
+	if !strings.Contains(diag, "loop_thinking_missing") || !strings.Contains(diag, "client's own request") {
+		t.Errorf("diagnostic %q", diag)
+	}
+	if s := f.p.Stats(); s.Violations != 0 || s.ClientRuleBreaks != 1 {
+		t.Errorf("stats %+v: want 0 violations, 1 client rule break", s)
+	}
+	f.up.allowRefusals = true
+	if ids, _ := f.eng.ListSessions(context.Background()); len(ids) != 0 {
+		t.Errorf("the broken request was recorded: sessions %v", ids)
 	}
 }
