@@ -109,6 +109,40 @@ type branch struct {
 	// enc is the last outgoing messages with their encodings (guarded by
 	// Proxy.mu for the cache bound; used under the lane's lock).
 	enc []cachedMessage
+	// chain is the hash chain of the client's last request accounted for
+	// (chains), to find where a rewrite forked; nil after a restart.
+	chain []digest
+}
+
+// forkedFrom is the branch a request that extends none of the lane's
+// branches was forked from: the one sharing the longest prefix with it
+// (cs is the request's hash chain), the newest among equals; the newest
+// branch when none shares a message (the client replaced its history,
+// e.g. by its own compaction) or its chain is unknown (after a restart).
+func (l *lane) forkedFrom(cs []digest) *branch {
+	var best *branch
+	bestLen := 0
+	for _, b := range l.branches {
+		n := min(len(b.chain), len(cs)) - 1
+		// The longest common prefix, by bisection: chains equal at k are
+		// equal below k (chains[0] is the zero digest for all).
+		lo, hi := 0, max(n, 0)
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if b.chain[mid] == cs[mid] {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if lo > 0 && lo >= bestLen {
+			best, bestLen = b, lo
+		}
+	}
+	if best == nil && len(l.branches) > 0 {
+		best = l.branches[len(l.branches)-1]
+	}
+	return best
 }
 
 func (l *lane) lock(ctx context.Context) error {
@@ -378,7 +412,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
 	}
 	if pl.b == nil {
-		b, err := p.newBranch(ctx, l, req, h, fp, agent)
+		b, err := p.newBranch(ctx, l, req, h, fp, agent, cs)
 		if err != nil {
 			return nil, err
 		}
@@ -397,6 +431,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, fmt.Errorf("recording the request: %w", err)
 		}
 		pl.b.rec = rec
+		pl.b.chain = cs
 	}
 	out, diag, err := p.assemble(ctx, pl, req)
 	if err != nil {
@@ -415,9 +450,9 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 
 // newBranch starts a ctxd session for a conversation the proxy has not
 // recorded, or whose client rewrote its history: the session holds the
-// client's whole list from the start. The previous branch, when there is
-// one, records that it was superseded.
-func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*branch, error) {
+// client's whole list from the start. The branch it was forked from
+// (forkedFrom), when there is one, records that it was superseded.
+func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, error) {
 	k := len(l.branches)
 	b := &branch{id: sessionID(p.secret, l.key, k), rec: record{Key: l.key}}
 	labels := map[string]string{"proxy": req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
@@ -426,7 +461,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	}
 	var prev *branch
 	if k > 0 {
-		prev = l.branches[k-1]
+		prev = l.forkedFrom(cs)
 		labels["proxy.branch_of"] = prev.id
 		b.rec.BranchOf = prev.id
 		b.rec.Reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"

@@ -357,3 +357,49 @@ func TestProviderRuleViolationNotSent(t *testing.T) {
 		t.Errorf("the broken request was recorded: sessions %v", ids)
 	}
 }
+
+// A rewrite names the branch it was forked from — the one sharing the
+// longest prefix with it — not merely the newest branch (issue 15:
+// branch_of).
+func TestBranchOfNamesTheForkedBranch(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("u1")
+	resp, _ := f.post(c.body(), nil)
+	b0 := resp.Header.Get(HeaderSessionID)
+	c.assistant(assistantText("ok")).user("u2")
+	f.post(c.body(), nil)
+	c.assistant(assistantText("ok")).user("u3")
+	f.post(c.body(), nil)
+	// An edit at the second message: branch 1, forked from branch 0.
+	e1 := newConversation().user("u1").assistant(assistantText("edited")).user("u4")
+	resp, _ = f.post(e1.body(), nil)
+	b1 := resp.Header.Get(HeaderSessionID)
+	// An edit of branch 0 at its fourth message: it shares three messages
+	// with branch 0 and one with branch 1.
+	e2 := newConversation().user("u1").assistant(assistantText("ok")).user("u2").assistant(assistantText("edited too")).user("u5")
+	resp, _ = f.post(e2.body(), nil)
+	b2 := resp.Header.Get(HeaderSessionID)
+	if b1 == b0 || b2 == b0 || b2 == b1 {
+		t.Fatalf("sessions %s %s %s: want three branches", b0, b1, b2)
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ id, of string }{{b1, b0}, {b2, b0}} {
+		info, err := f.eng.Session(ctx, c.id)
+		if err != nil || info.Labels["proxy.branch_of"] != c.of {
+			t.Errorf("%s: branch_of %q, want %q (%v)", c.id, info.Labels["proxy.branch_of"], c.of, err)
+		}
+		st, _ := f.eng.ClientState(ctx, c.id)
+		var rec record
+		_ = json.Unmarshal(st, &rec)
+		if rec.BranchOf != c.of {
+			t.Errorf("%s: record branch_of %q, want %q", c.id, rec.BranchOf, c.of)
+		}
+	}
+	f.settle()
+	st, _ := f.eng.ClientState(ctx, b1)
+	var rec record
+	_ = json.Unmarshal(st, &rec)
+	if rec.SupersededBy != "" {
+		t.Errorf("branch 1 superseded by %q; branch 2 was forked from branch 0", rec.SupersededBy)
+	}
+}
