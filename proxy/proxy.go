@@ -199,16 +199,17 @@ func (p *Proxy) Handler() http.Handler {
 
 // refuse applies DESIGN.md §8b to the proxy listener: no Origin or Referer
 // (a web page), and a Host that names loopback on this listener's port (a
-// DNS-rebinding page keeps its own name in Host).
+// DNS-rebinding page keeps its own name in Host). A Host without a port
+// names port 80 (HTTP's default), refused on any other port.
 func (p *Proxy) refuse(r *http.Request) string {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return "ctxd proxy: requests from web pages are refused (Origin or Referer header present)"
 	}
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
-		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), ""
+		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), "80"
 	}
-	if lp, _ := r.Context().Value(connPortKey{}).(string); port != "" && lp != "" && port != lp {
+	if lp, _ := r.Context().Value(connPortKey{}).(string); lp != "" && port != lp {
 		return fmt.Sprintf("ctxd proxy: Host %q is not this listener", r.Host)
 	}
 	if strings.EqualFold(host, "localhost") {

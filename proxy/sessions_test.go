@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -162,15 +164,21 @@ func TestRefusesWebPagesAndForeignHosts(t *testing.T) {
 			t.Errorf("%v: %d %s", hdr, resp.StatusCode, b)
 		}
 	}
-	req, _ := http.NewRequest("POST", f.url+"/v1/messages", strings.NewReader(body))
-	req.Host = "evil.example"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 403 {
-		t.Errorf("foreign Host: %d", resp.StatusCode)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(f.url, "http://"))
+	// A foreign name, a loopback name without the listener's port (port
+	// 80), or on another port: refused with the documented error.
+	for _, host := range []string{"evil.example", "evil.example:" + port, "localhost", "127.0.0.1", "[::1]", "127.0.0.1:1"} {
+		req, _ := http.NewRequest("POST", f.url+"/v1/messages", strings.NewReader(body))
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "permission_error") || !strings.Contains(string(b), "Host") {
+			t.Errorf("Host %q: %d %s", host, resp.StatusCode, b)
+		}
 	}
 	if n := len(f.up.requests()); n != 0 {
 		t.Errorf("%d refused requests reached the upstream", n)

@@ -115,15 +115,16 @@ func (s *Server) uidAllowed(uid uint32) bool {
 // hostAllowed reports whether a TCP request's Host names this daemon:
 // "localhost" or a loopback IP, or — on a listener that is not loopback
 // (allowed only with a bearer token) — any IP literal. A DNS name other
-// than localhost is refused: that is what a rebinding page sends. A port,
-// when given, must be the listener's.
+// than localhost is refused: that is what a rebinding page sends. The port
+// must be the listener's; a Host without one names port 80 (HTTP's
+// default), so it is refused on any other port.
 func hostAllowed(hostport string, info connInfo) bool {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		host, port = hostport, ""
+		host, port = hostport, "80"
 		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	}
-	if port != "" && info.port != "" && port != info.port {
+	if info.port != "" && port != info.port {
 		return false
 	}
 	if strings.EqualFold(host, "localhost") {

@@ -576,6 +576,7 @@ func TestSecurityTCP(t *testing.T) {
 		{"foreign host", map[string]string{"Authorization": "Bearer tok", "Host": "evil.example"}, 403},
 		{"localhost host", map[string]string{"Authorization": "Bearer tok", "Host": "localhost:" + portOf(f.ts.URL)}, 200},
 		{"wrong port", map[string]string{"Authorization": "Bearer tok", "Host": "127.0.0.1:1"}, 403},
+		{"no port", map[string]string{"Authorization": "Bearer tok", "Host": "localhost"}, 403},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -604,7 +605,10 @@ func TestHostAllowed(t *testing.T) {
 		{"LOCALHOST:7411", lo, true},
 		{"127.0.0.1:7411", lo, true},
 		{"[::1]:7411", lo, true},
-		{"127.0.0.1", lo, true},
+		{"127.0.0.1", lo, false}, // no port: port 80, not the listener's
+		{"localhost", lo, false},
+		{"[::1]", lo, false},
+		{"localhost", connInfo{loopbackListener: true, port: "80"}, true},
 		{"127.0.0.1:80", lo, false},
 		{"evil.example:7411", lo, false},
 		{"10.0.0.5:7411", lo, false},
