@@ -109,6 +109,11 @@ type branch struct {
 	// enc is the last outgoing messages with their encodings (guarded by
 	// Proxy.mu for the cache bound; used under the lane's lock).
 	enc []cachedMessage
+	// rawIdx maps the digest of ctxd's rendering of a client message to
+	// its index in the client's list, for the first rawN messages
+	// (indexClient; guarded like enc).
+	rawIdx map[digest][]int
+	rawN   int
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
 	chain []digest
@@ -558,7 +563,101 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 	}
 	wire := anthropic.Render("", nil, msgs).Messages
 	placeMarkers(wire, req.messages)
-	return p.encode(b, wire)
+	return p.encode(b, wire, req, p.indexClient(b, req))
+}
+
+// indexClient records, for the client's messages of req not yet indexed on
+// b, the digest of the marker-free encoding of ctxd's rendering of each
+// (one client message rendering to one wire message) → its indexes, in
+// order. An
+// outgoing message with the same rendering is then sent as the client's
+// own bytes (encode): what ctxd has not rewritten passes through
+// byte-identical — document blocks, text citations and every field the
+// canonical model does not keep, key order and spacing (docs/proxy.md).
+// After a restart or a new branch the whole list is indexed once. It
+// returns the index. Called under the lane's lock.
+func (p *Proxy) indexClient(b *branch, req *request) map[digest][]int {
+	p.mu.Lock()
+	idx, n := b.rawIdx, b.rawN
+	p.mu.Unlock()
+	if idx == nil || n > len(req.messages) {
+		idx, n = map[digest][]int{}, 0
+	}
+	for k := max(n, req.prefix); k < len(req.messages); k++ {
+		ms, err := anthropic.ParseMessage(req.messages[k], nil)
+		if err != nil {
+			continue
+		}
+		w := anthropic.Render("", nil, ms).Messages
+		if len(w) != 1 {
+			continue
+		}
+		e, err := json.Marshal(&w[0])
+		if err != nil {
+			continue
+		}
+		d := sha256.Sum256(e)
+		idx[d] = append(idx[d], k)
+	}
+	p.mu.Lock()
+	b.rawIdx, b.rawN = idx, len(req.messages)
+	p.mu.Unlock()
+	return idx
+}
+
+// markerFreeDigest is the digest of m's encoding without the cache markers
+// placeMarkers sets (enc is m's encoding with them).
+func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
+	marked := false
+	for i := range m.Content {
+		marked = marked || len(m.Content[i].CacheControl) > 0
+	}
+	if !marked {
+		return sha256.Sum256(enc), nil
+	}
+	c := *m
+	c.Content = slices.Clone(m.Content)
+	for i := range c.Content {
+		c.Content[i].CacheControl = nil
+	}
+	e, err := json.Marshal(&c)
+	if err != nil {
+		return digest{}, err
+	}
+	return sha256.Sum256(e), nil
+}
+
+// clientBytes returns the client's own bytes for the outgoing message m
+// when m is ctxd's rendering of the client's message k unchanged (found in
+// the index of indexClient) and the client's markers on it are the ones m
+// carries: the client's bytes as sent, or with its markers cut when m
+// carries none. nil when m must be sent as ctxd rendered it.
+func clientBytes(req *request, m *anthropic.Message, k int) []byte {
+	raw := req.messages[k]
+	marked := false
+	for i := range m.Content {
+		marked = marked || len(m.Content[i].CacheControl) > 0
+	}
+	if !marked {
+		return normalize(raw)
+	}
+	if !bytes.Contains(raw, cacheControlKey) {
+		return nil
+	}
+	var c struct {
+		Content []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(raw, &c) != nil || len(c.Content) != len(m.Content) {
+		return nil
+	}
+	for i := range c.Content {
+		if !bytes.Equal(c.Content[i].CacheControl, m.Content[i].CacheControl) {
+			return nil
+		}
+	}
+	return raw
 }
 
 // encode is json.Marshal(wire), reusing the encoding of every message equal
@@ -566,11 +665,15 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 // an extension of the previous one (DESIGN.md §4), so only the new messages
 // (and those whose cache markers moved) are encoded. A message's encoding
 // depends on nothing but the message, so equality is the whole rule.
-func (p *Proxy) encode(b *branch, wire []anthropic.Message) ([]byte, error) {
+//
+// A message that is ctxd's rendering of a client message it has not
+// rewritten goes out as the client's own bytes (clientBytes).
+func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx map[digest][]int) ([]byte, error) {
 	p.mu.Lock()
 	old := b.enc
 	p.mu.Unlock()
 	next := make([]cachedMessage, len(wire))
+	parts := make([][]byte, len(wire))
 	size := 2
 	for i := range wire {
 		if i < len(old) && equalMessage(&old[i].msg, &wire[i]) {
@@ -580,22 +683,50 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			next[i] = cachedMessage{msg: wire[i], enc: e}
+			key, err := markerFreeDigest(&wire[i], e)
+			if err != nil {
+				return nil, err
+			}
+			next[i] = cachedMessage{msg: wire[i], enc: e, key: key}
 		}
-		size += len(next[i].enc) + 1
+	}
+	// Aligned from the end, as the client's list and the assembled context
+	// end alike: each outgoing message takes the latest client message
+	// before the one the next took with the same rendering (a rendering
+	// twice in the list — "ok" with and without citations — takes its own).
+	lastK := len(req.messages)
+	for i := len(wire) - 1; i >= 0; i-- {
+		parts[i] = next[i].enc
+		ks := idx[next[i].key]
+		j, _ := slices.BinarySearch(ks, lastK)
+		if j == 0 {
+			continue
+		}
+		k := ks[j-1]
+		if c := clientBytes(req, &wire[i], k); c != nil {
+			parts[i], lastK = c, k
+		}
+	}
+	for i := range parts {
+		size += len(parts[i]) + 1
 	}
 	out := make([]byte, 0, size)
 	out = append(out, '[')
-	for i, c := range next {
+	for i, c := range parts {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, c.enc...)
+		out = append(out, c...)
 	}
 	out = append(out, ']')
 	if verifyEncoding {
-		if want, _ := json.Marshal(wire); !bytes.Equal(out, want) {
-			return nil, fmt.Errorf("proxy: cached encoding differs from json.Marshal")
+		for i := range wire {
+			if want, _ := json.Marshal(&wire[i]); !bytes.Equal(next[i].enc, want) {
+				return nil, fmt.Errorf("proxy: cached encoding of message %d differs from json.Marshal", i)
+			}
+		}
+		if !json.Valid(out) {
+			return nil, fmt.Errorf("proxy: outgoing messages are not JSON")
 		}
 	}
 	p.keepEncoding(b, next)
@@ -605,10 +736,12 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message) ([]byte, error) {
 // verifyEncoding makes encode compare its result with json.Marshal (tests).
 var verifyEncoding = false
 
-// cachedMessage is a message sent and its JSON encoding.
+// cachedMessage is a message sent, its JSON encoding, and the digest of
+// its encoding without cache markers (markerFreeDigest).
 type cachedMessage struct {
 	msg anthropic.Message
 	enc []byte
+	key digest
 }
 
 // maxEncodingCaches bounds the branches that keep their last encoding (about
@@ -625,6 +758,7 @@ func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 	p.encOrder = append(p.encOrder, b)
 	for len(p.encOrder) > maxEncodingCaches {
 		p.encOrder[0].enc = nil
+		p.encOrder[0].rawIdx, p.encOrder[0].rawN = nil, 0
 		p.encOrder = p.encOrder[1:]
 	}
 }

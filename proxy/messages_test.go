@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -348,5 +349,47 @@ func TestStringAndTextBlockSameBranch(t *testing.T) {
 	// 3 prompts and 3 answers, each once.
 	if n := messageEvents(t, f, id); n != 6 {
 		t.Errorf("%d messages recorded, want 6", n)
+	}
+}
+
+// Document blocks and text citations pass through byte-identical on every
+// managed request while ctxd has not rewritten their message; so do the
+// client's own key order and spacing (issue 15: they were turned into
+// text and dropped).
+func TestUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
+	f := newFixture(t, testConfig())
+	doc := `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The grass is green."},"title":"facts","citations":{"enabled":true}}`
+	cited := `{"type":"text","text":"ok","citations":[{"type":"char_location","cited_text":"The grass is green.","document_index":0,"document_title":"facts","start_char_index":0,"end_char_index":19}]}`
+	first := `{"role":"user","content":[` + doc + `,{"type":"text","text":"What colour is the grass?"}]}`
+	spaced := `{ "role": "user", "content": [ {"text": "and the sky?", "type": "text"}]}`
+	c := newConversation()
+	c.msgs = []string{first}
+	f.post(c.body(), nil)
+	c.assistant(`{"role":"assistant","content":[` + cited + `]}`)
+	c.msgs = append(c.msgs, spaced)
+	f.post(c.body(), nil)
+	c.assistant(assistantText("ok")).user("thanks")
+	f.post(c.body(), nil)
+	// And after a restart (nothing of it in memory).
+	f.restart()
+	c.assistant(assistantText("ok")).user("bye")
+	f.post(c.body(), nil)
+	reqs := f.up.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for i, r := range reqs {
+		if !bytes.Contains(r.body, []byte(doc)) {
+			t.Errorf("request %d: the document block is not the client's:\n%s", i, r.body)
+		}
+		if i > 0 && !bytes.Contains(r.body, []byte(cited)) || i > 1 && !bytes.Contains(r.body, []byte(spaced)) {
+			t.Errorf("request %d: the cited answer or the client's spacing changed:\n%s", i, r.body)
+		}
+	}
+	// The outgoing messages are the client's, byte for byte (markers
+	// normalized): ctxd rewrote nothing.
+	last := reqs[3].body
+	if got, want := normalizedMessages(t, last), normalizedMessages(t, []byte(c.body())); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("outgoing messages differ from the client's:\n%v\n%v", got, want)
 	}
 }
