@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
@@ -27,6 +28,8 @@ type exchange struct {
 	body []byte
 	// retried: the overflow retry is under way; no second recovery.
 	retried bool
+	// timed: the added latency was observed (at the first send).
+	timed bool
 	// recover, on a managed request, compacts after an upstream
 	// context-length refusal and retries once; it reports whether it
 	// answered the client.
@@ -76,6 +79,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	x := exchangeOf(pr.In.Context())
+	if !x.timed {
+		// The first send (an overflow retry is not ctxd's added time).
+		x.timed = true
+		if t, ok := pr.In.Context().Value(startKey{}).(time.Time); ok {
+			p.m.addedLatency(dialectOf(pr.In), t)
+		}
+	}
 	if x.managed {
 		// The answer is read on its way: ask for it unencoded (the
 		// transport still negotiates gzip itself, and decodes it).
@@ -96,6 +106,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // a tee as it passes.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request.Context())
+	d := x.d
+	p.m.upstreamStatus(d, resp.StatusCode)
+	if resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// Counted as the client reads it (wrapped outermost below).
+		defer func() { resp.Body = &countingBody{ReadCloser: resp.Body, c: p.m.streamed.WithLabelValues(apiLabel(d))} }()
+	}
 	if !x.managed {
 		return nil
 	}
@@ -151,6 +167,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	if r.Context().Err() != nil {
 		return // the client left
 	}
+	p.m.upstreamStatus(x.d, 0)
 	up := p.upstreamFor(r)
 	p.log.Warn("upstream request failed", "upstream", up.Host, "path", r.URL.Path, "err", err)
 	x.status = http.StatusBadGateway

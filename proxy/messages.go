@@ -310,6 +310,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			p.m.request(d, outcomeRefused)
 			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
 			return
 		}
@@ -317,13 +318,13 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	req, err := parseBody(body, d)
 	if err != nil {
-		p.passThrough(w, r, body, "not managed: "+err.Error())
+		p.passThrough(w, r, body, outcomePassedThrough, "not managed: "+err.Error())
 		return
 	}
 	if req.previousResponseID != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
-		p.passThrough(w, r, body, "not managed: previous_response_id names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
+		p.passThrough(w, r, body, outcomePassedThrough, "not managed: previous_response_id names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
 		return
 	}
 	fp := fingerprint(p.secret, r.Header)
@@ -343,19 +344,23 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if r.Context().Err() != nil {
 			return
 		}
+		outcome := outcomePassedThrough
 		if errors.Is(err, errClientRule) {
+			outcome = outcomeClientRule
 			p.clientRules.Add(1)
 			p.log.Info("client request breaks a provider rule; forwarded as sent", "session", l.key[:12], "err", err)
 		} else if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
+			outcome = outcomeViolation
 			p.violations.Add(1)
 			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
 		} else {
 			p.log.Warn("request passed through unmanaged", "err", err)
 		}
-		p.passThrough(w, r, body, "not managed: "+err.Error())
+		p.passThrough(w, r, body, outcome, "not managed: "+err.Error())
 		return
 	}
 	p.managed.Add(1)
+	p.m.request(d, outcomeManaged)
 
 	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
@@ -369,9 +374,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
 }
 
-// passThrough forwards the client's request untouched.
-func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, diag string) {
+// passThrough forwards the client's request untouched; outcome is its
+// MetricRequests outcome.
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, outcome, diag string) {
 	p.passed.Add(1)
+	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r)})))
 }
@@ -792,14 +799,17 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	ctx := r.Context()
 	if _, err := p.eng.Compact(ctx, pl.b.id, trigger.Overflow, true); err != nil {
 		p.log.Warn("overflow compaction failed; the provider's error goes to the client", "session", pl.b.id, "err", err)
+		p.m.overflow(req.d, false)
 		return false
 	}
 	out, diag, err := p.assemble(ctx, pl, req)
 	if err != nil {
 		p.log.Warn("overflow retry not built", "session", pl.b.id, "err", err)
+		p.m.overflow(req.d, false)
 		return false
 	}
 	p.overflows.Add(1)
+	p.m.overflow(req.d, true)
 	pl.out = out
 	x.body, x.retried, x.overflow = out, true, nil
 	if diag != "" {

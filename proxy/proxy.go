@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 )
@@ -46,6 +48,9 @@ type Options struct {
 	// Transport sends upstream requests; nil means a clone of
 	// http.DefaultTransport with the configured timeouts.
 	Transport http.RoundTripper
+	// Registry receives the proxy's metrics (MetricRequests and the
+	// others); nil keeps them unregistered.
+	Registry prometheus.Registerer
 }
 
 // Proxy serves the provider-compatible endpoints. It is safe for
@@ -65,6 +70,7 @@ type Proxy struct {
 	encOrder []*branch
 
 	creds credentials
+	m     *metrics
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
@@ -97,6 +103,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
+	p.m = newMetrics(o.Registry)
 	o.Engine.SetSessionBindings(p.sessionBindings)
 	tr := o.Transport
 	if tr == nil {
@@ -166,6 +173,9 @@ func (p *Proxy) Stats() Stats {
 
 type connPortKey struct{}
 
+// startKey is the context key of the time a request reached the proxy.
+type startKey struct{}
+
 // ConnContext records the listener's port for the Host check; set it as
 // http.Server.ConnContext.
 func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
@@ -180,7 +190,9 @@ func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
 func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		r = r.WithContext(context.WithValue(r.Context(), startKey{}, time.Now()))
 		if msg := p.refuse(r); msg != "" {
+			p.m.request(dialectOf(r), outcomeRefused)
 			if d := dialectOf(r); d != nil {
 				d.writeError(w, http.StatusForbidden, "permission_error", msg)
 			} else {
@@ -193,6 +205,7 @@ func (p *Proxy) Handler() http.Handler {
 			return
 		}
 		p.passed.Add(1)
+		p.m.request(nil, outcomePassedThrough)
 		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{})))
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
@@ -233,11 +234,13 @@ type fixture struct {
 	cps    *checkpoint.Store
 	pool   *workers.Pool
 	hs     *http.Server
+	// reg holds the proxy's metrics, kept across restarts.
+	reg *prometheus.Registry
 }
 
 func newFixture(t *testing.T, cfg config.Config) *fixture {
 	t.Helper()
-	f := &fixture{t: t, up: newUpstream(t), logs: &bytes.Buffer{}}
+	f := &fixture{t: t, up: newUpstream(t), logs: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
 	f.logger = slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
 	if f.db, err = store.OpenInMemory(); err != nil {
@@ -280,7 +283,7 @@ func (f *fixture) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: f.cfg.Proxy, Logger: f.logger})
+	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: f.cfg.Proxy, Logger: f.logger, Registry: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,9 @@ type Main struct {
 	srv     *server.Server
 	poolRef *workers.Pool
 	secret  []byte
+	// reg is the registry served on /metrics (the engine's, the server's
+	// and the proxy's collectors).
+	reg *prometheus.Registry
 
 	// The provider proxy (DESIGN.md §10): nil when disabled or not
 	// listening (proxyErr says why).
@@ -502,6 +505,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg = reg
 	metrics := server.NewMetrics(reg)
 
 	eng, err := engine.New(engine.Options{
@@ -576,7 +580,7 @@ func (m *Main) listenProxy(cfg config.Config) net.Listener {
 	if !cfg.Proxy.Enabled {
 		return nil
 	}
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger})
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg})
 	if err != nil {
 		m.proxyErr = err.Error()
 		m.logger.Error("provider proxy not started", attrErr, err)
