@@ -411,3 +411,22 @@ func textContent(m []byte) []byte {
 	out = append(out, text...)
 	return append(out, m[ce:]...)
 }
+
+// plainText reports whether the message m's content is plain text in
+// either of the forms a client switches between: a string, or one bare
+// text block (textContent).
+func plainText(m []byte) bool {
+	n := normalize(m)
+	if t := textContent(n); len(t) != len(n) {
+		return true
+	}
+	str := false
+	members(n, func(key string, vs, ve int) bool {
+		if key == "content" {
+			str = n[vs] == '"'
+			return false
+		}
+		return true
+	})
+	return str
+}

@@ -638,9 +638,15 @@ func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
 // when m is ctxd's rendering of the client's message k unchanged (found in
 // the index of indexClient) and the client's markers on it are the ones m
 // carries: the client's bytes as sent, or with its markers cut when m
-// carries none. nil when m must be sent as ctxd rendered it.
+// carries none. nil when m must be sent as ctxd rendered it, and for plain
+// text (plainText), whose rendering is stable across the client's forms.
 func clientBytes(req *request, m *anthropic.Message, k int) []byte {
 	raw := req.messages[k]
+	if plainText(raw) {
+		// ctxd's rendering, the same whichever of the two forms the
+		// client sends (Claude Code switches: textContent).
+		return nil
+	}
 	marked := false
 	for i := range m.Content {
 		marked = marked || len(m.Content[i].CacheControl) > 0
@@ -710,8 +716,9 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx ma
 			continue
 		}
 		k := ks[j-1]
+		lastK = k
 		if c := clientBytes(req, &wire[i], k); c != nil {
-			parts[i], lastK = c, k
+			parts[i] = c
 		}
 	}
 	for i := range parts {

@@ -361,7 +361,7 @@ func TestUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
 	doc := `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The grass is green."},"title":"facts","citations":{"enabled":true}}`
 	cited := `{"type":"text","text":"ok","citations":[{"type":"char_location","cited_text":"The grass is green.","document_index":0,"document_title":"facts","start_char_index":0,"end_char_index":19}]}`
 	first := `{"role":"user","content":[` + doc + `,{"type":"text","text":"What colour is the grass?"}]}`
-	spaced := `{ "role": "user", "content": [ {"text": "and the sky?", "type": "text"}]}`
+	spaced := `{ "role": "user", "content": [ {"text": "and the sky?", "type": "text"}, {"type": "text", "text": "be brief"}]}`
 	c := newConversation()
 	c.msgs = []string{first}
 	f.post(c.body(), nil)
@@ -391,5 +391,22 @@ func TestUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
 	last := reqs[3].body
 	if got, want := normalizedMessages(t, last), normalizedMessages(t, []byte(c.body())); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("outgoing messages differ from the client's:\n%v\n%v", got, want)
+	}
+}
+
+func TestPlainText(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"role":"user","content":"a"}`, true},
+		{`{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]}`, true},
+		{`{"role":"user","content":[{"type":"text","text":"a","citations":[]}]}`, false},
+		{`{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, false},
+		{`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}`, false},
+	} {
+		if got := plainText([]byte(c.in)); got != c.want {
+			t.Errorf("plainText(%s) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
