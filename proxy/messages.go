@@ -97,6 +97,8 @@ type lane struct {
 	sem      chan struct{}
 	loaded   bool
 	branches []*branch
+	// digests of the previous request's messages (chainsWith).
+	digests msgDigests
 }
 
 // branch is one ctxd session of a conversation.
@@ -112,7 +114,7 @@ type branch struct {
 	// rawIdx maps the digest of ctxd's rendering of a client message to
 	// its index in the client's list, for the first rawN messages
 	// (indexClient; guarded like enc).
-	rawIdx map[digest][]int
+	rawIdx *clientIndex
 	rawN   int
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
@@ -389,7 +391,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
-	cs := chains(req.messages)
+	cs := chainsWith(&l.digests, req.messages)
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0
@@ -576,19 +578,22 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 // indexClient records, for the client's messages of req not yet indexed on
 // b, the digest of the marker-free encoding of ctxd's rendering of each
 // (one client message rendering to one wire message) → its indexes, in
-// order. An
-// outgoing message with the same rendering is then sent as the client's
-// own bytes (encode): what ctxd has not rewritten passes through
+// order, and whether each is plain text. An outgoing message with the same
+// rendering is then sent as the client's own bytes (encode): what ctxd has not rewritten passes through
 // byte-identical — document blocks, text citations and every field the
 // canonical model does not keep, key order and spacing (docs/proxy.md).
 // After a restart or a new branch the whole list is indexed once. It
 // returns the index. Called under the lane's lock.
-func (p *Proxy) indexClient(b *branch, req *request) map[digest][]int {
+func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	p.mu.Lock()
 	idx, n := b.rawIdx, b.rawN
 	p.mu.Unlock()
 	if idx == nil || n > len(req.messages) {
-		idx, n = map[digest][]int{}, 0
+		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
+	}
+	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]
+	for k := n; k < len(req.messages); k++ {
+		idx.plain[k] = plainText(req.messages[k])
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
 		ms, err := anthropic.ParseMessage(req.messages[k], nil)
@@ -604,12 +609,20 @@ func (p *Proxy) indexClient(b *branch, req *request) map[digest][]int {
 			continue
 		}
 		d := sha256.Sum256(e)
-		idx[d] = append(idx[d], k)
+		idx.keys[d] = append(idx.keys[d], k)
 	}
 	p.mu.Lock()
 	b.rawIdx, b.rawN = idx, len(req.messages)
 	p.mu.Unlock()
 	return idx
+}
+
+// clientIndex is a branch's index of the client's messages (indexClient):
+// keys maps the digest of ctxd's rendering of a message to its indexes, in
+// order; plain[k] says whether message k is plain text (plainText).
+type clientIndex struct {
+	keys  map[digest][]int
+	plain []bool
 }
 
 // markerFreeDigest is the digest of m's encoding without the cache markers
@@ -640,9 +653,9 @@ func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
 // carries: the client's bytes as sent, or with its markers cut when m
 // carries none. nil when m must be sent as ctxd rendered it, and for plain
 // text (plainText), whose rendering is stable across the client's forms.
-func clientBytes(req *request, m *anthropic.Message, k int) []byte {
+func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []byte {
 	raw := req.messages[k]
-	if plainText(raw) {
+	if idx.plain[k] {
 		// ctxd's rendering, the same whichever of the two forms the
 		// client sends (Claude Code switches: textContent).
 		return nil
@@ -654,7 +667,7 @@ func clientBytes(req *request, m *anthropic.Message, k int) []byte {
 	if !marked {
 		return normalize(raw)
 	}
-	if !bytes.Contains(raw, cacheControlKey) {
+	if !hasMarker(raw) {
 		return nil
 	}
 	var c struct {
@@ -681,7 +694,7 @@ func clientBytes(req *request, m *anthropic.Message, k int) []byte {
 //
 // A message that is ctxd's rendering of a client message it has not
 // rewritten goes out as the client's own bytes (clientBytes).
-func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx map[digest][]int) ([]byte, error) {
+func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *clientIndex) ([]byte, error) {
 	p.mu.Lock()
 	old := b.enc
 	p.mu.Unlock()
@@ -710,14 +723,14 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx ma
 	lastK := len(req.messages)
 	for i := len(wire) - 1; i >= 0; i-- {
 		parts[i] = next[i].enc
-		ks := idx[next[i].key]
+		ks := idx.keys[next[i].key]
 		j, _ := slices.BinarySearch(ks, lastK)
 		if j == 0 {
 			continue
 		}
 		k := ks[j-1]
 		lastK = k
-		if c := clientBytes(req, &wire[i], k); c != nil {
+		if c := clientBytes(req, idx, &wire[i], k); c != nil {
 			parts[i] = c
 		}
 	}

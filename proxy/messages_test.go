@@ -410,3 +410,25 @@ func TestPlainText(t *testing.T) {
 		}
 	}
 }
+
+// chainsWith, reusing the digests of the previous request's messages,
+// gives the chains of the full computation as requests grow, markers move
+// and a message is edited in place.
+func TestChainsWithReuse(t *testing.T) {
+	var c msgDigests
+	conv := newConversation().user("one")
+	for i := 0; i < 6; i++ {
+		conv.assistant(assistantText(fmt.Sprintf("answer %d", i))).user(fmt.Sprintf("prompt %d", i))
+		r, err := parseRequest([]byte(conv.body()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 4 {
+			r.messages[1] = json.RawMessage(assistantText("edited"))
+		}
+		got, want := chainsWith(&c, r.messages), chains(r.messages)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("request %d: chains differ", i)
+		}
+	}
+}
