@@ -308,7 +308,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (DESIGN.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -374,6 +374,20 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
 	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
+}
+
+// readBody reads a managed request's body, at most MaxBodyBytes, into one
+// buffer sized from Content-Length when the client gave it (io.ReadAll
+// would grow and copy a 1 MB body several times).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if n := r.ContentLength; n > 0 && n <= MaxBodyBytes {
+		var buf bytes.Buffer
+		buf.Grow(int(n) + bytes.MinRead)
+		_, err := buf.ReadFrom(rd)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(rd)
 }
 
 // passThrough forwards the client's request untouched; outcome is its
