@@ -1,29 +1,15 @@
 package proxy
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/ctxd/ctxd/artifacts"
-	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
-	"github.com/ctxd/ctxd/engine"
-	"github.com/ctxd/ctxd/internal/store"
-	"github.com/ctxd/ctxd/summarizer"
-	"github.com/ctxd/ctxd/workers"
 )
 
 // openAIBenchAPI is one OpenAI wire API for BenchmarkProxyOpenAI: its path,
@@ -117,95 +103,31 @@ func benchOpenAI(b *testing.B, api openAIBenchAPI) {
 	}
 	small := strings.Repeat("PASS ok\n", 40)
 
-	u, _ := url.Parse("http://upstream.invalid")
-	baseTr := &benchOpenAITransport{api: api}
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: baseTr, FlushInterval: -1}
-	baseline := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var v struct {
-			Messages []json.RawMessage `json:"messages"`
-			Input    []json.RawMessage `json:"input"`
-			Model    string            `json:"model"`
-		}
-		_ = json.Unmarshal(body, &v)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rp.ServeHTTP(w, r)
-	})
-
+	baseline := benchBaseline(&benchOpenAITransport{api: api})
 	cfg := config.Defaults()
 	cfg.ContextEditing.Enabled = false
-	cfg.Storage.DataDir = b.TempDir()
 	cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: 1000000, TokenFactor: 1}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.OpenInMemory()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	arts, _ := artifacts.Open(db, testSecret)
-	defer arts.Close()
-	cps := checkpoint.Open(db, checkpoint.Options{})
-	defer cps.Close()
-	pool, _ := workers.New(workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = pool.Run(ctx) }()
-	eng, err := engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: quiet,
-		Summarizer: summarizer.New(summarizer.Options{Logger: quiet}), OffloadDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
 	tr := &benchOpenAITransport{api: api}
-	p, err := New(Options{Engine: eng, Secret: testSecret, Config: cfg.Proxy, Logger: quiet, Transport: tr})
-	if err != nil {
-		b.Fatal(err)
-	}
-	send := func(h http.Handler, body []byte) (total, ttfb time.Duration) {
-		req := httptest.NewRequest("POST", "http://127.0.0.1:7420"+api.path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		req.Header.Set("Session-Id", "bench")
-		w := &firstByteWriter{ResponseWriter: httptest.NewRecorder()}
-		start := time.Now()
-		h.ServeHTTP(w, req)
-		return time.Since(start), w.first.Sub(start)
-	}
+	p := benchProxy(b, cfg, tr)
+	hdr := map[string]string{"Authorization": "Bearer " + testKey, "Session-Id": "bench"}
 	ph := p.Handler()
-	send(ph, api.body(items)) // recorded once; answered with round 0's call
+	benchSend(ph, api.path, api.body(items), hdr) // recorded once; answered with round 0's call
 	items = append(items, api.call(0), api.result(0, small))
 
-	var ctxdT, baseT time.Duration
-	var ctxdF, baseF, added []time.Duration
-	size := 0
+	var f benchFigures
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		tr.round.Store(int64(i + 1))
-		baseTr.round.Store(int64(i + 1))
 		body := api.body(items)
-		size = len(body)
+		f.size = len(body)
 		b.StartTimer()
-		bt, bf := send(baseline, body)
-		ct, cf := send(ph, body)
+		bt, bf := benchSend(baseline, api.path, body, hdr)
+		ct, cf := benchSend(ph, api.path, body, hdr)
 		b.StopTimer()
-		baseT += bt
-		ctxdT += ct
-		baseF, ctxdF, added = append(baseF, bf), append(ctxdF, cf), append(added, cf-bf)
+		f.add(ct, cf, bt, bf)
 		items = append(items, api.call(int64(i+1)), api.result(int64(i+1), small))
 		b.StartTimer()
 	}
-	b.StopTimer()
-	if s := p.Stats(); s.Branches != 0 || s.PassedThrough != 0 {
-		b.Fatalf("not steady state: %+v", s)
-	}
-	median := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[len(d)/2].Nanoseconds())
-	}
-	b.ReportMetric(float64(ctxdT.Nanoseconds())/float64(b.N), "ctxd-ns/req")
-	b.ReportMetric(float64(baseT.Nanoseconds())/float64(b.N), "baseline-ns/req")
-	b.ReportMetric(float64(ctxdT)/float64(baseT), "ratio")
-	b.ReportMetric(median(ctxdF), "ctxd-ttfb-p50-ns")
-	b.ReportMetric(median(baseF), "baseline-ttfb-p50-ns")
-	b.ReportMetric(median(added), "added-ttfb-p50-ns")
-	b.ReportMetric(float64(size), "body-bytes")
+	f.report(b, p)
 }
