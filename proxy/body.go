@@ -29,6 +29,10 @@ type request struct {
 	streamOptions      json.RawMessage
 	// msgStart and msgEnd bound the messages value in body.
 	msgStart, msgEnd int
+	// spliced, when a renderer set it, is the whole outgoing body with the
+	// messages it returned already in place of the client's (taken, and
+	// cleared, by the caller instead of withMessages).
+	spliced []byte
 	messages         []json.RawMessage
 	model            string
 	stream           bool

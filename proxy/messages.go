@@ -566,7 +566,12 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 	if err != nil {
 		return nil, "", err
 	}
-	out := req.withMessages(enc)
+	var out []byte
+	if req.spliced != nil {
+		out, req.spliced = req.spliced, nil
+	} else {
+		out = req.withMessages(enc)
+	}
 	if pl.hideUsage {
 		out = withIncludeUsage(out)
 	}
@@ -751,15 +756,21 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 	for i := range parts {
 		size += len(parts[i]) + 1
 	}
-	out := make([]byte, 0, size)
-	out = append(out, '[')
+	// Written straight into the outgoing body (request.spliced): one
+	// allocation and one copy of the ~1 MB, not two.
+	pre, post := req.body[:req.msgStart], req.body[req.msgEnd:]
+	body := make([]byte, 0, len(pre)+size+len(post))
+	body = append(body, pre...)
+	body = append(body, '[')
 	for i, c := range parts {
 		if i > 0 {
-			out = append(out, ',')
+			body = append(body, ',')
 		}
-		out = append(out, c...)
+		body = append(body, c...)
 	}
-	out = append(out, ']')
+	body = append(body, ']')
+	out := body[len(pre):len(body):len(body)]
+	req.spliced = append(body, post...)
 	if verifyEncoding {
 		for i := range wire {
 			if want, _ := json.Marshal(&wire[i]); !bytes.Equal(next[i].enc, want) {
