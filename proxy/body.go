@@ -29,17 +29,18 @@ type request struct {
 	streamOptions      json.RawMessage
 	// msgStart and msgEnd bound the messages value in body.
 	msgStart, msgEnd int
+	messages         []json.RawMessage
+	model            string
+	stream           bool
+	system           json.RawMessage
+	tools            json.RawMessage
+	metadata         json.RawMessage
+	thinking         json.RawMessage
+
 	// spliced, when a renderer set it, is the whole outgoing body with the
 	// messages it returned already in place of the client's (taken, and
 	// cleared, by the caller instead of withMessages).
-	spliced  []byte
-	messages []json.RawMessage
-	model    string
-	stream   bool
-	system   json.RawMessage
-	tools    json.RawMessage
-	metadata json.RawMessage
-	thinking json.RawMessage
+	spliced []byte
 }
 
 // errBadRequest marks a body the proxy cannot manage; the error names the
