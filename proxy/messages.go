@@ -236,14 +236,19 @@ var errViolation = errors.New("the assembled context breaks DESIGN.md §4a, not 
 // forwarded as sent (the provider judges it) and is not a ctxd violation.
 var errClientRule = errors.New("the client's own request breaks DESIGN.md §4a; forwarded as sent for the provider to judge")
 
-// clientViolations checks what of DESIGN.md §4a the client's own request
-// decides, without parsing the history ctxd already holds: the rules of
+// clientViolations checks what of DESIGN.md §4a a Messages API client's
+// own request decides, without parsing the history ctxd already holds: the rules of
 // one message on the new messages (no empty text or message, thinking
 // first and not last), and the rules of the request's tail (the final
 // assistant message of an open tool loop starts with thinking when the
 // client enabled it; no thinking in a final assistant message when it did
 // not), on the messages from the last assistant one on.
 func clientViolations(req *request, added []history.Message) history.Violations {
+	if req.d != dialectAnthropic {
+		// The rules are the Messages API's (OpenAI's accept, e.g., an
+		// empty content).
+		return nil
+	}
 	var vs history.Violations
 	for i := range added {
 		if added[i].Role != history.RoleUser && added[i].Role != history.RoleAssistant {
@@ -255,9 +260,6 @@ func clientViolations(req *request, added []history.Message) history.Violations 
 				vs = append(vs, v)
 			}
 		}
-	}
-	if req.d != dialectAnthropic {
-		return vs
 	}
 	rules := history.Rules{Thinking: history.ThinkingOff, OpenTail: true}
 	if thinkingEnabled(req.thinking) {
