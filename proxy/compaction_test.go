@@ -227,3 +227,41 @@ func TestCompactionWaitsForTheClientAfterRestart(t *testing.T) {
 		t.Errorf("checkpoint %+v", info.Checkpoint)
 	}
 }
+
+// The estimate of a proxied session after a restart is the one before it:
+// the newest reported usage and the calibration are rebuilt from the log,
+// and the client's next request (which Claude Code's --continue resends
+// with its first prompt as a string) stays on its branch (issue 15: the
+// restart scenario).
+func TestEstimateSurvivesRestart(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "200000"}
+	c := longConversationUsage(f, 5, 250, hdr, func(i int) int { return 3000 + 900*i })
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 8000, 5)})
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	f.settle()
+	ctx := context.Background()
+	before, err := f.eng.Session(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	after, err := f.eng.Session(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Tokens != before.Tokens || after.TokensSource != before.TokensSource {
+		t.Errorf("estimate %d (%s) after the restart, %d (%s) before", after.Tokens, after.TokensSource, before.Tokens, before.TokensSource)
+	}
+	// The first prompt as a string now, as after --continue.
+	c.msgs[0] = strings.Replace(strings.Replace(c.msgs[0], `"content":[{"type":"text","text":`, `"content":`, 1), `}]}`, `}`, 1)
+	if c.msgs[0] != `{"role":"user","content":"investigate the failing build"}` {
+		t.Fatalf("first message %s", c.msgs[0])
+	}
+	c.assistant(assistantText("ok")).user("next")
+	resp, _ = f.post(c.body(), hdr)
+	if got := resp.Header.Get(HeaderSessionID); got != id || f.p.Stats().Branches != 0 {
+		t.Errorf("after the restart the request went to %s (want %s), stats %+v; first message %s", got, id, f.p.Stats(), c.msgs[0])
+	}
+}
