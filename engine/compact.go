@@ -74,7 +74,7 @@ func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
 	}
 	if e.allRetained(s, sig) {
 		if sig == trigger.Overflow {
-			return "the history since the last checkpoint is one message or tool round, which compaction keeps whole"
+			return "every message since the last checkpoint is a request compaction carries beside the summary (the current or the first request)"
 		}
 		return fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", e.retentionTarget(s, s.shape, s.summaryTokens))
 	}
