@@ -72,10 +72,12 @@ type ContextOptions struct {
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
-// diagnostic. The compaction runs ahead of background ones (issue 19); when
-// no worker takes it at once and the context is still below the midpoint
-// between the threshold and the window, the uncompacted context is served
-// at once with a diagnostic and the compaction stays queued. A context
+// diagnostic. The compaction runs ahead of background ones (issue 19), and
+// the check waits at most one round of the pool: when workers.size or more
+// compactions other requests wait on are queued ahead of it — or, for a
+// context still below the midpoint between the threshold and the window,
+// when no worker takes it at once — the uncompacted context is served at
+// once with a diagnostic and the compaction stays queued. A context
 // that breaks a provider rule (§4a) is never returned: the violation is
 // logged and counted, and Context returns ErrProviderRule.
 // Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
@@ -109,7 +111,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			case err != nil && ctx.Err() != nil:
 				return nil, ctx.Err()
 			case errors.Is(err, errQueuedBehind):
-				diagnostic = "pre-send compaction queued behind others; the context, which still fits the window, is served uncompacted"
+				diagnostic = "pre-send compaction " + err.Error() + "; the context is served uncompacted and the compaction runs when a worker frees"
 			case errors.Is(err, ErrNothingToCompact):
 				// An answer, not a failure (DESIGN.md §5.2).
 				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
@@ -182,21 +184,31 @@ func (e *Engine) providerRules(s *session) history.Rules {
 // compaction before it counts as queued behind others.
 const startGrace = 250 * time.Millisecond
 
-// errQueuedBehind: the pre-send compaction did not start within startGrace
-// and the caller may go on without it.
+// errQueuedBehind: the pre-send compaction would not start soon (one
+// round of the pool, or startGrace for a context below the midpoint) and
+// the caller goes on without it.
 var errQueuedBehind = errors.New("compaction queued behind others")
 
 // compactAndWait submits a compaction as a job the caller waits on (or
-// joins the queued or running one) and waits for it. With mayDefer, when
-// no worker takes it within startGrace (every worker busy with other
-// waited compactions), it returns errQueuedBehind at once and the job
-// stays queued as background work, first among it (issue 19: an agent
-// whose context still fits does not wait behind other sessions'
-// compactions, and those that must wait go ahead of it).
+// joins the queued or running one) and waits for it, bounded by the pool's
+// capacity (issue 19, docs/decisions.md "A pre-send read waits at most one
+// round of the pool"): when workers.size or more compactions other requests
+// wait on are queued ahead of it — it would start only after more than one
+// round of every worker — it returns errQueuedBehind at once. With
+// mayDefer (the context is still below the midpoint between threshold and
+// window) it also does when no worker takes the job within startGrace.
+// Either way the job stays queued, first among background work, so the
+// requests that do wait go ahead of it.
 func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, mayDefer bool) error {
 	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
 		return err
+	}
+	if ahead, queued := e.opts.Pool.Ahead(t); queued && ahead >= e.opts.Pool.Size() {
+		// Nobody waits on it now: requests that can be served within one
+		// round of the pool go first.
+		e.opts.Pool.Unwait(t)
+		return fmt.Errorf("%w: %d compactions that requests wait on are queued ahead of it, %d workers", errQueuedBehind, ahead, e.opts.Pool.Size())
 	}
 	if mayDefer {
 		grace := time.NewTimer(startGrace)
@@ -205,9 +217,8 @@ func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Sign
 		case <-t.Started():
 		case <-t.Done():
 		case <-grace.C:
-			// Nobody waits on it now: requests that must wait go first.
 			e.opts.Pool.Unwait(t)
-			return errQueuedBehind
+			return fmt.Errorf("%w: no worker took it within %v", errQueuedBehind, startGrace)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

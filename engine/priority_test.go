@@ -133,3 +133,157 @@ func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
 		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
 	}
 }
+
+// TestPreSendWaitsAtMostOneRoundOfThePool (issue 19 §1, docs/decisions.md
+// "A pre-send read waits at most one round of the pool"): with the only
+// worker busy and one compaction another request waits on already queued,
+// a pre-send check whose context is past the midpoint between threshold
+// and window does not queue behind it: it is answered at once, uncompacted,
+// with a diagnostic, and its compaction stays queued as background work —
+// behind the waited one, and still run.
+func TestPreSendWaitsAtMostOneRoundOfThePool(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
+	ctx := context.Background()
+	for _, id := range []string{"busy", "waited"} {
+		h.create(id, 200000)
+		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
+	}
+	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	<-f.received // the only worker is busy
+	waitedDone := make(chan error, 1)
+	go func() {
+		_, err := h.e.Compact(ctx, "waited", trigger.Manual, true)
+		waitedDone <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.pool.Stats().QueuedWaited != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waited compaction was not queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	h.create("agent", 40000)
+	h.append("agent", user("go"))
+	for i := 0; ; i++ {
+		in, err := h.e.Session(ctx, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mid := in.Threshold + (in.ContextLimit-in.Threshold)/2; in.Tokens >= mid {
+			break
+		}
+		id := fmt.Sprintf("c%d", i)
+		h.append("agent", calls(id), result(id, words(600)))
+	}
+	a, err := h.e.Context(ctx, "agent", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Compacted || !strings.Contains(a.Diagnostic, "1 compactions that requests wait on are queued ahead of it") {
+		t.Fatalf("compacted %v, diagnostic %q", a.Compacted, a.Diagnostic)
+	}
+	tk := h.pool.Active("agent")
+	if tk == nil {
+		t.Fatal("the pre-send compaction is not queued")
+	}
+	if st := h.pool.Stats(); st.Queued != 2 || st.QueuedWaited != 1 {
+		t.Fatalf("queue %+v, want the waited job and the agent's, as background", st)
+	}
+	close(release)
+	if err := <-waitedDone; err != nil {
+		t.Fatalf("the waited compaction: %v", err)
+	}
+	if err := tk.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cps, _ := h.e.Checkpoints(ctx, "agent"); len(cps) != 1 {
+		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
+	}
+}
+
+// TestPreSendWaitsWhenFewerThanAWorkerRoundAhead: the bound is the pool's
+// size, not "anything queued": with two workers, one busy, the other busy
+// too, and one waited compaction queued, a pre-send check past the
+// midpoint has one job ahead of it, fewer than two workers, so it waits and
+// comes back compacted.
+func TestPreSendWaitsWhenFewerThanAWorkerRoundAhead(t *testing.T) {
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarnessPool(t, cfg, "", workers.Options{Size: 2, Queue: 4, DrainTimeout: time.Second})
+	ctx := context.Background()
+	for _, id := range []string{"busy1", "busy2", "waited"} {
+		h.create(id, 200000)
+		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
+	}
+	for _, id := range []string{"busy1", "busy2"} {
+		if _, err := h.e.Compact(ctx, id, trigger.Manual, false); err != nil {
+			t.Fatal(err)
+		}
+		<-f.received
+	}
+	waitedDone := make(chan error, 1)
+	go func() {
+		_, err := h.e.Compact(ctx, "waited", trigger.Manual, true)
+		waitedDone <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.pool.Stats().QueuedWaited != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waited compaction was not queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.create("agent", 40000)
+	h.append("agent", user("go"))
+	for i := 0; ; i++ {
+		in, err := h.e.Session(ctx, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mid := in.Threshold + (in.ContextLimit-in.Threshold)/2; in.Tokens >= mid {
+			break
+		}
+		id := fmt.Sprintf("c%d", i)
+		h.append("agent", calls(id), result(id, words(600)))
+	}
+	got := make(chan *Assembled, 1)
+	go func() {
+		a, err := h.e.Context(ctx, "agent", ContextOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	for h.pool.Stats().QueuedWaited != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pre-send compaction was not queued as waited work")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("the pre-send check did not wait: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	a := <-got
+	if a == nil || !a.Compacted || a.Diagnostic != "" {
+		t.Fatalf("pre-send context: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
+	}
+	if err := <-waitedDone; err != nil {
+		t.Fatal(err)
+	}
+}

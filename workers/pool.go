@@ -234,6 +234,33 @@ func remove(q []*jobState, st *jobState) []*jobState {
 	return q
 }
 
+// Size returns the number of jobs that run at once (Options.Size).
+func (p *Pool) Size() int { return p.opts.Size }
+
+// Ahead returns how many Waited jobs are queued ahead of t's job and
+// whether t's job is still queued (not yet taken by a worker). A job that
+// runs, has run, or is queued as Background reports 0 ahead; only a queued
+// Waited job has Waited jobs ahead of it. Since every worker takes the
+// oldest Waited job first, a Waited job with fewer than Size jobs ahead of
+// it starts at the latest when one of the running jobs ends (issue 19).
+func (p *Pool) Ahead(t *Ticket) (ahead int, queued bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := t.state
+	if !st.queued {
+		return 0, false
+	}
+	if st.prio != Waited {
+		return 0, true
+	}
+	for i, x := range p.waited {
+		if x == st {
+			return i, true
+		}
+	}
+	return 0, true
+}
+
 // Active returns the ticket of session's job while one is queued or running,
 // or nil.
 func (p *Pool) Active(session string) *Ticket {

@@ -443,3 +443,55 @@ func TestUnwaitedJobGoesBackBehindWaitedOnes(t *testing.T) {
 		t.Fatalf("start order %v, want [w d b1]", got)
 	}
 }
+
+// TestAheadCountsQueuedWaitedJobsBefore (issue 19): Ahead is the number
+// of Waited jobs queued before a job; a Background job or one a worker
+// took has none, and an Unwait moves the job out of the count.
+func TestAheadCountsQueuedWaitedJobsBefore(t *testing.T) {
+	p, err := New(Options{Size: 2, Queue: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context) error { return nil }
+	var tk []*Ticket
+	for _, s := range []string{"a", "b", "c"} {
+		x, err := p.SubmitPriority(s, Waited, noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk = append(tk, x)
+	}
+	bg, err := p.Submit("d", noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{0, 1, 2} {
+		if n, q := p.Ahead(tk[i]); n != want || !q {
+			t.Fatalf("Ahead(%s) = %d, %v; want %d, true", tk[i].Session, n, q, want)
+		}
+	}
+	if n, q := p.Ahead(bg); n != 0 || !q {
+		t.Fatalf("Ahead(background) = %d, %v; want 0, true", n, q)
+	}
+	p.Unwait(tk[1])
+	if n, _ := p.Ahead(tk[2]); n != 1 {
+		t.Fatalf("after b's Unwait, Ahead(c) = %d, want 1", n)
+	}
+	if n, q := p.Ahead(tk[1]); n != 0 || !q {
+		t.Fatalf("Ahead(b) as background = %d, %v; want 0, true", n, q)
+	}
+	if p.Size() != 2 {
+		t.Fatalf("Size() = %d", p.Size())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	if err := tk[0].Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, q := p.Ahead(tk[0]); n != 0 || q {
+		t.Fatalf("Ahead of a job that ran = %d, %v; want 0, false", n, q)
+	}
+	cancel()
+	<-done
+}
