@@ -291,4 +291,27 @@ func BenchmarkListing(b *testing.B) {
 			}
 		}
 	})
+	// /v1/status and every metrics scrape count the sessions (issue 19):
+	// the kept count against the full scan it replaced (a fresh Store's
+	// first count), same store, same run.
+	b.Run(fmt.Sprintf("CountSessionsKept%d", n), func(b *testing.B) {
+		if _, err := st.CountSessions(bg); err != nil { // the one full count
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if c, err := st.CountSessions(bg); err != nil || c != n {
+				b.Fatal(c, err)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("CountSessionsScan%d", n), func(b *testing.B) {
+		for b.Loop() {
+			fresh := Open(st.db, Options{})
+			c, err := fresh.CountSessions(bg)
+			fresh.Close()
+			if err != nil || c != n {
+				b.Fatal(c, err)
+			}
+		}
+	})
 }

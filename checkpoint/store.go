@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -37,6 +38,16 @@ type Store struct {
 	sessions map[string]*sessionState
 	closed   chan struct{}
 	once     sync.Once
+
+	// The number of sessions, counted once by a full scan and kept up to
+	// date by CreateSession and DeleteSession, so that CountSessions (every
+	// /v1/status and metrics scrape) costs nothing per session stored
+	// (issue 19). countMu is read-locked by a create or delete around its
+	// commit and count update, and write-locked by the one full count, so
+	// the scan's snapshot and the count agree.
+	countMu sync.RWMutex
+	counted atomic.Bool
+	count   atomic.Int64
 }
 
 var _ Log = (*Store)(nil)
@@ -306,9 +317,12 @@ func (st *Store) CreateSession(ctx context.Context, session string, meta Meta) (
 		if err != nil {
 			return fmt.Errorf("session %q: %w: meta: %w", session, ErrInvalid, err)
 		}
+		st.countMu.RLock()
+		defer st.countMu.RUnlock()
 		if err := st.write(ctx, "create", session, []store.Write{{Key: metaKey(session), Value: v}}); err != nil {
 			return err
 		}
+		st.count.Add(1)
 		s.exists, s.next = true, 1
 		return nil
 	})
@@ -685,15 +699,33 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 	return ids, err
 }
 
-// CountSessions implements Log, visiting one key per session as
-// ListSessions does, without keeping the ids.
+// CountSessions implements Log. The first call counts by visiting one key
+// per session, as ListSessions does, while creates and deletes wait; from
+// then on the count is kept by CreateSession and DeleteSession and a call
+// costs nothing per session stored (issue 19: /v1/status and every metrics
+// scrape count).
 func (st *Store) CountSessions(ctx context.Context) (int, error) {
+	if st.counted.Load() {
+		return int(st.count.Load()), nil
+	}
+	st.countMu.Lock()
+	defer st.countMu.Unlock()
+	if st.counted.Load() {
+		return int(st.count.Load()), nil
+	}
 	n := 0
 	err := st.scanSessions(ctx, "", func(txn *badger.Txn, id string) (bool, error) {
 		n++
 		return true, nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	// Creates and deletes before the count added to st.count too: the scan
+	// replaces it.
+	st.count.Store(int64(n))
+	st.counted.Store(true)
+	return n, nil
 }
 
 // scanSessions calls fn with each session (a meta record exists) after the
@@ -821,7 +853,13 @@ func (st *Store) PutRow(session string, row []byte) error {
 // are invisible and removed by the next CreateSession of the same id.
 func (st *Store) DeleteSession(ctx context.Context, session string) error {
 	return st.locked(ctx, session, false, func(s *sessionState) error {
-		if err := st.write(ctx, "delete", session, []store.Write{{Key: metaKey(session), Delete: true}}); err != nil {
+		st.countMu.RLock()
+		err := st.write(ctx, "delete", session, []store.Write{{Key: metaKey(session), Delete: true}})
+		if err == nil {
+			st.count.Add(-1)
+		}
+		st.countMu.RUnlock()
+		if err != nil {
 			return err
 		}
 		s.exists, s.next = false, 1

@@ -725,3 +725,59 @@ func TestSessionStatesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCountSessionsKeptByCreateAndDelete (issue 19): after the first full
+// count, CreateSession and DeleteSession keep the count, which always
+// equals a fresh scan of the store — also when creates and deletes run
+// while the first count scans — and a refused create or delete changes
+// nothing.
+func TestCountSessionsKeptByCreateAndDelete(t *testing.T) {
+	st, db := newStore(t)
+	for i := range 50 {
+		create(t, st, fmt.Sprintf("s%03d", i))
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				id := fmt.Sprintf("w%d-%02d", w, i)
+				if _, err := st.CreateSession(bg, id, Meta{Model: "m"}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					if err := st.DeleteSession(bg, id); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	if _, err := st.CountSessions(bg); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	// 50 + 4×25 created, 4×9 deleted.
+	const want = 50 + 100 - 36
+	if n, err := st.CountSessions(bg); err != nil || n != want {
+		t.Fatalf("kept count = %d, %v; want %d", n, err, want)
+	}
+	if _, err := st.CreateSession(bg, "s000", Meta{Model: "m"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("creating an existing session: %v", err)
+	}
+	if err := st.DeleteSession(bg, "nope"); err == nil {
+		t.Fatal("deleting a missing session succeeded")
+	}
+	if err := st.DeleteSession(bg, "s001"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.CountSessions(bg); err != nil || n != want-1 {
+		t.Fatalf("kept count after a refused create and delete = %d, %v; want %d", n, err, want-1)
+	}
+	fresh := Open(db, Options{})
+	defer fresh.Close()
+	if n, err := fresh.CountSessions(bg); err != nil || n != want-1 {
+		t.Fatalf("a fresh scan counts %d, %v; want %d", n, err, want-1)
+	}
+}
