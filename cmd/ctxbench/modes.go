@@ -37,7 +37,8 @@ type IdleReport struct {
 	FirstPageMillis float64 `json:"first_page_ms"`
 	// Listed is how many sessions paging through GET /v1/sessions returned
 	// after that, ListMillis how long it took (it loads no session), and
-	// AfterList the daemon's memory right after.
+	// AfterList the daemon's memory right after; all three zero with
+	// --idle-list-all=false.
 	Listed     int     `json:"listed"`
 	ListMillis float64 `json:"list_ms"`
 	AfterList  *Memory `json:"after_list,omitempty"`
@@ -154,14 +155,16 @@ func runIdleMode(ctx context.Context, o *options, t *target, rep *Report, _ *sam
 	}
 	ir.FirstPageMillis = round2(float64(time.Since(fs).Microseconds()) / 1000)
 	ir.FirstPage = len(page.Sessions)
-	ls := time.Now()
-	list, err := c.ListSessions(ctx)
-	if err != nil {
-		return fmt.Errorf("list sessions: %w", err)
+	if o.idleListAll {
+		ls := time.Now()
+		list, err := c.ListSessions(ctx)
+		if err != nil {
+			return fmt.Errorf("list sessions: %w", err)
+		}
+		ir.ListMillis = round2(float64(time.Since(ls).Microseconds()) / 1000)
+		ir.Listed = len(list)
+		ir.AfterList = memoryOf(t)
 	}
-	ir.ListMillis = round2(float64(time.Since(ls).Microseconds()) / 1000)
-	ir.Listed = len(list)
-	ir.AfterList = memoryOf(t)
 	if first != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("idle: request errors %v; first: %v", ir.Errors, first))
 	}

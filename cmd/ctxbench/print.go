@@ -48,8 +48,12 @@ func printReport(w io.Writer, rep *Report) {
 		}
 		p("memory          baseline %s; after create %s, heap %.1f MiB; after %.0fs idle %s, heap %.1f MiB",
 			mem(ir.Baseline), mem(ir.AfterCreate), ir.HeapInuseAfterCreateMiB, ir.IdleWaitSeconds, mem(ir.Idle), ir.HeapInuseIdleMiB)
-		p("list            first page (%d) in %.1f ms; all %d sessions, page by page, in %.1f ms; after it %s",
-			ir.FirstPage, ir.FirstPageMillis, ir.Listed, ir.ListMillis, mem(ir.AfterList))
+		if ir.AfterList != nil || ir.Listed > 0 {
+			p("list            first page (%d) in %.1f ms; all %d sessions, page by page, in %.1f ms; after it %s",
+				ir.FirstPage, ir.FirstPageMillis, ir.Listed, ir.ListMillis, mem(ir.AfterList))
+		} else {
+			p("list            first page (%d) in %.1f ms (not paged through: --idle-list-all=false)", ir.FirstPage, ir.FirstPageMillis)
+		}
 	}
 	if q := rep.QueueFull; q != nil {
 		p("queue full      %d requests: %d queued, %d nothing to compact, %d unavailable, %d hung, other %v; p50 %.2f ms, max %.2f ms",

@@ -58,6 +58,7 @@ type options struct {
 	idleSessions        int
 	idleWait            time.Duration
 	idleConcurrency     int
+	idleListAll         bool
 	queueFull           int
 	jsonOut             bool
 	seed                uint64
@@ -91,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.idleSessions, "idle-sessions", 0, "idle mode: create `N` sessions of a few messages, let the daemon sit, report its memory")
 	fs.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "idle mode: how long the daemon sits before memory is read")
 	fs.IntVar(&o.idleConcurrency, "idle-concurrency", 16, "idle mode: sessions created at once")
+	fs.BoolVar(&o.idleListAll, "idle-list-all", true, "idle mode: after the first page, page through every session (~1 ms a session on a loaded machine: false for a million)")
 	fs.IntVar(&o.queueFull, "queue-full", 0, "queue-full mode: `N` sessions ask for a compaction (wait=false) at once; count the unavailable answers")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated transcripts and of the fake provider's failures")
