@@ -169,6 +169,14 @@ func claude(limit uint64) Model {
 	return Model{ContextLimit: limit, ThinkingBinding: true, ServerContextEditing: true, TokenFactor: 1.35}
 }
 
+// compacting marks a catalog entry whose provider compacts server-side:
+// the Anthropic models Anthropic lists for compact_20260112 (Opus 4.6 and
+// later, Sonnet 4.6).
+func compacting(m Model) Model {
+	m.ServerCompaction = true
+	return m
+}
+
 // openai is a catalog entry for OpenAI models, which tokenize with o200k_base.
 func openai(limit uint64) Model {
 	return Model{ContextLimit: limit, TokenFactor: 1.0}
@@ -182,13 +190,13 @@ var catalog = map[string]Model{
 	"claude-opus-4-0":   claude(200000),
 	"claude-opus-4-1":   claude(200000),
 	"claude-opus-4-5":   claude(200000),
-	"claude-opus-4-6":   claude(200000),
-	"claude-opus-4-7":   claude(200000),
-	"claude-opus-4-8":   claude(200000),
+	"claude-opus-4-6":   compacting(claude(200000)),
+	"claude-opus-4-7":   compacting(claude(200000)),
+	"claude-opus-4-8":   compacting(claude(200000)),
 	"claude-sonnet-4":   claude(200000),
 	"claude-sonnet-4-0": claude(200000),
 	"claude-sonnet-4-5": claude(200000),
-	"claude-sonnet-4-6": claude(200000),
+	"claude-sonnet-4-6": compacting(claude(200000)),
 	"claude-haiku-4-5":  claude(200000),
 
 	// OpenAI.

@@ -192,6 +192,10 @@ type Model struct {
 	ThinkingBinding bool `toml:"thinking_binding" json:"thinking_binding"`
 	// ServerContextEditing: the provider can edit context server-side.
 	ServerContextEditing bool `toml:"server_context_editing" json:"server_context_editing"`
+	// ServerCompaction: the provider compacts context server-side
+	// (Anthropic compact_20260112, the OpenAI Responses compaction), which
+	// compaction.shape "server" uses (DESIGN.md §10).
+	ServerCompaction bool `toml:"server_compaction" json:"server_compaction"`
 	// TokenFactor is the calibration factor's starting value: provider
 	// tokens ÷ o200k_base tokens.
 	TokenFactor float64 `toml:"token_factor" json:"token_factor"`

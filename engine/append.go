@@ -163,6 +163,7 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 	}
 	// The log is durable: bring memory up to date.
 	var usageMsg *history.Message
+	before, _ := e.estimate(s)
 	for i := range stored {
 		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
@@ -174,6 +175,11 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 			s.offloads[stored[i].ToolCallID] = rec.Path
 		}
 		e.addActive(s, stored[i])
+		if history.LastCompaction(stored[i]) >= 0 {
+			// Shape server: the provider's compaction is the checkpoint
+			// (DESIGN.md §10).
+			e.recordServerCompaction(ctx, s, stored[i], before)
+		}
 		if stored[i].Role == history.RoleAssistant && stored[i].Usage != nil {
 			usageMsg = &stored[i]
 		}

@@ -129,6 +129,10 @@ type session struct {
 	failures    int
 	circuitOpen bool
 
+	// serverRefused says why the upstream refused the provider's
+	// compaction (shape server falls back), "" when it did not.
+	serverRefused string
+
 	// Layers 1 and 2 (DESIGN.md §6): the offloader, the offload file of each
 	// offloaded result by tool_call_id, the context-edit ledger and the
 	// mode in effect ("local", "server" or "off") with its reason.
@@ -725,6 +729,9 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 	if !d.Compact || !sig.Automatic() {
 		return d, false
 	}
+	if why, ok := e.serverSkips(s, sig, tokens); ok {
+		return trigger.Decision{Reason: why}, false
+	}
 	if p := e.fixedPrefix(s); p >= s.threshold {
 		return trigger.Decision{Reason: fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)}, true
 	}
@@ -791,6 +798,9 @@ func (s *session) triggerState(tokens uint64) trigger.State {
 const SummaryPreamble = "This is a summary of the %d earlier messages of this conversation, written when its context was compacted. The conversation continues after it."
 
 func summaryMessage(cp checkpoint.Checkpoint) history.Message {
+	if cp.Binding == BindingServer {
+		return serverSummaryMessage(cp)
+	}
 	text := fmt.Sprintf(SummaryPreamble, cp.SummarizedMessages) + "\n\n" + cp.Summary
 	return history.Message{
 		Role:    history.RoleUser,

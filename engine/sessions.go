@@ -78,6 +78,10 @@ type Info struct {
 	Checkpoint *checkpoint.Checkpoint `json:"checkpoint,omitempty"`
 	// Shape is the compaction shape in effect.
 	Shape string `json:"shape"`
+	// ServerShape says, for shape "server", whether the provider compacts
+	// this session or why it falls back to the summarizer (DESIGN.md §10);
+	// nil for the other shapes.
+	ServerShape *ServerShape `json:"server_shape,omitempty"`
 	// SystemDigest and ToolsDigest identify the system prompt and tool set.
 	SystemDigest string `json:"system_digest,omitempty"`
 	ToolsDigest  string `json:"tools_digest,omitempty"`
@@ -260,6 +264,9 @@ func (e *Engine) info(s *session) Info {
 		}
 	}
 	in.ContextEditMode, in.ContextEditWhy = s.editMode, s.editWhy
+	if sh := e.serverShape(s); sh.Why != "" {
+		in.ServerShape = &sh
+	}
 	in.ContextEditPasses = s.ledger.Passes()
 	in.Offloads = len(s.offloads)
 	return in

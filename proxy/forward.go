@@ -35,6 +35,14 @@ type exchange struct {
 	// answered the client.
 	recover func(w http.ResponseWriter, r *http.Request) bool
 
+	// server: the body carries the provider's compaction (shape server),
+	// beta the anthropic-beta value it needs; recoverServer answers an
+	// upstream refusal of it (servershape.go), refusal says why.
+	server        bool
+	beta          string
+	recoverServer func(w http.ResponseWriter, r *http.Request, why string) bool
+	refusal       string
+
 	// d is the dialect of the endpoint (nil: not a managed endpoint);
 	// hideUsage hides the Chat usage chunk ctxd asked for.
 	d         dialect
@@ -67,6 +75,10 @@ func exchangeOf(ctx context.Context) *exchange {
 // context window, before any byte reached the client.
 var errOverflow = errors.New("upstream context-length refusal")
 
+// errServerRefused: the upstream refused the provider's compaction ctxd
+// added (shape server), before any byte reached the client.
+var errServerRefused = errors.New("upstream refused the provider's compaction")
+
 // rewrite directs a request to the upstream (STYLE.md: Rewrite, not
 // Director): the upstream URL joined with the client's path and query, the
 // upstream's Host, ctxd's own headers removed, and the managed body.
@@ -90,6 +102,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		// The answer is read on its way: ask for it unencoded (the
 		// transport still negotiates gzip itself, and decodes it).
 		pr.Out.Header.Del("Accept-Encoding")
+	}
+	if x.beta != "" {
+		withBeta(pr.Out.Header, x.beta)
 	}
 	if x.body != nil {
 		pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
@@ -126,6 +141,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
+		if !x.retried && x.server && x.recoverServer != nil {
+			if why, ok := isServerShapeRefusal(x.d, resp.StatusCode, body); ok {
+				x.overflow, x.ovBody, x.refusal = resp, body, why
+				return errServerRefused
+			}
+		}
 		x.errBody = body
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
@@ -150,8 +171,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // goes to the client unchanged); anything else is the proxy's own 502.
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r.Context())
-	if errors.Is(err, errOverflow) && x.overflow != nil {
-		if x.recover != nil && x.recover(w, r) {
+	if (errors.Is(err, errOverflow) || errors.Is(err, errServerRefused)) && x.overflow != nil {
+		if errors.Is(err, errServerRefused) {
+			if x.recoverServer(w, r, x.refusal) {
+				return
+			}
+		} else if x.recover != nil && x.recover(w, r) {
 			return
 		}
 		h := w.Header()

@@ -300,6 +300,11 @@ type plan struct {
 	// hideUsage: ctxd asked a Chat upstream for the usage chunk the
 	// client did not ask for; it is hidden from the client.
 	hideUsage bool
+	// server: the body carries the provider's compaction (shape server,
+	// servershape.go), with beta its Anthropic beta header; noServer: the
+	// upstream refused it, it is not added again.
+	server, noServer bool
+	beta             string
 }
 
 // messages serves POST /v1/messages (DESIGN.md §10).
@@ -366,9 +371,12 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	p.managed.Add(1)
 	p.m.request(d, outcomeManaged)
 
-	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage}
+	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
 		return p.recoverOverflow(w, r, x, pl, req)
+	}
+	x.recoverServer = func(w http.ResponseWriter, _ *http.Request, why string) bool {
+		return p.recoverServerShape(w, r, x, pl, req, why)
 	}
 	w.Header().Set(HeaderSessionID, pl.b.id)
 	if pl.diag != "" {
@@ -577,6 +585,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 	if pl.hideUsage {
 		out = withIncludeUsage(out)
 	}
+	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil
 }
 
@@ -859,6 +868,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	p.m.overflow(req.d, true)
 	pl.out = out
 	x.body, x.retried, x.overflow = out, true, nil
+	x.server, x.beta = pl.server, pl.beta
 	if diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}

@@ -71,6 +71,17 @@ type Config struct {
 	APIKey string
 	// ChunkBytes is the size of each streamed delta. Default 40.
 	ChunkBytes int
+	// ServerCompaction makes the fake accept Anthropic's server-side
+	// compaction (compaction.go): the context_management edit
+	// compact_20260112 with the anthropic-beta compact-2026-01-12. Without
+	// it, a request carrying the beta gets the API's 400 for an unknown
+	// beta value.
+	ServerCompaction bool
+	// CompactionSummary is the content of the compaction block the fake
+	// answers with once a request passes the edit's trigger (tests give the
+	// recorded one). Default "Summary of the conversation so far (the fake
+	// provider's server-side compaction).".
+	CompactionSummary string
 }
 
 func (c *Config) defaults() {
@@ -97,6 +108,9 @@ func (c *Config) defaults() {
 	}
 	if c.ChunkBytes <= 0 {
 		c.ChunkBytes = 40
+	}
+	if c.CompactionSummary == "" {
+		c.CompactionSummary = "Summary of the conversation so far (the fake provider's server-side compaction)."
 	}
 }
 
@@ -132,6 +146,9 @@ type Request struct {
 	// StepWrite, StepFinal, StepSide, StepSummary, StepFault; "" when
 	// refused).
 	Step string
+	// Compacted: the answer began with a server-side compaction block
+	// (compaction.go).
+	Compacted bool
 }
 
 // Refused reports whether the fake answered with an error status.
@@ -310,7 +327,13 @@ func (p *Provider) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rec.Parsed = &r
-	rec.Tokens = CountTokens(body)
+	if e := p.admitCompaction(req.Header, body); isMessages && e != nil {
+		rec.Status, rec.Error = e.Status, e.Message
+		p.record(rec)
+		writeError(w, e)
+		return
+	}
+	rec.Tokens = billedTokens(body, &r)
 	if isCount {
 		rec.Status = 200
 		p.record(rec)
@@ -339,6 +362,14 @@ func (p *Provider) serve(w http.ResponseWriter, req *http.Request) {
 	read, created := p.cacheUsage(body, rec.Tokens)
 	msg.Usage.CacheReadInputTokens, msg.Usage.CacheCreationInputTokens = read, created
 	msg.Usage.InputTokens = max(rec.Tokens-read-created, 0)
+	if trigger, ok := compactEdit(body); ok && rec.Tokens > trigger {
+		// Server-side compaction: the summary first, and the answer's
+		// input is the compacted context.
+		sum := p.cfg.CompactionSummary
+		msg.Content = append([]block{{Type: "compaction", Text: sum}}, msg.Content...)
+		msg.Usage = usage{InputTokens: (len(sum) + 3) / 4, OutputTokens: msg.Usage.OutputTokens}
+		rec.Compacted = true
+	}
 	rec.Status, rec.Step, rec.CacheRead = 200, pl.step, read
 	p.record(rec)
 	if r.Stream {
@@ -422,6 +453,8 @@ func (b block) MarshalJSON() ([]byte, error) {
 		return json.Marshal(map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
 	case "tool_use":
 		return json.Marshal(map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": b.Input})
+	case "compaction":
+		return json.Marshal(map[string]any{"type": "compaction", "content": b.Text})
 	default:
 		return json.Marshal(map[string]any{"type": "text", "text": b.Text})
 	}
@@ -500,6 +533,8 @@ func (p *Provider) stream(w http.ResponseWriter, msg message) {
 			cb = map[string]any{"type": "thinking", "thinking": "", "signature": ""}
 		case "tool_use":
 			cb = map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": map[string]any{}}
+		case "compaction":
+			cb = map[string]any{"type": "compaction", "content": nil}
 		default:
 			cb = map[string]any{"type": "text", "text": ""}
 		}
@@ -516,6 +551,9 @@ func (p *Provider) stream(w http.ResponseWriter, msg message) {
 				delta(map[string]any{"type": "thinking_delta", "thinking": c})
 			}
 			delta(map[string]any{"type": "signature_delta", "signature": b.Signature})
+		case "compaction":
+			// The summary arrives whole, in one delta.
+			delta(map[string]any{"type": "compaction_delta", "content": b.Text})
 		case "tool_use":
 			delta(map[string]any{"type": "input_json_delta", "partial_json": ""})
 			for _, c := range chunks(string(b.Input), p.cfg.ChunkBytes) {

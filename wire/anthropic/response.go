@@ -197,6 +197,9 @@ type streamEvent struct {
 		Signature   string `json:"signature"`
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
+		// Content is a compaction_delta's summary text (server-side
+		// compaction, compact_20260112).
+		Content *string `json:"content"`
 	} `json:"delta"`
 	Usage *struct {
 		InputTokens              *uint64 `json:"input_tokens"`
@@ -248,6 +251,14 @@ func (s *StreamReader) event(data []byte) {
 			b.Thinking += ev.Delta.Thinking
 		case "signature_delta":
 			b.Signature += ev.Delta.Signature
+		case "compaction_delta":
+			// The provider's compaction summary: its block started with
+			// content null.
+			if ev.Delta.Content != nil {
+				var sum string
+				_ = json.Unmarshal(b.Content, &sum)
+				b.Content, _ = json.Marshal(sum + *ev.Delta.Content)
+			}
 		case "input_json_delta":
 			sb := s.partial[ev.Index]
 			if sb == nil {

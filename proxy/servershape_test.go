@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/internal/fakeprovider"
+)
+
+// compactionCassette is the corpus's recorded server-side compaction
+// (pydantic-ai's test_anthropic_compaction_usage_with_cache): the request's
+// context_management, its content length, and the compaction block's
+// summary.
+type compactionCassette struct {
+	contextManagement json.RawMessage
+	contentLength     int
+	summary           string
+}
+
+func readCompactionCassette(t *testing.T) compactionCassette {
+	t.Helper()
+	var f struct {
+		Interactions []struct {
+			ID      string `json:"id"`
+			Request struct {
+				ContentLength int `json:"content_length"`
+				Body          struct {
+					ContextManagement json.RawMessage `json:"context_management"`
+				} `json:"body"`
+			} `json:"request"`
+			Response struct {
+				Body struct {
+					Content []struct {
+						Type    string `json:"type"`
+						Content string `json:"content"`
+					} `json:"content"`
+				} `json:"body"`
+			} `json:"response"`
+		} `json:"interactions"`
+	}
+	if err := json.Unmarshal(corpustest.Read(t, "providers/anthropic-messages-cassettes.json"), &f); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range f.Interactions {
+		if in.ID == "server_side_compaction_compact_20260112" {
+			return compactionCassette{in.Request.Body.ContextManagement, in.Request.ContentLength, in.Response.Body.Content[0].Content}
+		}
+	}
+	t.Fatal("no compaction cassette")
+	return compactionCassette{}
+}
+
+// serverShapeFixture is a proxy whose Anthropic upstream is the strict fake
+// provider, with compaction.shape "server" and model claude-sonnet-4-6 at
+// the given window (threshold 70 % of it).
+func serverShapeFixture(t *testing.T, window uint64, fc fakeprovider.Config) (*fixture, *fakeprovider.Provider) {
+	t.Helper()
+	fake := fakeprovider.Start(t, fc)
+	cfg := testConfig()
+	cfg.Compaction.Shape = config.ShapeServer
+	cfg.Models["claude-sonnet-4-6"] = config.Model{ContextLimit: window, ThinkingBinding: true, ServerCompaction: true, TokenFactor: 1}
+	f := newFixture(t, cfg)
+	f.cfg.Proxy.Upstreams.Anthropic.BaseURL = fake.URL()
+	f.restart()
+	return f, fake
+}
+
+// cassetteConversation is the recorded request's conversation: 'Remember
+// this context: ' + the fox sentence repeated to the recorded size +
+// '\n\nNow say hello.', on claude-sonnet-4-6, no tools.
+func cassetteConversation(c compactionCassette, stream bool) *conversation {
+	const fox = "The quick brown fox jumps over the lazy dog. "
+	conv := newConversation()
+	conv.model = "claude-sonnet-4-6"
+	conv.system = `[{"type":"text","text":"You are a helpful assistant. Be very brief."}]`
+	conv.tools = `[]`
+	conv.extra = fmt.Sprintf(`"stream":%v`, stream)
+	return conv.user("Remember this context: " + strings.Repeat(fox, c.contentLength/len(fox)) + "\n\nNow say hello.")
+}
+
+// Shape server on the Anthropic Messages API (issue 16): ctxd adds the
+// recorded compact_20260112 edit (the session's threshold as its trigger)
+// with the compact-2026-01-12 beta; the strict fake answers, streamed and
+// not, with the recorded compaction block first; ctxd passes it to the
+// client unchanged and records it as the session's checkpoint (binding
+// server), so the estimate drops to what follows the block; the next
+// request begins with a user line, then sends the block back and not the
+// 225 KB it replaced — and the fake accepts it.
+func TestServerShapeAnthropicFromTheCassette(t *testing.T) {
+	c := readCompactionCassette(t)
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			f, fake := serverShapeFixture(t, 72000, fakeprovider.Config{ServerCompaction: true, CompactionSummary: c.summary, NoThinking: true})
+			conv := cassetteConversation(c, stream)
+			resp, got := f.post(conv.body(), nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("client got %d %s", resp.StatusCode, got)
+			}
+			id := resp.Header.Get(HeaderSessionID)
+			f.settle()
+			reqs := fake.Messages(false)
+			if len(reqs) != 1 || !reqs[0].Compacted {
+				t.Fatalf("%d upstream requests, %d refused", len(reqs), len(fake.Refused()))
+			}
+			// The edit as recorded, with the session's threshold (70 % of
+			// 72,000) as its trigger.
+			var sent struct {
+				CM json.RawMessage `json:"context_management"`
+			}
+			_ = json.Unmarshal(reqs[0].Body, &sent)
+			want := strings.Replace(string(c.contextManagement), "50000", "50400", 1)
+			if compactJSON(t, sent.CM) != compactJSON(t, json.RawMessage(want)) {
+				t.Errorf("context_management %s, want the recorded %s with trigger 50400", sent.CM, c.contextManagement)
+			}
+			if !strings.Contains(reqs[0].Header.Get("Anthropic-Beta"), "compact-2026-01-12") {
+				t.Errorf("anthropic-beta %q", reqs[0].Header.Get("Anthropic-Beta"))
+			}
+			if !strings.Contains(string(got), c.summary[:40]) && !strings.Contains(string(got), jsonString(c.summary)[:40]) {
+				t.Errorf("the client did not get the compaction block: %.300s", got)
+			}
+			// The checkpoint: binding server, the provider's summary.
+			cps, err := f.eng.Checkpoints(context.Background(), id)
+			if err != nil || len(cps) != 1 || cps[0].Binding != engine.BindingServer || cps[0].Summary != c.summary || cps[0].Shape != config.ShapeServer {
+				t.Fatalf("checkpoints %+v %v", cps, err)
+			}
+			info, _ := f.eng.Session(context.Background(), id)
+			if info.Tokens > 1000 || cps[0].TokensBefore < 40000 {
+				t.Errorf("tokens %d after the provider's compaction (before %d)", info.Tokens, cps[0].TokensBefore)
+			}
+			if info.ServerShape == nil || !info.ServerShape.Active {
+				t.Errorf("server shape %+v", info.ServerShape)
+			}
+
+			// The next request: the client resends everything.
+			answer := fmt.Sprintf(`{"role":"assistant","content":[{"type":"compaction","content":%s},{"type":"text","text":%q}]}`, jsonString(c.summary), fake.Config().SideAnswer)
+			conv.assistant(answer).user("Now say goodbye.")
+			resp, got = f.post(conv.body(), nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("second request: %d %s", resp.StatusCode, got)
+			}
+			f.settle()
+			reqs = fake.Messages(false)
+			if len(reqs) != 2 || reqs[1].Refused() || reqs[1].Compacted {
+				t.Fatalf("%d upstream requests; the last: status %d %s, compacted %v", len(reqs), reqs[len(reqs)-1].Status, reqs[len(reqs)-1].Error, reqs[len(reqs)-1].Compacted)
+			}
+			out := outgoingMessages(t, reqs[1].Body)
+			if len(out) != 3 || out[0]["role"] != "user" || out[1]["role"] != "assistant" || out[2]["role"] != "user" {
+				t.Fatalf("second request's messages: %v", out)
+			}
+			first := out[0]["content"].([]any)[0].(map[string]any)["text"].(string)
+			block := out[1]["content"].([]any)[0].(map[string]any)
+			if !strings.HasPrefix(first, "[ctxd: the provider compacted") || block["type"] != "compaction" || block["content"] != c.summary {
+				t.Errorf("second request: %q, then %v", first, block)
+			}
+			if len(reqs[1].Body) > 10000 {
+				t.Errorf("the second request is %d bytes: the replaced text went again", len(reqs[1].Body))
+			}
+		})
+	}
+}
+
+func compactJSON(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Where the provider's compaction is not available the session falls back
+// to the summarizer bindings, says why, and sends nothing the upstream
+// would refuse: an upstream that refuses the beta (the request goes once
+// more without it, and the client sees only the answer), a threshold under
+// Anthropic's minimum trigger, a model without server_compaction.
+func TestServerShapeFallsBack(t *testing.T) {
+	c := readCompactionCassette(t)
+	t.Run("upstream refuses", func(t *testing.T) {
+		f, fake := serverShapeFixture(t, 72000, fakeprovider.Config{NoThinking: true})
+		resp, got := f.post(cassetteConversation(c, true).body(), nil)
+		if resp.StatusCode != 200 || !strings.Contains(string(got), fake.Config().SideAnswer) {
+			t.Fatalf("client got %d %s", resp.StatusCode, got)
+		}
+		f.settle()
+		reqs := fake.Messages(false)
+		if len(reqs) != 2 || !reqs[0].Refused() || reqs[1].Refused() || strings.Contains(string(reqs[1].Body), "context_management") ||
+			strings.Contains(reqs[1].Header.Get("Anthropic-Beta"), "compact") {
+			t.Fatalf("upstream requests: %d, refused %d", len(reqs), len(fake.Refused()))
+		}
+		info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+		if info.ServerShape == nil || info.ServerShape.Active || !strings.Contains(info.ServerShape.Why, "refused") {
+			t.Fatalf("server shape %+v", info.ServerShape)
+		}
+		if !strings.Contains(resp.Header.Get(HeaderDiagnostic), "falls back") {
+			t.Errorf("diagnostic %q", resp.Header.Get(HeaderDiagnostic))
+		}
+	})
+	t.Run("threshold under the minimum trigger", func(t *testing.T) {
+		f, fake := serverShapeFixture(t, 60000, fakeprovider.Config{ServerCompaction: true, NoThinking: true})
+		conv := newConversation()
+		conv.model = "claude-sonnet-4-6"
+		resp, _ := f.post(conv.user("hello").body(), nil)
+		f.settle()
+		if r := fake.Messages(false); resp.StatusCode != 200 || len(r) != 1 || strings.Contains(string(r[0].Body), "compact_20260112") {
+			t.Fatalf("status %d, %d upstream requests", resp.StatusCode, len(r))
+		}
+		info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+		if info.ServerShape == nil || info.ServerShape.Active || !strings.Contains(info.ServerShape.Why, "minimum compaction trigger") {
+			t.Fatalf("server shape %+v", info.ServerShape)
+		}
+	})
+	t.Run("model without server compaction", func(t *testing.T) {
+		f, fake := serverShapeFixture(t, 72000, fakeprovider.Config{ServerCompaction: true, NoThinking: true})
+		resp, _ := f.post(newConversation().user("hello").body(), nil) // claude-opus-4-8 by default...
+		f.settle()
+		info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+		sentEdit := strings.Contains(string(fake.Messages(false)[0].Body), "compact_20260112")
+		if info.Model == "claude-opus-4-8" && !sentEdit {
+			t.Fatalf("claude-opus-4-8 lists server compaction; the edit was not sent")
+		}
+		conv := newConversation()
+		conv.model = "claude-sonnet-4-5"
+		resp, _ = f.post(conv.user("hello, again").body(), nil)
+		f.settle()
+		r := fake.Messages(false)
+		if strings.Contains(string(r[len(r)-1].Body), "compact_20260112") {
+			t.Fatal("the edit went to a model without server compaction")
+		}
+		info, _ = f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+		if info.ServerShape == nil || info.ServerShape.Active || !strings.Contains(info.ServerShape.Why, "server_compaction") {
+			t.Fatalf("server shape %+v", info.ServerShape)
+		}
+	})
+}
