@@ -45,7 +45,9 @@ const (
 	BlockJSON BlockType = "json"
 	// BlockCompaction is a provider's own compaction (Anthropic server-side
 	// compaction, `{"type":"compaction","content":…}`): Text is the summary
-	// the provider wrote. Only in assistant messages. The provider drops
+	// the provider wrote. An opaque one (the OpenAI Responses compaction
+	// item, whose summary is encrypted) has no Text and keeps the item's
+	// exact JSON in Data, sent back as it came. Only in assistant messages. The provider drops
 	// every block before it, earlier messages included, and continues from
 	// the summary: only what follows counts (Estimator.Message,
 	// CompactionIndex).

@@ -145,8 +145,12 @@ func (e Estimator) Message(m Message) uint64 {
 		b := &m.Content[i]
 		n += BlockOverheadTokens
 		switch b.Type {
-		case BlockText, BlockThinking, BlockCompaction:
+		case BlockText, BlockThinking:
 			n += e.Text(b.Text)
+		case BlockCompaction:
+			// An opaque (encrypted) compaction counts like encrypted
+			// reasoning.
+			n += e.Text(b.Text) + uint64(len(b.Data))*3/16
 		case BlockToolCall:
 			n += ToolCallOverheadTokens + e.Text(b.ID) + e.Text(b.Name) + e.Text(string(b.Input))
 		case BlockJSON:

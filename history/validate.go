@@ -250,7 +250,7 @@ var blockFields = map[BlockType][]string{
 	BlockToolCall:         {"id", "name", "input"},
 	BlockImage:            {"media_type", "data", "artifact"},
 	BlockJSON:             {"json"},
-	BlockCompaction:       {"text"},
+	BlockCompaction:       {"text", "data"},
 }
 
 // IsObject reports whether raw, valid JSON, is an object.

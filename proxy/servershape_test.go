@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -243,4 +244,136 @@ func TestServerShapeFallsBack(t *testing.T) {
 			t.Fatalf("server shape %+v", info.ServerShape)
 		}
 	})
+}
+
+// Shape server on the OpenAI Responses API: ctxd adds the documented
+// context_management entry {"type":"compaction","compact_threshold":N}
+// (N the session's threshold); the strict fake answers with an opaque
+// compaction item first; ctxd records it as the checkpoint (binding
+// server) and the next request sends, after the fixed prefix and a user
+// line, that item byte for byte — not the 120 KB it replaced.
+func TestServerShapeResponses(t *testing.T) {
+	fake := fakeprovider.Start(t, fakeprovider.Config{ServerCompaction: true, NoThinking: true})
+	cfg := testConfig()
+	cfg.Compaction.Shape = config.ShapeServer
+	cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: 40000, ServerCompaction: true, TokenFactor: 1}
+	cfg.Proxy.Upstreams.OpenAI.BaseURL = fake.URL()
+	f := newFixture(t, cfg)
+	const fox = "The quick brown fox jumps over the lazy dog. "
+	long, _ := json.Marshal(strings.Repeat(fox, 120000/len(fox)))
+	conv := newCodexConversation().add(`{"type":"message","role":"user","content":[{"type":"input_text","text":` + string(long) + `}]}`)
+	body := func() string { return strings.Replace(conv.body(""), `"stream":true`, `"stream":false`, 1) }
+	resp, got := f.postOpenAI("/v1/responses", body(), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("client got %d %.300s", resp.StatusCode, got)
+	}
+	f.settle()
+	reqs := fake.Messages(false)
+	if len(reqs) != 1 || !reqs[0].Compacted {
+		t.Fatalf("%d upstream requests, %d refused", len(reqs), len(fake.Refused()))
+	}
+	var sent struct {
+		CM json.RawMessage `json:"context_management"`
+	}
+	_ = json.Unmarshal(reqs[0].Body, &sent)
+	if string(sent.CM) != `[{"type":"compaction","compact_threshold":28000}]` {
+		t.Errorf("context_management %s", sent.CM)
+	}
+	var answer struct {
+		Output []json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(got, &answer); err != nil || len(answer.Output) < 2 || typeOf(answer.Output[0]) != "compaction" {
+		t.Fatalf("answer: %.400s", got)
+	}
+	id := resp.Header.Get(HeaderSessionID)
+	cps, _ := f.eng.Checkpoints(context.Background(), id)
+	if len(cps) != 1 || cps[0].Binding != engine.BindingServer || !strings.Contains(cps[0].Summary, "opaque") {
+		t.Fatalf("checkpoints %d", len(cps))
+	}
+	if info, _ := f.eng.Session(context.Background(), id); info.Tokens > 2000 {
+		t.Errorf("tokens %d after the provider's compaction", info.Tokens)
+	}
+
+	// The client appends the output items and its tool outputs.
+	var outputs []string
+	for _, it := range answer.Output {
+		conv.add(string(it))
+		var call struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		_ = json.Unmarshal(it, &call)
+		if call.Type == "function_call" {
+			outputs = append(outputs, fmt.Sprintf(`{"type":"function_call_output","call_id":%q,"output":"ok"}`, call.CallID))
+		}
+	}
+	if len(outputs) == 0 {
+		outputs = append(outputs, `{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
+	}
+	conv.add(outputs...)
+	resp, got = f.postOpenAI("/v1/responses", body(), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("second request: %d %.300s", resp.StatusCode, got)
+	}
+	f.settle()
+	reqs = fake.Messages(false)
+	if len(reqs) != 2 || reqs[1].Refused() || reqs[1].Compacted || len(reqs[1].Body) > 8000 {
+		t.Fatalf("%d upstream requests; the second: status %d %s, compacted %v, %d bytes", len(reqs), reqs[1].Status, reqs[1].Error, reqs[1].Compacted, len(reqs[1].Body))
+	}
+	var in struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(reqs[1].Body, &in)
+	if len(in.Input) < 5 || string(in.Input[0]) != codexDeveloper || typeOf(in.Input[2]) != "message" || !bytes.Equal(in.Input[3], answer.Output[0]) {
+		t.Fatalf("second request's input: %d items", len(in.Input))
+	}
+}
+
+// Chat Completions has no server compaction: a Chat session with shape
+// server falls back to the summarizer, says so, and sends no
+// context_management.
+func TestServerShapeChatFallsBack(t *testing.T) {
+	fake := fakeprovider.Start(t, fakeprovider.Config{ServerCompaction: true, NoThinking: true})
+	cfg := testConfig()
+	cfg.Compaction.Shape = config.ShapeServer
+	cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: 100000, ServerCompaction: true, TokenFactor: 1}
+	cfg.Proxy.Upstreams.OpenAI.BaseURL = fake.URL()
+	f := newFixture(t, cfg)
+	resp, got := f.postOpenAI("/v1/chat/completions", `{"model":"gpt-5.2-codex","messages":[{"role":"user","content":"hello"}]}`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, got)
+	}
+	f.settle()
+	if r := fake.Messages(false); len(r) != 1 || bytes.Contains(r[0].Body, []byte("context_management")) {
+		t.Fatalf("%d upstream requests", len(r))
+	}
+	info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+	if info.ServerShape == nil || info.ServerShape.Active || !strings.Contains(info.ServerShape.Why, "Chat Completions API has no server-side compaction") {
+		t.Fatalf("server shape %+v", info.ServerShape)
+	}
+}
+
+// An OpenAI-compatible upstream that does not know context_management
+// (the fake's "Unknown parameter" 400): the request goes once more without
+// it and the session falls back to the summarizer.
+func TestServerShapeResponsesUpstreamRefuses(t *testing.T) {
+	fake := fakeprovider.Start(t, fakeprovider.Config{NoThinking: true})
+	cfg := testConfig()
+	cfg.Compaction.Shape = config.ShapeServer
+	cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: 100000, ServerCompaction: true, TokenFactor: 1}
+	cfg.Proxy.Upstreams.OpenAI.BaseURL = fake.URL()
+	f := newFixture(t, cfg)
+	resp, got := f.postOpenAI("/v1/responses", newCodexConversation().body(""), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %.300s", resp.StatusCode, got)
+	}
+	f.settle()
+	r := fake.Messages(false)
+	if len(r) != 2 || !r[0].Refused() || r[1].Refused() || bytes.Contains(r[1].Body, []byte("context_management")) {
+		t.Fatalf("%d upstream requests, %d refused", len(r), len(fake.Refused()))
+	}
+	info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
+	if info.ServerShape == nil || info.ServerShape.Active || !strings.Contains(info.ServerShape.Why, "Unknown parameter") {
+		t.Fatalf("server shape %+v", info.ServerShape)
+	}
 }

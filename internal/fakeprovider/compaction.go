@@ -129,3 +129,30 @@ func (p *Provider) Compactions() []Request {
 	}
 	return out
 }
+
+// billedResponses is countOpenAI of a Responses request from its last
+// compaction input item on (the API drops what precedes it).
+func billedResponses(body []byte) int {
+	var f struct {
+		Instructions json.RawMessage   `json:"instructions"`
+		Tools        json.RawMessage   `json:"tools"`
+		Input        []json.RawMessage `json:"input"`
+	}
+	if json.Unmarshal(body, &f) != nil {
+		return countOpenAI(body)
+	}
+	last := -1
+	for i, it := range f.Input {
+		var t struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(it, &t) == nil && t.Type == "compaction" {
+			last = i
+		}
+	}
+	if last < 0 {
+		return countOpenAI(body)
+	}
+	in, _ := json.Marshal(f.Input[last:])
+	return (len(f.Instructions) + len(f.Tools) + len(in) + 3) / 4
+}

@@ -21,15 +21,16 @@ import (
 // The texts of OpenAI's 400 answers (the context-length ones are in the
 // corpus, providers/error-bodies.json).
 const (
-	msgChatTooLong      = "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages."
-	msgResponsesTooLong = "Your input exceeds the context window of this model. Please adjust your input and try again."
-	msgChatOrphanTool   = "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
-	msgChatNoToolReply  = "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s"
-	msgRespNoOutput     = "No tool output found for function call %s."
-	msgRespNoCall       = "No tool call found for function call output with call_id %s."
-	msgOpenAINoKey      = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
-	msgOpenAIBadKey     = "Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys."
-	msgOpenAIBadJSON    = "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)"
+	msgChatTooLong        = "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages."
+	msgResponsesTooLong   = "Your input exceeds the context window of this model. Please adjust your input and try again."
+	msgChatOrphanTool     = "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+	msgChatNoToolReply    = "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s"
+	msgRespNoOutput       = "No tool output found for function call %s."
+	msgRespNoCall         = "No tool call found for function call output with call_id %s."
+	msgOpenAINoKey        = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+	msgOpenAIBadKey       = "Incorrect API key provided: %s. You can find your API key at https://platform.openai.com/account/api-keys."
+	msgOpenAIUnknownParam = "Unknown parameter: 'context_management'."
+	msgOpenAIBadJSON      = "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)"
 )
 
 // OpenAIError is an error answer in OpenAI's shape: HTTP Status and the body
@@ -240,6 +241,12 @@ type responsesRequest struct {
 	Stream       bool            `json:"stream"`
 	Reasoning    json.RawMessage `json:"reasoning"`
 	Tools        []responseTool  `json:"tools"`
+	// ContextManagement asks for server-side compaction
+	// ([{"type":"compaction","compact_threshold":N}], compaction.go).
+	ContextManagement []struct {
+		Type             string `json:"type"`
+		CompactThreshold int    `json:"compact_threshold"`
+	} `json:"context_management"`
 }
 
 // responseTool is a Responses tool definition: a function (JSON Schema
@@ -390,6 +397,19 @@ func (p *Provider) serveOpenAI(w http.ResponseWriter, req *http.Request, rec Req
 	}
 	rec.Parsed = r
 	rec.Tokens = countOpenAI(rec.Body)
+	threshold := 0
+	if responses {
+		if len(rr.ContextManagement) > 0 && !p.cfg.ServerCompaction {
+			fail(&OpenAIError{Status: 400, Type: "invalid_request_error", Param: "context_management", Code: "unknown_parameter", Message: msgOpenAIUnknownParam})
+			return
+		}
+		for _, cm := range rr.ContextManagement {
+			if cm.Type == "compaction" {
+				threshold = cm.CompactThreshold
+			}
+		}
+		rec.Tokens = billedResponses(rec.Body)
+	}
 	p.mu.Lock()
 	if p.window == 0 && findTools(r.Tools).shell != "" {
 		p.window = rec.Tokens + p.cfg.Headroom
@@ -420,6 +440,13 @@ func (p *Provider) serveOpenAI(w http.ResponseWriter, req *http.Request, rec Req
 	}
 	pl := p.decide(r)
 	rec.Status, rec.Step = 200, pl.step
+	compaction := ""
+	if responses && threshold > 0 && rec.Tokens > threshold {
+		// Server-side compaction: an opaque item first; the answer's input
+		// is the compacted context.
+		compaction = "gAAAAB" + Sign(p.cfg.CompactionSummary)
+		rec.Compacted = true
+	}
 	p.record(rec)
 	// The tool call id, deterministic in the conversation as in answer().
 	var conv json.RawMessage
@@ -442,9 +469,12 @@ func (p *Provider) serveOpenAI(w http.ResponseWriter, req *http.Request, rec Req
 		text = fmt.Sprintf("Running step %s.", pl.step)
 	}
 	u := openAIUsage{in: rec.Tokens, out: (len(text) + len(args) + 3) / 4}
+	if compaction != "" {
+		u.in = (len(compaction) + 3) / 4
+	}
 	if responses {
 		reasoning := len(rr.Reasoning) > 0 && string(rr.Reasoning) != "null" && !p.cfg.NoThinking
-		p.respond(w, rr.Model, rr.Stream, reasoning, pl, text, callID, string(args), u)
+		p.respond(w, rr.Model, rr.Stream, reasoning, pl, text, callID, string(args), compaction, u)
 		return
 	}
 	includeUsage := cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage
@@ -458,10 +488,13 @@ type openAIUsage struct{ in, out int }
 // response.created, response.in_progress, per item output_item.added /
 // deltas / output_item.done, then response.completed with usage; or the whole
 // response object.
-func (p *Provider) respond(w http.ResponseWriter, model string, stream, reasoning bool, pl plan, text, callID, args string, u openAIUsage) {
+func (p *Provider) respond(w http.ResponseWriter, model string, stream, reasoning bool, pl plan, text, callID, args, compaction string, u openAIUsage) {
 	id := "resp_" + newRequestID()[12:36]
 	now := time.Now().Unix()
 	var items []map[string]any
+	if compaction != "" {
+		items = append(items, map[string]any{"id": "cmp_" + id[5:], "type": "compaction", "encrypted_content": compaction})
+	}
 	if reasoning {
 		sum := fmt.Sprintf("Step %s of the scripted task.", pl.step)
 		items = append(items, map[string]any{"id": "rs_" + id[5:], "type": "reasoning",

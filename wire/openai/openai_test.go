@@ -314,3 +314,33 @@ func TestEncodeChatMessage(t *testing.T) {
 		}
 	}
 }
+
+// A Responses compaction item (server-side compaction, opaque) joins the
+// assistant message it arrived in as a compaction block holding the item's
+// bytes, counts in the estimate about as encrypted reasoning does, and
+// renders back byte for byte.
+func TestCompactionItemRoundTrip(t *testing.T) {
+	item := `{"id":"cmp_01","type":"compaction","encrypted_content":"gAAAAABpZ-OPAQUE-SUMMARY-0123456789"}`
+	in := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}`),
+		json.RawMessage(item),
+		json.RawMessage(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}`),
+	}
+	msgs, err := ParseItems(in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[1].Content[0].Type != history.BlockCompaction || msgs[1].Content[0].Data != item {
+		t.Fatalf("parsed %+v", msgs)
+	}
+	if err := history.ValidateBatch(history.NewState(nil), msgs); err != nil {
+		t.Fatalf("the canonical messages do not validate: %v", err)
+	}
+	if n := (history.Estimator{}).Message(msgs[1]); n < uint64(len(item))*3/16 {
+		t.Errorf("estimate %d tokens", n)
+	}
+	out := RenderItems(msgs, nil)
+	if len(out) != 3 || string(out[1]) != item {
+		t.Fatalf("rendered %s", out)
+	}
+}

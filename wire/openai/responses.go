@@ -32,7 +32,7 @@ type Item struct {
 // itemKind sorts items into the canonical roles.
 func (it *Item) assistantSide() bool {
 	switch it.Type {
-	case "function_call", "custom_tool_call", "reasoning":
+	case "function_call", "custom_tool_call", "reasoning", "compaction":
 		return true
 	case "message", "":
 		return it.Role == "assistant"
@@ -66,14 +66,15 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //   - a user message becomes a user message (input_text as text,
 //     input_image data URLs as images);
 //   - consecutive assistant-side items (assistant messages, function_call,
-//     custom_tool_call, reasoning) become one assistant message: output_text
+//     custom_tool_call, reasoning, compaction) become one assistant message: output_text
 //     as text; a function call as a tool call whose input is the arguments'
 //     bytes when they are a JSON object (else {"input": <the arguments>},
 //     history.ObjectInput); a custom tool call as a tool call whose input
 //     is {"input": "<its free-form text>"}; a reasoning item as a thinking block (its summary
 //     texts joined) whose signature is the item's exact bytes, so its
 //     encrypted_content goes back verbatim — redacted_thinking when it has
-//     no summary;
+//     no summary; a compaction item (server-side compaction) as an opaque
+//     compaction block whose Data is the item's exact bytes;
 //   - function_call_output / custom_tool_call_output become tool messages;
 //   - any other item (a developer message inside the conversation, a web
 //     search, an item of a later API version) becomes a user message with
@@ -145,6 +146,10 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 				b = history.Block{Type: history.BlockRedactedThinking, Data: string(raw)}
 			}
 			out[cur].Content = append(out[cur].Content, b)
+		case it.Type == "compaction":
+			// Server-side compaction: an opaque summary of everything
+			// before it, sent back byte for byte (history.BlockCompaction).
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockCompaction, Data: string(raw)})
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
 			if it.CallID == "" {
 				return nil, fmt.Errorf("input[%d].call_id: missing", i)
@@ -365,6 +370,15 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 						r["encrypted_content"] = raw
 					}
 					add(r)
+				case history.BlockCompaction:
+					flush()
+					if isObject(b.Data) {
+						out = append(out, json.RawMessage(b.Data))
+					} else if b.Text != "" {
+						// Another provider's readable summary.
+						t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
+						text = append(text, t)
+					}
 				case history.BlockToolCall:
 					flush()
 					var in struct {
