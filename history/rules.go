@@ -225,7 +225,14 @@ func checkThinkingOrder(i int, m *Message, add func(int, string, string, ...any)
 	if !has {
 		return
 	}
-	if !isThinkingBlock(m.Content[0]) {
+	// A provider compaction block comes before the answer's thinking
+	// (the provider compacts before it samples) and drops what precedes
+	// it: the thinking comes first after it.
+	first := 0
+	for first < len(m.Content)-1 && m.Content[first].Type == BlockCompaction {
+		first++
+	}
+	if !isThinkingBlock(m.Content[first]) {
 		add(i, RuleThinkingFirst, textThinkingFirst)
 	}
 	if isThinkingBlock(m.Content[len(m.Content)-1]) {

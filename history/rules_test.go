@@ -143,6 +143,17 @@ func TestCompactionBlock(t *testing.T) {
 	if e.Tools(nil) != 0 || e.Tools([]ToolDef{{Name: "t"}}) < ToolsPreambleTokens+ToolDefOverheadTokens {
 		t.Fatal("tool overheads not counted")
 	}
+	// The provider compacts before it samples: its answer's thinking comes
+	// right after the compaction block, which §4a accepts; thinking after
+	// text still breaks the rule.
+	compacted := asst(summary, thinking("t"), Block{Type: BlockText, Text: "hello"})
+	if vs := CheckRequest([]Message{text(RoleUser, "x"), compacted, text(RoleUser, "y")}, Rules{Thinking: ThinkingOn}); len(vs) > 0 {
+		t.Fatalf("compaction then thinking: %v", vs)
+	}
+	late := asst(summary, Block{Type: BlockText, Text: "hello"}, thinking("t"), Block{Type: BlockText, Text: "bye"})
+	if vs := CheckRequest([]Message{text(RoleUser, "x"), late, text(RoleUser, "y")}, Rules{Thinking: ThinkingOn}); len(vs) != 1 || vs[0].Rule != RuleThinkingFirst {
+		t.Fatalf("thinking after text: %v", vs)
+	}
 }
 
 // BenchmarkCheckRequest: the provider-rule check that runs before every

@@ -197,8 +197,12 @@ func validateThinking(r *MessagesRequest) *APIError {
 		if !has {
 			continue
 		}
-		if r.Enabled() && !isThinking(m.Content.Blocks[0].Type) {
-			return invalidRequest(msgThinkingNotFirst, i, m.Content.Blocks[0].Type)
+		first := 0 // a server compaction block precedes the thinking
+		for first < len(m.Content.Blocks)-1 && m.Content.Blocks[first].Type == "compaction" {
+			first++
+		}
+		if r.Enabled() && !isThinking(m.Content.Blocks[first].Type) {
+			return invalidRequest(msgThinkingNotFirst, i, m.Content.Blocks[first].Type)
 		}
 		if isThinking(m.Content.Blocks[len(m.Content.Blocks)-1].Type) && (r.Enabled() || i != len(r.Messages)-1) {
 			return invalidRequest(msgThinkingLast, i)
