@@ -161,6 +161,13 @@ type Session struct {
 	// ShapeServer (DESIGN.md §3 [compaction].shape). Empty from a daemon
 	// that does not report it.
 	Shape string `json:"shape,omitempty"`
+	// ServerShapeActive and ServerShapeWhy: with compaction.shape
+	// "server", whether the provider compacts this session (a proxied
+	// Anthropic Messages or OpenAI Responses session of a model with
+	// server_compaction whose upstream accepted it) or why it falls back to
+	// the summarizer bindings (DESIGN.md §10). Empty for the other shapes.
+	ServerShapeActive bool   `json:"server_shape_active,omitempty"`
+	ServerShapeWhy    string `json:"server_shape_why,omitempty"`
 	// ContextEditing is the context-editing mode in effect for the
 	// session's model: "off", "local" or "server" (DESIGN.md §6, "auto"
 	// resolved). Empty from a daemon that does not report it.

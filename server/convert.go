@@ -209,6 +209,8 @@ func toAPISession(in engine.Info) api.Session {
 		Shape:             in.Shape,
 		ContextEditing:    in.ContextEditMode,
 		ContextEditingWhy: in.ContextEditWhy,
+		ServerShapeActive: in.ServerShape != nil && in.ServerShape.Active,
+		ServerShapeWhy:    serverShapeWhy(in.ServerShape),
 		SystemDigest:      in.SystemDigest,
 		ToolsDigest:       in.ToolsDigest,
 		Labels:            in.Labels,
@@ -259,4 +261,13 @@ func toContextResponse(a *engine.Assembled) api.ContextResponse {
 		r.Diagnostic = &api.Diagnostic{Level: "warn", Code: "compaction_failed", Message: a.Diagnostic}
 	}
 	return r
+}
+
+// serverShapeWhy is the session's shape-server explanation, "" when the
+// shape is not "server".
+func serverShapeWhy(sh *engine.ServerShape) string {
+	if sh == nil {
+		return ""
+	}
+	return sh.Why
 }

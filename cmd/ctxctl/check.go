@@ -53,6 +53,8 @@ type effectiveValues struct {
 	AgentFile string `json:"agent_file,omitempty"`
 	// SummarizerTimeoutMS is each summarizer call's timeout (§5.4).
 	SummarizerTimeoutMS int64 `json:"summarizer_timeout_ms"`
+	// ServerShape is set when compaction.shape is "server" (§10).
+	ServerShape *serverShapeReport `json:"server_shape,omitempty"`
 }
 
 func runCheck(c *cli.Context, e *env) error {
@@ -103,6 +105,10 @@ func runCheck(c *cli.Context, e *env) error {
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(e.stderr, w.String())
 	}
+	shape := serverShapeOf(cfg)
+	if err == nil && shape != nil {
+		fmt.Fprintln(e.stderr, shape.warning())
+	}
 	if len(problems) > 0 {
 		for _, p := range problems {
 			fmt.Fprintln(e.stderr, p.String())
@@ -120,6 +126,7 @@ func runCheck(c *cli.Context, e *env) error {
 		}
 		out.Effective.AgentFile = agentPath
 		out.Effective.SummarizerTimeoutMS = config.SummarizerTimeout(agent).Milliseconds()
+		out.Effective.ServerShape = shape
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {

@@ -41,6 +41,8 @@ type doctorReport struct {
 	ContextEditing []doctorEditMode     `json:"context_editing"`
 	Bindings       []doctorBinding      `json:"summarizer_bindings"`
 	Timeout        doctorTimeout        `json:"summarizer_timeout"`
+	// ServerShape is set when compaction.shape is "server".
+	ServerShape *serverShapeReport `json:"server_shape,omitempty"`
 	Daemon         doctorDaemon         `json:"daemon"`
 	Session        *doctorSessionReport `json:"session,omitempty"`
 }
@@ -178,6 +180,7 @@ func runDoctor(c *cli.Context, e *env) error {
 			APIKeyEnv: b.APIKeyEnv, KeySet: b.APIKeyEnv != "" && e.getenv(b.APIKeyEnv) != ""})
 	}
 	rep.Timeout = summarizerTimeout(cfg, &failed, &rep.Config)
+	rep.ServerShape = serverShapeOf(cfg)
 
 	// The daemon.
 	cl := e.client(c)
@@ -356,6 +359,7 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		src = " (" + r.Timeout.AgentFile + ")"
 	}
 	fmt.Fprintf(w, "summarizer timeout: %s per call — %s%s\n", msDuration(r.Timeout.MS), r.Timeout.Why, src)
+	writeServerShape(w, r.ServerShape)
 
 	if r.Daemon.Reachable {
 		st := r.Daemon.Status
@@ -399,6 +403,9 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		fmt.Fprintln(w, "  last checkpoint: none")
 	}
 	fmt.Fprintf(w, "  shape:           %s\n", shapeOf(s))
+	if l := serverShapeLine(s); l != "" {
+		fmt.Fprintf(w, "  shape server:    %s\n", l)
+	}
 }
 
 // diskLine describes one guarded directory's free space against the

@@ -169,6 +169,9 @@ func writeSession(w io.Writer, s *api.Session) {
 		line("last checkpoint", "none")
 	}
 	line("shape", "%s", shapeOf(s))
+	if l := serverShapeLine(s); l != "" {
+		line("shape server", "%s", l)
+	}
 	line("context editing", "%s", contextEditingOf(s))
 	if s.LastCheck != nil {
 		line("last check", "%s", checkLine(s.LastCheck))
