@@ -37,14 +37,14 @@ func doctorCommand(e *env) *cli.Command {
 // doctorReport is the --json document of ctxctl doctor. Fields are only
 // ever added.
 type doctorReport struct {
-	Config         doctorConfig         `json:"config"`
-	ContextEditing []doctorEditMode     `json:"context_editing"`
-	Bindings       []doctorBinding      `json:"summarizer_bindings"`
-	Timeout        doctorTimeout        `json:"summarizer_timeout"`
+	Config         doctorConfig     `json:"config"`
+	ContextEditing []doctorEditMode `json:"context_editing"`
+	Bindings       []doctorBinding  `json:"summarizer_bindings"`
+	Timeout        doctorTimeout    `json:"summarizer_timeout"`
 	// ServerShape is set when compaction.shape is "server".
-	ServerShape *serverShapeReport `json:"server_shape,omitempty"`
-	Daemon         doctorDaemon         `json:"daemon"`
-	Session        *doctorSessionReport `json:"session,omitempty"`
+	ServerShape *serverShapeReport   `json:"server_shape,omitempty"`
+	Daemon      doctorDaemon         `json:"daemon"`
+	Session     *doctorSessionReport `json:"session,omitempty"`
 }
 
 // doctorConfig is the configuration as ctxctl layered it.
