@@ -420,6 +420,12 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 	}
 	shape := s.shape
+	if shape == trigger.ShapeServer {
+		// ctxd's own compaction under shape server (a fallback, a manual or
+		// overflow compaction) is a simple one: the summary, nothing
+		// retained; shape "server" marks the provider's checkpoints.
+		shape = trigger.ShapeSimple
+	}
 	// A compaction inside an open tool loop of a thinking-bound model folds
 	// the loop into the summary (DESIGN.md §4a): retaining the loop would
 	// send its final assistant message without the thinking the rewrite

@@ -133,7 +133,7 @@ func TestServerShapeFallsBackToTheSummarizer(t *testing.T) {
 			t.Fatalf("%s: %v", c.id, err)
 		}
 		cps, _ := h.e.Checkpoints(ctx, c.id)
-		if len(cps) != 1 || res.Checkpoint == nil || res.Checkpoint.Binding == BindingServer {
+		if len(cps) != 1 || res.Checkpoint == nil || res.Checkpoint.Binding == BindingServer || res.Checkpoint.Shape != trigger.ShapeSimple {
 			t.Fatalf("%s: %d checkpoints, binding %v", c.id, len(cps), res.Checkpoint)
 		}
 	}
