@@ -525,6 +525,17 @@ type Disk struct {
 	Error string `json:"error,omitempty"`
 }
 
+// ProxyUpstream is one upstream of the provider proxy (DESIGN.md §10).
+type ProxyUpstream struct {
+	// Name is the [proxy.upstreams.<name>] key: "anthropic" or "openai".
+	Name string `json:"name"`
+	// BaseURL is its base URL; userinfo (a user or password in the URL)
+	// is never shown.
+	BaseURL string `json:"base_url"`
+	// Endpoints are the managed paths it serves, e.g. "/v1/messages".
+	Endpoints []string `json:"endpoints"`
+}
+
 // ProxyStatus describes the provider proxy (DESIGN.md §10).
 type ProxyStatus struct {
 	// Enabled is proxy.enabled.
@@ -532,8 +543,11 @@ type ProxyStatus struct {
 	// Listen is the address it serves, e.g. "127.0.0.1:7420"; "" when it
 	// is not listening.
 	Listen string `json:"listen,omitempty"`
-	// Upstream is the Anthropic upstream's base URL.
+	// Upstream is the Anthropic upstream's base URL (as in Upstreams).
 	Upstream string `json:"upstream,omitempty"`
+	// Upstreams is every configured upstream ([proxy.upstreams.<name>]):
+	// its name, base URL without userinfo, and the endpoints it serves.
+	Upstreams []ProxyUpstream `json:"upstreams,omitempty"`
 	// Error says why an enabled proxy is not listening.
 	Error string `json:"error,omitempty"`
 	// Requests counts every request served; Managed those recorded and

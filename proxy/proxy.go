@@ -127,11 +127,37 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Upstream returns the Anthropic upstream's base URL.
-func (p *Proxy) Upstream() string { return p.upstream.String() }
+// Upstream returns the Anthropic upstream's base URL, without userinfo.
+func (p *Proxy) Upstream() string { return shown(p.upstream) }
 
-// OpenAIUpstream returns the OpenAI upstream's base URL.
-func (p *Proxy) OpenAIUpstream() string { return p.openai.String() }
+// OpenAIUpstream returns the OpenAI upstream's base URL, without userinfo.
+func (p *Proxy) OpenAIUpstream() string { return shown(p.openai) }
+
+// Upstream is one configured upstream, as status shows it.
+type Upstream struct {
+	// Name is the [proxy.upstreams.<name>] key.
+	Name string
+	// BaseURL is its base URL without userinfo.
+	BaseURL string
+	// Endpoints are the managed paths it serves.
+	Endpoints []string
+}
+
+// Upstreams returns every configured upstream: anthropic, then openai.
+func (p *Proxy) Upstreams() []Upstream {
+	return []Upstream{
+		{Name: "anthropic", BaseURL: p.Upstream(), Endpoints: []string{"/v1/messages"}},
+		{Name: "openai", BaseURL: p.OpenAIUpstream(), Endpoints: []string{"/v1/responses", "/v1/chat/completions"}},
+	}
+}
+
+// shown is u without its userinfo (a user or password in a base URL is a
+// credential: never shown or logged).
+func shown(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
 
 // upstreamFor is the upstream of a request: its endpoint's, or for one
 // ctxd does not manage, upstreamOf's choice.

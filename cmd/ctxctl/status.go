@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/api"
@@ -52,8 +53,16 @@ func proxyLine(p *api.ProxyStatus) string {
 	case p.Listen == "":
 		return "NOT LISTENING: " + p.Error
 	}
+	ups := p.Upstream
+	if len(p.Upstreams) > 0 {
+		var parts []string
+		for _, u := range p.Upstreams {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", u.Name, u.BaseURL, strings.Join(u.Endpoints, ", ")))
+		}
+		ups = strings.Join(parts, "; ")
+	}
 	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
-		p.Listen, p.Upstream, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
+		p.Listen, ups, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
 	if p.Violations > 0 {
 		line += fmt.Sprintf("; %d assembled contexts broke DESIGN.md §4a and were not sent (a bug: see the log)", p.Violations)
 	}

@@ -393,7 +393,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 				errc <- fmt.Errorf("serve proxy: %w", err)
 			}
 		})
-		m.logger.Info("provider proxy listening", attrListen, m.proxyAddr, "upstream", m.prx.Upstream())
+		m.logger.Info("provider proxy listening", attrListen, m.proxyAddr, "upstream", m.prx.Upstream(), "openai_upstream", m.prx.OpenAIUpstream())
 	}
 
 	trim := time.NewTicker(idleTrimCheck)
@@ -606,6 +606,9 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 	if m.prx != nil {
 		s := m.prx.Stats()
 		st.Upstream = m.prx.Upstream()
+		for _, u := range m.prx.Upstreams() {
+			st.Upstreams = append(st.Upstreams, api.ProxyUpstream{Name: u.Name, BaseURL: u.BaseURL, Endpoints: u.Endpoints})
+		}
 		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches, st.Violations = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches, s.Violations
 	}
 	return st
