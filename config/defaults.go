@@ -157,9 +157,12 @@ const (
 
 // Values of Binding.Provider (DESIGN.md §3).
 const (
-	ProviderAnthropic  = "anthropic"
-	ProviderOpenAI     = "openai"
-	ProviderExtractive = "extractive"
+	ProviderAnthropic = "anthropic"
+	ProviderOpenAI    = "openai"
+	// ProviderOpenAIResponses is the OpenAI Responses API (POST
+	// /v1/responses), where "openai" is Chat Completions.
+	ProviderOpenAIResponses = "openai-responses"
+	ProviderExtractive      = "extractive"
 )
 
 // claude is a catalog entry for Anthropic models: o200k_base undercounts

@@ -162,7 +162,7 @@ func TestRuleBindingNeedsNameAndProvider(t *testing.T) {
 		{name: "missing provider", src: "[[summarizer.bindings]]\nname = \"a\"\n",
 			key: "summarizer.bindings[0].provider", pos: "", msg: "missing required key"},
 		{name: "unknown provider", src: "[[summarizer.bindings]]\nname = \"a\"\nprovider = \"gemini\"\n",
-			key: "summarizer.bindings[0].provider", pos: "3:1", msg: `"anthropic", "openai", "extractive"`},
+			key: "summarizer.bindings[0].provider", pos: "3:1", msg: `"anthropic", "openai", "openai-responses", "extractive"`},
 		{name: "second binding indexed", src: "[[summarizer.bindings]]\nname = \"a\"\nprovider = \"extractive\"\n[[summarizer.bindings]]\nname = \"b\"\nprovider = \"x\"\n",
 			key: "summarizer.bindings[1].provider", pos: "6:1", msg: "must be one of"},
 		{name: "bindings as plain table", src: "[summarizer.bindings]\nname = \"a\"\n",

@@ -146,7 +146,8 @@ type Summarizer struct {
 type Binding struct {
 	// Name identifies the binding in events and errors; required, unique.
 	Name string `toml:"name" json:"name"`
-	// Provider is "anthropic", "openai" or "extractive".
+	// Provider is "anthropic", "openai" (Chat Completions),
+	// "openai-responses" (the Responses API) or "extractive".
 	Provider string `toml:"provider" json:"provider"`
 	// Model is the provider's model id; required for anthropic and openai.
 	Model string `toml:"model,omitempty" json:"model,omitempty"`

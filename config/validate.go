@@ -264,7 +264,7 @@ func (s *state) validateBindings() {
 			seen[b.Name] = at
 		}
 		switch b.Provider {
-		case ProviderAnthropic, ProviderOpenAI:
+		case ProviderAnthropic, ProviderOpenAI, ProviderOpenAIResponses:
 			if b.Model == "" {
 				s.missingOrEmpty(key("model"), fmt.Sprintf("provider %q needs a model, e.g. model = %q", b.Provider, exampleModel(b.Provider)))
 			}
@@ -275,9 +275,9 @@ func (s *state) validateBindings() {
 				}
 			}
 		case "":
-			s.missingOrEmpty(key("provider"), "set provider to \"anthropic\", \"openai\" or \"extractive\"")
+			s.missingOrEmpty(key("provider"), "set provider to \"anthropic\", \"openai\", \"openai-responses\" or \"extractive\"")
 		default:
-			s.errorf(TableSummarizer, key("provider"), "must be one of \"anthropic\", \"openai\", \"extractive\" (got %q)", b.Provider)
+			s.errorf(TableSummarizer, key("provider"), "must be one of \"anthropic\", \"openai\", \"openai-responses\", \"extractive\" (got %q)", b.Provider)
 		}
 		if b.APIKeyEnv != "" {
 			if msg := checkEnvName(b.APIKeyEnv, "ANTHROPIC_API_KEY"); msg != "" {
@@ -325,7 +325,7 @@ func (s *state) missingOrEmpty(key, fix string) {
 }
 
 func exampleModel(provider string) string {
-	if provider == ProviderOpenAI {
+	if provider == ProviderOpenAI || provider == ProviderOpenAIResponses {
 		return "gpt-4.1-mini"
 	}
 	return "claude-haiku-4-5"

@@ -40,7 +40,10 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
 	}}
 	if req.d == dialectAnthropic || req.d == nil {
 		// The summarizer request extends the prefix the provider cached:
-		// the client's own system and tools (Messages API only).
+		// the client's own system and tools (Messages API only: a Responses
+		// client's tools — Codex's free-form tools with their grammars —
+		// would make the summary request larger than the request it
+		// compacts; ctxd sends the session's function tools instead).
 		c.cred.System, c.cred.Tools = req.system, req.tools
 	}
 	p.creds.mu.Lock()
@@ -76,9 +79,17 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 		return nil, false, errNoCredential
 	}
 	cred := c.cred
+	if labels["proxy"] == dialectResponses.name() {
+		// A Responses session (Codex): its summary through the Responses
+		// API of its own upstream, the API its model is served on.
+		return []config.Binding{
+			{Name: ClientBinding, Provider: summarizer.ProviderOpenAIResponses, Model: c.model, BaseURL: p.openai.String(), Credential: &cred},
+			{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
+		}, true, nil
+	}
 	if labels["proxy"] != dialectAnthropic.name() {
-		// An OpenAI session: its summary through Chat Completions, the
-		// API every OpenAI-compatible upstream serves.
+		// A Chat session: its summary through Chat Completions, the API
+		// every OpenAI-compatible upstream serves.
 		return []config.Binding{
 			{Name: ClientBinding, Provider: summarizer.ProviderOpenAI, Model: c.model, BaseURL: p.openai.String(), Credential: &cred},
 			{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},

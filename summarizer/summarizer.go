@@ -234,11 +234,13 @@ func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request
 		out = s.callAnthropic(cctx, b, req, pruned)
 	case ProviderOpenAI:
 		out = s.callOpenAI(cctx, b, req)
+	case ProviderOpenAIResponses:
+		out = s.callResponses(cctx, b, req)
 	case ProviderExtractive:
 		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.extractiveBytes())}}
 	default:
 		out = callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
-			Message: fmt.Sprintf("provider %q is not anthropic, openai or extractive", b.Provider), Err: ErrUnknownProvider}}
+			Message: fmt.Sprintf("provider %q is not anthropic, openai, openai-responses or extractive", b.Provider), Err: ErrUnknownProvider}}
 	}
 	if out.err == nil {
 		if err := checkAnswer(out.ans, req.maxBytes()); err != nil {

@@ -1,0 +1,77 @@
+package summarizer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/wire/openai"
+)
+
+// ProviderOpenAIResponses names the OpenAI Responses API as a binding's
+// provider (DESIGN.md §3): the API Codex speaks, and the one a proxied
+// Responses session is summarized through (§10 "who pays").
+const ProviderOpenAIResponses = config.ProviderOpenAIResponses
+
+// callResponses asks a Responses endpoint (POST /v1/responses) for the
+// summary: the summarizer request's messages as input items, the session's
+// system prompt as instructions and its tools as function tools with
+// tool_choice "none", store false. A proxied session's binding carries the
+// client's own instructions and tools (config.Credential), sent byte for
+// byte so the request extends the prefix the provider cached.
+func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *Request) callOutcome {
+	key, perr := apiKey(b)
+	if perr != nil {
+		return callOutcome{err: perr}
+	}
+	msgs, err := req.Assemble()
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
+	}
+	rr := openai.RenderResponses(req.System, req.Tools, msgs)
+	rr.Model = b.Model
+	rr.MaxOutputTokens = b.MaxOutputTokens
+	if c := b.Credential; c != nil {
+		if len(c.System) > 0 {
+			rr.Instructions = json.RawMessage(c.System)
+		}
+		if len(c.Tools) > 0 {
+			rr.Tools, rr.ToolChoice = json.RawMessage(c.Tools), "none"
+			// The client's free-form tools: their calls go back as
+			// custom_tool_call items.
+			rr.Input = openai.RenderItems(msgs, openai.CustomToolNames(json.RawMessage(c.Tools)))
+		}
+	}
+	body, err := json.Marshal(rr)
+	if err != nil {
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
+	}
+	h := http.Header{}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	if c := b.Credential; c != nil && c.Authorization != "" {
+		// A proxied session's own client credential (DESIGN.md §10).
+		h.Set("Authorization", c.Authorization)
+	}
+	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/responses"), h, body, decodeResponses)
+}
+
+// decodeResponses reads a Responses answer: its output text, whether it
+// calls a tool or refused, and whether it stopped at the output cap
+// (status "incomplete", reason max_output_tokens) — an incomplete answer
+// of any reason is a cut one.
+func decodeResponses(body []byte) (answer, error) {
+	o, err := openai.DecodeResponsesOutcome(body)
+	if err != nil {
+		return answer{}, fmt.Errorf("malformed Responses answer: %w", err)
+	}
+	if o.Error != nil {
+		return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
+	}
+	reason := o.IncompleteReason
+	return answer{text: o.Text, toolCall: o.ToolCall, refused: o.Refused || reason == "content_filter",
+		truncated: o.Incomplete && reason != "content_filter", usage: o.Usage}, nil
+}
