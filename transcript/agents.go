@@ -185,15 +185,7 @@ func importResponses(data []byte, opts Options) (*Transcript, error) {
 		return nil, err
 	}
 	for _, e := range elems {
-		var p codexPayload
-		err := json.Unmarshal(e.raw, &p)
-		if err == nil {
-			if p.Type == "" && p.Role != "" {
-				p.Type = "message" // an EasyInputMessage
-			}
-			err = s.item(p, zeroTime)
-		}
-		if err != nil {
+		if err := s.item(e.raw, zeroTime); err != nil {
 			if err := badElement(s.b.t, opts, "input item", e, err); err != nil {
 				return nil, err
 			}

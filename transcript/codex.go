@@ -2,9 +2,7 @@ package transcript
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/history"
@@ -16,27 +14,6 @@ type codexLine struct {
 	Timestamp json.RawMessage `json:"timestamp"`
 	Type      string          `json:"type"`
 	Payload   json.RawMessage `json:"payload"`
-}
-
-// codexPayload holds the payload fields the importer reads. Each line type
-// is decoded into the struct its payload has: the same field name means
-// different things in different payloads (turn_context "summary" is a
-// setting, reasoning "summary" a list).
-type codexPayload struct {
-	Type string `json:"type"`
-	// response_item message
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	// reasoning
-	Summary          json.RawMessage `json:"summary"`
-	EncryptedContent string          `json:"encrypted_content"`
-	// function_call, custom_tool_call, local_shell_call and their outputs
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Input     json.RawMessage `json:"input"`
-	Action    json.RawMessage `json:"action"`
-	CallID    string          `json:"call_id"`
-	Output    json.RawMessage `json:"output"`
 }
 
 // codexTokenCount is the payload of an event_msg token_count.
@@ -55,34 +32,6 @@ type codexTokenCount struct {
 // dataURLImage converts a "data:<media type>;base64,<data>" URL to an
 // image block (openai.DataURLImage).
 func dataURLImage(url string) (history.Block, bool) { return openai.DataURLImage(url) }
-
-// codexOutput converts a tool output: a string (what the model saw), or an
-// object {content, success} whose success false marks an error.
-func codexOutput(raw json.RawMessage) ([]history.Block, bool, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, false, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return textBlocks(s), false, nil
-	}
-	if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
-		blocks, err := openAIContent(raw)
-		return blocks, false, err
-	}
-	var obj struct {
-		Content json.RawMessage `json:"content"`
-		Success *bool           `json:"success"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, false, fmt.Errorf("output: %w", err)
-	}
-	blocks, err := openAIContent(obj.Content)
-	if err != nil {
-		return nil, false, fmt.Errorf("output %w", err)
-	}
-	return blocks, obj.Success != nil && !*obj.Success, nil
-}
 
 // codexState is the importer's position in the rollout.
 type codexState struct {
@@ -158,11 +107,9 @@ func (s *codexState) line(text []byte) error {
 		}
 		s.tokenCount(p)
 	case "response_item":
-		var p codexPayload
-		if err := json.Unmarshal(l.Payload, &p); err != nil {
-			return bad(err)
+		if err := s.item(l.Payload, at); err != nil {
+			return fmt.Errorf("response_item %w", err)
 		}
-		return s.item(p, at)
 	}
 	return nil
 }
@@ -200,78 +147,27 @@ func (s *codexState) tokenCount(p codexTokenCount) {
 	}
 }
 
-func (s *codexState) item(p codexPayload, at time.Time) error {
+// item applies one response_item: its canonical form is wire/openai's
+// (openai.RecordedItem); which message it joins is the rollout's state.
+func (s *codexState) item(payload json.RawMessage, at time.Time) error {
+	it, err := openai.RecordedItem(payload)
+	if err != nil {
+		return err
+	}
 	b := s.b
-	switch p.Type {
-	case "message":
-		content, err := openAIContent(p.Content)
-		if err != nil {
-			return err
+	switch it.Side {
+	case openai.SideAssistant:
+		if len(it.Blocks) > 0 {
+			s.assistantBlocks(it.Blocks, at)
 		}
-		switch p.Role {
-		case "assistant":
-			s.assistantBlocks(content, at)
-		case "user":
-			s.cur = -1
-			b.user(content, at)
-		default: // developer, system: instructions, not conversation
-			var texts []string
-			for _, blk := range content {
-				if blk.Type == history.BlockText {
-					texts = append(texts, blk.Text)
-				}
-			}
-			b.addSystem(strings.Join(texts, "\n\n"))
-		}
-	case "reasoning":
-		var summary []struct {
-			Text string `json:"text"`
-		}
-		if len(p.Summary) > 0 && string(p.Summary) != "null" {
-			if err := json.Unmarshal(p.Summary, &summary); err != nil {
-				return fmt.Errorf("reasoning summary: %w", err)
-			}
-		}
-		var texts []string
-		for _, sm := range summary {
-			if sm.Text != "" {
-				texts = append(texts, sm.Text)
-			}
-		}
-		text := strings.Join(texts, "\n\n")
-		switch {
-		case text != "":
-			s.assistantBlocks([]history.Block{{Type: history.BlockThinking, Text: text, Signature: p.EncryptedContent}}, at)
-		case p.EncryptedContent != "":
-			s.assistantBlocks([]history.Block{{Type: history.BlockRedactedThinking, Data: p.EncryptedContent}}, at)
-		}
-	case "function_call":
-		if p.CallID == "" {
-			return errors.New("function_call without call_id")
-		}
-		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: stringOrJSON(p.Arguments, true)}}, at)
-	case "custom_tool_call":
-		if p.CallID == "" {
-			return errors.New("custom_tool_call without call_id")
-		}
-		// A freeform tool's input is raw text (apply_patch): kept as a JSON
-		// string.
-		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: p.Name, Input: stringOrJSON(p.Input, false)}}, at)
-	case "local_shell_call":
-		if p.CallID == "" {
-			return errors.New("local_shell_call without call_id")
-		}
-		s.assistantBlocks([]history.Block{{Type: history.BlockToolCall, ID: p.CallID, Name: "local_shell", Input: validJSON(p.Action)}}, at)
-	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
-		content, isErr, err := codexOutput(p.Output)
-		if err != nil {
-			return err
-		}
+	case openai.SideUser:
 		s.cur = -1
-		b.tool(p.CallID, "", content, isErr, at)
-	default:
-		// ghost_snapshot (a git snapshot for undo), web_search_call and
-		// unknown items are not conversation content.
+		b.user(it.Blocks, at)
+	case openai.SideInstructions:
+		b.addSystem(it.Text)
+	case openai.SideTool:
+		s.cur = -1
+		b.tool(it.CallID, "", it.Blocks, it.IsError, at)
 	}
 	return nil
 }
@@ -285,19 +181,4 @@ func (s *codexState) assistantBlocks(blocks []history.Block, at time.Time) {
 		return
 	}
 	s.b.extend(s.cur, blocks)
-}
-
-// stringOrJSON returns the input of a call given as a JSON string or as any
-// JSON value. A string is parsed as JSON text when parse is set (function
-// arguments), else kept as a JSON string (freeform input).
-func stringOrJSON(raw json.RawMessage, parse bool) json.RawMessage {
-	var str string
-	if json.Unmarshal(raw, &str) == nil {
-		if parse {
-			return argumentsJSON(str)
-		}
-		out, _ := json.Marshal(str)
-		return out
-	}
-	return validJSON(raw)
 }

@@ -344,3 +344,64 @@ func TestCompactionItemRoundTrip(t *testing.T) {
 		t.Fatalf("rendered %s", out)
 	}
 }
+
+// The recorded items of both Codex rollouts convert with RecordedItem (the
+// rollout importer's conversion, issue 16 point 4): every call is an
+// assistant-side tool call and every output answers a call recorded before
+// it; reasoning keeps its encrypted content; a custom tool's input is a
+// JSON string; developer messages are instructions.
+func TestRecordedItemsCorpus(t *testing.T) {
+	for _, name := range []string{"cli0.171-function-tools.rollout.jsonl", "cli0.171-code-mode-2compactions.rollout.jsonl"} {
+		t.Run(name, func(t *testing.T) {
+			calls := map[string]bool{}
+			counts := map[ItemSide]int{}
+			for i, raw := range corpusItems(t, name) {
+				r, err := RecordedItem(raw)
+				if err != nil {
+					t.Fatalf("item %d: %v", i, err)
+				}
+				counts[r.Side]++
+				var it Item
+				_ = json.Unmarshal(raw, &it)
+				switch it.Type {
+				case "function_call", "custom_tool_call":
+					if r.Side != SideAssistant || len(r.Blocks) != 1 || r.Blocks[0].Type != history.BlockToolCall || r.Blocks[0].ID != it.CallID {
+						t.Fatalf("item %d (%s): %+v", i, it.Type, r)
+					}
+					if it.Type == "custom_tool_call" {
+						var s string
+						if json.Unmarshal(r.Blocks[0].Input, &s) != nil || s != *it.Input {
+							t.Fatalf("item %d: custom input %s", i, r.Blocks[0].Input)
+						}
+					}
+					calls[it.CallID] = true
+				case "function_call_output", "custom_tool_call_output":
+					if r.Side != SideTool || !calls[r.CallID] || len(r.Blocks) == 0 {
+						t.Fatalf("item %d: output %+v for an unknown call", i, r)
+					}
+				case "reasoning":
+					if it.EncryptedContent != nil && *it.EncryptedContent != "" {
+						b := r.Blocks[0]
+						if b.Signature != *it.EncryptedContent && b.Data != *it.EncryptedContent {
+							t.Fatalf("item %d: encrypted content not kept", i)
+						}
+					}
+				case "message":
+					if it.Role == "developer" && r.Side != SideInstructions {
+						t.Fatalf("item %d: developer message as %v", i, r.Side)
+					}
+				}
+			}
+			if len(calls) == 0 || counts[SideTool] != len(calls) || counts[SideUser] == 0 || counts[SideInstructions] == 0 {
+				t.Fatalf("%d calls, sides %v", len(calls), counts)
+			}
+		})
+	}
+	if _, err := RecordedItem(json.RawMessage(`{"type":"function_call","name":"x"}`)); err == nil {
+		t.Error("a call without call_id converted")
+	}
+	r, _ := RecordedItem(json.RawMessage(`{"role":"user","content":"hi"}`))
+	if r.Side != SideUser || r.Blocks[0].Text != "hi" {
+		t.Errorf("an EasyInputMessage: %+v", r)
+	}
+}
