@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -67,8 +68,12 @@ func serverShapeFixture(t *testing.T, window uint64, fc fakeprovider.Config) (*f
 	cfg.Compaction.Shape = config.ShapeServer
 	cfg.Models["claude-sonnet-4-6"] = config.Model{ContextLimit: window, ThinkingBinding: true, ServerCompaction: true, TokenFactor: 1}
 	f := newFixture(t, cfg)
-	f.cfg.Proxy.Upstreams.Anthropic.BaseURL = fake.URL()
-	f.restart()
+	// Before any request: the fake is the Anthropic upstream.
+	u, err := url.Parse(fake.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p.upstream = u
 	return f, fake
 }
 
