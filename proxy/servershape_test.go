@@ -382,3 +382,21 @@ func TestServerShapeResponsesUpstreamRefuses(t *testing.T) {
 		t.Fatalf("server shape %+v", info.ServerShape)
 	}
 }
+
+// Upstreams lists both upstreams with their endpoints; a base URL's
+// userinfo (which the configuration refuses, but Options may carry) is
+// never shown (issue 16 point 2).
+func TestUpstreamsShown(t *testing.T) {
+	f := newFixture(t, testConfig())
+	cfg := f.cfg.Proxy
+	cfg.Upstreams.OpenAI.BaseURL = "http://vllm-user:s3cret-pass@127.0.0.1:9"
+	p, err := New(Options{Engine: f.eng, Secret: testSecret, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := p.Upstreams()
+	if len(ups) != 2 || ups[0].Name != "anthropic" || ups[0].BaseURL != f.up.srv.URL || ups[1].Name != "openai" || ups[1].BaseURL != "http://127.0.0.1:9" ||
+		strings.Join(ups[1].Endpoints, " ") != "/v1/responses /v1/chat/completions" || p.OpenAIUpstream() != "http://127.0.0.1:9" {
+		t.Fatalf("upstreams %+v", ups)
+	}
+}
