@@ -167,6 +167,8 @@ func TestServerShapeAnthropicFromTheCassette(t *testing.T) {
 			if len(reqs[1].Body) > 10000 {
 				t.Errorf("the second request is %d bytes: the replaced text went again", len(reqs[1].Body))
 			}
+			t.Logf("first request %d bytes (%d fake tokens, compacted); checkpoint %d → %d tokens; second request %d bytes (%d fake tokens)",
+				len(reqs[0].Body), reqs[0].Tokens, cps[0].TokensBefore, cps[0].TokensAfter, len(reqs[1].Body), reqs[1].Tokens)
 		})
 	}
 }
