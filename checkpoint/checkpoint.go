@@ -36,6 +36,11 @@ var (
 	ErrClosed = errors.New("log closed")
 	// ErrCorrupt: a stored record could not be decoded.
 	ErrCorrupt = errors.New("corrupt record")
+	// ErrConflict: an AppendAt whose expected last seq is no longer the
+	// session's (another writer — another node sharing the log, DESIGN.md
+	// §9 — appended first), or a checkpoint of a snapshot already
+	// checkpointed. Nothing was stored; reload the session and retry.
+	ErrConflict = errors.New("conflict")
 )
 
 // Log is a store of sessions, each an append-only event log with
@@ -62,6 +67,12 @@ type Log interface {
 	// are durable. Errors: ErrInvalid (any invalid event: nothing is
 	// stored), ErrNotFound, ErrTooLarge, ErrClosed.
 	Append(ctx context.Context, session string, events []Event) (firstSeq uint64, err error)
+	// AppendAt is Append at an expected position: it stores events only if
+	// the session's last seq is still after (0: no event yet), so two
+	// writers sharing the log can never both write the same position
+	// (DESIGN.md §9). Errors: Append's, and ErrConflict when the last seq
+	// differs (nothing is stored).
+	AppendAt(ctx context.Context, session string, after uint64, events []Event) (firstSeq uint64, err error)
 	// Range calls fn with each event of session whose seq ≥ fromSeq, in
 	// order, until fn returns an error (returned as is) or the log ends.
 	// Errors: ErrInvalid, ErrNotFound, ErrCorrupt, ctx's error.

@@ -266,6 +266,16 @@ func (st *Store) write(ctx context.Context, what, session string, writes []store
 // waits for the commit even if ctx ends, so it never returns while they may
 // still land.
 func (st *Store) Append(ctx context.Context, session string, events []Event) (uint64, error) {
+	return st.appendAt(ctx, session, nil, events)
+}
+
+// AppendAt implements Log: Append, checked against the expected last seq
+// under the session's write lock.
+func (st *Store) AppendAt(ctx context.Context, session string, after uint64, events []Event) (uint64, error) {
+	return st.appendAt(ctx, session, &after, events)
+}
+
+func (st *Store) appendAt(ctx context.Context, session string, after *uint64, events []Event) (uint64, error) {
 	if err := ValidSessionID(session); err != nil {
 		return 0, err
 	}
@@ -278,6 +288,9 @@ func (st *Store) Append(ctx context.Context, session string, events []Event) (ui
 	}
 	var first uint64
 	err = st.locked(ctx, session, false, func(s *sessionState) error {
+		if after != nil && *after != s.next-1 {
+			return fmt.Errorf("append to session %q after seq %d: %w: its last seq is %d", session, *after, ErrConflict, s.next-1)
+		}
 		first = s.next
 		writes := make([]store.Write, len(vals))
 		for i, v := range vals {

@@ -67,6 +67,26 @@ type AppendOptions struct {
 // AppendWith is Append with options. Errors: Append's; ErrInvalid when
 // ClientState is not valid JSON.
 func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (AppendResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := e.appendWith(ctx, id, msgs, opts)
+		if !errors.Is(err, errStale) || attempt == maxAppendAttempts {
+			if errors.Is(err, errStale) {
+				err = fmt.Errorf("%w: session %q: other writers kept appending; try again", ErrUnavailable, id)
+			}
+			return res, err
+		}
+	}
+}
+
+// maxAppendAttempts bounds the retries of an append that lost the race for
+// its position to another node (DESIGN.md §9).
+const maxAppendAttempts = 8
+
+// errStale: the loaded session was behind the log; it was dropped and the
+// append is retried on a reload.
+var errStale = errors.New("session behind the log")
+
+func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (AppendResult, error) {
 	if opts.ClientState != nil && !json.Valid(opts.ClientState) {
 		return AppendResult{}, invalidField("client_state", "not valid JSON")
 	}
@@ -157,7 +177,15 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 	if opts.ClientState != nil {
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindClientState, Time: now, Data: opts.ClientState})
 	}
-	first, err := e.opts.Log.Append(ctx, id, events)
+	first, err := e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
+	if errors.Is(err, checkpoint.ErrConflict) {
+		// Another writer took the position: validate again on the log's
+		// state (DESIGN.md §9).
+		s.mu.Unlock()
+		e.drop(id, s)
+		s.mu.Lock() // for the deferred Unlock
+		return AppendResult{}, errStale
+	}
 	if err != nil {
 		return AppendResult{}, mapLogErr(id, err)
 	}

@@ -435,6 +435,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		shape = trigger.ShapeSimple
 	}
 	started, _ := json.Marshal(map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens})
+	if afErr == nil && (missing == "" || len(bindings) > 0) {
+		// Under the lock, so the loaded session's last seq never lags the
+		// log (appends are placed at it: checkpoint.Log.AppendAt).
+		if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionStarted, Data: started}}); err == nil {
+			s.lastSeq = max(s.lastSeq, seq)
+		}
+	}
 	s.mu.Unlock()
 
 	if afErr != nil {
@@ -442,11 +449,6 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	if missing != "" && len(bindings) == 0 {
 		return e.fail(ctx, s, sig, fmt.Errorf("%w: compaction.binding: the session's configuration names summarizer binding %q, which the daemon's configuration no longer defines, and compaction.fallback is %q: add the binding back to summarizer.bindings (and reload), or set fallback = %q", ErrInvalid, missing, config.FallbackNone, config.FallbackExtractive), nil)
-	}
-	if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionStarted, Data: started}}); err == nil {
-		s.mu.Lock()
-		s.lastSeq = max(s.lastSeq, seq)
-		s.mu.Unlock()
 	}
 
 	// 2. The summarizer call, outside the lock: appends go on meanwhile.

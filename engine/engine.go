@@ -77,6 +77,20 @@ type ArtifactStore interface {
 	Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error)
 }
 
+// Queue is the compaction queue as the engine uses it (DESIGN.md §9: behind
+// an interface). *workers.Pool, the local bounded pool, implements it.
+type Queue interface {
+	// SubmitPriority queues fn as the session's compaction, or joins the
+	// one queued or running. Errors: workers.ErrQueueFull, workers.ErrClosed.
+	SubmitPriority(session string, prio workers.Priority, fn workers.Func) (*workers.Ticket, error)
+	// Active returns the session's queued or running job, nil when none.
+	Active(session string) *workers.Ticket
+	// Unwait tells the queue nobody waits on t any more.
+	Unwait(t *workers.Ticket)
+}
+
+var _ Queue = (*workers.Pool)(nil)
+
 // Metrics receives what the engine measures; the daemon backs it with
 // Prometheus. Implementations must be safe for concurrent use.
 type Metrics interface {
@@ -119,8 +133,12 @@ type Options struct {
 	Artifacts ArtifactStore
 	// Summarizer runs the summarizer calls.
 	Summarizer *summarizer.Summarizer
-	// Pool runs compactions; the caller runs it (Pool.Run).
-	Pool *workers.Pool
+	// Pool runs compactions; the caller runs it (a *workers.Pool: Pool.Run).
+	Pool Queue
+	// Shared says other nodes write the same Log (the NATS backend,
+	// DESIGN.md §9): before acting on a loaded session the engine reads the
+	// log's last seq and reloads the session when another node appended.
+	Shared bool
 	// Logger receives the engine's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics receives measurements; nil means none.
@@ -276,12 +294,42 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 			return nil, err
 		}
 		s.mu.Lock()
+		if !s.evicted && e.opts.Shared && e.opts.Pool.Active(id) == nil {
+			// Another node may have appended (DESIGN.md §9): catch up by
+			// reloading from the log.
+			last, err := e.opts.Log.LastSeq(ctx, id)
+			if err != nil {
+				s.mu.Unlock()
+				if errors.Is(err, checkpoint.ErrNotFound) {
+					e.forget(id)
+				}
+				return nil, mapLogErr(id, err)
+			}
+			if last != s.lastSeq {
+				s.mu.Unlock()
+				e.drop(id, s)
+				continue
+			}
+		}
 		if !s.evicted {
 			s.lastUsed.Store(e.opts.Now().UnixNano())
 			return s, nil
 		}
 		s.mu.Unlock()
 	}
+}
+
+// drop evicts the loaded copy s of session id (stale: the log moved on
+// under it), so the next lock reloads it.
+func (e *Engine) drop(id string, s *session) {
+	e.mu.Lock()
+	if e.sessions[id] == s {
+		delete(e.sessions, id)
+	}
+	e.mu.Unlock()
+	s.mu.Lock()
+	s.evicted = true
+	s.mu.Unlock()
 }
 
 // evictLocked drops the least recently used idle sessions once more than
