@@ -1,0 +1,221 @@
+// Package natstest starts NATS JetStream servers in process, on loopback,
+// for tests of the NATS backend (DESIGN.md §9): a cluster of real servers
+// (github.com/nats-io/nats-server/v2), no external service. Only tests
+// import it.
+package natstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cluster is n JetStream servers forming one cluster on 127.0.0.1, their
+// stores under one directory.
+type Cluster struct {
+	mu      sync.Mutex
+	opts    []*server.Options
+	servers []*server.Server // nil: stopped
+}
+
+// Start starts a cluster of n servers (n ≥ 1; 3 for R3 streams) with
+// their stores under dir and waits until JetStream answers. Errors: a
+// server that does not start or a cluster that does not form in 30 s.
+func Start(dir string, n int) (*Cluster, error) {
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	var routes []string
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	}
+	c := &Cluster{}
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("ctxd-test-%d", i),
+			Host:       "127.0.0.1",
+			Port:       ports[i],
+			JetStream:  true,
+			StoreDir:   filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			NoLog:      true,
+			NoSigs:     true,
+			// Small limits: the tests' streams are tiny.
+			JetStreamMaxMemory: 64 << 20,
+			JetStreamMaxStore:  1 << 30,
+		}
+		if n > 1 {
+			o.Cluster = server.ClusterOpts{Name: "ctxd-test", Host: "127.0.0.1", Port: ports[n+i]}
+			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		}
+		c.opts = append(c.opts, o)
+		c.servers = append(c.servers, nil)
+	}
+	for i := range n {
+		if err := c.start(i); err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(30 * time.Second); err != nil {
+		c.Shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func (c *Cluster) start(i int) error {
+	if err := os.MkdirAll(c.opts[i].StoreDir, 0o700); err != nil {
+		return err
+	}
+	s, err := server.NewServer(c.opts[i])
+	if err != nil {
+		return fmt.Errorf("nats server %d: %w", i, err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return fmt.Errorf("nats server %d did not start", i)
+	}
+	c.mu.Lock()
+	c.servers[i] = s
+	c.mu.Unlock()
+	return nil
+}
+
+// URLs returns the client URLs of every server, running or not.
+func (c *Cluster) URLs() []string {
+	var u []string
+	for _, o := range c.opts {
+		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
+	}
+	return u
+}
+
+// Kill stops server i at once (its store stays, for Restart).
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	s := c.servers[i]
+	c.servers[i] = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// Restart starts server i again on its store and ports.
+func (c *Cluster) Restart(i int) error { return c.start(i) }
+
+// WaitReady waits until every running server reports JetStream current
+// and a client can read account information.
+func (c *Cluster) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if last = c.ready(); last == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("nats cluster not ready after %v: %w", timeout, last)
+}
+
+func (c *Cluster) ready() error {
+	c.mu.Lock()
+	servers := append([]*server.Server(nil), c.servers...)
+	c.mu.Unlock()
+	for i, s := range servers {
+		if s != nil && len(servers) > 1 && !s.JetStreamIsCurrent() {
+			return fmt.Errorf("server %d: jetstream not current", i)
+		}
+	}
+	nc, err := nats.Connect(strings.Join(c.URLs(), ","))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops every server.
+func (c *Cluster) Shutdown() {
+	for i := range c.servers {
+		c.Kill(i)
+	}
+}
+
+// ErrNoCluster is returned by Shared when the shared cluster failed to
+// start.
+var ErrNoCluster = errors.New("no nats cluster")
+
+var (
+	sharedOnce sync.Once
+	shared     *Cluster
+	sharedErr  error
+	sharedDir  string
+)
+
+// Shared returns one 3-server cluster per test binary, started on first
+// use in a temporary directory (tests isolate themselves by name prefix).
+// Call StopShared from TestMain after m.Run.
+func Shared() (*Cluster, error) {
+	sharedOnce.Do(func() {
+		sharedDir, sharedErr = os.MkdirTemp("", "ctxd-nats-")
+		if sharedErr == nil {
+			shared, sharedErr = Start(sharedDir, 3)
+		}
+	})
+	if sharedErr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoCluster, sharedErr)
+	}
+	return shared, nil
+}
+
+// StopShared stops the shared cluster, if started, and removes its stores.
+func StopShared() {
+	if shared != nil {
+		shared.Shutdown()
+	}
+	if sharedDir != "" {
+		os.RemoveAll(sharedDir)
+	}
+}

@@ -1,0 +1,231 @@
+// Package natsstore is ctxd's fleet backend on NATS JetStream (DESIGN.md
+// §9, `[storage] backend = "nats"`): every node of a fleet shares one
+// cluster, and any node serves any session. It implements the engine's
+// interfaces with the official client (github.com/nats-io/nats.go and its
+// jetstream package), with no replication, leader election or queue code of
+// its own:
+//
+//   - Log (checkpoint.Log): one stream, <P>_EVENTS, a subject per session
+//     (<p>.ev.<hex id>); an append is one message published with the
+//     expected last subject sequence, acknowledged once the stream stored
+//     it at its replication factor; checkpoints are records of the same
+//     subject, under the same rule;
+//   - session metadata, listing rows and the artifact secret: the KV bucket
+//     <P>_META, updated by revision (compare-and-set);
+//   - Artifacts (artifacts.Backend): the object store <P>_ARTIFACTS, named
+//     by keyed id;
+//   - Queue: compaction jobs on the work-queue stream <P>_JOBS with one
+//     durable pull consumer shared by every node, de-duplicated by message
+//     id (session, snapshot seq), redelivered after AckWait when a node dies.
+//
+// Everything is created idempotently by Open.
+package natsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options configure Open. Servers is required.
+type Options struct {
+	// Servers are the cluster's client URLs (nats://host:port).
+	Servers []string
+	// CredentialsFile is a NATS .creds file (JWT and NKey seed); "" for
+	// none.
+	CredentialsFile string
+	// Token is an authentication token; "" for none.
+	Token string
+	// Replicas is the replication factor of every stream and bucket: 1, 3
+	// or 5 (3 in production). 0 means 1.
+	Replicas int
+	// Prefix names ctxd's streams and buckets (<PREFIX>_EVENTS …) and
+	// subjects (<prefix>.ev.…): letters, digits, '-' and '_'. "" means
+	// "ctxd". Fleets sharing a cluster use different prefixes.
+	Prefix string
+	// AckWait is how long a compaction job may run without a progress
+	// signal before JetStream redelivers it to another node; it must exceed
+	// the summarizer timeout (DESIGN.md §5.4). 0 means 5 minutes.
+	AckWait time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives what fails in the background; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Name is the client connection's name (shown by the servers); "" means
+	// "ctxd".
+	Name string
+}
+
+// Store is one node's connection to the cluster with the streams and
+// buckets ctxd uses. Safe for concurrent use; Close it last.
+type Store struct {
+	opts    Options
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	events  jetstream.Stream
+	meta    jetstream.KeyValue
+	objects jetstream.ObjectStore
+	jobs    jetstream.Stream
+
+	prefix string // subject prefix (lower case)
+	log    *Log
+}
+
+// ErrInvalidOptions: Options that cannot work (no servers, a bad prefix or
+// replica count).
+var ErrInvalidOptions = errors.New("invalid nats options")
+
+// ValidPrefix checks a name prefix: 1 to 32 characters from
+// [A-Za-z0-9_-]. Errors wrap ErrInvalidOptions.
+func ValidPrefix(p string) error {
+	if p == "" || len(p) > 32 {
+		return fmt.Errorf("%w: prefix %q must be 1 to 32 characters", ErrInvalidOptions, p)
+	}
+	for i, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: prefix %q: character %q at byte %d is not one of [A-Za-z0-9_-]", ErrInvalidOptions, p, c, i)
+		}
+	}
+	return nil
+}
+
+// Open connects to the cluster and creates (or updates to this
+// configuration) the streams, buckets and consumer ctxd uses. Errors:
+// ErrInvalidOptions, the connection's, JetStream's (for example fewer
+// servers than Replicas).
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if len(opts.Servers) == 0 {
+		return nil, fmt.Errorf("%w: no servers", ErrInvalidOptions)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "ctxd"
+	}
+	if err := ValidPrefix(opts.Prefix); err != nil {
+		return nil, err
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Replicas != 1 && opts.Replicas != 3 && opts.Replicas != 5 {
+		return nil, fmt.Errorf("%w: replicas %d: want 1, 3 or 5", ErrInvalidOptions, opts.Replicas)
+	}
+	if opts.AckWait == 0 {
+		opts.AckWait = 5 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Name == "" {
+		opts.Name = "ctxd"
+	}
+	copts := []nats.Option{
+		nats.Name(opts.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(100 * time.Millisecond),
+	}
+	if opts.CredentialsFile != "" {
+		copts = append(copts, nats.UserCredentials(opts.CredentialsFile))
+	}
+	if opts.Token != "" {
+		copts = append(copts, nats.Token(opts.Token))
+	}
+	nc, err := nats.Connect(strings.Join(opts.Servers, ","), copts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats: %w", err)
+	}
+	st := &Store{opts: opts, nc: nc, prefix: strings.ToLower(opts.Prefix)}
+	if err := st.setup(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	st.log = newLog(st)
+	return st, nil
+}
+
+func (st *Store) setup(ctx context.Context) error {
+	js, err := jetstream.New(st.nc)
+	if err != nil {
+		return err
+	}
+	st.js = js
+	up := strings.ToUpper(st.opts.Prefix)
+	r := st.opts.Replicas
+	if st.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        up + "_EVENTS",
+		Description: "ctxd session event logs, a subject per session",
+		Subjects:    []string{st.prefix + ".ev.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+		AllowDirect: true,
+	}); err != nil {
+		return fmt.Errorf("create stream %s_EVENTS: %w", up, err)
+	}
+	if st.meta, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      up + "_META",
+		Description: "ctxd session metadata, listing rows, artifact secret",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return fmt.Errorf("create key-value bucket %s_META: %w", up, err)
+	}
+	if st.objects, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      up + "_ARTIFACTS",
+		Description: "ctxd artifacts by keyed id",
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return fmt.Errorf("create object store %s_ARTIFACTS: %w", up, err)
+	}
+	if st.jobs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        up + "_JOBS",
+		Description: "ctxd compaction jobs (work queue)",
+		Subjects:    []string{st.prefix + ".jobs"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+		Duplicates:  10 * time.Minute,
+	}); err != nil {
+		return fmt.Errorf("create stream %s_JOBS: %w", up, err)
+	}
+	if _, err := st.jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       st.consumerName(),
+		Description:   "every ctxd node's compaction workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       st.opts.AckWait,
+		MaxAckPending: 4096,
+		Replicas:      r,
+	}); err != nil {
+		return fmt.Errorf("create consumer %s: %w", st.consumerName(), err)
+	}
+	return nil
+}
+
+func (st *Store) consumerName() string { return st.prefix + "-compactor" }
+
+// Log returns the event log of this store (checkpoint.Log).
+func (st *Store) Log() *Log { return st.log }
+
+// Close stops the log's background writes and closes the connection after
+// flushing what it buffered.
+func (st *Store) Close() error {
+	st.log.close()
+	if err := st.nc.Drain(); err != nil {
+		st.nc.Close()
+		return err
+	}
+	for st.nc.IsDraining() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
