@@ -307,11 +307,13 @@ func (s *session) lastCheckpointSeq() uint64 {
 // compactions and takes over the session's queued one (issue 19).
 // Errors: ErrUnavailable.
 func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*workers.Ticket, error) {
-	t, err := e.opts.Pool.SubmitPriority(id, prio, func(ctx context.Context) error {
-		err := e.runCompaction(ctx, id, sig)
-		e.saveRowOf(ctx, id)
-		return err
-	})
+	var t *workers.Ticket
+	var err error
+	if q, ok := e.opts.Pool.(SharedQueue); ok {
+		t, err = q.SubmitJob(id, string(sig), prio, e.job(id, sig))
+	} else {
+		t, err = e.opts.Pool.SubmitPriority(id, prio, e.job(id, sig))
+	}
 	switch {
 	case errors.Is(err, workers.ErrQueueFull):
 		return nil, fmt.Errorf("%w: the compaction queue is full; try again shortly", ErrUnavailable)
@@ -321,6 +323,15 @@ func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*
 		return nil, err
 	}
 	return t, nil
+}
+
+// job is the work of one compaction job of session id.
+func (e *Engine) job(id string, sig trigger.Signal) workers.Func {
+	return func(ctx context.Context) error {
+		err := e.runCompaction(ctx, id, sig)
+		e.saveRowOf(ctx, id)
+		return err
+	}
 }
 
 // snapshot is what a compaction works from, taken under the session lock.

@@ -24,6 +24,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -90,6 +91,22 @@ type Queue interface {
 }
 
 var _ Queue = (*workers.Pool)(nil)
+
+// SharedQueue is a Queue shared by several nodes (DESIGN.md §9): a job
+// submitted on one node may run on another, which builds the job's work
+// with the function given to SetJobs. The engine uses SubmitJob instead of
+// SubmitPriority when its Pool is one.
+type SharedQueue interface {
+	Queue
+	// SubmitJob queues the compaction of session for signal sig (a
+	// trigger.Signal), or joins the one queued or running anywhere; fn is
+	// the work when this node runs it. Errors: workers.ErrQueueFull,
+	// workers.ErrClosed, the queue's.
+	SubmitJob(session, sig string, prio workers.Priority, fn workers.Func) (*workers.Ticket, error)
+	// SetJobs installs the function that builds the work of a job this
+	// node takes from the queue.
+	SetJobs(fn func(session, sig string) workers.Func)
+}
 
 // Metrics receives what the engine measures; the daemon backs it with
 // Prometheus. Implementations must be safe for concurrent use.
@@ -217,6 +234,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	cfg := opts.Config
 	e.cfg.Store(&cfg)
+	if q, ok := opts.Pool.(SharedQueue); ok {
+		q.SetJobs(func(id, sig string) workers.Func { return e.job(id, trigger.Signal(sig)) })
+	}
 	return e, nil
 }
 
@@ -294,7 +314,7 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 			return nil, err
 		}
 		s.mu.Lock()
-		if !s.evicted && e.opts.Shared && e.opts.Pool.Active(id) == nil {
+		if !s.evicted && e.opts.Shared && !s.compacting {
 			// Another node may have appended (DESIGN.md §9): catch up by
 			// reloading from the log.
 			last, err := e.opts.Log.LastSeq(ctx, id)

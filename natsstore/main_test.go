@@ -46,3 +46,12 @@ func openOn(t testing.TB, c *natstest.Cluster, prefix string, replicas int, edit
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+func sharedCluster(t testing.TB) *natstest.Cluster {
+	t.Helper()
+	c, err := natstest.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

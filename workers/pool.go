@@ -393,3 +393,28 @@ func safeCall(ctx context.Context, fn Func) (err error) {
 	}()
 	return fn(ctx)
 }
+
+// NewTicket returns a Ticket for a job that runs outside any Pool (a queue
+// shared by several nodes, DESIGN.md §9), with start, which closes Started,
+// and finish, which records err and closes Done. Each may be called more
+// than once; only the first call counts.
+func NewTicket(session string) (t *Ticket, start func(), finish func(err error)) {
+	st := &jobState{started: make(chan struct{}), done: make(chan struct{}), key: session}
+	var startOnce, finishOnce sync.Once
+	start = func() { startOnce.Do(func() { close(st.started) }) }
+	finish = func(err error) {
+		finishOnce.Do(func() {
+			st.err = err
+			close(st.done)
+		})
+	}
+	return &Ticket{Session: session, state: st}, start, finish
+}
+
+// JoinedCopy returns a copy of t marked as joined (Ticket.Joined), for a
+// caller that joins a job another caller submitted.
+func (t *Ticket) JoinedCopy() *Ticket {
+	c := *t
+	c.Joined = true
+	return &c
+}
