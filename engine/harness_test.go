@@ -29,10 +29,11 @@ import (
 type harness struct {
 	t      *testing.T
 	e      *Engine
-	db     *badger.DB
-	log    *checkpoint.Store
-	arts   *artifacts.Store
+	db     *badger.DB // nil on the NATS backend
+	log    checkpoint.Log
+	arts   artifacts.Backend
 	pool   *workers.Pool
+	close  []func()
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed bool
@@ -52,28 +53,36 @@ func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
 // newHarnessPool is newHarness with the worker pool's options.
 func newHarnessPool(t *testing.T, cfg config.Config, dir string, pool workers.Options) *harness {
 	t.Helper()
-	var db *badger.DB
+	h := &harness{t: t, done: make(chan struct{})}
 	var err error
-	if dir == "" {
-		db, err = store.OpenInMemory()
+	shared := false
+	if testBackend == "nats" {
+		h.openNATS(dir)
+		shared = true
 	} else {
-		db, err = store.Open(dir, store.Options{SyncWrites: true, Logger: quietLogger()})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, db: db, done: make(chan struct{})}
-	h.log = checkpoint.Open(db, checkpoint.Options{})
-	h.arts, err = artifacts.Open(db, testSecret)
-	if err != nil {
-		t.Fatal(err)
+		var db *badger.DB
+		if dir == "" {
+			db, err = store.OpenInMemory()
+		} else {
+			db, err = store.Open(dir, store.Options{SyncWrites: true, Logger: quietLogger()})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps := checkpoint.Open(db, checkpoint.Options{})
+		arts, err := artifacts.Open(db, testSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.db, h.log, h.arts = db, cps, arts
+		h.close = append(h.close, func() { _ = cps.Close() }, func() { _ = arts.Close() }, func() { _ = db.Close() })
 	}
 	h.pool, err = workers.New(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := summarizer.New(summarizer.Options{Logger: quietLogger(), RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
-	h.e, err = New(Options{Config: cfg, Log: h.log, Artifacts: h.arts, Summarizer: sum, Pool: h.pool, Logger: quietLogger()})
+	h.e, err = New(Options{Config: cfg, Log: h.log, Artifacts: h.arts, Summarizer: sum, Pool: h.pool, Logger: quietLogger(), Shared: shared})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +101,9 @@ func (h *harness) Close() {
 	h.closed = true
 	h.cancel()
 	<-h.done
-	_ = h.log.Close()
-	_ = h.arts.Close()
-	_ = h.db.Close()
+	for _, f := range h.close {
+		f()
+	}
 }
 
 func testConfig() config.Config {

@@ -80,6 +80,9 @@ func TestListingAfterRestart(t *testing.T) {
 		t.Fatalf("s4: %d checkpoints, %d messages", w.Checkpoints, w.Messages)
 	}
 
+	if h2.db == nil {
+		return // the rest edits badger's keys
+	}
 	// A session stored without a row (an older ctxd): described from its
 	// log, which also writes its row.
 	if err := h2.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte("s/s3/row")) }); err != nil {

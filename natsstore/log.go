@@ -148,27 +148,27 @@ func (l *Log) sync(ctx context.Context, session string, x *index) error {
 	case last.Sequence < x.streamSeq:
 		x.reset() // purged and written again: read it all
 	}
-	return l.scan(ctx, session, x.streamSeq+1, last.Sequence, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-		first, count, err := recHeaders(m.Headers())
+	return l.scan(ctx, session, x.streamSeq+1, last.Sequence, func(m *jetstream.RawStreamMsg) error {
+		first, count, err := recHeaders(m.Header)
 		if err != nil {
-			return fmt.Errorf("session %q: record %d: %w", session, md.Sequence.Stream, err)
+			return fmt.Errorf("session %q: record %d: %w", session, m.Sequence, err)
 		}
 		switch {
 		case first == 1:
 			x.reset() // a new incarnation of a deleted session starts at 1
 		case first != x.last+1:
-			return fmt.Errorf("session %q: %w: record %d starts at seq %d after seq %d", session, checkpoint.ErrCorrupt, md.Sequence.Stream, first, x.last)
+			return fmt.Errorf("session %q: %w: record %d starts at seq %d after seq %d", session, checkpoint.ErrCorrupt, m.Sequence, first, x.last)
 		}
-		x.recs = append(x.recs, rec{first: first, count: count, streamSeq: md.Sequence.Stream})
-		if m.Headers().Get(hdrCheckpoint) == "1" {
-			cp, err := decodeCheckpoint(m.Data())
+		x.recs = append(x.recs, rec{first: first, count: count, streamSeq: m.Sequence})
+		if m.Header.Get(hdrCheckpoint) == "1" {
+			cp, err := decodeCheckpoint(m.Data)
 			if err != nil {
-				return fmt.Errorf("session %q: record %d: %w", session, md.Sequence.Stream, err)
+				return fmt.Errorf("session %q: record %d: %w", session, m.Sequence, err)
 			}
-			x.cps = append(x.cps, cpRec{seq: first, snapshot: cp.SnapshotSeq, streamSeq: md.Sequence.Stream})
+			x.cps = append(x.cps, cpRec{seq: first, snapshot: cp.SnapshotSeq, streamSeq: m.Sequence})
 		}
 		x.last = first + count - 1
-		x.streamSeq = md.Sequence.Stream
+		x.streamSeq = m.Sequence
 		return nil
 	})
 }
@@ -183,49 +183,37 @@ func recHeaders(h nats.Header) (first, count uint64, err error) {
 }
 
 // scan calls fn with each record of the session's subject whose stream
-// sequence is in [from, to], in order, with an ordered consumer.
-func (l *Log) scan(ctx context.Context, session string, from, to uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	if from > to {
-		return nil
-	}
-	cons, err := l.st.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{l.subject(session)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	})
-	if err != nil {
-		return fmt.Errorf("session %q: read records: %w", session, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
-	if err != nil {
-		return fmt.Errorf("session %q: read records: %w", session, err)
-	}
-	defer it.Stop()
-	for {
-		// Records up to `to` exist: a wait this long means a purge.
-		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("session %q: read records up to %d: %w", session, to, err)
+// sequence is in [from, to], in order: direct gets of the next record of
+// the subject, one request per record (deterministic, served by any
+// replica: AllowDirect).
+func (l *Log) scan(ctx context.Context, session string, from, to uint64, fn func(*jetstream.RawStreamMsg) error) error {
+	subj := l.subject(session)
+	for seq := from; seq <= to; {
+		m, err := l.st.events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil // purged meanwhile
 		}
-		md, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("session %q: read records: %w", session, err)
+			return fmt.Errorf("session %q: read the record at or after %d: %w", session, seq, err)
 		}
-		if md.Sequence.Stream > to {
+		if m.Sequence > to {
 			return nil
 		}
-		if err := fn(m, md); err != nil {
+		if err := fn(m); err != nil {
 			return err
 		}
-		if md.Sequence.Stream == to || md.NumPending == 0 {
-			return nil
-		}
+		seq = m.Sequence + 1
 	}
+	return nil
+}
+
+// readRecord reads the record at stream sequence seq.
+func (l *Log) readRecord(ctx context.Context, session string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, err := l.st.events.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("session %q: read record %d: %w", session, seq, err)
+	}
+	return m, nil
 }
 
 // encodeRecord joins encoded events, each as a uvarint length then bytes.
@@ -538,8 +526,6 @@ func (l *Log) Range(ctx context.Context, session string, fromSeq uint64, fn func
 		x.mu.Unlock()
 		return err
 	}
-	to := x.streamSeq
-	var from uint64
 	i, _ := slices.BinarySearchFunc(x.recs, fromSeq, func(r rec, seq uint64) int {
 		switch {
 		case r.first+r.count-1 < seq:
@@ -549,24 +535,22 @@ func (l *Log) Range(ctx context.Context, session string, fromSeq uint64, fn func
 		}
 		return 0
 	})
-	if i < len(x.recs) {
-		from = x.recs[i].streamSeq
-	}
+	recs := slices.Clone(x.recs[i:])
 	x.mu.Unlock()
-	if from == 0 {
-		return nil
-	}
-	return l.scan(ctx, session, from, to, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-		first, count, err := recHeaders(m.Headers())
-		if err != nil {
-			return fmt.Errorf("session %q: %w", session, err)
+	for _, r := range recs {
+		m, err := l.readRecord(ctx, session, r.streamSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("session %q: %w", session, checkpoint.ErrNotFound) // deleted meanwhile
 		}
-		vals, _, err := decodeRecord(m.Data(), count)
 		if err != nil {
-			return fmt.Errorf("session %q: record %d: %w", session, md.Sequence.Stream, err)
+			return err
+		}
+		vals, _, err := decodeRecord(m.Data, r.count)
+		if err != nil {
+			return fmt.Errorf("session %q: record %d: %w", session, m.Sequence, err)
 		}
 		for j, v := range vals {
-			seq := first + uint64(j)
+			seq := r.first + uint64(j)
 			if seq < fromSeq {
 				continue
 			}
@@ -578,8 +562,8 @@ func (l *Log) Range(ctx context.Context, session string, fromSeq uint64, fn func
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // PutCheckpoint implements checkpoint.Log: the checkpoint is one record
@@ -669,9 +653,9 @@ func (l *Log) checkpoints(ctx context.Context, session string) ([]cpRec, error) 
 }
 
 func (l *Log) readCheckpoint(ctx context.Context, session string, r cpRec) (checkpoint.Checkpoint, error) {
-	m, err := l.st.events.GetMsg(ctx, r.streamSeq)
+	m, err := l.readRecord(ctx, session, r.streamSeq)
 	if err != nil {
-		return checkpoint.Checkpoint{}, fmt.Errorf("session %q: read checkpoint %d: %w", session, r.seq, err)
+		return checkpoint.Checkpoint{}, err
 	}
 	cp, err := decodeCheckpoint(m.Data)
 	if err != nil {

@@ -229,3 +229,33 @@ func (st *Store) Close() error {
 	}
 	return nil
 }
+
+// Remove deletes every stream and bucket of prefix (and so every session,
+// artifact and queued job of that fleet) from the cluster at servers: for
+// decommissioning a fleet, and for tests. Missing ones are skipped.
+// Errors: the connection's, JetStream's.
+func Remove(ctx context.Context, servers []string, prefix string) error {
+	nc, err := nats.Connect(strings.Join(servers, ","))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	up := strings.ToUpper(prefix)
+	var errs []error
+	for _, name := range []string{up + "_EVENTS", up + "_JOBS"} {
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	if err := js.DeleteKeyValue(ctx, up+"_META"); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		errs = append(errs, err)
+	}
+	if err := js.DeleteObjectStore(ctx, up+"_ARTIFACTS"); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
