@@ -1,0 +1,261 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/natsstore"
+	"github.com/ctxd/ctxd/natsstore/natstest"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// node is one ctxd node of a fleet (DESIGN.md §9): an engine on the NATS
+// store with the shared compaction queue.
+type node struct {
+	e      *Engine
+	st     *natsstore.Store
+	q      *natsstore.Queue
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+var fleetN atomic.Int64
+
+// newNode starts a node on the cluster's fleet prefix with R3 streams.
+func newNode(t *testing.T, c *natstest.Cluster, prefix string, cfg config.Config, ackWait time.Duration) *node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := natsstore.Open(ctx, natsstore.Options{Servers: c.URLs(), Prefix: prefix, Replicas: 3, AckWait: ackWait, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := st.Secret(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, err := st.Artifacts(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Queue(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := summarizer.New(summarizer.Options{Logger: quietLogger(), RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
+	e, err := New(Options{Config: cfg, Log: st.Log(), Artifacts: arts, Summarizer: sum, Pool: q, Shared: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{e: e, st: st, q: q, done: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	t.Cleanup(n.stop)
+	return n
+}
+
+// run starts taking compaction jobs.
+func (n *node) run() {
+	go func() { _ = n.q.Run(n.ctx); close(n.done) }()
+}
+
+// stop shuts the node down (idempotent).
+func (n *node) stop() {
+	n.cancel()
+	select {
+	case <-n.done:
+	case <-time.After(30 * time.Second):
+	}
+	_ = n.st.Close()
+}
+
+// kill cuts the node off as a crash would: the connection drops before
+// anything is handed back.
+func (n *node) kill() {
+	n.st.Conn().Close()
+	n.cancel()
+}
+
+func fleetCluster(t *testing.T) (*natstest.Cluster, string) {
+	t.Helper()
+	c, err := natstest.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fmt.Sprintf("fleet%d", fleetN.Add(1))
+}
+
+// contextBytes is the assembled context as JSON: what an agent receives.
+func contextBytes(t *testing.T, n *node, id string) []byte {
+	t.Helper()
+	a, err := n.e.Context(context.Background(), id, ContextOptions{NoPreSend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFleetTwoNodesServeOneSession: two nodes on one R3 cluster serve one
+// session alternately — appends from both, each node catching up on the
+// other's — and assemble byte-identical contexts after every step; a
+// compaction asked on one node is run once by the fleet: one checkpoint,
+// seen by both.
+func TestFleetTwoNodesServeOneSession(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	cfg := testConfig()
+	a := newNode(t, c, prefix, cfg, time.Minute)
+	b := newNode(t, c, prefix, cfg, time.Minute)
+	a.run()
+	b.run()
+	ctx := context.Background()
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000, System: "You are a test agent."}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*node{a, b}
+	for i := range 12 {
+		n := nodes[i%2]
+		msgs := []history.Message{user(fmt.Sprintf("step %d: %s", i, words(800))), assistant(fmt.Sprintf("done %d", i))}
+		res, err := n.e.Append(ctx, "s", msgs)
+		if err != nil {
+			t.Fatalf("append %d on node %d: %v", i, i%2, err)
+		}
+		if want := uint64(2*i + 1); res.FirstSeq != want {
+			t.Fatalf("append %d on node %d got seq %d, want %d", i, i%2, res.FirstSeq, want)
+		}
+		ca, cb := contextBytes(t, a, "s"), contextBytes(t, b, "s")
+		if !bytes.Equal(ca, cb) {
+			t.Fatalf("after append %d the nodes' contexts differ:\n%s\n%s", i, ca, cb)
+		}
+	}
+	// Both nodes append at once: one wins each position, the other
+	// reloads and retries; nothing is lost.
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			for j := range 5 {
+				if _, err := n.e.Append(ctx, "s", []history.Message{user(fmt.Sprintf("race %d-%d", i, j)), assistant("ok")}); err != nil {
+					t.Errorf("racing append on node %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ca, cb := contextBytes(t, a, "s"), contextBytes(t, b, "s")
+	if !bytes.Equal(ca, cb) {
+		t.Fatalf("after racing appends the contexts differ")
+	}
+	var got Assembled
+	_ = json.Unmarshal(ca, &got)
+	if len(got.Messages) != 24+20 || got.LastSeq != 44 {
+		t.Fatalf("context has %d messages, last seq %d; want 44 and 44", len(got.Messages), got.LastSeq)
+	}
+
+	res, err := b.e.Compact(ctx, "s", trigger.Manual, true)
+	if err != nil || res.Checkpoint == nil {
+		t.Fatalf("compact on node b: %+v %v", res, err)
+	}
+	for _, n := range nodes {
+		cps, err := n.e.Checkpoints(ctx, "s")
+		if err != nil || len(cps) != 1 {
+			t.Fatalf("checkpoints: %d %v; want 1", len(cps), err)
+		}
+	}
+	ca, cb = contextBytes(t, a, "s"), contextBytes(t, b, "s")
+	if !bytes.Equal(ca, cb) {
+		t.Fatalf("after the compaction the contexts differ:\n%s\n%s", ca, cb)
+	}
+	_ = json.Unmarshal(ca, &got)
+	if got.CheckpointSeq != res.Checkpoint.Seq {
+		t.Fatalf("node a serves checkpoint %d, want %d", got.CheckpointSeq, res.Checkpoint.Seq)
+	}
+	// Appends go on from either node after the checkpoint.
+	if _, err := a.e.Append(ctx, "s", []history.Message{user("after"), assistant("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(contextBytes(t, a, "s"), contextBytes(t, b, "s")) {
+		t.Fatal("after the last append the contexts differ")
+	}
+}
+
+// TestFleetNodeDiesMidCompaction: node a takes a compaction job and dies
+// while its (slow) summarizer call runs; JetStream redelivers the job to
+// node b after AckWait, b compacts, and the session has exactly one
+// checkpoint.
+func TestFleetNodeDiesMidCompaction(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	slow := newFakeAnthropic(t, okSummary("slow summary never sent"))
+	slow.release = make(chan struct{}) // never released: the node dies first
+	fast := newFakeAnthropic(t, okSummary("Summary by node b."))
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgA.Summarizer.Bindings = []config.Binding{slow.binding()}
+	cfgB.Summarizer.Bindings = []config.Binding{fast.binding()}
+	const ackWait = 2 * time.Second
+	a := newNode(t, c, prefix, cfgA, ackWait)
+	b := newNode(t, c, prefix, cfgB, ackWait)
+	ctx := context.Background()
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000, System: "You are a test agent."}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := a.e.Append(ctx, "s", []history.Message{user(fmt.Sprintf("step %d: %s", i, words(1200))), assistant("ok")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.run() // only a takes jobs for now
+	if _, err := a.e.Compact(ctx, "s", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slow.received:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node a never called its summarizer")
+	}
+	a.kill()
+	killed := time.Now()
+	b.run()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for fast.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if fast.count() == 0 {
+		t.Fatal("the job was not redelivered to node b")
+	}
+	var cps int
+	for time.Now().Before(deadline) {
+		list, err := b.e.Checkpoints(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cps = len(list); cps > 0 {
+			if list[0].Binding != "fake" {
+				t.Fatalf("checkpoint by binding %q", list[0].Binding)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("redelivered to node b and checkpointed %v after node a died", time.Since(killed).Round(time.Millisecond))
+	time.Sleep(ackWait + time.Second) // no second run turns up
+	list, err := b.e.Checkpoints(ctx, "s")
+	if err != nil || len(list) != 1 || slow.count() != 1 || fast.count() != 1 {
+		t.Fatalf("%d checkpoints (%v), summarizer calls a %d b %d; want 1, 1, 1", len(list), err, slow.count(), fast.count())
+	}
+	ctxB := contextBytes(t, b, "s")
+	if !bytes.Contains(ctxB, []byte("Summary by node b.")) {
+		t.Fatalf("node b's context lacks the summary: %s", ctxB)
+	}
+}
