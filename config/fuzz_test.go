@@ -119,7 +119,7 @@ func FuzzApplyOverlay(f *testing.F) {
 			return
 		}
 		if !reflect.DeepEqual(got.Summarizer, base.Summarizer) || !reflect.DeepEqual(got.Daemon, base.Daemon) ||
-			got.Storage != base.Storage || got.Workers != base.Workers ||
+			!reflect.DeepEqual(got.Storage, base.Storage) || got.Workers != base.Workers ||
 			got.Compaction.AgentFile != base.Compaction.AgentFile || got.Offload.Dir != base.Offload.Dir {
 			t.Fatalf("an accepted overlay changed a capability:\n%q", data)
 		}

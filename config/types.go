@@ -229,6 +229,46 @@ type Storage struct {
 	// does not start below it. Default 134217728 (128 MiB); 0 turns the
 	// guard off. See docs/operating.md "Disk full".
 	MinFreeBytes uint64 `toml:"min_free_bytes" json:"min_free_bytes"`
+	// Backend is where sessions, artifacts and compaction jobs live:
+	// "badger" (the default: embedded, in DataDir, with the local worker
+	// pool) or "nats" (a fleet of nodes sharing one NATS JetStream
+	// cluster, [storage.nats]; DESIGN.md §9).
+	Backend string `toml:"backend,omitempty" json:"backend,omitempty"`
+	// NATS is the [storage.nats] table, used when Backend is "nats".
+	NATS StorageNATS `toml:"nats,omitempty" json:"nats,omitempty"`
+}
+
+// Backend names of [storage] backend.
+const (
+	BackendBadger = "badger"
+	BackendNATS   = "nats"
+)
+
+// StorageNATS is the [storage.nats] table (DESIGN.md §9). Its keys are the
+// daemon's only: a session overlay may not set them.
+type StorageNATS struct {
+	// Servers are the cluster's client URLs (nats://, tls://, ws://,
+	// wss://), at least one; the client learns the rest of the cluster.
+	Servers []string `toml:"servers,omitempty" json:"servers,omitempty"`
+	// CredentialsFile is a NATS .creds file (user JWT and NKey seed).
+	CredentialsFile string `toml:"credentials_file,omitempty" json:"credentials_file,omitempty"`
+	// TokenEnv names the environment variable holding an authentication
+	// token (never the token itself). At most one of CredentialsFile and
+	// TokenEnv.
+	TokenEnv string `toml:"token_env,omitempty" json:"token_env,omitempty"`
+	// Replicas is the replication factor of ctxd's streams and buckets: 1,
+	// 3 or 5. Default 3 (an append is acknowledged once stored on 2 of 3
+	// servers).
+	Replicas uint64 `toml:"replicas,omitempty" json:"replicas,omitempty"`
+	// Prefix names ctxd's streams, buckets and subjects ([A-Za-z0-9_-], at
+	// most 32 characters). Default "ctxd"; every node of one fleet uses
+	// the same, other fleets on the same cluster another.
+	Prefix string `toml:"prefix,omitempty" json:"prefix,omitempty"`
+	// AckWaitMS is how long a compaction job may go without its node's
+	// progress signal before the cluster gives it to another node, in
+	// milliseconds; above the 180 s summarizer call timeout (DESIGN.md
+	// §5.4). Default 300000.
+	AckWaitMS uint64 `toml:"ack_wait_ms,omitempty" json:"ack_wait_ms,omitempty"`
 }
 
 // Workers is the [workers] table.

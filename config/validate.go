@@ -189,6 +189,7 @@ func (s *state) validate() {
 		}
 	}
 	check(TableDaemon, s.validateDaemon)
+	check(TableStorage, s.validateStorage)
 	check(TableProxy, s.validateProxy)
 	check(TableWorkers, func() {
 		if c.Workers.Size < 1 {
@@ -393,6 +394,76 @@ func (s *state) validateDaemon() {
 			where = fmt.Sprintf("%q is not even a loopback address", host)
 		}
 		s.errorf(TableDaemon, "daemon.listen", "TCP needs a bearer token (%s): set auth_token_env to the name of an environment variable holding the token, e.g. auth_token_env = \"CTXD_AUTH_TOKEN\", or remove listen and use the unix socket", where)
+	}
+}
+
+// Limits of [storage.nats].
+const (
+	// DefaultNATSReplicas is storage.nats.replicas when unset.
+	DefaultNATSReplicas = 3
+	// DefaultNATSAckWaitMS is storage.nats.ack_wait_ms when unset.
+	DefaultNATSAckWaitMS = 300_000
+	// MinNATSAckWaitMS is the summarizer call timeout (DESIGN.md §5.4):
+	// ack_wait_ms must exceed it.
+	MinNATSAckWaitMS = 180_000
+)
+
+func (s *state) validateStorage() {
+	st := s.cfg.Storage
+	switch st.Backend {
+	case "", BackendBadger:
+		return
+	case BackendNATS:
+	default:
+		s.errorf(TableStorage, "storage.backend", "must be %q (embedded, the default) or %q (a fleet sharing a NATS JetStream cluster)", BackendBadger, BackendNATS)
+		return
+	}
+	n := st.NATS
+	if len(n.Servers) == 0 {
+		s.missing(TableStorage, "storage.nats.servers", "missing required key with backend = \"nats\": the cluster's URLs, e.g. servers = [\"nats://nats-1:4222\", \"nats://nats-2:4222\", \"nats://nats-3:4222\"]")
+	}
+	for i, raw := range n.Servers {
+		key := indexPath("storage.nats.servers", i)
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.Port() == "" {
+			s.errorf(TableStorage, key, "must be a URL with a host and port, e.g. \"nats://nats-1:4222\"")
+			continue
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			s.errorf(TableStorage, key, "scheme %q: must be nats, tls, ws or wss", u.Scheme)
+		}
+		if u.User != nil {
+			s.errorf(TableStorage, key, "must not carry credentials: use credentials_file or token_env")
+		}
+	}
+	if n.CredentialsFile != "" && n.TokenEnv != "" {
+		s.errorf(TableStorage, "storage.nats.token_env", "set at most one of credentials_file and token_env")
+	}
+	if n.TokenEnv != "" {
+		if msg := checkEnvName(n.TokenEnv, "CTXD_NATS_TOKEN"); msg != "" {
+			s.errorf(TableStorage, "storage.nats.token_env", "%s", msg)
+		}
+	}
+	switch n.Replicas {
+	case 0, 1, 3, 5:
+	default:
+		s.errorf(TableStorage, "storage.nats.replicas", "must be 1, 3 or 5 (3 in production: an append survives the loss of one server)")
+	}
+	if n.Prefix != "" {
+		ok := len(n.Prefix) <= 32
+		for _, c := range n.Prefix {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				ok = false
+			}
+		}
+		if !ok {
+			s.errorf(TableStorage, "storage.nats.prefix", "must be 1 to 32 characters from [A-Za-z0-9_-], e.g. prefix = \"ctxd\"")
+		}
+	}
+	if n.AckWaitMS != 0 && n.AckWaitMS <= MinNATSAckWaitMS {
+		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must exceed %d (the summarizer call timeout, DESIGN.md §5.4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
 	}
 }
 
