@@ -240,6 +240,24 @@ func (q *Queue) Active(session string) *workers.Ticket {
 	return nil
 }
 
+// Stats returns this node's view for GET /v1/status: Running is the jobs
+// it runs, Queued those it waits on that run elsewhere or not yet (the
+// fleet's queue depth is the consumer's, in the servers' monitoring).
+func (q *Queue) Stats() workers.Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var st workers.Stats
+	for _, tk := range q.tickets {
+		select {
+		case <-tk.t.Started():
+			st.Running++
+		default:
+			st.Queued++
+		}
+	}
+	return st
+}
+
 // Unwait implements engine.Queue; jobs keep no priority, so it does
 // nothing.
 func (q *Queue) Unwait(*workers.Ticket) {}

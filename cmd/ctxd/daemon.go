@@ -31,6 +31,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/natsstore"
 	"github.com/ctxd/ctxd/proxy"
 	"github.com/ctxd/ctxd/server"
 	"github.com/ctxd/ctxd/summarizer"
@@ -98,7 +99,7 @@ type Main struct {
 	closers []func() error
 	eng     *engine.Engine
 	srv     *server.Server
-	poolRef *workers.Pool
+	poolRef interface{ Run(context.Context) error } // *workers.Pool or the fleet's *natsstore.Queue
 	secret  []byte
 	// reg is the registry served on /metrics (the engine's, the server's
 	// and the proxy's collectors).
@@ -460,7 +461,7 @@ func (m *Main) listenUnix() (*net.UnixListener, bool, error) {
 
 // open opens the stores, the pool, the summarizer, the engine and the
 // server, registering each for Close.
-func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
+func (m *Main) open(ctx context.Context, cfg config.Config, token string) error {
 	// checkDirs (in Run) created or checked the data directory.
 	offloadDir := cfg.Offload.Dir
 	if offloadDir == "" {
@@ -479,29 +480,54 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		}
 		disks = []server.GuardedDir{{Name: server.DiskData, Space: dataSpace}, {Name: server.DiskOffload, Space: store.NewSpace(offloadDir, reserve, nil)}}
 	}
-	db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+	var (
+		cps    checkpoint.Log
+		arts   engine.ArtifactStore
+		queue  engine.Queue
+		stats  func() workers.Stats
+		shared bool
+	)
+	if cfg.Storage.Backend == config.BackendNATS {
+		// A fleet node (DESIGN.md §9): sessions, artifacts and compaction
+		// jobs live in the NATS JetStream cluster; the data directory keeps
+		// only offloaded files.
+		st, q, secret, err := m.openNATS(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		m.onClose(st.Close)
+		fa, err := st.Artifacts(secret)
+		if err != nil {
+			return fmt.Errorf("open artifacts: %w", err)
+		}
+		m.secret = secret
+		cps, arts, queue, stats, shared = st.Log(), fa, q, q.Stats, true
+		m.poolRef = q
+	} else {
+		db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
+		if err != nil {
+			return fmt.Errorf("open store: %w", err)
+		}
+		m.onClose(func() error { return closeStore(db, m.dataDir, store.FreeBytes, m.logger) })
+		secret, err := artifacts.LoadSecret(m.dataDir)
+		if err != nil {
+			return fmt.Errorf("artifact secret: %w", err)
+		}
+		m.secret = secret
+		ba, err := artifacts.Open(db, secret)
+		if err != nil {
+			return fmt.Errorf("open artifacts: %w", err)
+		}
+		m.onClose(ba.Close)
+		bl := checkpoint.Open(db, checkpoint.Options{})
+		m.onClose(bl.Close)
+		pool, err := workers.New(workers.Options{Size: int(cfg.Workers.Size), Queue: int(cfg.Workers.Queue), DrainTimeout: poolDrainTimeout})
+		if err != nil {
+			return fmt.Errorf("workers: %w", err)
+		}
+		cps, arts, queue, stats = bl, ba, pool, pool.Stats
+		m.poolRef = pool
 	}
-	m.onClose(func() error { return closeStore(db, m.dataDir, store.FreeBytes, m.logger) })
-	secret, err := artifacts.LoadSecret(m.dataDir)
-	if err != nil {
-		return fmt.Errorf("artifact secret: %w", err)
-	}
-	m.secret = secret
-	arts, err := artifacts.Open(db, secret)
-	if err != nil {
-		return fmt.Errorf("open artifacts: %w", err)
-	}
-	m.onClose(arts.Close)
-	cps := checkpoint.Open(db, checkpoint.Options{})
-	m.onClose(cps.Close)
-
-	pool, err := workers.New(workers.Options{Size: int(cfg.Workers.Size), Queue: int(cfg.Workers.Queue), DrainTimeout: poolDrainTimeout})
-	if err != nil {
-		return fmt.Errorf("workers: %w", err)
-	}
-	m.poolRef = pool
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -513,7 +539,8 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 		Log:        cps,
 		Artifacts:  arts,
 		Summarizer: summarizer.New(summarizer.Options{Logger: m.logger, Redactor: m.redactor}),
-		Pool:       pool,
+		Pool:       queue,
+		Shared:     shared,
 		Logger:     m.logger,
 		Metrics:    metrics,
 		OffloadDir: filepath.Join(m.dataDir, "offload"),
@@ -525,7 +552,7 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	m.srv = server.New(server.Options{
 		Engine:      eng,
 		Artifacts:   arts,
-		Pool:        server.PoolInfo{Stats: pool.Stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
+		Pool:        server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
 		Logger:      m.logger,
 		Registry:    reg,
 		Metrics:     metrics,
@@ -537,6 +564,48 @@ func (m *Main) open(_ context.Context, cfg config.Config, token string) error {
 	})
 	return nil
 }
+
+// openNATS connects to the fleet's cluster ([storage.nats]), creating its
+// streams and buckets if needed, and returns the store, this node's
+// compaction queue (workers.size jobs at once) and the fleet's artifact
+// secret. Errors name the configuration to fix.
+func (m *Main) openNATS(ctx context.Context, cfg config.Config) (*natsstore.Store, *natsstore.Queue, []byte, error) {
+	n := cfg.Storage.NATS
+	o := natsstore.Options{Servers: n.Servers, CredentialsFile: n.CredentialsFile, Replicas: int(n.Replicas), Prefix: n.Prefix, Logger: m.logger, Name: "ctxd"}
+	if o.Replicas == 0 {
+		o.Replicas = config.DefaultNATSReplicas
+	}
+	o.AckWait = time.Duration(n.AckWaitMS) * time.Millisecond
+	if o.AckWait == 0 {
+		o.AckWait = config.DefaultNATSAckWaitMS * time.Millisecond
+	}
+	if n.TokenEnv != "" {
+		if o.Token = m.getenv(n.TokenEnv); o.Token == "" {
+			return nil, nil, nil, fmt.Errorf("storage.nats.token_env: environment variable %s is empty or unset", n.TokenEnv)
+		}
+	}
+	octx, cancel := context.WithTimeout(ctx, natsOpenTimeout)
+	defer cancel()
+	st, err := natsstore.Open(octx, o)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("storage.nats: %w", err)
+	}
+	secret, err := st.Secret(octx)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("storage.nats: %w", err)
+	}
+	q, err := st.Queue(int(cfg.Workers.Size))
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("storage.nats: %w", err)
+	}
+	return st, q, secret, nil
+}
+
+// natsOpenTimeout bounds connecting to the NATS cluster and creating
+// ctxd's streams at start.
+const natsOpenTimeout = 30 * time.Second
 
 // checkDirs creates or checks the data directory and the offload
 // directory (privateDir): a too-open data directory or configured

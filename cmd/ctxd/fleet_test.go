@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/natsstore/natstest"
+)
+
+// TestFleetDaemons runs two ctxd processes as one fleet on a 3-server
+// JetStream cluster ([storage] backend = "nats", R3): a session created on
+// one is listed, appended to and served by the other with the same bytes;
+// after one node is killed (SIGKILL) the other serves the whole session
+// and goes on appending.
+func TestFleetDaemons(t *testing.T) {
+	c, err := natstest.Start(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	cfg := baseConfig + fmt.Sprintf(`
+[storage]
+backend = "nats"
+[storage.nats]
+servers = ["%s"]
+replicas = 3
+prefix = "daemons"
+`, strings.Join(c.URLs(), `", "`))
+	a, b := newEnv(t, cfg), newEnv(t, cfg)
+	pa := a.start(t)
+	b.start(t)
+	ca, cb := a.client(), b.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	if _, err := ca.CreateSession(ctx, api.CreateSessionRequest{ID: "fleet", Model: "local-model", ContextLimit: 100000, System: "You are terse."}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cb.ListSessions(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != "fleet" {
+		t.Fatalf("node b lists %+v, %v", list, err)
+	}
+	for i := range 6 {
+		cl := []*api.Client{ca, cb}[i%2]
+		res, err := cl.AppendMessages(ctx, "fleet", api.AppendMessagesRequest{Messages: []api.Message{userText(fmt.Sprintf("step %d", i)), assistantText(fmt.Sprintf("done %d", i), nil)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(2*i + 2); res.LastSeq != want {
+			t.Fatalf("append %d: last seq %d, want %d", i, res.LastSeq, want)
+		}
+		ra, err := ca.ContextRaw(ctx, "fleet", "anthropic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := cb.ContextRaw(ctx, "fleet", "anthropic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ra, rb) {
+			t.Fatalf("after append %d the nodes serve different bytes:\n%s\n%s", i, ra, rb)
+		}
+	}
+	before, err := cb.ContextRaw(ctx, "fleet", "anthropic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.kill9(t)
+	after, err := cb.ContextRaw(ctx, "fleet", "anthropic")
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("node b after node a died: %v\n%s\n%s", err, before, after)
+	}
+	if res, err := cb.AppendMessages(ctx, "fleet", api.AppendMessagesRequest{Messages: []api.Message{userText("after the crash")}}); err != nil || res.LastSeq != 13 {
+		t.Fatalf("append on node b after node a died: %+v %v", res, err)
+	}
+}
