@@ -32,7 +32,7 @@ type node struct {
 var fleetN atomic.Int64
 
 // newNode starts a node on the cluster's fleet prefix with R3 streams.
-func newNode(t *testing.T, c *natstest.Cluster, prefix string, cfg config.Config, ackWait time.Duration) *node {
+func newNode(t testing.TB, c *natstest.Cluster, prefix string, cfg config.Config, ackWait time.Duration) *node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
