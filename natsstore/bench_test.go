@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
 // BenchmarkDurableAppend64Sessions: 64 sessions appending one 1 KiB event
@@ -62,6 +63,19 @@ func BenchmarkDurableAppend64Sessions(b *testing.B) {
 		b.Run(fmt.Sprintf("nats-R%d", r), func(b *testing.B) {
 			st := open(b, r)
 			run(b, st.Log(), fmt.Sprintf("r%d", r))
+		})
+	}
+	// The same with every server fsyncing before it acknowledges
+	// (sync_interval: always), as badger's sync_writes does.
+	c, err := natstest.StartSync(b.TempDir(), 3, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Shutdown()
+	for _, r := range []int{1, 3} {
+		b.Run(fmt.Sprintf("nats-R%d-fsync", r), func(b *testing.B) {
+			st := openOn(b, c, fmt.Sprintf("fs%d", prefixes.Add(1)), r)
+			run(b, st.Log(), fmt.Sprintf("f%d", r))
 		})
 	}
 }

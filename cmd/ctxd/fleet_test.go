@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,21 @@ prefix = "daemons"
 	}
 	if res, err := cb.AppendMessages(ctx, "fleet", api.AppendMessagesRequest{Messages: []api.Message{userText("after the crash")}}); err != nil || res.LastSeq != 13 {
 		t.Fatalf("append on node b after node a died: %+v %v", res, err)
+	}
+}
+
+// TestFleetRefusesUnreachableCluster: a node whose cluster does not answer
+// does not start, and says which configuration to look at.
+func TestFleetRefusesUnreachableCluster(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	e := newEnv(t, baseConfig+fmt.Sprintf("\n[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = [\"nats://%s\"]\n", addr))
+	out, err := refusedOutput(t, e.command())
+	if err == nil || !strings.Contains(string(out), "storage.nats") {
+		t.Fatalf("ctxd with an unreachable cluster: %v\n%s", err, out)
 	}
 }

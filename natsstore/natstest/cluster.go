@@ -31,7 +31,13 @@ type Cluster struct {
 // Start starts a cluster of n servers (n ≥ 1; 3 for R3 streams) with
 // their stores under dir and waits until JetStream answers. Errors: a
 // server that does not start or a cluster that does not form in 30 s.
-func Start(dir string, n int) (*Cluster, error) {
+func Start(dir string, n int) (*Cluster, error) { return StartSync(dir, n, false) }
+
+// StartSync is Start with each server's JetStream fsyncing every write
+// before acknowledging it (sync_interval: always) when syncAlways is set;
+// otherwise JetStream's default (a sync every 2 minutes, durability by
+// replication).
+func StartSync(dir string, n int, syncAlways bool) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -53,6 +59,7 @@ func Start(dir string, n int) (*Cluster, error) {
 			// Small limits: the tests' streams are tiny.
 			JetStreamMaxMemory: 64 << 20,
 			JetStreamMaxStore:  1 << 30,
+			SyncAlways:         syncAlways,
 		}
 		if n > 1 {
 			o.Cluster = server.ClusterOpts{Name: "ctxd-test", Host: "127.0.0.1", Port: ports[n+i]}
