@@ -3,7 +3,9 @@ package natsstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +17,13 @@ import (
 
 // Queue is the compaction queue shared by every node of a fleet (DESIGN.md
 // §9), an engine.SharedQueue: a job is a message of the work-queue stream
-// <P>_JOBS, taken by whichever node's Run pulls it from the one durable
-// consumer. Its message id is (session, the session's last seq when it was
-// queued), so two nodes queueing the same compaction queue one job. A node
+// <P>_JOBS, on a subject per session, taken by whichever node's Run pulls
+// it from the one durable consumer. Its message id is (session, the
+// session's last seq when it was queued), so two nodes queueing the same
+// compaction queue one job; and the stream keeps at most one message per
+// subject, so a session has at most one job queued or running in the whole
+// fleet (DESIGN.md §8a: compactions of one session are serialized) — a
+// second submission joins it. A node
 // signals progress while it runs a job (every AckWait/4); a node that dies
 // stops signalling and JetStream gives the job to another node after
 // AckWait. Nodes tell each other that a job started and finished on core
@@ -128,15 +134,24 @@ func (q *Queue) SubmitJob(session, sig string, _ workers.Priority, _ workers.Fun
 	q.mu.Unlock()
 
 	data, _ := json.Marshal(job{Session: session, Signal: sig, Key: key})
-	ack, err := q.st.js.Publish(ctx, q.st.prefix+".jobs", data, jetstream.WithMsgID(key))
-	if err != nil {
+	ack, err := q.st.js.Publish(ctx, q.st.prefix+".jobs."+hexID(session), data, jetstream.WithMsgID(key))
+	switch {
+	case perSubjectFull(err):
+		// Another job of the session is queued or running somewhere: wait
+		// for its end, whatever its key.
+		q.mu.Lock()
+		tk.key = ""
+		q.mu.Unlock()
+		t.Joined = true
+		go q.expire(session, tk)
+	case err != nil:
 		q.end(session, tk, err)
 		return nil, fmt.Errorf("queue the compaction of session %q: %w", session, err)
-	}
-	if ack.Duplicate {
+	case ack.Duplicate:
 		// The same job was queued at this position already: it is queued,
 		// running, or finished (then its end is remembered, unless this
 		// node started after it).
+		t.Joined = true
 		q.mu.Lock()
 		msg, done := q.recent[key]
 		q.mu.Unlock()
@@ -147,6 +162,14 @@ func (q *Queue) SubmitJob(session, sig string, _ workers.Priority, _ workers.Fun
 		}
 	}
 	return t, nil
+}
+
+// perSubjectFull reports a job refused because its session has one queued
+// or running (the stream's one message per subject).
+func perSubjectFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.ErrorCode(10077) &&
+		strings.Contains(apiErr.Description, "per subject")
 }
 
 // expire ends a ticket for a duplicate job whose end this node may have
@@ -211,7 +234,7 @@ func (q *Queue) onNote(m *nats.Msg) {
 		}
 	}
 	q.mu.Unlock()
-	if tk == nil || tk.key != n.Key {
+	if tk == nil || (tk.key != n.Key && tk.key != "") {
 		return
 	}
 	if n.Done {
@@ -335,7 +358,7 @@ func (q *Queue) handle(ctx context.Context, m jetstream.Msg) {
 	q.mu.Lock()
 	jobs := q.jobs
 	tk := q.tickets[j.Session]
-	if tk == nil || tk.key != j.Key {
+	if tk == nil || (tk.key != j.Key && tk.key != "") {
 		t, start, finish := workers.NewTicket(j.Session)
 		if tk == nil {
 			tk = &qticket{key: j.Key, t: t, start: start, finish: finish, alive: make(chan struct{}, 1)}

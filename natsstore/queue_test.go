@@ -61,8 +61,8 @@ func TestQueueDedupAndRedelivery(t *testing.T) {
 		t.Fatalf("second submit on the same node: %+v %v", again, err)
 	}
 	t2, err := q2.SubmitJob(id, "manual", workers.Waited, nil) // same position: a duplicate
-	if err != nil || t2.Joined {
-		t.Fatalf("submit on node 2: %+v %v", t2, err)
+	if err != nil || !t2.Joined {
+		t.Fatalf("submit on node 2 did not join: %+v %v", t2, err)
 	}
 	if q2.Active(id) == nil {
 		t.Fatal("node 2 does not see its waited job as active")
@@ -81,6 +81,20 @@ func TestQueueDedupAndRedelivery(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("node 2 did not learn the job started")
 	}
+	// A compaction asked at a later position while the job runs joins it:
+	// one job per session in the fleet (DESIGN.md §8a).
+	if _, err := n2.Log().Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	q2b, err := n2.Queue(1) // another node's queue, without Run
+	if err != nil {
+		t.Fatal(err)
+	}
+	t3, err := q2b.SubmitJob(id, "manual", workers.Waited, nil)
+	if err != nil || !t3.Joined {
+		t.Fatalf("a second job of the session while one runs: %+v %v", t3, err)
+	}
+
 	// Node 1 dies: its connection drops before it can hand the job back.
 	n1.Conn().Close()
 	kill1()
@@ -95,6 +109,9 @@ func TestQueueDedupAndRedelivery(t *testing.T) {
 	begin := time.Now()
 	if err := t2.Wait(withTimeout(t, 30*time.Second)); err != nil {
 		t.Fatalf("node 2's wait: %v", err)
+	}
+	if err := t3.Wait(withTimeout(t, 30*time.Second)); err != nil {
+		t.Fatalf("the joined wait: %v", err)
 	}
 	if runs1.Load() != 1 || runs2.Load() != 1 {
 		t.Fatalf("runs: node 1 %d, node 2 %d; want 1 and 1", runs1.Load(), runs2.Load())

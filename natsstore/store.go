@@ -190,11 +190,16 @@ func (st *Store) setup(ctx context.Context) error {
 	if st.jobs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        up + "_JOBS",
 		Description: "ctxd compaction jobs (work queue)",
-		Subjects:    []string{st.prefix + ".jobs"},
+		Subjects:    []string{st.prefix + ".jobs.>"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
 		Duplicates:  10 * time.Minute,
+		// One job per session queued or running in the whole fleet
+		// (DESIGN.md §8a): a second is refused while the first is unacked.
+		MaxMsgsPerSubject:    1,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
 	}); err != nil {
 		return fmt.Errorf("create stream %s_JOBS: %w", up, err)
 	}
