@@ -38,7 +38,7 @@ import (
 type fixture struct {
 	srv    *Server
 	eng    *engine.Engine
-	arts   *artifacts.Store
+	arts   artifacts.Backend
 	ts     *httptest.Server
 	client *api.Client
 	// token is sent by do unless hdr sets Authorization.
@@ -49,15 +49,28 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	t.Helper()
-	db, err := store.OpenInMemory()
-	if err != nil {
-		t.Fatal(err)
+	var (
+		log    checkpoint.Log
+		arts   artifacts.Backend
+		closer []func()
+		shared bool
+	)
+	if testBackend == "nats" {
+		log, arts, closer = openNATS(t)
+		shared = true
+	} else {
+		db, err := store.OpenInMemory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ba, err := artifacts.Open(db, bytes.Repeat([]byte{7}, artifacts.SecretSize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bl := checkpoint.Open(db, checkpoint.Options{})
+		log, arts = bl, ba
+		closer = []func(){func() { _ = bl.Close() }, func() { _ = ba.Close() }, func() { _ = db.Close() }}
 	}
-	arts, err := artifacts.Open(db, bytes.Repeat([]byte{7}, artifacts.SecretSize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := checkpoint.Open(db, checkpoint.Options{})
 	pool, err := workers.New(workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +83,7 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	cfg := config.Defaults()
 	cfg.Storage.DataDir = t.TempDir()
 	eng, err := engine.New(engine.Options{
-		Config: cfg, Log: log, Artifacts: arts, Pool: pool, Metrics: metrics,
+		Config: cfg, Log: log, Artifacts: arts, Pool: pool, Metrics: metrics, Shared: shared,
 		Summarizer: summarizer.New(summarizer.Options{Logger: quietLogger()}),
 		Logger:     quietLogger(),
 	})
@@ -97,9 +110,9 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 		ts.Close()
 		cancel()
 		wg.Wait()
-		_ = log.Close()
-		_ = arts.Close()
-		_ = db.Close()
+		for _, f := range closer {
+			f()
+		}
 	})
 	return &fixture{srv: srv, eng: eng, arts: arts, ts: ts, token: opts.AuthToken, client: &api.Client{BaseURL: ts.URL, Token: opts.AuthToken}}
 }

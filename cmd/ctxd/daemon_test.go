@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
 var ctxdBin string
@@ -430,11 +431,31 @@ func containsKind(ks []api.EventKind, k api.EventKind) bool {
 // read before the kill. Repeated; each round starts from the previous
 // round's crash.
 func TestCrashRecovery(t *testing.T) {
+	t.Run("badger", func(t *testing.T) { crashRecovery(t, baseConfig) })
+	t.Run("nats", func(t *testing.T) {
+		// The same crashes of a fleet node (DESIGN.md §9): its state is
+		// in an R3 cluster, which survives it.
+		c, err := natstest.Start(t.TempDir(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Shutdown)
+		crashRecovery(t, baseConfig+natsStorage(c, "crash"))
+	})
+}
+
+// natsStorage is the [storage] tables of a fleet node on cluster c.
+func natsStorage(c *natstest.Cluster, prefix string) string {
+	return fmt.Sprintf("\n[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = [\"%s\"]\nreplicas = 3\nprefix = %q\n",
+		strings.Join(c.URLs(), `", "`), prefix)
+}
+
+func crashRecovery(t *testing.T, config string) {
 	rounds := 12
 	if testing.Short() {
 		rounds = 3
 	}
-	e := newEnv(t, baseConfig)
+	e := newEnv(t, config)
 	const writers = 4
 	type writer struct {
 		id      string

@@ -24,14 +24,7 @@ func TestFleetDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Shutdown)
-	cfg := baseConfig + fmt.Sprintf(`
-[storage]
-backend = "nats"
-[storage.nats]
-servers = ["%s"]
-replicas = 3
-prefix = "daemons"
-`, strings.Join(c.URLs(), `", "`))
+	cfg := baseConfig + natsStorage(c, "daemons")
 	a, b := newEnv(t, cfg), newEnv(t, cfg)
 	pa := a.start(t)
 	b.start(t)
