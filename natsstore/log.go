@@ -98,11 +98,28 @@ func metaKey(session string) string { return "m." + hexID(session) }
 
 func rowKey(session string) string { return "r." + hexID(session) }
 
+// maxIndexes bounds the sessions whose index a node keeps; beyond it,
+// unused ones are dropped (and rebuilt from the stream on next use).
+const maxIndexes = 4096
+
 func (l *Log) idx(session string) *index {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	x := l.sessions[session]
 	if x == nil {
+		if len(l.sessions) >= maxIndexes {
+			// A caller may still hold a dropped index: harmless, every
+			// use syncs with the stream and writes are checked by it.
+			for id, y := range l.sessions {
+				if len(l.sessions) < maxIndexes*7/8 {
+					break
+				}
+				if y.mu.TryLock() {
+					delete(l.sessions, id)
+					y.mu.Unlock()
+				}
+			}
+		}
 		x = &index{}
 		l.sessions[session] = x
 	}
