@@ -166,11 +166,15 @@ func (st *Store) setup(ctx context.Context) error {
 		Subjects:    []string{st.prefix + ".ev.>"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    r,
-		AllowDirect: true,
+		// Reads go to the stream's leader, which has every acknowledged
+		// record: a direct get may be answered by a replica that lags, and
+		// a node must never act on a session without the records others
+		// appended (DESIGN.md §9).
+		AllowDirect: false,
 	}); err != nil {
 		return fmt.Errorf("create stream %s_EVENTS: %w", up, err)
 	}
-	if st.meta, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if st.meta, err = st.keyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      up + "_META",
 		Description: "ctxd session metadata, listing rows, artifact secret",
 		History:     1,
@@ -179,7 +183,7 @@ func (st *Store) setup(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("create key-value bucket %s_META: %w", up, err)
 	}
-	if st.objects, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	if st.objects, err = st.objectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      up + "_ARTIFACTS",
 		Description: "ctxd artifacts by keyed id",
 		Storage:     jetstream.FileStorage,
@@ -214,6 +218,54 @@ func (st *Store) setup(ctx context.Context) error {
 		return fmt.Errorf("create consumer %s: %w", st.consumerName(), err)
 	}
 	return nil
+}
+
+// keyValue opens the bucket, creating it when missing, with reads from
+// its stream's leader (leaderReads).
+func (st *Store) keyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if _, err := st.js.KeyValue(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := st.js.CreateKeyValue(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if err := st.leaderReads(ctx, "KV_"+cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return st.js.KeyValue(ctx, cfg.Bucket) // bound after: it reads the stream's AllowDirect
+}
+
+// objectStore is keyValue for the object store.
+func (st *Store) objectStore(ctx context.Context, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if _, err := st.js.ObjectStore(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := st.js.CreateObjectStore(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if err := st.leaderReads(ctx, "OBJ_"+cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return st.js.ObjectStore(ctx, cfg.Bucket)
+}
+
+// leaderReads turns off direct gets on stream name (buckets are created
+// with them on): a direct get may be answered by a lagging replica, so a
+// value just written could read as missing on another node.
+func (st *Store) leaderReads(ctx context.Context, name string) error {
+	s, err := st.js.Stream(ctx, name)
+	if err != nil {
+		return err
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect {
+		return nil
+	}
+	cfg.AllowDirect = false
+	_, err = st.js.UpdateStream(ctx, cfg)
+	return err
 }
 
 func (st *Store) consumerName() string { return st.prefix + "-compactor" }

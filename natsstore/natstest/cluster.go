@@ -175,12 +175,23 @@ func (c *Cluster) ready() error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		return err
 	}
-	return nil
+	// Every running server must be a placement peer: create (and remove)
+	// a stream with as many replicas.
+	running := 0
+	for _, s := range servers {
+		if s != nil {
+			running++
+		}
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "NATSTEST_PROBE", Subjects: []string{"natstest.probe"}, Replicas: running, Storage: jetstream.MemoryStorage}); err != nil {
+		return err
+	}
+	return js.DeleteStream(ctx, "NATSTEST_PROBE")
 }
 
 // Shutdown stops every server.
