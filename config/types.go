@@ -235,7 +235,7 @@ type Storage struct {
 	// cluster, [storage.nats]; DESIGN.md §9).
 	Backend string `toml:"backend,omitempty" json:"backend,omitempty"`
 	// NATS is the [storage.nats] table, used when Backend is "nats".
-	NATS StorageNATS `toml:"nats,omitempty" json:"nats,omitempty"`
+	NATS StorageNATS `toml:"nats,omitempty" json:"nats,omitzero"`
 }
 
 // Backend names of [storage] backend.
