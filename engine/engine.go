@@ -88,6 +88,11 @@ type Queue interface {
 	Active(session string) *workers.Ticket
 	// Unwait tells the queue nobody waits on t any more.
 	Unwait(t *workers.Ticket)
+	// Ahead returns how many jobs requests wait on are queued ahead of
+	// t's and whether t's is still queued (workers.Pool.Ahead).
+	Ahead(t *workers.Ticket) (ahead int, queued bool)
+	// Size is the number of jobs this node runs at once.
+	Size() int
 }
 
 var _ Queue = (*workers.Pool)(nil)

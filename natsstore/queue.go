@@ -281,6 +281,15 @@ func (q *Queue) Stats() workers.Stats {
 	return st
 }
 
+// Size implements engine.Queue: the jobs this node runs at once.
+func (q *Queue) Size() int { return q.size }
+
+// Ahead implements engine.Queue. The shared queue keeps no priorities and
+// does not know its place in the fleet's queue: it reports 0 ahead, so a
+// request waits on its compaction (bounded by its own deadline and the
+// engine's start grace).
+func (q *Queue) Ahead(*workers.Ticket) (int, bool) { return 0, false }
+
 // Unwait implements engine.Queue; jobs keep no priority, so it does
 // nothing.
 func (q *Queue) Unwait(*workers.Ticket) {}
