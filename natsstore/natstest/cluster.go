@@ -38,6 +38,20 @@ func Start(dir string, n int) (*Cluster, error) { return StartSync(dir, n, false
 // otherwise JetStream's default (a sync every 2 minutes, durability by
 // replication).
 func StartSync(dir string, n int, syncAlways bool) (*Cluster, error) {
+	// The ports are found free, then given to the servers: another process
+	// may take one in between (test binaries start clusters at once), so a
+	// cluster that does not start is tried again on other ports.
+	var err error
+	for attempt := range 3 {
+		var c *Cluster
+		if c, err = startOnce(filepath.Join(dir, fmt.Sprintf("a%d", attempt)), n, syncAlways); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+func startOnce(dir string, n int, syncAlways bool) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
