@@ -73,11 +73,13 @@ type ContextOptions struct {
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
 // diagnostic. The compaction runs ahead of background ones (issue 19), and
-// the check waits at most one round of the pool: when workers.size or more
-// compactions other requests wait on are queued ahead of it — or, for a
-// context still below the midpoint between the threshold and the window,
-// when no worker takes it at once — the uncompacted context is served at
-// once with a diagnostic and the compaction stays queued. A context
+// the check waits at most one round of the pool: a context that still fits
+// the window (estimate ≤ context limit) waits only when a worker takes its
+// compaction within a short grace (250 ms), and a context over the window
+// waits unless workers.size or more compactions other requests wait on are
+// queued ahead of it; otherwise the uncompacted context is served at once
+// with a diagnostic and the compaction stays queued, first among background
+// work. A context
 // that breaks a provider rule (§4a) is never returned: the violation is
 // logged and counted, and Context returns ErrProviderRule.
 // Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
@@ -99,10 +101,10 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
-			// The context still fits with room to spare: below the midpoint
-			// between the threshold and the window.
+			// The context can still be sent as it is: the estimate is within
+			// the window (the same test as the over-window diagnostic below).
 			tokens, _ := e.estimate(s)
-			fits := s.threshold < s.limit && tokens < s.threshold+(s.limit-s.threshold)/2
+			fits := tokens <= s.limit
 			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
 			err := e.compactAndWait(wctx, id, trigger.PreSend, fits)
@@ -185,21 +187,38 @@ func (e *Engine) providerRules(s *session) history.Rules {
 const startGrace = 250 * time.Millisecond
 
 // errQueuedBehind: the pre-send compaction would not start soon (one
-// round of the pool, or startGrace for a context below the midpoint) and
+// round of the pool, or startGrace for a context that fits the window) and
 // the caller goes on without it.
 var errQueuedBehind = errors.New("compaction queued behind others")
 
-// compactAndWait submits a compaction as a job the caller waits on (or
-// joins the queued or running one) and waits for it, bounded by the pool's
-// capacity (issue 19, docs/decisions.md "A pre-send read waits at most one
-// round of the pool"): when workers.size or more compactions other requests
-// wait on are queued ahead of it — it would start only after more than one
-// round of every worker — it returns errQueuedBehind at once. With
-// mayDefer (the context is still below the midpoint between threshold and
-// window) it also does when no worker takes the job within startGrace.
-// Either way the job stays queued, first among background work, so the
-// requests that do wait go ahead of it.
-func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, mayDefer bool) error {
+// compactAndWait submits a compaction and waits for it, bounded by ctx.
+// A request whose context still fits the window (fits) never takes a
+// waited slot: its job is queued first among background work
+// (workers.BackgroundFirst), and the request waits for it only when a
+// worker takes it within startGrace. A request whose context cannot be sent
+// as it is submits a Waited job and waits unless workers.size or more
+// Waited jobs are queued ahead of it, which are then only such requests and
+// explicit waits (issue 19; docs/decisions.md "A pre-send read waits at
+// most one round of the pool"). Not waiting returns an error wrapping
+// errQueuedBehind, with the job left queued as background work.
+func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, fits bool) error {
+	if fits {
+		t, err := e.submit(id, sig, workers.BackgroundFirst)
+		if err != nil {
+			return err
+		}
+		grace := time.NewTimer(startGrace)
+		defer grace.Stop()
+		select {
+		case <-t.Started():
+		case <-t.Done():
+		case <-grace.C:
+			return fmt.Errorf("%w: no worker took it within %v", errQueuedBehind, startGrace)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return t.Wait(ctx)
+	}
 	t, err := e.submit(id, sig, workers.Waited)
 	if err != nil {
 		return err
@@ -209,19 +228,6 @@ func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Sign
 		// round of the pool go first.
 		e.opts.Pool.Unwait(t)
 		return fmt.Errorf("%w: %d compactions that requests wait on are queued ahead of it, %d workers", errQueuedBehind, ahead, e.opts.Pool.Size())
-	}
-	if mayDefer {
-		grace := time.NewTimer(startGrace)
-		defer grace.Stop()
-		select {
-		case <-t.Started():
-		case <-t.Done():
-		case <-grace.C:
-			e.opts.Pool.Unwait(t)
-			return fmt.Errorf("%w: no worker took it within %v", errQueuedBehind, startGrace)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 	return t.Wait(ctx)
 }

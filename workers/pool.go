@@ -43,11 +43,22 @@ const (
 	Background Priority = iota
 	// Waited is a job a request waits on.
 	Waited
+	// BackgroundFirst is a job a request would take if a worker is free but
+	// will not wait for (a pre-send check whose context still fits the
+	// window, issue 19): it is queued as Background work, first among the
+	// Background jobs (a queued Background job of the same session moves to
+	// the front), and, like a Waited job, takes the place of the newest
+	// queued Background job when the queue is full. It is never counted by
+	// Ahead.
+	BackgroundFirst
 )
 
 func (p Priority) String() string {
-	if p == Waited {
+	switch p {
+	case Waited:
 		return "waited"
+	case BackgroundFirst:
+		return "background-first"
 	}
 	return "background"
 }
@@ -159,9 +170,11 @@ func (p *Pool) Submit(session string, fn Func) (*Ticket, error) {
 // has Joined set and fn is not used); a Waited request raises a queued
 // Background job of the session to Waited (it takes it over). Jobs are keyed
 // by session alone so that running one twice is impossible (DESIGN.md
-// §8a). When the queue holds Queue jobs, a Waited job takes the place of
-// the newest queued Background job (which ends with ErrYielded); when there
-// is none, or for a Background job, it returns ErrQueueFull. It returns
+// §8a). A BackgroundFirst job is queued (or a queued Background job of the
+// session moved) first among the Background jobs. When the queue holds
+// Queue jobs, a Waited or BackgroundFirst job takes the place of the newest
+// queued Background job (which ends with ErrYielded); when there is none,
+// or for a Background job, it returns ErrQueueFull. It returns
 // ErrClosed once the pool is shutting down; it never blocks.
 func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, error) {
 	p.mu.Lock()
@@ -179,11 +192,13 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 					p.waited = append(p.waited, st)
 				}
 			}
+		} else if prio == BackgroundFirst && st.prio == Background && st.queued {
+			p.background = append([]*jobState{st}, remove(p.background, st)...)
 		}
 		return &Ticket{Session: session, Joined: true, state: st}, nil
 	}
 	if len(p.waited)+len(p.background) >= p.opts.Queue {
-		if prio != Waited || len(p.background) == 0 {
+		if prio == Background || len(p.background) == 0 {
 			return nil, ErrQueueFull
 		}
 		last := p.background[len(p.background)-1]
@@ -194,10 +209,14 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 		close(last.done)
 	}
 	st := &jobState{started: make(chan struct{}), done: make(chan struct{}), fn: fn, key: session, prio: prio, queued: true}
-	if prio == Waited {
+	switch prio {
+	case Waited:
 		st.waiters = 1
 		p.waited = append(p.waited, st)
-	} else {
+	case BackgroundFirst:
+		st.prio = Background
+		p.background = append([]*jobState{st}, p.background...)
+	default:
 		p.background = append(p.background, st)
 	}
 	p.active[session] = st

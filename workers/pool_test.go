@@ -495,3 +495,66 @@ func TestAheadCountsQueuedWaitedJobsBefore(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestBackgroundFirstQueuesAheadOfBackgroundBehindWaited (issue 19): a
+// BackgroundFirst job starts after the queued Waited jobs and before the
+// other Background ones, moves a queued Background job of its session to
+// the front, is never counted by Ahead, and in a full queue takes the
+// place of the newest Background job.
+func TestBackgroundFirstQueuesAheadOfBackgroundBehindWaited(t *testing.T) {
+	p, _, _ := startPool(t, Options{Size: 1, Queue: 3})
+	release := blockWorkers(t, p, 1)
+	order := make(chan string, 8)
+	tickets := map[string]*Ticket{}
+	for _, s := range []string{"b1", "b2"} {
+		tk, err := p.Submit(s, recorder(order, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[s] = tk
+	}
+	if _, err := p.SubmitPriority("w", Waited, recorder(order, "w")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.SubmitPriority("b2", BackgroundFirst, nil)
+	if err != nil || !j.Joined {
+		t.Fatalf("joining b2: joined %v, %v", j != nil && j.Joined, err)
+	}
+	// The queue (3) is full: f takes the place of b1, the newest background
+	// job once b2 moved to the front.
+	f, err := p.SubmitPriority("f", BackgroundFirst, recorder(order, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tickets["b1"].Err(); !errors.Is(err, ErrYielded) {
+		t.Fatalf("b1: %v, want ErrYielded", err)
+	}
+	if st := p.Stats(); st.Queued != 3 || st.QueuedWaited != 1 {
+		t.Fatalf("stats %+v, want w, f, b2 queued and only w waited", st)
+	}
+	if n, q := p.Ahead(f); n != 0 || !q {
+		t.Fatalf("Ahead(f) = %d, %v; want 0, true", n, q)
+	}
+	if _, err := p.Submit("b3", recorder(order, "b3")); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("background job into a full queue: %v, want ErrQueueFull", err)
+	}
+	// g takes b2's place (the queue is [f b2] in background order).
+	g, err := p.SubmitPriority("g", BackgroundFirst, recorder(order, "g"))
+	if err != nil {
+		t.Fatalf("a full queue with background work: %v", err)
+	}
+	if err := tickets["b2"].Err(); !errors.Is(err, ErrYielded) {
+		t.Fatalf("b2: %v, want ErrYielded", err)
+	}
+	release()
+	if err := f.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{<-order, <-order, <-order}
+	if fmt.Sprint(got) != "[w g f]" {
+		t.Fatalf("start order %v, want [w g f]", got)
+	}
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
