@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,9 +34,12 @@ type sessionRecord struct {
 type agentResult struct {
 	appendLat, contextLat []time.Duration
 	appends, messages     int
-	sessions              []sessionRecord
-	errors                map[string]int
-	firstErr              error
+	// overWindow and queuedBehind count context reads over the window and
+	// those whose compaction was queued behind others.
+	overWindow, queuedBehind int
+	sessions                 []sessionRecord
+	errors                   map[string]int
+	firstErr                 error
 }
 
 // agent is one simulated agent: it replays its script against ctxd through
@@ -187,6 +191,12 @@ func (a *agent) replay(ctx context.Context, sc *script, rec *sessionRecord) {
 			return
 		}
 		a.res.contextLat = append(a.res.contextLat, time.Since(start))
+		if cr.ContextLimit > 0 && cr.Tokens.Value > cr.ContextLimit {
+			a.res.overWindow++
+		}
+		if cr.Diagnostic != nil && strings.Contains(cr.Diagnostic.Message, "queued behind others") {
+			a.res.queuedBehind++
+		}
 		// The provider reports the size of what it was sent: the context
 		// just read, plus the response's own output.
 		resp := st.response

@@ -30,6 +30,7 @@ func printReport(w io.Writer, rep *Report) {
 			l.AppendsPerSecond, l.MessagesPerSec, l.Appends, l.Messages, l.ContextReads, l.Sessions)
 		p("append          p50 %.2f ms  p99 %.2f ms  max %.2f ms", l.Append.P50, l.Append.P99, l.Append.Max)
 		p("context         p50 %.2f ms  p99 %.2f ms  max %.2f ms", l.Context.P50, l.Context.P99, l.Context.Max)
+		p("context reads   %d over the window, %d served uncompacted (compaction queued behind others)", l.ContextOverWindow, l.ContextQueuedBehind)
 		p("compactions     ok %d, stalled %d, failed %d (pruned retry %d)", l.Compactions.OK, l.Compactions.Stalled, l.Compactions.Failed, l.Compactions.PrunedRetry)
 		in := l.Integrity
 		p("integrity       %d acknowledged in %d sessions: %d lost, %d duplicated, %d reordered, %d at another seq, %d unacknowledged",

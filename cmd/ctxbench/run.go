@@ -219,6 +219,12 @@ type LoadReport struct {
 	Appends      int `json:"appends"`
 	Messages     int `json:"messages"`
 	ContextReads int `json:"context_reads"`
+	// ContextOverWindow counts the context reads answered with more tokens
+	// than the session's context window (a provider would refuse them);
+	// ContextQueuedBehind those served uncompacted because their pre-send
+	// compaction was queued behind others (issue 19).
+	ContextOverWindow   int `json:"context_over_window"`
+	ContextQueuedBehind int `json:"context_queued_behind"`
 	// AppendsPerSecond and MessagesPerSec are over the whole run.
 	AppendsPerSecond float64 `json:"appends_per_second"`
 	MessagesPerSec   float64 `json:"messages_per_second"`
@@ -492,6 +498,8 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 		lr.Appends += r.appends
 		lr.Messages += r.messages
 		lr.ContextReads += len(r.contextLat)
+		lr.ContextOverWindow += r.overWindow
+		lr.ContextQueuedBehind += r.queuedBehind
 		sessions = append(sessions, r.sessions...)
 		for k, v := range r.errors {
 			lr.Errors[k] += v
