@@ -121,39 +121,70 @@ const (
 // A tool message's content may be empty (a result with no output). It does
 // not check what validation at append covers (block fields, UTF-8).
 func CheckRequest(msgs []Message, r Rules) Violations {
-	var vs Violations
+	var c Checker
+	c.Extend(msgs)
+	return c.Checked().Violations(r)
+}
+
+// Checker is CheckRequest made incremental: it reads a message list in
+// pieces (Extend) and answers for the list read so far (Checked), so a
+// list that only grows — a context between recorded rewrites — is checked
+// once per message rather than once per request. For any split of msgs,
+// Extend of each piece in order then Checked().Violations(r) equals
+// CheckRequest(msgs, r). The zero value is an empty list. Not safe for
+// concurrent use; a Checked is a copy that is.
+type Checker struct {
+	n       int
+	seen    map[string]bool // every tool call id so far
+	callsOf map[string]bool // the calls of the last assistant message, unanswered
+	pending []string        // the same, in order
+	inRun   bool            // the messages since the last assistant with calls are all tool messages
+	vs      Violations
+	tail    tailState
+}
+
+// tailState is what the rules at the end of the list (DESIGN.md §4a:
+// thinking, an open tool loop) read of the list.
+type tailState struct {
+	lastRole     Role
+	lastThinking bool // the last message carries a thinking block
+	asst         int  // index of the newest assistant message, -1 when none
+	asstFirst    BlockType
+	asstEmpty    bool // it has no content
+}
+
+// Len is the number of messages read, in the list's indexes.
+func (c *Checker) Len() int { return c.n }
+
+// Extend reads msgs as the next messages of the list; violations carry
+// their index in the whole list.
+func (c *Checker) Extend(msgs []Message) {
+	if c.seen == nil {
+		c.seen, c.callsOf, c.tail.asst = map[string]bool{}, map[string]bool{}, -1
+	}
 	add := func(i int, rule, format string, args ...any) {
-		vs = append(vs, Violation{Index: i, Rule: rule, Message: fmt.Sprintf(format, args...)})
+		c.vs = append(c.vs, Violation{Index: i, Rule: rule, Message: fmt.Sprintf(format, args...)})
 	}
-	seen := map[string]bool{}
-	var pending []string         // calls of the last assistant message, unanswered
-	callsOf := map[string]bool{} // the same, as a set
-	flush := func(at int) {      // the run of results after a call ended at message at
-		for _, id := range pending {
-			add(at, RuleMissingResult, textMissingResult, id)
-		}
-		pending = pending[:0]
-		clear(callsOf)
-	}
-	inRun := false // the messages since the last assistant with calls are all tool messages
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Role != RoleTool && inRun {
-			flush(i - 1)
-			inRun = false
+	for k := range msgs {
+		m, i := &msgs[k], c.n
+		c.n++
+		c.tail.lastRole, c.tail.lastThinking = m.Role, false
+		if m.Role != RoleTool && c.inRun {
+			c.flush(i-1, add)
+			c.inRun = false
 		}
 		if i == 0 && m.Role != RoleUser {
 			add(i, RuleFirstNotUser, textFirstNotUser)
 		}
 		switch m.Role {
 		case RoleTool:
-			if !inRun || !callsOf[m.ToolCallID] {
+			if !c.inRun || !c.callsOf[m.ToolCallID] {
 				add(i, RuleOrphanResult, textOrphanResult, m.ToolCallID)
 				continue
 			}
-			delete(callsOf, m.ToolCallID)
-			if j := slices.Index(pending, m.ToolCallID); j >= 0 {
-				pending = slices.Delete(pending, j, j+1)
+			delete(c.callsOf, m.ToolCallID)
+			if j := slices.Index(c.pending, m.ToolCallID); j >= 0 {
+				c.pending = slices.Delete(c.pending, j, j+1)
 			}
 		case RoleUser, RoleAssistant:
 			if len(m.Content) == 0 {
@@ -168,47 +199,87 @@ func CheckRequest(msgs []Message, r Rules) Violations {
 			if m.Role == RoleUser {
 				continue
 			}
+			c.tail.asst, c.tail.asstEmpty = i, len(m.Content) == 0
+			if len(m.Content) > 0 {
+				c.tail.asstFirst = m.Content[0].Type
+			}
+			c.tail.lastThinking = slices.ContainsFunc(m.Content, isThinkingBlock)
 			checkThinkingOrder(i, m, add)
 			for _, b := range m.Content {
 				if b.Type != BlockToolCall {
 					continue
 				}
-				if seen[b.ID] {
+				if c.seen[b.ID] {
 					add(i, RuleDuplicateCallID, textDuplicateID, b.ID)
 					continue
 				}
-				seen[b.ID] = true
-				callsOf[b.ID] = true
-				pending = append(pending, b.ID)
+				c.seen[b.ID] = true
+				c.callsOf[b.ID] = true
+				c.pending = append(c.pending, b.ID)
 			}
-			inRun = len(callsOf) > 0
+			c.inRun = len(c.callsOf) > 0
 		}
 	}
-	if inRun && !r.OpenTail {
-		flush(len(msgs) - 1)
+}
+
+// flush reports the calls of the run of results that ended at message at
+// unanswered.
+func (c *Checker) flush(at int, add func(int, string, string, ...any)) {
+	for _, id := range c.pending {
+		add(at, RuleMissingResult, textMissingResult, id)
 	}
-	if n := len(msgs); n > 0 {
-		last := &msgs[n-1]
+	c.pending = c.pending[:0]
+	clear(c.callsOf)
+}
+
+// Checked returns the answer for the list read so far, a copy that later
+// Extends leave alone.
+func (c *Checker) Checked() Checked {
+	ck := Checked{n: c.n, vs: slices.Clone(c.vs), tail: c.tail}
+	if c.inRun {
+		ck.pending = slices.Clone(c.pending)
+	}
+	if c.seen == nil {
+		ck.tail.asst = -1
+	}
+	return ck
+}
+
+// Checked is a Checker's answer for the list it had read: its violations
+// under any Rules (Violations).
+type Checked struct {
+	n       int
+	vs      Violations
+	pending []string // calls unanswered at the end (an open run of results)
+	tail    tailState
+}
+
+// Len is the number of messages of the list checked.
+func (ck Checked) Len() int { return ck.n }
+
+// Violations returns every violation of the list under r, in message
+// order: what CheckRequest(list, r) returns.
+func (ck Checked) Violations(r Rules) Violations {
+	vs := slices.Clone(ck.vs)
+	add := func(i int, rule, format string, args ...any) {
+		vs = append(vs, Violation{Index: i, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	}
+	if !r.OpenTail {
+		for _, id := range ck.pending {
+			add(ck.n-1, RuleMissingResult, textMissingResult, id)
+		}
+	}
+	if ck.n > 0 {
+		t := ck.tail
 		switch {
-		case r.Thinking == ThinkingOn && last.Role == RoleTool:
+		case r.Thinking == ThinkingOn && t.lastRole == RoleTool:
 			// An open tool loop: its final assistant message must start
 			// with its thinking.
-			for i := n - 1; i >= 0; i-- {
-				if msgs[i].Role != RoleAssistant {
-					continue
-				}
-				if c := msgs[i].Content; len(c) > 0 && !isThinkingBlock(c[0]) {
-					add(i, RuleLoopThinking, textLoopThinking, anthropicType(c[0].Type))
-				}
-				break
+			if t.asst >= 0 && !t.asstEmpty && !isThinkingBlock(Block{Type: t.asstFirst}) {
+				add(t.asst, RuleLoopThinking, textLoopThinking, anthropicType(t.asstFirst))
 			}
-		case r.Thinking == ThinkingOff && last.Role == RoleAssistant:
-			for _, b := range last.Content {
-				if isThinkingBlock(b) {
-					add(n-1, RuleThinkingOff, textThinkingOff)
-					break
-				}
-			}
+		case r.Thinking == ThinkingOff && t.lastRole == RoleAssistant && t.lastThinking:
+			add(ck.n-1, RuleThinkingOff, textThinkingOff)
 		}
 	}
 	return vs

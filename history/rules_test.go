@@ -12,7 +12,8 @@ func thinking(s string) Block { return Block{Type: BlockThinking, Text: s, Signa
 
 func asst(bs ...Block) Message { return Message{Role: RoleAssistant, Content: bs} }
 
-// TestCheckRequest: each rule of DESIGN.md §4a, broken and kept.
+// TestCheckRequest: each rule of DESIGN.md §4a, broken and kept; and the
+// incremental Checker gives the same answer for every split of each list.
 func TestCheckRequest(t *testing.T) {
 	u := text(RoleUser, "do it")
 	tests := []struct {
@@ -64,6 +65,26 @@ func TestCheckRequest(t *testing.T) {
 			}
 			if err := vs.Err(); (err != nil) != (len(tc.want) > 0) || (err != nil && !errors.Is(err, ErrProviderRule)) {
 				t.Fatalf("Err() = %v", err)
+			}
+			// The incremental Checker: every split of the list, read in two
+			// pieces, gives the same answer, and the answer for the first
+			// piece taken before the second is read does not change.
+			for k := 0; k <= len(tc.msgs); k++ {
+				var c Checker
+				c.Extend(tc.msgs[:k])
+				mid := c.Checked()
+				c.Extend(tc.msgs[k:])
+				if got := c.Checked().Violations(tc.rules); !reflect.DeepEqual(got, vs) {
+					t.Fatalf("split at %d: %v, want %v", k, got, vs)
+				}
+				if c.Len() != len(tc.msgs) || mid.Len() != k {
+					t.Fatalf("split at %d: Len %d and %d", k, c.Len(), mid.Len())
+				}
+				for _, r := range []Rules{tc.rules, {}, {OpenTail: true}, {Thinking: ThinkingOn}, {Thinking: ThinkingOff}} {
+					if got, want := mid.Violations(r), CheckRequest(tc.msgs[:k], r); !reflect.DeepEqual(got, want) {
+						t.Fatalf("first %d messages under %+v: %v, want %v", k, r, got, want)
+					}
+				}
 			}
 		})
 	}
