@@ -54,6 +54,12 @@ type Assembled struct {
 	// Violations are the provider rules Messages break: always empty
 	// unless ContextOptions.Unchecked.
 	Violations history.Violations `json:"-"`
+	// Checked is the §4a check of history.Sendable(Messages), for a
+	// caller that must check them under other Rules (the proxy, with the
+	// thinking setting its client sent): Checked.Violations(rules) equals
+	// history.CheckRequest(history.Sendable(Messages), rules) without
+	// reading the messages again.
+	Checked history.Checked `json:"-"`
 }
 
 // ContextOptions tune Context.
@@ -150,7 +156,8 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 // "Provider rules: one validator"). Called with s.mu held.
 func (e *Engine) enforceRules(s *session, a *Assembled) error {
 	a.Rules = e.providerRules(s)
-	vs := history.CheckRequest(history.Sendable(a.Messages), a.Rules)
+	a.Checked = s.rules.check(a.Messages)
+	vs := a.Checked.Violations(a.Rules)
 	if len(vs) == 0 {
 		return nil
 	}
@@ -160,6 +167,77 @@ func (e *Engine) enforceRules(s *session, a *Assembled) error {
 	}
 	e.log.Error("assembled context breaks a provider rule; not returned", "session", s.id, "violations", len(vs), "first", vs[0].Error(), "last_seq", s.lastSeq)
 	return fmt.Errorf("session %q: %w", s.id, vs.Err())
+}
+
+// ruleCache is the §4a check (history.Checker) of the messages of the
+// last assembled context, as keys that identify each message: between
+// recorded rewrites a context only grows, and then only the new messages
+// are read (issue 15: the proxy's time to first byte).
+type ruleCache struct {
+	keys []msgKey
+	chk  history.Checker
+	read int // messages the last check read (tests)
+}
+
+// msgKey is an assembled message as the check reads it: its role, tool
+// call id and blocks. The blocks are held, so a key whose blocks are the
+// same slice (address and length) is the same message: nothing changes a
+// block in place. A message rendered anew on every request (an elided
+// result's stub, thinking withheld: engine.render) is a new slice each
+// time, and is compared by what the rules read of each block (type, text,
+// call id).
+type msgKey struct {
+	role    history.Role
+	id      string
+	content []history.Block
+}
+
+func keyOf(m *history.Message) msgKey {
+	return msgKey{role: m.Role, id: m.ToolCallID, content: m.Content}
+}
+
+func (k *msgKey) same(m *history.Message) bool {
+	if k.role != m.Role || k.id != m.ToolCallID || len(k.content) != len(m.Content) {
+		return false
+	}
+	if len(m.Content) == 0 || &k.content[0] == &m.Content[0] {
+		return true
+	}
+	for i := range m.Content {
+		a, b := &k.content[i], &m.Content[i]
+		if a.Type != b.Type || a.Text != b.Text || a.ID != b.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// check returns the §4a check of history.Sendable(msgs). When the
+// messages checked last are a prefix of msgs, unchanged, only the rest is
+// read; otherwise (a compaction, a context-edit pass, a new session copy
+// after a restart) all of msgs. Sendable works message by
+// message, so Sendable of the rest extends Sendable of the prefix. Called
+// with s.mu held.
+func (c *ruleCache) check(msgs []history.Message) history.Checked {
+	k := len(c.keys)
+	if k > len(msgs) {
+		k = 0
+	}
+	for i := 0; i < k; i++ {
+		if !c.keys[i].same(&msgs[i]) {
+			k = 0
+		}
+	}
+	if k == 0 {
+		clear(c.keys)
+		c.keys, c.chk = c.keys[:0], history.Checker{}
+	}
+	for i := k; i < len(msgs); i++ {
+		c.keys = append(c.keys, keyOf(&msgs[i]))
+	}
+	c.chk.Extend(history.Sendable(msgs[k:]))
+	c.read = len(msgs) - k
+	return c.chk.Checked()
 }
 
 // providerRules are the rules the session's context must satisfy: thinking

@@ -109,6 +109,9 @@ type session struct {
 
 	active       []entry
 	activeTokens uint64
+	// rules is the §4a check of the last assembled context, extended when
+	// the next one only appends to it (checkRules).
+	rules ruleCache
 	// compactedAt is the seq of the newest active message holding a
 	// provider compaction block (history.BlockCompaction), 0 when none: the
 	// provider drops everything before that block, so the messages before
