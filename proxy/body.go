@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
+
+	"github.com/ctxd/ctxd/history"
 )
 
 // request is a managed request body as the client sent it, read in one
@@ -41,6 +43,14 @@ type request struct {
 	// messages it returned already in place of the client's (taken, and
 	// cleared, by the caller instead of withMessages).
 	spliced []byte
+	// marked[k], when k is in range: messages[k] holds a cache marker
+	// (msgDigests.marked of this request); out of range: not known.
+	marked []bool
+	// checked, when set, is the engine's §4a check of the messages
+	// rendered (engine.Assembled.Checked: the assembled context as it
+	// came), so the renderer answers for the client's thinking setting
+	// without reading them again.
+	checked *history.Checked
 }
 
 // errBadRequest marks a body the proxy cannot manage; the error names the
@@ -338,6 +348,10 @@ func chains(msgs []json.RawMessage) []digest { return chainsWith(nil, msgs) }
 type msgDigests struct {
 	fast []uint64
 	sha  []digest
+	// marked[i]: message i holds a "cache_control" member (hasMarker),
+	// computed with its SHA-256, so encode does not search the unchanged
+	// messages for one again.
+	marked []bool
 }
 
 var fastSeed = maphash.MakeSeed()
@@ -348,8 +362,9 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 	out := make([]digest, len(msgs)+1)
 	var fast []uint64
 	var shas []digest
+	var marked []bool
 	if c != nil {
-		fast, shas = make([]uint64, len(msgs)), make([]digest, len(msgs))
+		fast, shas, marked = make([]uint64, len(msgs)), make([]digest, len(msgs)), make([]bool, len(msgs))
 	}
 	var buf [2 * sha256.Size]byte
 	for i, m := range msgs {
@@ -358,19 +373,20 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 			d = sha256.Sum256(textContent(normalize(m)))
 		} else {
 			f := maphash.Bytes(fastSeed, m)
+			mk := false
 			if i < len(c.fast) && c.fast[i] == f {
-				d = c.sha[i]
+				d, mk = c.sha[i], c.marked[i]
 			} else {
-				d = sha256.Sum256(textContent(normalize(m)))
+				d, mk = sha256.Sum256(textContent(normalize(m))), hasMarker(m)
 			}
-			fast[i], shas[i] = f, d
+			fast[i], shas[i], marked[i] = f, d, mk
 		}
 		copy(buf[:sha256.Size], out[i][:])
 		copy(buf[sha256.Size:], d[:])
 		out[i+1] = sha256.Sum256(buf[:])
 	}
 	if c != nil {
-		c.fast, c.sha = fast, shas
+		c.fast, c.sha, c.marked = fast, shas, marked
 	}
 	return out
 }

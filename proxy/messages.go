@@ -416,6 +416,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	cs := chainsWith(&l.digests, req.messages)
+	req.marked = l.digests.marked
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0
@@ -567,12 +568,14 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}
 	msgs := a.Messages
+	req.checked = &a.Checked
 	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
 		// A resend of a request already answered: send it as it was, not
 		// with the recorded answer after it.
-		msgs = msgs[:len(msgs)-1]
+		msgs, req.checked = msgs[:len(msgs)-1], nil
 	}
 	enc, err := req.d.render(p, pl.b, msgs, req)
+	req.checked = nil
 	if err != nil {
 		return nil, "", err
 	}
@@ -590,14 +593,21 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 }
 
 // renderAnthropic checks DESIGN.md §4a for the thinking setting the client
-// sent (the engine checked the rules that hold either way), renders the
-// messages, places the client's cache markers and encodes them.
+// sent (the engine checked the rules that hold either way; its check is
+// reused when req.checked is set), renders the messages, places the
+// client's cache markers and encodes them.
 func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
 	rules := history.Rules{Thinking: history.ThinkingOff}
 	if thinkingEnabled(req.thinking) {
 		rules.Thinking = history.ThinkingOn
 	}
-	if err := history.CheckRequest(history.Sendable(msgs), rules).Err(); err != nil {
+	var vs history.Violations
+	if req.checked != nil {
+		vs = req.checked.Violations(rules)
+	} else {
+		vs = history.CheckRequest(history.Sendable(msgs), rules)
+	}
+	if err := vs.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errViolation, err)
 	}
 	wire := anthropic.Render("", nil, msgs).Messages
@@ -695,6 +705,9 @@ func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []
 		marked = marked || len(m.Content[i].CacheControl) > 0
 	}
 	if !marked {
+		if k < len(req.marked) && !req.marked[k] {
+			return raw // normalize(raw), known to hold no marker
+		}
 		return normalize(raw)
 	}
 	if !hasMarker(raw) {

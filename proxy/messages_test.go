@@ -413,7 +413,7 @@ func TestPlainText(t *testing.T) {
 
 // chainsWith, reusing the digests of the previous request's messages,
 // gives the chains of the full computation as requests grow, markers move
-// and a message is edited in place.
+// and a message is edited in place; its marker bits are hasMarker's.
 func TestChainsWithReuse(t *testing.T) {
 	var c msgDigests
 	conv := newConversation().user("one")
@@ -429,6 +429,20 @@ func TestChainsWithReuse(t *testing.T) {
 		got, want := chainsWith(&c, r.messages), chains(r.messages)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("request %d: chains differ", i)
+		}
+		// The marker bits kept with the digests (which encode reads
+		// instead of searching each message) are hasMarker's.
+		n := 0
+		for k, m := range r.messages {
+			if c.marked[k] != hasMarker(m) {
+				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.marked[k], hasMarker(m))
+			}
+			if c.marked[k] {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("request %d: no message carries a marker; the test shows nothing", i)
 		}
 	}
 }
