@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,9 @@ type branch struct {
 	// (indexClient; guarded like enc).
 	rawIdx *clientIndex
 	rawN   int
+	// rendered is the Anthropic rendering, before cache markers, of the
+	// context last sent on the branch (renderWire; guarded like enc).
+	rendered *renderCache
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
 	chain []digest
@@ -610,9 +614,95 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 	if err := vs.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errViolation, err)
 	}
-	wire := anthropic.Render("", nil, msgs).Messages
+	wire, err := p.renderWire(b, msgs)
+	if err != nil {
+		return nil, err
+	}
 	placeMarkers(wire, req.messages)
 	return p.encode(b, wire, req, p.indexClient(b, req))
+}
+
+// renderCache is a branch's last rendering: the engine messages, as keys,
+// and their Anthropic rendering without cache markers.
+type renderCache struct {
+	keys []renderKey
+	wire []anthropic.Message
+}
+
+// renderKey is an engine message as anthropic.Render reads it: role, tool
+// call id, error flag and blocks, the blocks by address and length. The
+// engine never changes a block in place (a rendering that differs — an
+// elided result, withheld thinking — is a new slice), and the key holds
+// the blocks, so an equal key is the same message.
+type renderKey struct {
+	role    history.Role
+	id      string
+	isError bool
+	content []history.Block
+}
+
+func keyOfMessage(m *history.Message) renderKey {
+	return renderKey{role: m.Role, id: m.ToolCallID, isError: m.IsError, content: m.Content}
+}
+
+func (k *renderKey) same(m *history.Message) bool {
+	return k.role == m.Role && k.id == m.ToolCallID && k.isError == m.IsError && len(k.content) == len(m.Content) &&
+		(len(m.Content) == 0 || &k.content[0] == &m.Content[0])
+}
+
+// markerReach is how many messages from the end placeMarkers may mark.
+const markerReach = 8
+
+// renderWire is anthropic.Render(msgs).Messages. When the messages the
+// branch rendered last are a prefix of msgs, unchanged (between recorded
+// rewrites, DESIGN.md §4), only the rest is rendered, after the cached
+// rendering (anthropic.AppendMessages). The last markerReach messages of
+// the result have their own copy of their blocks, for placeMarkers; the
+// rest share the cache's and must not be changed. Called under the lane's
+// lock. With verifyEncoding (tests) it compares its result with
+// anthropic.Render's and returns an error when they differ.
+func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Message, error) {
+	p.mu.Lock()
+	c := b.rendered
+	p.mu.Unlock()
+	k := 0
+	if c != nil && len(c.keys) <= len(msgs) {
+		k = len(c.keys)
+		for i := 0; i < k; i++ {
+			if !c.keys[i].same(&msgs[i]) {
+				k = 0
+				break
+			}
+		}
+	}
+	keys := make([]renderKey, 0, len(msgs))
+	base := []anthropic.Message{}
+	if k > 0 {
+		keys = append(keys, c.keys...)
+		base = make([]anthropic.Message, len(c.wire), len(c.wire)+2*(len(msgs)-k)+1)
+		copy(base, c.wire)
+		if n := len(base); n > 0 {
+			// A tool result may join the last message: on a new array.
+			base[n-1].Content = slices.Clip(base[n-1].Content)
+		}
+	}
+	wire := anthropic.AppendMessages(base, msgs[k:])
+	if verifyEncoding {
+		if full := anthropic.Render("", nil, msgs).Messages; !reflect.DeepEqual(wire, full) {
+			return nil, fmt.Errorf("proxy: the rendering extended from %d cached messages differs from a full one", k)
+		}
+	}
+	for i := k; i < len(msgs); i++ {
+		keys = append(keys, keyOfMessage(&msgs[i]))
+	}
+	p.mu.Lock()
+	b.rendered = &renderCache{keys: keys, wire: wire}
+	p.mu.Unlock()
+	out := slices.Clone(wire)
+	for i := max(0, len(out)-markerReach); i < len(out); i++ {
+		out[i].Content = slices.Clone(out[i].Content)
+	}
+	return out, nil
 }
 
 // indexClient records, for the client's messages of req not yet indexed on
@@ -835,6 +925,7 @@ func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 	for len(p.encOrder) > maxEncodingCaches {
 		p.encOrder[0].enc = nil
 		p.encOrder[0].rawIdx, p.encOrder[0].rawN = nil, 0
+		p.encOrder[0].rendered = nil
 		p.encOrder = p.encOrder[1:]
 	}
 }
@@ -847,6 +938,9 @@ func equalMessage(a, b *anthropic.Message) bool {
 func equalBlocks(a, b []anthropic.Block) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if len(a) > 0 && &a[0] == &b[0] {
+		return true // the same blocks (renderWire's cache)
 	}
 	for i := range a {
 		x, y := &a[i], &b[i]
@@ -1041,7 +1135,7 @@ func placeMarkers(out []anthropic.Message, client []json.RawMessage) {
 		return m.Role, cc, any
 	}
 	lastPlaced := false
-	for k := 0; k < min(len(out), len(client), 8); k++ {
+	for k := 0; k < min(len(out), len(client), markerReach); k++ {
 		raw := client[len(client)-1-k]
 		if !bytes.Contains(raw, cacheControlKey) {
 			continue

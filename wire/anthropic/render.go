@@ -150,6 +150,17 @@ func Render(system string, tools []history.ToolDef, msgs []history.Message) Requ
 		}
 		out.Tools = append(out.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
+	out.Messages = AppendMessages(out.Messages, msgs)
+	return out
+}
+
+// AppendMessages renders msgs after out, a rendering of the messages
+// before them (Render's Messages), and returns the extended list: a tool
+// result joins the tool results of the last message of out, whose Content
+// it then appends to (the caller that keeps out clones that Content
+// first). Render(s, t, append(a, b...)).Messages equals
+// AppendMessages(Render(s, t, a).Messages, b).
+func AppendMessages(out []Message, msgs []history.Message) []Message {
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Role {
@@ -161,11 +172,11 @@ func Render(system string, tools []history.ToolDef, msgs []history.Message) Requ
 				Content:   renderResultContent(m.Content),
 			}
 			// Consecutive results of one round share one user message.
-			if n := len(out.Messages); n > 0 && allToolResults(out.Messages[n-1]) {
-				out.Messages[n-1].Content = append(out.Messages[n-1].Content, res)
+			if n := len(out); n > 0 && allToolResults(out[n-1]) {
+				out[n-1].Content = append(out[n-1].Content, res)
 				continue
 			}
-			out.Messages = append(out.Messages, Message{Role: "user", Content: []Block{res}})
+			out = append(out, Message{Role: "user", Content: []Block{res}})
 		default:
 			role := "user"
 			if m.Role == history.RoleAssistant {
@@ -181,7 +192,7 @@ func Render(system string, tools []history.ToolDef, msgs []history.Message) Requ
 			if len(blocks) == 0 {
 				continue
 			}
-			out.Messages = append(out.Messages, Message{Role: role, Content: blocks})
+			out = append(out, Message{Role: role, Content: blocks})
 		}
 	}
 	return out
