@@ -562,4 +562,8 @@ type ProxyStatus struct {
 	// Violations counts assembled contexts that broke DESIGN.md §4a and
 	// were not sent (a bug; the client's own request went instead).
 	Violations uint64 `json:"violations"`
+	// ClientRuleBreaks counts client requests that themselves broke
+	// DESIGN.md §4a: forwarded as sent for the provider to judge, not
+	// recorded, not counted in Violations.
+	ClientRuleBreaks uint64 `json:"client_rule_breaks"`
 }

@@ -679,6 +679,7 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 			st.Upstreams = append(st.Upstreams, api.ProxyUpstream{Name: u.Name, BaseURL: u.BaseURL, Endpoints: u.Endpoints})
 		}
 		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches, st.Violations = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches, s.Violations
+		st.ClientRuleBreaks = s.ClientRuleBreaks
 	}
 	return st
 }

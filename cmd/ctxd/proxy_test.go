@@ -70,8 +70,25 @@ func TestProxyListener(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	st, _ = e.client().Status(ctx)
-	if st.Proxy.Managed != 1 {
+	if st.Proxy.Managed != 1 || st.Proxy.ClientRuleBreaks != 0 {
 		t.Errorf("status %+v", st.Proxy)
+	}
+	// A client request that itself breaks §4a (thinking on, its tool
+	// loop's assistant message without thinking) is forwarded as sent and
+	// counted in status.
+	broken := `{"model":"claude-opus-4-8","max_tokens":100,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[` +
+		`{"role":"user","content":"go"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"a.go"}]}]}`
+	req, _ = http.NewRequest("POST", "http://"+st.Proxy.Listen+"/v1/messages", strings.NewReader(broken))
+	req.Header.Set("X-Api-Key", "sk-ant-daemon-test-KEY")
+	req.Header.Set(proxyHeaderSession, "agent-2")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if st, _ = e.client().Status(ctx); st.Proxy.ClientRuleBreaks != 1 || upstreamHits.Load() != 2 {
+		t.Errorf("after a client rule break: status %+v, upstream hits %d", st.Proxy, upstreamHits.Load())
 	}
 	if code := p.signalAndWait(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)

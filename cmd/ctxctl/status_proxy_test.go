@@ -1,0 +1,21 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/api"
+)
+
+// `ctxctl status` shows the proxy's client rule breaks beside its other
+// counts, and only when there are some.
+func TestProxyLineShowsClientRuleBreaks(t *testing.T) {
+	p := &api.ProxyStatus{Enabled: true, Listen: "127.0.0.1:7420", Upstream: "https://api.anthropic.com", Requests: 5, Managed: 4}
+	if got := proxyLine(p); strings.Contains(got, "client requests broke") {
+		t.Errorf("no breaks, yet: %s", got)
+	}
+	p.ClientRuleBreaks = 2
+	if got := proxyLine(p); !strings.Contains(got, "(5 requests, 4 managed,") || !strings.Contains(got, "; 2 client requests broke DESIGN.md §4a themselves") {
+		t.Errorf("proxy line %q", got)
+	}
+}
