@@ -352,6 +352,9 @@ type msgDigests struct {
 	// computed with its SHA-256, so encode does not search the unchanged
 	// messages for one again.
 	marked []bool
+	// chain is the chain of the previous request (chains' result): while
+	// every message so far is unchanged, its links are reused.
+	chain []digest
 }
 
 var fastSeed = maphash.MakeSeed()
@@ -367,6 +370,7 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 		fast, shas, marked = make([]uint64, len(msgs)), make([]digest, len(msgs)), make([]bool, len(msgs))
 	}
 	var buf [2 * sha256.Size]byte
+	same := c != nil // messages[:i] are the previous request's, unchanged
 	for i, m := range msgs {
 		var d digest
 		if c == nil {
@@ -377,16 +381,21 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 			if i < len(c.fast) && c.fast[i] == f {
 				d, mk = c.sha[i], c.marked[i]
 			} else {
-				d, mk = sha256.Sum256(textContent(normalize(m))), hasMarker(m)
+				d, mk, same = sha256.Sum256(textContent(normalize(m))), hasMarker(m), false
 			}
 			fast[i], shas[i], marked[i] = f, d, mk
+			if same && i+1 < len(c.chain) {
+				out[i+1] = c.chain[i+1]
+				continue
+			}
+			same = false
 		}
 		copy(buf[:sha256.Size], out[i][:])
 		copy(buf[sha256.Size:], d[:])
 		out[i+1] = sha256.Sum256(buf[:])
 	}
 	if c != nil {
-		c.fast, c.sha, c.marked = fast, shas, marked
+		c.fast, c.sha, c.marked, c.chain = fast, shas, marked, out
 	}
 	return out
 }

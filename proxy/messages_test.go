@@ -413,7 +413,8 @@ func TestPlainText(t *testing.T) {
 
 // chainsWith, reusing the digests of the previous request's messages,
 // gives the chains of the full computation as requests grow, markers move
-// and a message is edited in place; its marker bits are hasMarker's.
+// and a message is edited in place (the links of the unchanged prefix
+// reused, the rest recomputed); its marker bits are hasMarker's.
 func TestChainsWithReuse(t *testing.T) {
 	var c msgDigests
 	conv := newConversation().user("one")
