@@ -83,3 +83,37 @@ func TestRuleBaseURLHasNoUserInfoQueryOrFragment(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleUpstreamBaseURLWithoutV1 (fresh tester, issue 22): a proxy
+// upstream's base_url ending in /v1 made the upstream receive
+// /v1/v1/chat/completions (the proxy appends the client's whole path). It
+// is refused at the key's position, saying to drop the /v1; a binding's
+// base_url keeps accepting it (the summarizer does not double it).
+func TestRuleUpstreamBaseURLWithoutV1(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "openai v1", src: "[proxy.upstreams.openai]\nbase_url = \"http://127.0.0.1:8000/v1\"\n",
+			key: "proxy.upstreams.openai.base_url", pos: "2:1", msg: "drop the /v1"},
+		{name: "openai v1 slash", src: "[proxy.upstreams.openai]\nbase_url = \"http://127.0.0.1:8000/v1/\"\n",
+			key: "proxy.upstreams.openai.base_url", pos: "2:1", msg: "/v1/v1/"},
+		{name: "anthropic v1", src: "\n[proxy.upstreams.anthropic]\nbase_url = \"https://gw.example/anthropic/v1\"\n",
+			key: "proxy.upstreams.anthropic.base_url", pos: "3:1", msg: "drop the /v1"},
+		{name: "anthropic gateway path", src: "[proxy.upstreams.anthropic]\nbase_url = \"https://gw.example/anthropic\"\n"},
+		{name: "v1beta is not v1", src: "[proxy.upstreams.openai]\nbase_url = \"https://gw.example/v1beta\"\n"},
+		{name: "binding v1", src: "[[summarizer.bindings]]\nname = \"local\"\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:8000/v1\"\napi_key_env = \"K\"\n"},
+	})
+}
+
+// TestRuleListenPort (issue 22): a listen port above 65535 passed check
+// and ctxd failed at start; 0 (any free port) stays accepted.
+func TestRuleListenPort(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{name: "proxy port too big", src: "[proxy]\nlisten = \"localhost:99999\"\n",
+			key: "proxy.listen", pos: "2:1", msg: "must be 1 to 65535"},
+		{name: "proxy port not a number", src: "[proxy]\nlisten = \"localhost:http\"\n",
+			key: "proxy.listen", pos: "2:1", msg: "must be 1 to 65535"},
+		{name: "proxy port 0", src: "[proxy]\nlisten = \"127.0.0.1:0\"\n"},
+		{name: "proxy port max", src: "[proxy]\nlisten = \"127.0.0.1:65535\"\n"},
+		{name: "daemon port too big", src: "[daemon]\nlisten = \"127.0.0.1:70000\"\nauth_token_env = \"T\"\n",
+			key: "daemon.listen", pos: "2:1", msg: "must be 1 to 65535"},
+	})
+}

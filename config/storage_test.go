@@ -71,3 +71,57 @@ ack_wait_ms = 1000
 		t.Fatalf("unknown key: %v", problems)
 	}
 }
+
+// TestRuleStorageNATSBounds (issue 22): an out-of-range server port, an
+// ack_wait_ms that would overflow its duration, an empty prefix and an
+// empty servers list each get file:line:col and the key; [storage.nats]
+// under the badger backend is a warning.
+func TestRuleStorageNATSBounds(t *testing.T) {
+	_, _, problems := loadSrc(t, `
+[storage]
+backend = "nats"
+[storage.nats]
+servers = ["nats://127.0.0.1:99999", "nats://127.0.0.1:4222"]
+prefix = ""
+ack_wait_ms = 9223372036854775807
+`)
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	all := strings.Join(got, "\n")
+	for _, w := range []string{
+		":5:1: storage.nats.servers[0]: port \"99999\": must be 1 to 65535",
+		":6:1: storage.nats.prefix: must be 1 to 32 characters",
+		":7:1: storage.nats.ack_wait_ms: must be at most 86400000",
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("missing problem %q in:\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "servers[1]") || len(problems) != 3 {
+		t.Errorf("want exactly 3 problems:\n%s", all)
+	}
+
+	_, _, problems = loadSrc(t, "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = []\n")
+	if len(problems) != 1 || !strings.Contains(problems[0].String(), ":4:1: storage.nats.servers: must list at least one server") {
+		t.Fatalf("servers = []: %v", problems)
+	}
+	cfg, _, problems := loadSrc(t, "[storage.nats]\nack_wait_ms = 86400000\nservers = [\"nats://n:4222\"]\n")
+	if len(problems) != 0 || cfg.Storage.NATS.AckWaitMS != MaxNATSAckWaitMS {
+		t.Fatalf("the bound itself: %v", problems)
+	}
+}
+
+// TestStorageNATSIgnoredUnderBadgerWarns (issue 22): [storage.nats] with
+// the default backend loads but warns at the table that it is ignored.
+func TestStorageNATSIgnoredUnderBadgerWarns(t *testing.T) {
+	_, warnings, problems := loadSrc(t, "[storage]\nbackend = \"badger\"\n[storage.nats]\nservers = [\"nats://n:4222\"]\n")
+	if len(problems) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0].String(), "storage.nats: is ignored: storage.backend is \"badger\"") {
+		t.Fatalf("problems %v, warnings %v", problems, warnings)
+	}
+	_, warnings, _ = loadSrc(t, "[storage]\nbackend = \"badger\"\n")
+	if len(warnings) != 0 {
+		t.Fatalf("no [storage.nats]: warnings %v", warnings)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -386,6 +387,10 @@ func (s *state) validateDaemon() {
 		s.errorf(TableDaemon, "daemon.listen", "must be host:port, e.g. \"127.0.0.1:7411\"")
 		return
 	}
+	if !validListenPort(port) {
+		s.errorf(TableDaemon, "daemon.listen", "port %q: must be 1 to 65535 (0: any free port), e.g. \"127.0.0.1:7411\"", port)
+		return
+	}
 	if d.AuthTokenEnv == "" {
 		// DESIGN.md §8b: loopback does not make TCP private — every local
 		// user reaches it, bypassing the socket's peer-uid check.
@@ -406,12 +411,19 @@ const (
 	// MinNATSAckWaitMS is the summarizer call timeout (DESIGN.md §5.4):
 	// ack_wait_ms must exceed it.
 	MinNATSAckWaitMS = 180_000
+	// MaxNATSAckWaitMS (one day) bounds ack_wait_ms: a job's node silent
+	// that long has stopped, and a larger value would overflow the
+	// time.Duration it becomes.
+	MaxNATSAckWaitMS = 86_400_000
 )
 
 func (s *state) validateStorage() {
 	st := s.cfg.Storage
 	switch st.Backend {
 	case "", BackendBadger:
+		if s.authored(TableStorage, "storage.nats") {
+			s.warnf(TableStorage, "storage.nats", "is ignored: storage.backend is %q; set backend = %q to use it, or remove [storage.nats]", BackendBadger, BackendNATS)
+		}
 		return
 	case BackendNATS:
 	default:
@@ -419,7 +431,9 @@ func (s *state) validateStorage() {
 		return
 	}
 	n := st.NATS
-	if len(n.Servers) == 0 {
+	if len(n.Servers) == 0 && s.authored(TableStorage, "storage.nats.servers") {
+		s.errorf(TableStorage, "storage.nats.servers", "must list at least one server with backend = \"nats\", e.g. servers = [\"nats://nats-1:4222\", \"nats://nats-2:4222\", \"nats://nats-3:4222\"]")
+	} else if len(n.Servers) == 0 {
 		s.missing(TableStorage, "storage.nats.servers", "missing required key with backend = \"nats\": the cluster's URLs, e.g. servers = [\"nats://nats-1:4222\", \"nats://nats-2:4222\", \"nats://nats-3:4222\"]")
 	}
 	for i, raw := range n.Servers {
@@ -427,6 +441,10 @@ func (s *state) validateStorage() {
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" || u.Port() == "" {
 			s.errorf(TableStorage, key, "must be a URL with a host and port, e.g. \"nats://nats-1:4222\"")
+			continue
+		}
+		if n, perr := strconv.Atoi(u.Port()); perr != nil || n < 1 || n > 65535 {
+			s.errorf(TableStorage, key, "port %q: must be 1 to 65535, e.g. \"nats://nats-1:4222\"", u.Port())
 			continue
 		}
 		switch u.Scheme {
@@ -451,8 +469,8 @@ func (s *state) validateStorage() {
 	default:
 		s.errorf(TableStorage, "storage.nats.replicas", "must be 1, 3 or 5 (3 in production: an append survives the loss of one server)")
 	}
-	if n.Prefix != "" {
-		ok := len(n.Prefix) <= 32
+	if n.Prefix != "" || s.authored(TableStorage, "storage.nats.prefix") {
+		ok := len(n.Prefix) >= 1 && len(n.Prefix) <= 32
 		for _, c := range n.Prefix {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 				ok = false
@@ -464,6 +482,8 @@ func (s *state) validateStorage() {
 	}
 	if n.AckWaitMS != 0 && n.AckWaitMS <= MinNATSAckWaitMS {
 		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must exceed %d (the summarizer call timeout, DESIGN.md §5.4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
+	} else if n.AckWaitMS > MaxNATSAckWaitMS {
+		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must be at most %d (one day), e.g. ack_wait_ms = %d", MaxNATSAckWaitMS, DefaultNATSAckWaitMS)
 	}
 }
 
@@ -486,6 +506,8 @@ func (s *state) validateProxy() {
 	}
 	if host, port, err := net.SplitHostPort(p.Listen); err != nil || port == "" {
 		s.errorf(TableProxy, "proxy.listen", "must be host:port, e.g. %q", DefaultProxyListen)
+	} else if !validListenPort(port) {
+		s.errorf(TableProxy, "proxy.listen", "port %q: must be 1 to 65535 (0: any free port), e.g. %q", port, DefaultProxyListen)
 	} else if !isLoopback(host) {
 		s.errorf(TableProxy, "proxy.listen", "%q is not a loopback address: the proxy listens on 127.0.0.1, ::1 or localhost only", host)
 	}
@@ -495,6 +517,17 @@ func (s *state) validateProxy() {
 	} {
 		if msg := checkBaseURL(up.url, up.example); msg != "" {
 			s.errorf(TableProxy, "proxy.upstreams."+up.name+".base_url", "%s", msg)
+		} else if u, _ := url.Parse(up.url); strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
+			// The proxy appends the client's whole path (/v1/…) to the
+			// upstream's: a /v1 here would be sent /v1/v1/….
+			s.errorf(TableProxy, "proxy.upstreams."+up.name+".base_url", "must not end in /v1: the proxy appends the client's path (/v1/…) to it, so the upstream would receive /v1/v1/…; drop the /v1, e.g. %q", up.example)
 		}
 	}
+}
+
+// validListenPort reports whether a listen address's port is a number in
+// 0..65535 (0 asks the kernel for any free port).
+func validListenPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
 }
