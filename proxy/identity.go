@@ -27,6 +27,11 @@ const (
 	HeaderSessionID = "Ctxd-Session"
 )
 
+// headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
+// use, for header values only ("DESIGN.md §4a" becomes "DESIGN.md section
+// 4a", not "DESIGN.md ?4a"); bodies and events keep them.
+var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
+
 // mac is HMAC-SHA256 under the daemon secret of the parts, each followed by
 // a NUL so that no two part lists collide.
 func mac(secret []byte, parts ...string) []byte {

@@ -1097,7 +1097,7 @@ func headerSafe(s string) string {
 			return '?'
 		}
 		return r
-	}, strings.ReplaceAll(s, "≥", ">="))
+	}, headerASCII.Replace(s))
 	if len(s) > 500 {
 		s = s[:500]
 	}

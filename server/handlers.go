@@ -359,12 +359,21 @@ func boolParam(q map[string][]string, name string, def bool) (bool, error) {
 	return v, nil
 }
 
-// headerSafe makes s one header line.
+// headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
+// use ("DESIGN.md §4a" becomes "DESIGN.md section 4a").
+var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
+
+// headerSafe makes s one ASCII header line: header values are bytes that
+// clients read as Latin-1, so "§" would arrive as "Â§"; the characters
+// headerASCII does not know become '?'.
 func headerSafe(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case r < 0x20 || r == 0x7f:
 			return ' '
+		case r > 0x7f:
+			return '?'
 		}
 		return r
-	}, s)
+	}, headerASCII.Replace(s))
 }

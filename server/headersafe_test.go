@@ -1,0 +1,18 @@
+package server
+
+import "testing"
+
+// TestHeaderSafeIsASCII (issue 22): the daemon's Ctxd-Diagnostic header
+// carried "§" and "≥" as UTF-8 bytes, read by clients as Latin-1; header
+// values are ASCII, § spelled "section".
+func TestHeaderSafeIsASCII(t *testing.T) {
+	for in, want := range map[string]string{
+		"the system prompt changes when the loop ends (DESIGN.md §4a)": "the system prompt changes when the loop ends (DESIGN.md section 4a)",
+		"fixed prefix 9 tokens ≥ threshold 8\r\nx":                     "fixed prefix 9 tokens >= threshold 8  x",
+		"naïve": "na?ve",
+	} {
+		if got := headerSafe(in); got != want {
+			t.Errorf("headerSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
