@@ -108,7 +108,8 @@ func TestOverflowCompactsAndRetries(t *testing.T) {
 }
 
 // When the retry is refused too, the client gets the provider's error
-// unchanged.
+// unchanged, and the overflow retries metric counts the recovery as
+// retried, then failed (issue 22: it stayed "retried" only).
 func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	f := newFixture(t, testConfig())
 	c := longConversation(f, 6, 300, nil)
@@ -117,6 +118,11 @@ func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	resp, got := f.post(c.body(), nil)
 	if resp.StatusCode != 400 || string(got) != refusal {
 		t.Fatalf("client got %d %s", resp.StatusCode, got)
+	}
+	for outcome, want := range map[string]float64{"retried": 1, "failed": 1} {
+		if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": outcome}); got != want {
+			t.Errorf("overflow retries %s = %v, want %v", outcome, got, want)
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	MetricUpstream = "ctxd_proxy_upstream_responses_total"
 	// MetricOverflowRetries counts overflow recoveries by api and outcome:
 	// retried (compacted and sent again) or failed (the provider's error
-	// went to the client).
+	// went to the client); a retry refused again counts both.
 	MetricOverflowRetries = "ctxd_proxy_overflow_retries_total"
 	// MetricStreamedBytes counts the bytes of streamed (SSE) answers passed
 	// to clients, by api.
