@@ -321,3 +321,39 @@ func TestDoctorDiskLow(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesUpstreamV1AndBadPorts (issue 22): ctxctl check passed a
+// proxy upstream base_url ending in /v1 (the upstream then got
+// /v1/v1/chat/completions), a NATS server on port 99999 and proxy.listen
+// on localhost:99999; each is now an error at file:line:col naming the
+// key, exit 1. [storage.nats] under badger only warns.
+func TestCheckRefusesUpstreamV1AndBadPorts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	src := "[proxy]\nlisten = \"localhost:99999\"\n[proxy.upstreams.openai]\nbase_url = \"http://127.0.0.1:8000/v1\"\n" +
+		"[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = [\"nats://127.0.0.1:99999\"]\n"
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := ctxctl(t, "check", "--config", p)
+	for _, w := range []string{
+		p + ":2:1: proxy.listen: port \"99999\": must be 1 to 65535",
+		p + ":4:1: proxy.upstreams.openai.base_url: must not end in /v1",
+		"drop the /v1",
+		p + ":8:1: storage.nats.servers[0]: port \"99999\": must be 1 to 65535",
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("missing %q in:\n%s", w, stderr)
+		}
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+
+	if err := os.WriteFile(p, []byte("[storage.nats]\nservers = [\"nats://n:4222\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = ctxctl(t, "check", "--config", p)
+	if code != 0 || !strings.Contains(stderr, p+":1:10: storage.nats: warning: is ignored") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
