@@ -13,3 +13,8 @@ func (e *Engine) LastSeq(ctx context.Context, id string) (uint64, error) {
 	seq, err := e.opts.Log.LastSeq(ctx, id)
 	return seq, mapLogErr(id, err)
 }
+
+// Shared says other nodes write the engine's log (Options.Shared, the NATS
+// backend of DESIGN.md §9): a caller keeping its own state derived from a
+// session (the proxy's lanes) must check it against the log before use.
+func (e *Engine) Shared() bool { return e.opts.Shared }

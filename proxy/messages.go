@@ -123,6 +123,9 @@ type branch struct {
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
 	chain []digest
+	// state is the client_state this proxy last read or wrote for the
+	// branch: another node of a fleet wrote when the log's differs (fresh).
+	state json.RawMessage
 }
 
 // forkedFrom is the branch a request that extends none of the lane's
@@ -219,7 +222,7 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 		if err != nil {
 			return err
 		}
-		b := &branch{id: id}
+		b := &branch{id: id, state: st}
 		if st != nil {
 			if err := json.Unmarshal(st, &b.rec); err != nil {
 				return fmt.Errorf("session %s: client_state: %w", id, err)
@@ -229,6 +232,41 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 		l.branches = append(l.branches, b)
 	}
 	l.loaded = true
+	return nil
+}
+
+// fresh makes the lane the log's when another node of a fleet served the
+// conversation (DESIGN.md §9): a branch whose client_state in the log is
+// not the one this proxy last read or wrote, or a branch it has not seen,
+// means the lane is stale, and it is rebuilt from the log as after a
+// restart. Without a shared log nobody else writes, and nothing is read.
+func (p *Proxy) fresh(ctx context.Context, l *lane) error {
+	if !l.loaded || !p.eng.Shared() {
+		return nil
+	}
+	stale := false
+	for _, b := range l.branches {
+		st, err := p.eng.ClientState(ctx, b.id)
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+		if err != nil || !bytes.Equal(st, b.state) {
+			stale = true
+			break
+		}
+	}
+	if !stale {
+		_, err := p.eng.ClientState(ctx, sessionID(p.secret, l.key, len(l.branches)))
+		if err == nil {
+			stale = true
+		} else if !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+	}
+	if stale {
+		l.branches, l.loaded = nil, false
+		return p.load(ctx, l)
+	}
 	return nil
 }
 
@@ -416,6 +454,9 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 // prepare matches the request to its branch, appends what is new, and
 // builds the outgoing body.
 func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
+	if err := p.fresh(ctx, l); err != nil {
+		return nil, err
+	}
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
@@ -473,7 +514,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state}); err != nil {
 			return nil, fmt.Errorf("recording the request: %w", err)
 		}
-		pl.b.rec = rec
+		pl.b.rec, pl.b.state = rec, state
 		pl.b.chain = cs
 	}
 	out, diag, err := p.assemble(ctx, pl, req)
@@ -535,6 +576,8 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		if st, err := json.Marshal(prev.rec); err == nil {
 			if _, err := p.eng.AppendWith(ctx, prev.id, nil, engine.AppendOptions{ClientState: st}); err != nil {
 				p.log.Warn("recording a superseded branch", "session", prev.id, "err", err)
+			} else {
+				prev.state = st
 			}
 		}
 		p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
@@ -1028,7 +1071,7 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 		p.log.Warn("answer not recorded", "session", pl.b.id, "err", err)
 		return
 	}
-	pl.b.rec = rec
+	pl.b.rec, pl.b.state = rec, st
 }
 
 // upstreamError is a one-line record of an upstream error: the status and
