@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/natsstore"
@@ -257,5 +258,47 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 	ctxB := contextBytes(t, b, "s")
 	if !bytes.Contains(ctxB, []byte("Summary by node b.")) {
 		t.Fatalf("node b's context lacks the summary: %s", ctxB)
+	}
+}
+
+// TestFleetLoadDuringOtherNodesCompaction: a node loading a session while
+// another node is compacting it (compaction_started, no end yet) writes no
+// compaction_failed "restart" into the shared log (issue 21): the
+// compaction is the other node's, and a dead node's job is redelivered.
+func TestFleetLoadDuringOtherNodesCompaction(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	cfg := testConfig()
+	a := newNode(t, c, prefix, cfg, time.Minute)
+	b := newNode(t, c, prefix, cfg, time.Minute)
+	a.run()
+	b.run()
+	ctx := context.Background()
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.e.Append(ctx, "s", []history.Message{user("q"), assistant("a")}); err != nil {
+		t.Fatal(err)
+	}
+	// Node a is in the middle of a compaction of s.
+	if _, err := a.st.Log().Append(ctx, "s", []checkpoint.Event{{Kind: checkpoint.KindCompactionStarted, Data: json.RawMessage(`{"reason":"auto","snapshot_seq":2}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.e.Session(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []checkpoint.Kind
+	if err := b.e.Events(ctx, "s", 1, false, func(ev checkpoint.Event) error {
+		kinds = append(kinds, ev.Kind)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		if k == checkpoint.KindCompactionFailed {
+			t.Fatalf("loading on node b recorded a compaction failure: %v", kinds)
+		}
+	}
+	if len(kinds) == 0 || kinds[len(kinds)-1] != checkpoint.KindCompactionStarted {
+		t.Fatalf("events %v, want the other node's compaction_started last", kinds)
 	}
 }
