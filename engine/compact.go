@@ -720,6 +720,9 @@ func (e *Engine) fail(ctx context.Context, s *session, sig trigger.Signal, cause
 }
 
 func (e *Engine) failLocked(ctx context.Context, s *session, sig trigger.Signal, cause error, attempts []summarizer.Attempt) error {
+	if e.opts.Shared && ctx.Err() != nil {
+		return e.handBackLocked(ctx, s, sig, cause)
+	}
 	s.failures++
 	s.lastError = cause.Error()
 	e.metrics.Compaction("failed")
@@ -747,6 +750,23 @@ func (e *Engine) failLocked(ctx context.Context, s *session, sig trigger.Signal,
 		e.log.Warn("recording a compaction failure", "session", s.id, "err", err)
 	}
 	e.log.Warn("compaction failed", "session", s.id, "signal", string(sig), "consecutive", s.failures, "err", cause)
+	return cause
+}
+
+// handBackLocked records a compaction this node stopped running because it
+// is shutting down, with a shared queue (DESIGN.md §9): the queue hands the
+// job back and another node runs it, so it is no failure of the session's
+// run (not counted, no circuit); the event says so (reason "handback"), or
+// an event stream would show it running forever.
+func (e *Engine) handBackLocked(ctx context.Context, s *session, sig trigger.Signal, cause error) error {
+	d, _ := json.Marshal(map[string]any{"reason": "handback", "signal": sig,
+		"message": "this node stopped during the compaction and handed the job back to the fleet's queue; another node runs it (" + cause.Error() + ")"})
+	if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindCompactionFailed, Data: d}}); err == nil {
+		s.lastSeq = max(s.lastSeq, seq)
+	} else {
+		e.log.Warn("recording a compaction handback", "session", s.id, "err", err)
+	}
+	e.log.Info("compaction handed back: this node is stopping", "session", s.id, "signal", string(sig))
 	return cause
 }
 

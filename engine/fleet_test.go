@@ -302,3 +302,50 @@ func TestFleetLoadDuringOtherNodesCompaction(t *testing.T) {
 		t.Fatalf("events %v, want the other node's compaction_started last", kinds)
 	}
 }
+
+// TestFleetCleanStopHandsBack: a node stopped cleanly (SIGTERM) during a
+// compaction hands the job back (issue 21): the log says "handback", not a
+// failure counted toward the circuit ("consecutive").
+func TestFleetCleanStopHandsBack(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	slow := newFakeAnthropic(t, okSummary("slow summary never sent"))
+	slow.release = make(chan struct{}) // never released: the node stops first
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{slow.binding()}
+	a := newNode(t, c, prefix, cfg, time.Minute)
+	b := newNode(t, c, prefix, testConfig(), time.Minute)
+	defer b.run() // its stop waits for its queue
+	ctx := context.Background()
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := a.e.Append(ctx, "s", []history.Message{user(fmt.Sprintf("step %d: %s", i, words(1200))), assistant("ok")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.run()
+	if _, err := a.e.Compact(ctx, "s", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slow.received:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node a never called its summarizer")
+	}
+	a.stop()
+	var failed []map[string]any
+	if err := b.e.Events(ctx, "s", 1, false, func(ev checkpoint.Event) error {
+		if ev.Kind == checkpoint.KindCompactionFailed {
+			var d map[string]any
+			_ = json.Unmarshal(ev.Data, &d)
+			failed = append(failed, d)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0]["reason"] != "handback" || failed[0]["consecutive"] != nil {
+		t.Fatalf("compaction_failed events %v, want one with reason handback and no consecutive count", failed)
+	}
+}
