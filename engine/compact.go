@@ -720,7 +720,7 @@ func (e *Engine) fail(ctx context.Context, s *session, sig trigger.Signal, cause
 }
 
 func (e *Engine) failLocked(ctx context.Context, s *session, sig trigger.Signal, cause error, attempts []summarizer.Attempt) error {
-	if e.opts.Shared && ctx.Err() != nil {
+	if _, fleet := e.opts.Pool.(SharedQueue); fleet && ctx.Err() != nil {
 		return e.handBackLocked(ctx, s, sig, cause)
 	}
 	s.failures++
@@ -754,7 +754,7 @@ func (e *Engine) failLocked(ctx context.Context, s *session, sig trigger.Signal,
 }
 
 // handBackLocked records a compaction this node stopped running because it
-// is shutting down, with a shared queue (DESIGN.md §9): the queue hands the
+// is shutting down, with a SharedQueue (DESIGN.md §9): the queue hands the
 // job back and another node runs it, so it is no failure of the session's
 // run (not counted, no circuit); the event says so (reason "handback"), or
 // an event stream would show it running forever.

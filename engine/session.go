@@ -292,11 +292,11 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	// A restart begins a new run (DESIGN.md §5.5).
 	s.failures = 0
 	s.circuitOpen = false
-	if started > ended && !e.opts.Shared {
+	if _, fleet := e.opts.Pool.(SharedQueue); started > ended && !fleet {
 		// The daemon stopped during a compaction: it wrote nothing, so say
 		// so in the log, or an event stream would show it running forever.
-		// Not with a shared log (DESIGN.md §9): another node may be running
-		// it now, and a dead node's job is redelivered, which ends it.
+		// Not with a shared queue (DESIGN.md §9): another node may be
+		// running it now, and a dead node's job is redelivered, which ends it.
 		d, _ := json.Marshal(map[string]any{"reason": "restart", "message": "interrupted: the daemon stopped during this compaction; nothing was committed", "started_seq": started})
 		if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionFailed, Data: d}}); err == nil {
 			s.lastSeq = seq
