@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,6 +21,10 @@ import (
 // secretKey is the artifact secret's key in the meta bucket.
 const secretKey = "artifact-secret"
 
+// secretAttempts bounds Secret's read-or-create rounds (about 2.5 s of
+// pauses in all).
+const secretAttempts = 23
+
 // Secret returns the fleet's artifact secret (DESIGN.md §8: ids are
 // HMAC-SHA256(secret, content)), creating it on first use: every node
 // shares it, so an id names the same content on any node. It is created
@@ -27,7 +32,18 @@ const secretKey = "artifact-secret"
 // on one. Errors: JetStream's; artifacts.ErrInvalid for a stored secret of
 // the wrong size.
 func (st *Store) Secret(ctx context.Context) ([]byte, error) {
-	for range 3 {
+	// A Create refused because the key exists can be followed, for a
+	// moment, by a Get that does not see it yet (the bucket's replicas and
+	// its read path settling while two nodes start together): read again
+	// after a short pause rather than fail the node's start.
+	for attempt := range secretAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+			}
+		}
 		e, err := st.meta.Get(ctx, secretKey)
 		if err == nil {
 			if len(e.Value()) != artifacts.SecretSize {
