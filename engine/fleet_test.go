@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,7 @@ func newNode(t testing.TB, c *natstest.Cluster, prefix string, cfg config.Config
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := natsstore.Open(ctx, natsstore.Options{Servers: c.URLs(), Prefix: prefix, Replicas: 3, AckWait: ackWait, Logger: quietLogger()})
+	st, err := openFleetStore(c, natsstore.Options{Servers: c.URLs(), Prefix: prefix, Replicas: 3, AckWait: ackWait, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,4 +349,25 @@ func TestFleetCleanStopHandsBack(t *testing.T) {
 	if len(failed) != 1 || failed[0]["reason"] != "handback" || failed[0]["consecutive"] != nil {
 		t.Fatalf("compaction_failed events %v, want one with reason handback and no consecutive count", failed)
 	}
+}
+
+// openFleetStore opens a node's store, trying again (after the cluster
+// reports ready) when creating its streams ran out of time: with every
+// test binary of `go test ./...` starting at once on two cores, an R3
+// stream's first placement can miss a 30 s deadline (seen once in CI).
+func openFleetStore(c *natstest.Cluster, opts natsstore.Options) (*natsstore.Store, error) {
+	var err error
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var st *natsstore.Store
+		st, err = natsstore.Open(ctx, opts)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			return st, err
+		}
+		if werr := c.WaitReady(30 * time.Second); werr != nil {
+			return nil, werr
+		}
+	}
+	return nil, err
 }
