@@ -240,14 +240,7 @@ func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Requ
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
 	}
-	h := http.Header{}
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key)
-	}
-	if c := b.Credential; c != nil && c.Authorization != "" {
-		// A proxied session's own client credential (DESIGN.md §10).
-		h.Set("Authorization", c.Authorization)
-	}
+	h := openAIHeader(b, key)
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/chat/completions"), h, body, decodeOpenAI)
 }
 
@@ -375,4 +368,18 @@ func rawOrNil(b []byte) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(b)
+}
+
+// openAIHeader is the header of a request to an OpenAI API: the binding's
+// key as a bearer token, or a proxied session's own client credential
+// when it has one (DESIGN.md §10).
+func openAIHeader(b config.Binding, key string) http.Header {
+	h := http.Header{}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	if c := b.Credential; c != nil && c.Authorization != "" {
+		h.Set("Authorization", c.Authorization)
+	}
+	return h
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire/openai"
@@ -48,14 +47,7 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: "encoding request: " + err.Error(), Err: err}}
 	}
-	h := http.Header{}
-	if key != "" {
-		h.Set("Authorization", "Bearer "+key)
-	}
-	if c := b.Credential; c != nil && c.Authorization != "" {
-		// A proxied session's own client credential (DESIGN.md §10).
-		h.Set("Authorization", c.Authorization)
-	}
+	h := openAIHeader(b, key)
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/responses"), h, body, decodeResponses)
 }
 
