@@ -335,7 +335,7 @@ type plan struct {
 	out  []byte
 	diag string
 	// resend: the request is one already recorded (a retry); its answer is
-	// not recorded again.
+	// not recorded again when one was recorded for it (record.Resp).
 	resend bool
 	n      int
 	chain  digest
@@ -1053,8 +1053,11 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 	case err != nil || !read:
 		p.log.Info("answer not recorded", "session", pl.b.id, "err", err)
 		return
-	case pl.resend:
-		return // the first answer is recorded already
+	case pl.resend && rec.Resp != nil:
+		// The first answer is recorded already. A resend after a failed
+		// answer (an upstream error, a cut stream) is the same turn: its
+		// answer is the first to be recorded.
+		return
 	default:
 		if len(m.Content) == 0 {
 			return
