@@ -111,6 +111,12 @@ func parseBody(body []byte, d dialect) (*request, error) {
 				return nil, badField(items, "given twice")
 			}
 			r.msgStart, r.msgEnd = vStart, vEnd
+			if d == dialectResponses && raw[0] == '"' {
+				// A string input is one user message (the Responses
+				// API's own reading), kept as the client's bytes.
+				r.messages = []json.RawMessage{stringInput(raw)}
+				break
+			}
 			r.messages, err = splitArray(raw)
 		case "instructions":
 			if d == dialectResponses {
@@ -161,6 +167,15 @@ func parseBody(body []byte, d dialect) (*request, error) {
 		return nil, badField(items, "no conversation (empty, or only system and developer items)")
 	}
 	return r, nil
+}
+
+// stringInput is the item a Responses "input" given as a string stands
+// for: a user message whose content is that string, its bytes as sent.
+func stringInput(raw []byte) json.RawMessage {
+	m := make([]byte, 0, len(raw)+len(`{"role":"user","content":}`))
+	m = append(m, `{"role":"user","content":`...)
+	m = append(m, raw...)
+	return append(m, '}')
 }
 
 // splitArray splits a JSON array into its raw elements (sub-slices of a).

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
@@ -51,5 +53,58 @@ func TestRetryAfterUpstreamErrorRecordsTheAnswer(t *testing.T) {
 		if resp.Header.Get(HeaderSessionID) != id || f.p.Stats().Branches != 0 {
 			t.Errorf("status %d: next turn on %s (want %s), %d branches", status, resp.Header.Get(HeaderSessionID), id, f.p.Stats().Branches)
 		}
+	}
+}
+
+// OpenAI Responses: an input given as a plain string (the API allows it) is
+// managed as a one-message input: a session, the prompt and the answer
+// recorded, and the client's next request — the whole input as items —
+// extends it on the same branch (issue 15: it was forwarded unmanaged).
+func TestResponsesStringInputManaged(t *testing.T) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	const tail = `,"tools":[],"store":false,"stream":true}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Paris."}]}`}, 120, 0, 3)})
+	first := `{"model":"gpt-5.2-codex","instructions":"Be brief.","input":"What is the capital of France?"` + tail
+	resp, got := f.postOpenAI("/v1/responses", first, nil)
+	id := resp.Header.Get(HeaderSessionID)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("not managed: status %d, diagnostic %q: %s", resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
+	}
+	f.settle()
+	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Messages) != 2 || a.Messages[0].Role != history.RoleUser || a.Messages[0].Content[0].Text != "What is the capital of France?" ||
+		a.Messages[1].Role != history.RoleAssistant || a.Messages[1].Usage == nil || a.Messages[1].Usage.InputTokens != 120 {
+		t.Fatalf("recorded %+v", a.Messages)
+	}
+	// The upstream got the one message, and every other field as sent.
+	reqs := f.up.requests()
+	in := inputOf(t, reqs[0].body)
+	if len(in) != 1 || !strings.Contains(string(in[0]), `"What is the capital of France?"`) || !strings.Contains(string(in[0]), `"role":"user"`) {
+		t.Errorf("outgoing input %s", in)
+	}
+	if !strings.HasSuffix(string(reqs[0].body), `]`+tail) || !strings.HasPrefix(string(reqs[0].body), `{"model":"gpt-5.2-codex","instructions":"Be brief.","input":[`) {
+		t.Errorf("other fields changed: %s", reqs[0].body)
+	}
+	// The next turn, as items, extends the session.
+	second := `{"model":"gpt-5.2-codex","instructions":"Be brief.","input":[{"role":"user","content":"What is the capital of France?"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Paris."}]},{"role":"user","content":"And of Italy?"}]` + tail
+	resp, _ = f.postOpenAI("/v1/responses", second, nil)
+	f.settle()
+	if resp.Header.Get(HeaderSessionID) != id || f.p.Stats().Branches != 0 {
+		t.Errorf("next turn on %q (want %s), %d branches", resp.Header.Get(HeaderSessionID), id, f.p.Stats().Branches)
+	}
+	if n := messageEvents(t, f, id); n != 3 {
+		t.Errorf("%d messages recorded, want 3", n)
+	}
+	reqs = f.up.requests()
+	r0, err := parseBody(reqs[0].body, dialectResponses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 2 || !bytes.HasPrefix(reqs[1].body, append(reqs[0].body[:r0.msgEnd-1:r0.msgEnd-1], ',')) {
+		t.Errorf("the second request does not extend the first:\n%s\n%s", reqs[0].body, reqs[1].body)
 	}
 }
