@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -106,5 +107,64 @@ func TestResponsesStringInputManaged(t *testing.T) {
 	}
 	if len(reqs) != 2 || !bytes.HasPrefix(reqs[1].body, append(reqs[0].body[:r0.msgEnd-1:r0.msgEnd-1], ',')) {
 		t.Errorf("the second request does not extend the first:\n%s\n%s", reqs[0].body, reqs[1].body)
+	}
+}
+
+// OpenAI Responses: a function_call whose arguments are not valid JSON goes
+// upstream with its arguments as sent, on the first request and on every
+// later one — after a restart too, from the stored history — and each
+// request extends the one before byte for byte (issue 15: they went out
+// as {"input": …}).
+func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session-Id": "0199-codex-args"}
+	const args = `{"cmd":"go test ./...` // cut short: not JSON
+	call := `{"type":"function_call","call_id":"call_1","name":"exec_command","arguments":"{\"cmd\":\"go test ./..."}`
+	c := newCodexConversation().add(call, `{"type":"function_call_output","call_id":"call_1","output":"invalid arguments"}`)
+	arguments := func(body []byte) []string {
+		var out []string
+		for _, it := range inputOf(t, body) {
+			var fc struct {
+				Type      string `json:"type"`
+				Arguments string `json:"arguments"`
+			}
+			if json.Unmarshal(it, &fc) == nil && fc.Type == "function_call" {
+				out = append(out, fc.Arguments)
+			}
+		}
+		return out
+	}
+	resp, _ := f.postOpenAI("/v1/responses", c.body(""), hdr)
+	if resp.Header.Get(HeaderSessionID) == "" {
+		t.Fatalf("not managed: %s", resp.Header.Get(HeaderDiagnostic))
+	}
+	c.add(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`, `{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
+	f.postOpenAI("/v1/responses", c.body(""), hdr)
+	f.cfg.Proxy.Upstreams.OpenAI.BaseURL = f.up.srv.URL // kept across the restart
+	f.restart()
+	c.add(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`, `{"type":"message","role":"user","content":[{"type":"input_text","text":"and now?"}]}`)
+	f.postOpenAI("/v1/responses", c.body(""), hdr)
+	var reqs []seen
+	for _, r := range f.up.requests() {
+		if r.path == "/v1/responses" {
+			reqs = append(reqs, r)
+		}
+	}
+	if len(reqs) != 3 {
+		t.Fatalf("%d Responses requests upstream", len(reqs))
+	}
+	for i, r := range reqs {
+		if got := arguments(r.body); len(got) != 1 || got[0] != args {
+			t.Errorf("request %d: arguments %q, want %q", i, got, args)
+		}
+		if i > 0 {
+			prev, _ := parseBody(reqs[i-1].body, dialectResponses)
+			if !bytes.HasPrefix(r.body, append(reqs[i-1].body[:prev.msgEnd-1:prev.msgEnd-1], ',')) {
+				t.Errorf("request %d does not extend request %d:\n%s\n%s", i, i-1, reqs[i-1].body, r.body)
+			}
+		}
+	}
+	if f.p.Stats().Branches != 0 {
+		t.Errorf("%d branches", f.p.Stats().Branches)
 	}
 }

@@ -118,10 +118,7 @@ func RenderChat(system string, tools []history.ToolDef, msgs []history.Message) 
 				case history.BlockJSON:
 					texts = append(texts, string(b.JSON))
 				case history.BlockToolCall:
-					args := string(b.Input)
-					if args == "" {
-						args = "{}"
-					}
+					args := Arguments(b.Input)
 					om.ToolCalls = append(om.ToolCalls, ToolCall{ID: b.ID, Type: "function",
 						Function: FunctionCall{Name: b.Name, Arguments: args}})
 				}

@@ -405,3 +405,52 @@ func TestRecordedItemsCorpus(t *testing.T) {
 		t.Errorf("an EasyInputMessage: %+v", r)
 	}
 }
+
+// A function call's arguments go back as they came, whatever they are:
+// text that is not JSON, a truncated object, a JSON value that is not an
+// object, an object with the model's own spacing — through a canonical
+// message that validates, survives the stored form (history.Encode and
+// Decode) and renders to the same arguments string, in both APIs (issue
+// 15: they were rewritten as {"input": …} or compacted).
+func TestFunctionArgumentsKeptAsSent(t *testing.T) {
+	for _, args := range []string{`{"cmd":"ls"}`, `not json {`, `{"cmd":"ls"`, `[1,2]`, `"ls"`, `42`, ``, `{"cmd": "ls -la",  "n": 1}`, ` {"cmd":"ls"}`, `{"a":"<b> && c"}`} {
+		a, _ := json.Marshal(args)
+		item := json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"exec","arguments":` + string(a) + `}`)
+		msgs, err := ParseItems([]json.RawMessage{item}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s history.State
+		if err := s.Check(msgs[0]); err != nil {
+			t.Fatalf("arguments %q: the canonical message does not validate: %v", args, err)
+		}
+		enc, err := history.Encode(msgs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := history.Decode(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Arguments string `json:"arguments"`
+		}
+		if err := json.Unmarshal(RenderItems([]history.Message{stored}, nil)[0], &got); err != nil || got.Arguments != args {
+			t.Errorf("Responses: arguments %q came back as %q (%v)", args, got.Arguments, err)
+		}
+		chat := json.RawMessage(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"exec","arguments":` + string(a) + `}}]}`)
+		cm, err := ParseChat([]json.RawMessage{chat}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back ChatMessage
+		if err := json.Unmarshal(RenderChatMessages(cm)[0], &back); err != nil || len(back.ToolCalls) != 1 || back.ToolCalls[0].Function.Arguments != args {
+			t.Errorf("Chat: arguments %q came back as %+v (%v)", args, back.ToolCalls, err)
+		}
+	}
+	// A compact object is the input itself (tools and summaries read it).
+	msgs, _ := ParseItems([]json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"c","name":"x","arguments":"{\"cmd\":\"ls\"}"}`)}, 0)
+	if in := string(msgs[0].Content[0].Input); in != `{"cmd":"ls"}` {
+		t.Errorf("compact object input %s", in)
+	}
+}

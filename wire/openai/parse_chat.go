@@ -34,7 +34,8 @@ func IsChatPrefix(raw json.RawMessage) bool {
 // messages (DESIGN.md §2): user → user (string or text / image_url parts),
 // assistant → assistant (content as text, reasoning_content as a thinking
 // block, tool_calls as tool calls whose input is the arguments' bytes when
-// they are a JSON object, else {"input": <the arguments>}), tool → tool message
+// they are a compact JSON object, else the arguments under
+// RawArgumentsKey, rendered back byte for byte), tool → tool message
 // (tool name found from the calls before it). A system or developer message
 // inside the conversation becomes a user message holding its bytes as a
 // json block (rendered back as it came). Errors name the message:

@@ -68,8 +68,8 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //   - consecutive assistant-side items (assistant messages, function_call,
 //     custom_tool_call, reasoning, compaction) become one assistant message: output_text
 //     as text; a function call as a tool call whose input is the arguments'
-//     bytes when they are a JSON object (else {"input": <the arguments>},
-//     history.ObjectInput); a custom tool call as a tool call whose input
+//     bytes when they are a compact JSON object (else the arguments as a
+//     string under RawArgumentsKey, rendered back byte for byte); a custom tool call as a tool call whose input
 //     is {"input": "<its free-form text>"}; a reasoning item as a thinking block (its summary
 //     texts joined) whose signature is the item's exact bytes, so its
 //     encrypted_content goes back verbatim — redacted_thinking when it has
@@ -396,10 +396,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 						}{"custom_tool_call", b.ID, b.Name, s})
 						continue
 					}
-					args := string(b.Input)
-					if args == "" {
-						args = "{}"
-					}
+					args := Arguments(b.Input)
 					add(struct {
 						Type      string `json:"type"`
 						CallID    string `json:"call_id"`
@@ -525,19 +522,48 @@ func JoinItems(items []json.RawMessage) []byte {
 	return buf.Bytes()
 }
 
+// RawArgumentsKey is the one member of a tool call's canonical input that
+// carries a function call's arguments as the client or the model sent
+// them, when the canonical model cannot hold them as they are: not a JSON
+// object (text that is not JSON, a truncated object, a string or an
+// array), or an object whose bytes a stored history would change (the
+// canonical form compacts tool call inputs: spacing, DESIGN.md §2). The
+// renderers send the string back as the arguments, byte for byte, so a
+// request that carries such a call is forwarded as sent and the next
+// extends it (Arguments).
+const RawArgumentsKey = "openai_raw_arguments"
+
 // argumentsInput is a function call's input: the arguments' bytes when
-// they are a JSON object, else history.ObjectInput of them (a JSON value,
-// or the text as a JSON string).
+// they are a compact JSON object (kept exactly by the canonical form),
+// else {"openai_raw_arguments": "<the arguments>"} (RawArgumentsKey).
 func argumentsInput(args string) json.RawMessage {
 	raw := json.RawMessage(args)
-	if json.Valid(raw) {
-		if history.IsObject(raw) {
+	if history.IsObject(raw) && json.Valid(raw) {
+		var c bytes.Buffer
+		if json.Compact(&c, raw) == nil && bytes.Equal(c.Bytes(), raw) {
 			return raw
 		}
-		return history.ObjectInput(raw)
 	}
-	s, _ := json.Marshal(args)
-	return history.ObjectInput(s)
+	in, _ := marshal(map[string]string{RawArgumentsKey: args})
+	return in
+}
+
+// Arguments is the arguments string of a function call whose canonical
+// input is in (argumentsInput's inverse): the string kept under
+// RawArgumentsKey when in is that envelope, else in's bytes ("{}" for
+// none).
+func Arguments(in json.RawMessage) string {
+	if len(in) == 0 {
+		return "{}"
+	}
+	if bytes.HasPrefix(in, []byte(`{"`+RawArgumentsKey+`":`)) {
+		var m map[string]json.RawMessage
+		var s string
+		if json.Unmarshal(in, &m) == nil && len(m) == 1 && json.Unmarshal(m[RawArgumentsKey], &s) == nil {
+			return s
+		}
+	}
+	return string(in)
 }
 
 // CustomToolNames returns the names of the free-form ("custom") tools
