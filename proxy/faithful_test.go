@@ -168,3 +168,50 @@ func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 		t.Errorf("%d branches", f.p.Stats().Branches)
 	}
 }
+
+// A Messages request whose new user message has no content (content [],
+// "" or null, or a system message without text) is the client's own
+// rule break: forwarded byte for byte — never with that message dropped,
+// which would end the request on the assistant's message (a prefill) —
+// with a diagnostic, not recorded, counted apart; the conversation then
+// goes on on its branch (issue 15, a tester's finding).
+func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
+	for _, empty := range []string{`{"role":"user","content":[]}`, `{"role":"user","content":[ ]}`, `{"role":"user","content":""}`, `{"role":"user","content":null}`, `{"role":"system","content":[{"type":"text","text":""}]}`} {
+		f := newFixture(t, testConfig())
+		f.up.allowRefusals = true
+		const head = `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"metadata":{"user_id":"{\"session_id\":\"eeeeeeee-2222-3333-4444-555555555555\"}"},"messages":[`
+		first := `{"role":"user","content":"fix the bug"}`
+		f.up.script(textAnswer("which bug?"))
+		resp, _ := f.post(head+first+`]}`, nil)
+		id := resp.Header.Get(HeaderSessionID)
+		f.settle()
+		// On a recorded branch, and as the first request of a conversation.
+		for i, body := range []string{
+			head + first + `,` + assistantText("which bug?") + `,` + empty + `]}`,
+			head + `{"role":"user","content":"another task"},` + assistantText("ok") + `,` + empty + `]}`,
+		} {
+			before := len(f.up.requests())
+			resp, _ = f.post(body, nil)
+			reqs := f.up.requests()
+			if len(reqs) != before+1 || string(reqs[before].body) != body {
+				t.Fatalf("%s, request %d: the upstream did not get the client's body:\n%s", empty, i, reqs[len(reqs)-1].body)
+			}
+			if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "empty_message") || resp.Header.Get(HeaderSessionID) != "" {
+				t.Errorf("%s, request %d: diagnostic %q, session %q", empty, i, d, resp.Header.Get(HeaderSessionID))
+			}
+		}
+		f.settle()
+		if s := f.p.Stats(); s.ClientRuleBreaks != 2 || s.Violations != 0 {
+			t.Errorf("%s: %d client rule breaks, %d violations; want 2, 0", empty, s.ClientRuleBreaks, s.Violations)
+		}
+		if n := messageEvents(t, f, id); n != 2 {
+			t.Errorf("%s: %d messages recorded, want 2", empty, n)
+		}
+		// The client's next request extends the branch as before.
+		resp, _ = f.post(head+first+`,`+assistantText("which bug?")+`,{"role":"user","content":"the flaky one"}]}`, nil)
+		f.settle()
+		if resp.Header.Get(HeaderSessionID) != id || f.p.Stats().Branches != 0 || messageEvents(t, f, id) != 4 {
+			t.Errorf("%s: next request on %q (want %s), %d branches, %d messages", empty, resp.Header.Get(HeaderSessionID), id, f.p.Stats().Branches, messageEvents(t, f, id))
+		}
+	}
+}

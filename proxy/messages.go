@@ -285,13 +285,22 @@ var errClientRule = errors.New("the client's own request breaks DESIGN.md §4a; 
 // assistant message of an open tool loop starts with thinking when the
 // client enabled it; no thinking in a final assistant message when it did
 // not), on the messages from the last assistant one on.
-func clientViolations(req *request, added []history.Message) history.Violations {
+func clientViolations(req *request, added []history.Message, from int) history.Violations {
 	if req.d != dialectAnthropic {
 		// The rules are the Messages API's (OpenAI's accept, e.g., an
 		// empty content).
 		return nil
 	}
 	var vs history.Violations
+	// A new user or system message without content has no canonical
+	// message (ParseMessage gives none): recorded, it would vanish, and
+	// the request sent would be another (a prefill when it was the last).
+	for i := max(from, req.prefix); i < len(req.messages); i++ {
+		if role, empty := emptyMessage(req.messages[i]); empty {
+			vs = append(vs, history.Violation{Index: i, Rule: history.RuleEmptyMessage,
+				Message: fmt.Sprintf("messages[%d] (role %q) has no content; the provider refuses it (all messages must have non-empty content except for the optional final assistant message) and ctxd cannot record it", i, role)})
+		}
+	}
 	for i := range added {
 		if added[i].Role != history.RoleUser && added[i].Role != history.RoleAssistant {
 			continue
@@ -327,6 +336,35 @@ func clientViolations(req *request, added []history.Message) history.Violations 
 		break
 	}
 	return vs
+}
+
+// emptyMessage reports whether the client's message raw, not an assistant
+// one, has no content that ParseMessage keeps: content missing, null, ""
+// or [], or a system message without text. role is its role.
+func emptyMessage(raw json.RawMessage) (role string, empty bool) {
+	var content []byte
+	ok := members(raw, func(key string, vs, ve int) bool {
+		switch key {
+		case "role":
+			_ = json.Unmarshal(raw[vs:ve], &role)
+		case "content":
+			content = raw[vs:ve]
+		}
+		return true
+	})
+	if !ok || role == "assistant" {
+		return role, false
+	}
+	switch c := string(content); {
+	case c == "" || c == "null" || c == `""`:
+		return role, true
+	case c[0] == '[' && skipSpace(content, 1) < len(content) && content[skipSpace(content, 1)] == ']':
+		return role, true
+	case role == "system":
+		ms, err := anthropic.ParseMessage(raw, nil)
+		return role, err == nil && len(ms) == 0
+	}
+	return role, false
 }
 
 // plan is a managed request ready to forward.
@@ -490,7 +528,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, err
 		}
 	}
-	if vs := clientViolations(req, msgs); len(vs) > 0 {
+	if vs := clientViolations(req, msgs, from); len(vs) > 0 {
 		// Not recorded: the engine would hold a history no context of it
 		// could be sent from.
 		return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
