@@ -215,3 +215,49 @@ func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 		}
 	}
 }
+
+// A role "system" message inside messages (Claude Code sends one as
+// messages[1]) goes upstream as the client's bytes — role system, its
+// cache marker intact — on every request, as the newest message too
+// (issue 15: it went out as role user without its marker).
+func TestSystemMessageForwardedAsSent(t *testing.T) {
+	f := newFixture(t, testConfig())
+	sys := `{"role":"system","content":[{"type":"text","text":"<system-reminder>agents: Explore, Plan</system-reminder>","cache_control":{"type":"ephemeral"}}]}`
+	sysString := `{"role":"system","content":"The user pressed Esc."}`
+	c := newConversation().user("fix the bug")
+	c.msgs = append(c.msgs, sys)
+	const head = `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"metadata":{"user_id":"{\"session_id\":\"5ac5ac5a-2222-3333-4444-555555555555\"}"},"messages":[`
+	bodies := []string{
+		head + c.msgs[0] + `,` + sys + `]}`, // the system message last
+		head + c.msgs[0] + `,` + sys + `,` + assistantText("on it") + `,` + sysString + `,{"role":"user","content":[{"type":"text","text":"go on","cache_control":{"type":"ephemeral"}}]}]}`,
+	}
+	f.up.script(textAnswer("on it"))
+	resp, _ := f.post(bodies[0], nil)
+	id := resp.Header.Get(HeaderSessionID)
+	if id == "" {
+		t.Fatalf("not managed: %s", resp.Header.Get(HeaderDiagnostic))
+	}
+	resp, _ = f.post(bodies[1], nil)
+	if resp.Header.Get(HeaderSessionID) != id {
+		t.Fatalf("second request on %q, want %s (%s)", resp.Header.Get(HeaderSessionID), id, resp.Header.Get(HeaderDiagnostic))
+	}
+	reqs := f.up.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for i, r := range reqs {
+		out, err := parseRequest(r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.messages) < 2 || string(out.messages[1]) != sys {
+			t.Errorf("request %d: messages[1] is %s, want the client's %s", i, out.messages[1], sys)
+		}
+		if i == 1 && (len(out.messages) != 5 || string(out.messages[3]) != sysString) {
+			t.Errorf("request 1: messages %s", r.body[out.msgStart:out.msgEnd])
+		}
+		if n := strings.Count(string(r.body[out.msgStart:out.msgEnd]), "cache_control"); n != i+1 {
+			t.Errorf("request %d: %d cache markers in messages, want %d", i, n, i+1)
+		}
+	}
+}

@@ -803,8 +803,10 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
 	}
 	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]
+	idx.verbatim = slices.Grow(idx.verbatim[:min(n, len(idx.verbatim))], len(req.messages)-n)[:len(req.messages)]
 	for k := n; k < len(req.messages); k++ {
-		idx.plain[k] = plainText(req.messages[k])
+		idx.verbatim[k] = roleOf(req.messages[k]) == "system"
+		idx.plain[k] = !idx.verbatim[k] && plainText(req.messages[k])
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
 		ms, err := anthropic.ParseMessage(req.messages[k], nil)
@@ -834,6 +836,24 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 type clientIndex struct {
 	keys  map[digest][]int
 	plain []bool
+	// verbatim[k]: message k goes out as the client's bytes, markers
+	// included, whatever ctxd placed on its rendering: a "system" message
+	// (Claude Code's), which ctxd reads as user text and would otherwise
+	// send as a user message without its markers.
+	verbatim []bool
+}
+
+// roleOf is the role of the client's message raw ("" when it has none).
+func roleOf(raw json.RawMessage) string {
+	role := ""
+	members(raw, func(key string, vs, ve int) bool {
+		if key == "role" {
+			_ = json.Unmarshal(raw[vs:ve], &role)
+			return false
+		}
+		return true
+	})
+	return role
 }
 
 // markerFreeDigest is the digest of m's encoding without the cache markers
@@ -864,8 +884,12 @@ func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
 // carries: the client's bytes as sent, or with its markers cut when m
 // carries none. nil when m must be sent as ctxd rendered it, and for plain
 // text (plainText), whose rendering is stable across the client's forms.
+// A "system" message is always the client's bytes (clientIndex.verbatim).
 func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []byte {
 	raw := req.messages[k]
+	if idx.verbatim[k] {
+		return raw
+	}
 	if idx.plain[k] {
 		// ctxd's rendering, the same whichever of the two forms the
 		// client sends (Claude Code switches: textContent).
