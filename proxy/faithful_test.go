@@ -261,3 +261,51 @@ func TestSystemMessageForwardedAsSent(t *testing.T) {
 		}
 	}
 }
+
+// Text ctxd has not rewritten goes upstream as the client's bytes: a lone
+// surrogate escape, invalid UTF-8, HTML characters and other escapes in a
+// plain text message, a message of two text blocks and a tool result,
+// each byte-identical to the client's message in the forwarded body, on
+// the request that brings it and the next (issue 15: they were replaced
+// with U+FFFD and \u003c). A prompt sent as a string goes out in the block
+// form with the client's text bytes.
+func TestTextForwardedByteIdentical(t *testing.T) {
+	f := newFixture(t, testConfig())
+	plain := `{"role":"user","content":[{"type":"text","text":"lone \ud800 and bad ` + "\xff\xfe" + ` bytes, <b>&amp;</b>, \u00e9\/"}]}`
+	twoBlocks := `{"role":"user","content":[{"type":"text","text":"a \udc00 b"},{"type":"text","text":"` + "\xc3" + `"}]}`
+	call := assistantCall("toolu_1", "Bash", `{"command":"cat x"}`)
+	result := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"bin ` + "\x80" + ` \ud83d"}]}`
+	answer := `{"role":"assistant","content":[{"type":"text","text":"seen \ud800 <ok>"}]}`
+	const head = `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"metadata":{"user_id":"{\"session_id\":\"b17eb17e-2222-3333-4444-555555555555\"}"},"messages":[`
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"cat x"}`}}, 100, 5)})
+	f.post(head+plain+`,`+twoBlocks+`]}`, nil)
+	second := head + plain + `,` + twoBlocks + `,` + call + `,` + result + `]}`
+	f.up.script(textAnswer("seen \ufffd <ok>")) // the client writes it back with \ud800
+	f.post(second, nil)
+	third := head + plain + `,` + twoBlocks + `,` + call + `,` + result + `,` + answer + `,{"role":"user","content":"string \ud800 form"}]}`
+	f.post(third, nil)
+	reqs := f.up.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for i, r := range reqs {
+		out, err := parseRequest(r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{plain, twoBlocks, call, result, answer}[:min(2*i+2, 5)]
+		for k, w := range want {
+			if k >= len(out.messages) || string(out.messages[k]) != w {
+				t.Errorf("request %d, message %d differs from the client's:\n got %q\nwant %q", i, k, out.messages[min(k, len(out.messages)-1)], w)
+			}
+		}
+	}
+	f.settle()
+	if b := f.p.Stats().Branches; b != 0 {
+		t.Errorf("%d branches, want 0", b)
+	}
+	out, _ := parseRequest(reqs[2].body)
+	if got := string(out.messages[len(out.messages)-1]); got != `{"role":"user","content":[{"type":"text","text":"string \ud800 form"}]}` {
+		t.Errorf("the string prompt went out as %q", got)
+	}
+}

@@ -882,8 +882,9 @@ func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
 // when m is ctxd's rendering of the client's message k unchanged (found in
 // the index of indexClient) and the client's markers on it are the ones m
 // carries: the client's bytes as sent, or with its markers cut when m
-// carries none. nil when m must be sent as ctxd rendered it, and for plain
-// text (plainText), whose rendering is stable across the client's forms.
+// carries none; for plain text (plainText), one form whichever the client
+// sent, with the client's text bytes (plainBytes). nil when m must be sent
+// as ctxd rendered it.
 // A "system" message is always the client's bytes (clientIndex.verbatim).
 func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []byte {
 	raw := req.messages[k]
@@ -891,9 +892,9 @@ func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []
 		return raw
 	}
 	if idx.plain[k] {
-		// ctxd's rendering, the same whichever of the two forms the
-		// client sends (Claude Code switches: textContent).
-		return nil
+		// One form whichever of the two the client sends (Claude Code
+		// switches: textContent), the text as the client wrote it.
+		return plainBytes(raw, m)
 	}
 	marked := false
 	for i := range m.Content {
@@ -922,6 +923,47 @@ func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []
 		}
 	}
 	return raw
+}
+
+// plainBytes is the outgoing form of the client's plain text message raw
+// (plainText) whose rendering, with the markers ctxd placed, is m: one
+// text block, {"role":R,"content":[{"type":"text","text":T}]} with m's
+// marker after T, where T is the client's own string literal, escapes and
+// bytes as sent (json.Marshal would write invalid UTF-8 and a lone
+// surrogate escape as U+FFFD, and <, > and & as \u003c…). It is
+// json.Marshal(m) when the client's literal is Go's encoding of the text,
+// and the same bytes whichever form, string or block, the client sent.
+// nil when m is not one text block (ctxd's rendering then goes).
+func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
+	if len(m.Content) != 1 || m.Content[0].Type != "text" {
+		return nil
+	}
+	t := textContent(normalize(raw))
+	var lit []byte
+	members(t, func(key string, vs, ve int) bool {
+		if key == "content" {
+			if t[vs] == '"' {
+				lit = t[vs:ve]
+			}
+			return false
+		}
+		return true
+	})
+	if lit == nil {
+		return nil
+	}
+	role, _ := json.Marshal(m.Role)
+	cc := m.Content[0].CacheControl
+	out := make([]byte, 0, len(lit)+len(role)+len(cc)+64)
+	out = append(out, `{"role":`...)
+	out = append(out, role...)
+	out = append(out, `,"content":[{"type":"text","text":`...)
+	out = append(out, lit...)
+	if len(cc) > 0 {
+		out = append(out, `,"cache_control":`...)
+		out = append(out, cc...)
+	}
+	return append(out, `}]}`...)
 }
 
 // encode is json.Marshal(wire), reusing the encoding of every message equal
