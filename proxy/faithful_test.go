@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/fakeprovider"
 
 	"github.com/ctxd/ctxd/history"
 )
@@ -307,5 +310,40 @@ func TestTextForwardedByteIdentical(t *testing.T) {
 	out, _ := parseRequest(reqs[2].body)
 	if got := string(out.messages[len(out.messages)-1]); got != `{"role":"user","content":[{"type":"text","text":"string \ud800 form"}]}` {
 		t.Errorf("the string prompt went out as %q", got)
+	}
+}
+
+// The same against the strict fake provider: a 529 before any byte, and an
+// overloaded error inside the stream, each once; the client's resend is
+// answered and that answer recorded once with its usage.
+func TestRetryAfterFaultStrictFake(t *testing.T) {
+	for _, fault := range []fakeprovider.Fault{{Status: 529}, {Status: 529, MidStream: true}} {
+		fake := fakeprovider.Start(t, fakeprovider.Config{NoThinking: true, SideAnswer: "Title: fix the bug"})
+		f := newFixture(t, testConfig())
+		u, err := url.Parse(fake.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.p.upstream = u
+		fake.FailNext(fault)
+		body := `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"fix the bug"}]}`
+		resp, got := f.post(body, nil)
+		if fault.MidStream != (resp.StatusCode == 200) || !strings.Contains(string(got), "overloaded_error") {
+			t.Fatalf("%+v: the fault did not reach the client: %d %s", fault, resp.StatusCode, got)
+		}
+		id := resp.Header.Get(HeaderSessionID)
+		resp, got = f.post(body, nil)
+		if resp.StatusCode != 200 || !strings.Contains(string(got), "Title: fix the bug") || resp.Header.Get(HeaderSessionID) != id {
+			t.Fatalf("%+v: retry %d on %q: %s", fault, resp.StatusCode, resp.Header.Get(HeaderSessionID), got)
+		}
+		f.post(body, nil) // answered already: not recorded again
+		f.settle()
+		a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Messages) != 2 || a.Messages[1].Content[0].Text != "Title: fix the bug" || a.Messages[1].Usage == nil || a.Messages[1].Usage.InputTokens == 0 {
+			t.Errorf("%+v: recorded %+v", fault, a.Messages)
+		}
 	}
 }
