@@ -223,8 +223,11 @@ func Stub(m history.Message, offloadPath string) string {
 
 // oneLine keeps a stub on one line whatever a name holds.
 func oneLine(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	return lineBreaks.Replace(s)
 }
+
+// lineBreaks is built once (see pointerEscaper).
+var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
 
 // WithheldText replaces the content of an assistant message made only of
 // thinking blocks once they are withheld: providers reject an assistant

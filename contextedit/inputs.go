@@ -64,8 +64,16 @@ func walkStrings(raw json.RawMessage, path string, depth int, fn func(path, s st
 
 // escapePointer escapes a key as a JSON Pointer reference token.
 func escapePointer(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+	if !strings.ContainsAny(k, "~/") {
+		return k
+	}
+	return pointerEscaper.Replace(k)
 }
+
+// pointerEscaper is built once: a Replacer builds its lookup tables on
+// first use, which per key was most of a context-edit plan's allocation
+// (issue 19). A Replacer is safe for concurrent use.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 type member struct {
 	key string

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
@@ -125,16 +126,38 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // before the header is written, so a value that cannot be encoded is a 500
 // with the envelope rather than a truncated 200.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := encodeJSON(v)
-	if err != nil {
+	buf := responseBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer putResponseBuffer(buf)
+	if err := encodeJSONTo(buf, v); err != nil {
 		slog.Default().Error("encode response", attrErr, err)
 		status = http.StatusInternalServerError
-		b, _ = encodeJSON(api.ErrorEnvelope{Error: &api.Error{Code: api.Internal, Message: "internal error; the details are in ctxd's log"}})
+		buf.Reset()
+		_ = encodeJSONTo(buf, api.ErrorEnvelope{Error: &api.Error{Code: api.Internal, Message: "internal error; the details are in ctxd's log"}})
 	}
 	w.Header().Set("Content-Type", api.ContentTypeJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// responseBuffers holds the buffers writeJSON encodes answers into. Each
+// pre-send read answers with a whole assembled context (tens to hundreds of
+// KB); encoded into a fresh buffer that doubles as it grows, those answers
+// were over a third of the daemon's allocation in the 500-agent run, and
+// the garbage collector's work competed with appends for the CPU (issue 19,
+// docs/performance.md "Append p99").
+var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledResponse bounds, in bytes, the capacity of a buffer put back in
+// responseBuffers: a rare huge answer's buffer is left to the collector
+// rather than held by the pool.
+const maxPooledResponse = 1 << 20
+
+func putResponseBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledResponse {
+		responseBuffers.Put(b)
+	}
 }
 
 // encodeJSON is v as compact JSON with a trailing newline and without
@@ -143,12 +166,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // encodes to the same bytes.
 func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := encodeJSONTo(&buf, v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// encodeJSONTo appends encodeJSON's bytes of v to buf; on an error buf may
+// hold part of them.
+func encodeJSONTo(buf *bytes.Buffer, v any) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // Log attribute keys (STYLE.md: litestream's constants).
