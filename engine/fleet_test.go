@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,9 +35,9 @@ var fleetN atomic.Int64
 // newNode starts a node on the cluster's fleet prefix with R3 streams.
 func newNode(t testing.TB, c *natstest.Cluster, prefix string, cfg config.Config, ackWait time.Duration) *node {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), natstest.Scale(30*time.Second))
 	defer cancel()
-	st, err := openFleetStore(c, natsstore.Options{Servers: c.URLs(), Prefix: prefix, Replicas: 3, AckWait: ackWait, Logger: quietLogger()})
+	st, err := natstest.OpenStore(c, natsstore.Options{Prefix: prefix, Replicas: 3, AckWait: ackWait, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,25 +348,4 @@ func TestFleetCleanStopHandsBack(t *testing.T) {
 	if len(failed) != 1 || failed[0]["reason"] != "handback" || failed[0]["consecutive"] != nil {
 		t.Fatalf("compaction_failed events %v, want one with reason handback and no consecutive count", failed)
 	}
-}
-
-// openFleetStore opens a node's store, trying again (after the cluster
-// reports ready) when creating its streams ran out of time: with every
-// test binary of `go test ./...` starting at once on two cores, an R3
-// stream's first placement can miss a 30 s deadline (seen once in CI).
-func openFleetStore(c *natstest.Cluster, opts natsstore.Options) (*natsstore.Store, error) {
-	var err error
-	for range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var st *natsstore.Store
-		st, err = natsstore.Open(ctx, opts)
-		cancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
-			return st, err
-		}
-		if werr := c.WaitReady(30 * time.Second); werr != nil {
-			return nil, werr
-		}
-	}
-	return nil, err
 }

@@ -1,22 +1,15 @@
 package natsstore_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/ctxd/ctxd/natsstore"
 	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	natstest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { natstest.Main(m) }
 
 var prefixes atomic.Int64
 
@@ -37,9 +30,7 @@ func openOn(t testing.TB, c *natstest.Cluster, prefix string, replicas int, edit
 	for _, f := range edit {
 		f(&o)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := natsstore.Open(ctx, o)
+	st, err := natstest.OpenStore(c, o)
 	if err != nil {
 		t.Fatal(err)
 	}

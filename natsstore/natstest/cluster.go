@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,7 +31,8 @@ type Cluster struct {
 
 // Start starts a cluster of n servers (n ≥ 1; 3 for R3 streams) with
 // their stores under dir and waits until JetStream answers. Errors: a
-// server that does not start or a cluster that does not form in 30 s.
+// server that does not start or a cluster that does not form in 30 s
+// (scaled by Scale), after three tries on fresh ports.
 func Start(dir string, n int) (*Cluster, error) { return StartSync(dir, n, false) }
 
 // StartSync is Start with each server's JetStream fsyncing every write
@@ -123,7 +125,7 @@ func (c *Cluster) start(i int) error {
 		return fmt.Errorf("nats server %d: %w", i, err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(Scale(10 * time.Second)) {
 		s.Shutdown()
 		return fmt.Errorf("nats server %d did not start", i)
 	}
@@ -157,13 +159,18 @@ func (c *Cluster) Kill(i int) {
 // Restart starts server i again on its store and ports.
 func (c *Cluster) Restart(i int) error { return c.start(i) }
 
-// WaitReady waits until every running server reports JetStream current
-// and a client can read account information.
+// WaitReady waits until the cluster can place streams: every running
+// server has JetStream enabled, one of them is the meta leader, every one
+// is current with it and the leader counts every running server as a
+// peer, and a client can create (then delete) a stream with as many
+// replicas as servers run. timeout is scaled by Scale. Errors: the last
+// reason the cluster was not ready, once the scaled timeout passed.
 func (c *Cluster) WaitReady(timeout time.Duration) error {
+	timeout = Scale(timeout)
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
-		if last = c.ready(); last == nil {
+		if last = c.ready(time.Until(deadline)); last == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -171,13 +178,44 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 	return fmt.Errorf("nats cluster not ready after %v: %w", timeout, last)
 }
 
-func (c *Cluster) ready() error {
+// probeN numbers ready's probe streams.
+var probeN atomic.Int64
+
+// ready is one check of WaitReady; the client probe may take up to
+// budget (at most 10 s).
+func (c *Cluster) ready(budget time.Duration) error {
 	c.mu.Lock()
 	servers := append([]*server.Server(nil), c.servers...)
 	c.mu.Unlock()
+	running, leaders := 0, 0
+	var leader *server.Server
 	for i, s := range servers {
-		if s != nil && len(servers) > 1 && !s.JetStreamIsCurrent() {
-			return fmt.Errorf("server %d: jetstream not current", i)
+		if s == nil {
+			continue
+		}
+		running++
+		if !s.JetStreamEnabled() {
+			return fmt.Errorf("server %d: jetstream not enabled", i)
+		}
+		if len(servers) > 1 {
+			if !s.JetStreamIsCurrent() {
+				return fmt.Errorf("server %d: jetstream not current", i)
+			}
+			if s.JetStreamIsLeader() {
+				leaders++
+				leader = s
+			}
+		}
+	}
+	if running == 0 {
+		return errors.New("no server running")
+	}
+	if len(servers) > 1 {
+		if leaders != 1 {
+			return fmt.Errorf("%d jetstream meta leaders among %d running servers, want 1", leaders, running)
+		}
+		if peers := len(leader.JetStreamClusterPeers()); peers < running {
+			return fmt.Errorf("the meta leader knows %d peers, want %d", peers, running)
 		}
 	}
 	nc, err := nats.Connect(strings.Join(c.URLs(), ","))
@@ -189,23 +227,23 @@ func (c *Cluster) ready() error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(budget, time.Second), 10*time.Second))
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		return err
 	}
 	// Every running server must be a placement peer: create (and remove)
-	// a stream with as many replicas.
-	running := 0
-	for _, s := range servers {
-		if s != nil {
-			running++
-		}
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "NATSTEST_PROBE", Subjects: []string{"natstest.probe"}, Replicas: running, Storage: jetstream.MemoryStorage}); err != nil {
+	// a stream with as many replicas, named for this probe alone (tests
+	// wait on the shared cluster at once).
+	n := probeN.Add(1)
+	name := fmt.Sprintf("NATSTEST_PROBE_%d", n)
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("natstest.probe.%d", n)}, Replicas: running, Storage: jetstream.MemoryStorage}); err != nil {
 		return err
 	}
-	return js.DeleteStream(ctx, "NATSTEST_PROBE")
+	if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	return nil
 }
 
 // Shutdown stops every server.
