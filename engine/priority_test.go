@@ -12,28 +12,116 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
+// priorityPool is the set-up of the pool-priority tests (issue 19 §1): a
+// harness whose pool has the given workers and queue places, a fake
+// provider whose summaries wait for release, and busy sessions whose
+// compactions hold workers until release is closed.
+type priorityPool struct {
+	t       *testing.T
+	h       *harness
+	f       *fakeAnthropic
+	release chan struct{}
+}
+
+// newPriorityPool starts the harness and, for each id of busy in turn,
+// creates a small session and compacts it, returning once its summarizer
+// call holds a worker.
+func newPriorityPool(t *testing.T, pool workers.Options, busy ...string) *priorityPool {
+	t.Helper()
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	p := &priorityPool{t: t, f: f, release: make(chan struct{})}
+	f.release = p.release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	p.h = newHarnessPool(t, cfg, "", pool)
+	for _, id := range busy {
+		p.small(id)
+		if _, err := p.h.e.Compact(context.Background(), id, trigger.Manual, false); err != nil {
+			t.Fatal(err)
+		}
+		<-f.received
+	}
+	return p
+}
+
+// small creates session id with a 200,000-token window and four short
+// messages: enough to compact, far from its threshold.
+func (p *priorityPool) small(id string) {
+	p.h.create(id, 200000)
+	p.h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
+}
+
+// agent creates session id with a 40,000-token window and fills it with
+// rounds of tool calls until done holds for its estimate (fillUntil).
+func (p *priorityPool) agent(id string, done func(tokens, threshold, limit uint64) bool) {
+	p.h.create(id, 40000)
+	p.h.append(id, user("go"))
+	fillUntil(p.t, p.h, id, done)
+}
+
+// overWindow is agent's done for a session over its window.
+func overWindow(tokens, _, limit uint64) bool { return tokens > limit }
+
+// await polls cond every millisecond and fails the test with what when it
+// does not hold within 10 s.
+func (p *priorityPool) await(what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			p.t.Fatal(what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waited compacts session id as a request that waits on the result does,
+// in the background, and returns once the pool counts waitedAfter waited
+// jobs; the channel receives the compaction's error.
+func (p *priorityPool) waited(id string, waitedAfter int) <-chan error {
+	p.t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.h.e.Compact(context.Background(), id, trigger.Manual, true)
+		done <- err
+	}()
+	p.await("the waited compaction was not queued", func() bool { return p.h.pool.Stats().QueuedWaited == waitedAfter })
+	return done
+}
+
+// contextAsync asks session id's context (a pre-send check) in the
+// background; the channel receives it (nil on an error, which fails the
+// test).
+func (p *priorityPool) contextAsync(id string) <-chan *Assembled {
+	got := make(chan *Assembled, 1)
+	go func() {
+		a, err := p.h.e.Context(context.Background(), id, ContextOptions{})
+		if err != nil {
+			p.t.Error(err)
+		}
+		got <- a
+	}()
+	return got
+}
+
+// checkpoints fails the test unless session id has want checkpoints.
+func (p *priorityPool) checkpoints(id string, want int, what string) {
+	p.t.Helper()
+	if cps, _ := p.h.e.Checkpoints(context.Background(), id); len(cps) != want {
+		p.t.Fatalf("%s: %d checkpoints of %s, want %d", what, len(cps), id, want)
+	}
+}
+
 // TestPreSendTakesTheQueuePlaceOfBackgroundWork (issue 19 §1): with the
 // only worker busy and the queue full of a background compaction, an
 // agent's pre-send check is not refused: its compaction takes the
 // background job's place, runs next, and the context comes back
 // compacted. The background job yields (it never runs).
 func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
-	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
-	release := make(chan struct{})
-	f.release = release
-	cfg := testConfig()
-	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
-	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
-	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 1, DrainTimeout: time.Second})
-	ctx := context.Background()
-	for _, id := range []string{"busy", "bg"} {
-		h.create(id, 200000)
-		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
-	}
-	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
-		t.Fatal(err)
-	}
-	<-f.received // busy's summarizer call holds the only worker
+	p := newPriorityPool(t, workers.Options{Size: 1, Queue: 1, DrainTimeout: time.Second}, "busy")
+	h, ctx := p.h, context.Background()
+	p.small("bg")
 	if _, err := h.e.Compact(ctx, "bg", trigger.Manual, false); err != nil {
 		t.Fatal(err)
 	}
@@ -44,33 +132,18 @@ func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
 	h.create("agent", 12000) // over the window: it cannot be sent as it is
 	h.append("agent", user("go"), calls("a", "b", "c", "d"),
 		result("a", words(4000)), result("b", words(4000)), result("c", words(4000)), result("d", words(4000)), assistant("done"))
-	got := make(chan *Assembled, 1)
-	go func() {
-		a, err := h.e.Context(ctx, "agent", ContextOptions{})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- a
-	}()
+	got := p.contextAsync("agent")
 	// The pre-send compaction is queued in bg's place.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.pool.Active("agent") == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the pre-send compaction was not queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	p.await("the pre-send compaction was not queued", func() bool { return h.pool.Active("agent") != nil })
 	if h.pool.Active("bg") != nil {
 		t.Fatal("the background job still holds its queue place")
 	}
-	close(release)
+	close(p.release)
 	a := <-got
 	if a == nil || !a.Compacted || a.Diagnostic != "" {
 		t.Fatalf("pre-send context: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
 	}
-	if cps, _ := h.e.Checkpoints(ctx, "bg"); len(cps) != 0 {
-		t.Fatal("the yielded background compaction ran")
-	}
+	p.checkpoints("bg", 0, "the yielded background compaction ran")
 }
 
 // TestPreSendDoesNotWaitBehindOtherSessions (issue 19 §1): with every
@@ -79,36 +152,11 @@ func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
 // uncompacted context and a diagnostic; its compaction stays queued as
 // background work (no waited slot) and runs when a worker frees.
 func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
-	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
-	release := make(chan struct{})
-	f.release = release
-	cfg := testConfig()
-	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
-	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
-	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
-	ctx := context.Background()
-	h.create("busy", 200000)
-	h.append("busy", user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
-	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
-		t.Fatal(err)
-	}
-	<-f.received // the only worker is busy
-
-	h.create("agent", 40000)
-	h.append("agent", user("go"))
-	for i := 0; ; i++ {
-		in, err := h.e.Session(ctx, "agent")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in.Tokens >= in.Threshold {
-			if mid := in.Threshold + (in.ContextLimit-in.Threshold)/2; in.Tokens >= mid {
-				t.Fatalf("setup: %d tokens, past the midpoint %d", in.Tokens, mid)
-			}
-			break
-		}
-		id := fmt.Sprintf("c%d", i)
-		h.append("agent", calls(id), result(id, words(600)))
+	p := newPriorityPool(t, workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second}, "busy")
+	h, ctx := p.h, context.Background()
+	p.agent("agent", func(tok, thr, _ uint64) bool { return tok >= thr })
+	if in, _ := h.e.Session(ctx, "agent"); in.Tokens >= in.Threshold+(in.ContextLimit-in.Threshold)/2 {
+		t.Fatalf("setup: %d tokens, past the midpoint %d", in.Tokens, in.Threshold+(in.ContextLimit-in.Threshold)/2)
 	}
 	start := time.Now()
 	a, err := h.e.Context(ctx, "agent", ContextOptions{})
@@ -128,13 +176,11 @@ func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
 	if st := h.pool.Stats(); st.QueuedWaited != 0 {
 		t.Fatalf("queue %+v: a fitting read's compaction took a waited slot", st)
 	}
-	close(release)
+	close(p.release)
 	if err := tk.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if cps, _ := h.e.Checkpoints(ctx, "agent"); len(cps) != 1 {
-		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
-	}
+	p.checkpoints("agent", 1, "after the queued compaction ran")
 }
 
 // TestPreSendWaitsAtMostOneRoundOfThePool (issue 19 §1, docs/decisions.md
@@ -145,48 +191,12 @@ func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
 // with a diagnostic, and its compaction stays queued as background work —
 // behind the waited one, and still run.
 func TestPreSendWaitsAtMostOneRoundOfThePool(t *testing.T) {
-	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
-	release := make(chan struct{})
-	f.release = release
-	cfg := testConfig()
-	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
-	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
-	h := newHarnessPool(t, cfg, "", workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second})
-	ctx := context.Background()
-	for _, id := range []string{"busy", "waited"} {
-		h.create(id, 200000)
-		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
-	}
-	if _, err := h.e.Compact(ctx, "busy", trigger.Manual, false); err != nil {
-		t.Fatal(err)
-	}
-	<-f.received // the only worker is busy
-	waitedDone := make(chan error, 1)
-	go func() {
-		_, err := h.e.Compact(ctx, "waited", trigger.Manual, true)
-		waitedDone <- err
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.pool.Stats().QueuedWaited != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the waited compaction was not queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	p := newPriorityPool(t, workers.Options{Size: 1, Queue: 4, DrainTimeout: time.Second}, "busy")
+	h, ctx := p.h, context.Background()
+	p.small("waited")
+	waitedDone := p.waited("waited", 1)
 
-	h.create("agent", 40000)
-	h.append("agent", user("go"))
-	for i := 0; ; i++ {
-		in, err := h.e.Session(ctx, "agent")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in.Tokens > in.ContextLimit {
-			break
-		}
-		id := fmt.Sprintf("c%d", i)
-		h.append("agent", calls(id), result(id, words(600)))
-	}
+	p.agent("agent", overWindow)
 	a, err := h.e.Context(ctx, "agent", ContextOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,16 +211,14 @@ func TestPreSendWaitsAtMostOneRoundOfThePool(t *testing.T) {
 	if st := h.pool.Stats(); st.Queued != 2 || st.QueuedWaited != 1 {
 		t.Fatalf("queue %+v, want the waited job and the agent's, as background", st)
 	}
-	close(release)
+	close(p.release)
 	if err := <-waitedDone; err != nil {
 		t.Fatalf("the waited compaction: %v", err)
 	}
 	if err := tk.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if cps, _ := h.e.Checkpoints(ctx, "agent"); len(cps) != 1 {
-		t.Fatalf("%d checkpoints after the queued compaction ran", len(cps))
-	}
+	p.checkpoints("agent", 1, "after the queued compaction ran")
 }
 
 // TestPreSendWaitsWhenFewerThanAWorkerRoundAhead: the bound is the pool's
@@ -219,69 +227,19 @@ func TestPreSendWaitsAtMostOneRoundOfThePool(t *testing.T) {
 // has one job ahead of it, fewer than two workers, so it waits and
 // comes back compacted.
 func TestPreSendWaitsWhenFewerThanAWorkerRoundAhead(t *testing.T) {
-	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
-	release := make(chan struct{})
-	f.release = release
-	cfg := testConfig()
-	cfg.ContextCompaction.KeepRecentTokens = 0
-	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
-	h := newHarnessPool(t, cfg, "", workers.Options{Size: 2, Queue: 4, DrainTimeout: time.Second})
-	ctx := context.Background()
-	for _, id := range []string{"busy1", "busy2", "waited"} {
-		h.create(id, 200000)
-		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
-	}
-	for _, id := range []string{"busy1", "busy2"} {
-		if _, err := h.e.Compact(ctx, id, trigger.Manual, false); err != nil {
-			t.Fatal(err)
-		}
-		<-f.received
-	}
-	waitedDone := make(chan error, 1)
-	go func() {
-		_, err := h.e.Compact(ctx, "waited", trigger.Manual, true)
-		waitedDone <- err
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.pool.Stats().QueuedWaited != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the waited compaction was not queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	h.create("agent", 40000)
-	h.append("agent", user("go"))
-	for i := 0; ; i++ {
-		in, err := h.e.Session(ctx, "agent")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in.Tokens > in.ContextLimit {
-			break
-		}
-		id := fmt.Sprintf("c%d", i)
-		h.append("agent", calls(id), result(id, words(600)))
-	}
-	got := make(chan *Assembled, 1)
-	go func() {
-		a, err := h.e.Context(ctx, "agent", ContextOptions{})
-		if err != nil {
-			t.Error(err)
-		}
-		got <- a
-	}()
-	for h.pool.Stats().QueuedWaited != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the pre-send compaction was not queued as waited work")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	p := newPriorityPool(t, workers.Options{Size: 2, Queue: 4, DrainTimeout: time.Second}, "busy1", "busy2")
+	h := p.h
+	p.small("waited")
+	waitedDone := p.waited("waited", 1)
+	p.agent("agent", overWindow)
+	got := p.contextAsync("agent")
+	p.await("the pre-send compaction was not queued as waited work", func() bool { return h.pool.Stats().QueuedWaited == 2 })
 	select {
 	case a := <-got:
 		t.Fatalf("the pre-send check did not wait: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(release)
+	close(p.release)
 	a := <-got
 	if a == nil || !a.Compacted || a.Diagnostic != "" {
 		t.Fatalf("pre-send context: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
@@ -320,32 +278,14 @@ func fillUntil(t *testing.T, h *harness, id string, done func(tokens, threshold,
 // fewer than 2 workers: the fitting read's job is not counted) and come
 // back compacted once the workers free.
 func TestPreSendWaitedSlotsGoToOverWindowReads(t *testing.T) {
-	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
-	release := make(chan struct{})
-	f.release = release
-	cfg := testConfig()
-	cfg.ContextCompaction.KeepRecentTokens = 0
-	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
-	h := newHarnessPool(t, cfg, "", workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second})
-	ctx := context.Background()
-	for _, id := range []string{"busy1", "busy2"} {
-		h.create(id, 200000)
-		h.append(id, user("hello "+words(50)), assistant("hi "+words(50)), user("more "+words(50)), assistant("ok "+words(50)))
-		if _, err := h.e.Compact(ctx, id, trigger.Manual, false); err != nil {
-			t.Fatal(err)
-		}
-		<-f.received
-	}
-	h.create("fit", 40000)
-	h.append("fit", user("go"))
-	fillUntil(t, h, "fit", func(tok, thr, lim uint64) bool { return tok >= thr+(lim-thr)/2 })
+	p := newPriorityPool(t, workers.Options{Size: 2, Queue: 8, DrainTimeout: time.Second}, "busy1", "busy2")
+	h, ctx := p.h, context.Background()
+	p.agent("fit", func(tok, thr, lim uint64) bool { return tok >= thr+(lim-thr)/2 })
 	if in, _ := h.e.Session(ctx, "fit"); uint64(in.Tokens) > uint64(in.ContextLimit) {
 		t.Fatalf("setup: fit has %d tokens, over its window %d", in.Tokens, in.ContextLimit)
 	}
 	for _, id := range []string{"over1", "over2"} {
-		h.create(id, 40000)
-		h.append(id, user("go"))
-		fillUntil(t, h, id, func(tok, _, lim uint64) bool { return tok > lim })
+		p.agent(id, overWindow)
 	}
 
 	start := time.Now()
@@ -363,31 +303,21 @@ func TestPreSendWaitedSlotsGoToOverWindowReads(t *testing.T) {
 		t.Fatalf("queue %+v, fit queued %v: want fit's compaction queued as background", st, h.pool.Active("fit") != nil)
 	}
 
-	got := make(chan *Assembled, 2)
-	deadline := time.Now().Add(10 * time.Second)
+	var got []<-chan *Assembled
 	for i, id := range []string{"over1", "over2"} {
-		go func() {
-			a, err := h.e.Context(ctx, id, ContextOptions{})
-			if err != nil {
-				t.Error(err)
-			}
-			got <- a
-		}()
-		for h.pool.Stats().QueuedWaited != i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's compaction was not queued as waited work: %+v", id, h.pool.Stats())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		got = append(got, p.contextAsync(id))
+		p.await(id+"'s compaction was not queued as waited work", func() bool { return h.pool.Stats().QueuedWaited == i+1 })
 	}
 	select {
-	case a := <-got:
+	case a := <-got[0]:
+		t.Fatalf("an over-window read did not wait: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
+	case a := <-got[1]:
 		t.Fatalf("an over-window read did not wait: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
 	case <-time.After(300 * time.Millisecond): // past the fitting read's grace
 	}
-	close(release)
-	for range 2 {
-		a := <-got
+	close(p.release)
+	for _, g := range got {
+		a := <-g
 		if a == nil || !a.Compacted || strings.Contains(a.Diagnostic, "exceeds the context window") {
 			t.Fatalf("over-window read: compacted %v, diagnostic %q", a != nil && a.Compacted, a.Diagnostic)
 		}
@@ -398,7 +328,5 @@ func TestPreSendWaitedSlotsGoToOverWindowReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cps, _ := h.e.Checkpoints(ctx, "fit"); len(cps) != 1 {
-		t.Fatalf("fit: %d checkpoints after its queued compaction", len(cps))
-	}
+	p.checkpoints("fit", 1, "after its queued compaction")
 }
