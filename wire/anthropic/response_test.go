@@ -143,32 +143,8 @@ func TestDecodeResponseCorpus(t *testing.T) {
 // TestIsContextLengthCorpus classifies every real error body of the corpus:
 // exactly the Anthropic context-overflow ones are context-length errors.
 func TestIsContextLengthCorpus(t *testing.T) {
-	var f struct {
-		Errors []struct {
-			ID       string  `json:"id"`
-			Provider string  `json:"provider"`
-			Status   int     `json:"http_status"`
-			Category string  `json:"category"`
-			Body     *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
-		t.Fatal(err)
-	}
-	seen := 0
-	for _, e := range f.Errors {
-		if e.Provider != "anthropic" || e.Body == nil {
-			continue
-		}
-		seen++
-		got := IsContextLength(e.Status, []byte(*e.Body))
-		if want := e.Category == "context_overflow"; got != want {
-			t.Errorf("%s (%d): IsContextLength = %v, want %v", e.ID, e.Status, got, want)
-		}
-	}
-	if seen < 5 {
-		t.Fatalf("only %d Anthropic bodies in the corpus", seen)
-	}
+	cases := corpustest.ContextLengthCases(t, func(p string) bool { return p == "anthropic" }, 5)
+	corpustest.CheckContextLength(t, cases, IsContextLength)
 }
 
 func TestParseMessage(t *testing.T) {

@@ -262,42 +262,16 @@ func TestChatRoundTrip(t *testing.T) {
 // TestIsContextLengthCorpus classifies every real error body of the corpus
 // of OpenAI and compatible servers: exactly the context-overflow ones.
 func TestIsContextLengthCorpus(t *testing.T) {
-	var f struct {
-		Errors []struct {
-			ID       string  `json:"id"`
-			Provider string  `json:"provider"`
-			Status   int     `json:"http_status"`
-			Category string  `json:"category"`
-			Body     *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
-		t.Fatal(err)
-	}
-	seen := 0
-	for _, e := range f.Errors {
-		if !strings.HasPrefix(e.Provider, "openai") || e.Body == nil || *e.Body == "" {
-			continue
-		}
-		seen++
-		if got, want := IsContextLength(e.Status, []byte(*e.Body)), e.Category == "context_overflow"; got != want {
-			t.Errorf("%s (%d): IsContextLength = %v, want %v", e.ID, e.Status, got, want)
-		}
-	}
-	if seen < 4 {
-		t.Fatalf("only %d OpenAI bodies in the corpus", seen)
-	}
-	for _, body := range []string{
-		`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,                   // llama.cpp
-		`{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","code":400}`, // vLLM
-	} {
-		if !IsContextLength(400, []byte(body)) {
-			t.Errorf("not recognized: %s", body)
-		}
-	}
-	if IsContextLength(400, []byte(`{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response","type":"invalid_request_error"}}`)) {
-		t.Errorf("a history error taken for a context-length one")
-	}
+	cases := corpustest.ContextLengthCases(t, func(p string) bool { return strings.HasPrefix(p, "openai") }, 4)
+	cases = append(cases,
+		corpustest.ContextLengthCase{Name: "llama.cpp", Status: 400, Want: true,
+			Body: `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`},
+		corpustest.ContextLengthCase{Name: "vLLM", Status: 400, Want: true,
+			Body: `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","type":"BadRequestError","code":400}`},
+		corpustest.ContextLengthCase{Name: "history error", Status: 400, Want: false,
+			Body: `{"error":{"message":"Invalid parameter: messages with role 'tool' must be a response","type":"invalid_request_error"}}`},
+	)
+	corpustest.CheckContextLength(t, cases, IsContextLength)
 }
 
 // TestEncodeChatMessage: the hand encoder gives marshal's bytes.
