@@ -82,6 +82,42 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 	}
 }
 
+// wantProblems fails t for each of wants (a problem's text, as
+// Problem.String gives it, or part of one) that no problem contains.
+func wantProblems(t *testing.T, problems []Problem, wants ...string) {
+	t.Helper()
+	all := dump(problems)
+	for _, w := range wants {
+		if !strings.Contains(all, w) {
+			t.Errorf("missing problem %q in:\n%s", w, all)
+		}
+	}
+}
+
+// firstProblemCase is one case of a table of files that must be refused:
+// src is a whole file; its first problem must name key (when set) and
+// contain text (when set); only: it must be the sole problem.
+type firstProblemCase struct {
+	name string
+	src  string
+	only bool
+	key  string
+	text string
+}
+
+func runFirstProblemCases(t *testing.T, cases []firstProblemCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, problems := loadSrc(t, tc.src)
+			if len(problems) == 0 || tc.only && len(problems) != 1 ||
+				tc.key != "" && problems[0].Key != tc.key || !strings.Contains(problems[0].String(), tc.text) {
+				t.Fatalf("problems:\n%s\nwant first key %q, text %q, only %v", dump(problems), tc.key, tc.text, tc.only)
+			}
+		})
+	}
+}
+
 func dump(ps []Problem) string {
 	var b strings.Builder
 	for _, p := range ps {

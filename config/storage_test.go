@@ -39,12 +39,7 @@ replicas = 2
 prefix = "ctxd.prod"
 ack_wait_ms = 1000
 `)
-	var got []string
-	for _, p := range problems {
-		got = append(got, p.String())
-	}
-	all := strings.Join(got, "\n")
-	for _, w := range []string{
+	wantProblems(t, problems,
 		":5:1: storage.nats.servers[0]: must be a URL with a host and port",
 		":5:1: storage.nats.servers[1]: scheme \"http\"",
 		":5:1: storage.nats.servers[2]: must not carry credentials",
@@ -52,24 +47,12 @@ ack_wait_ms = 1000
 		":8:1: storage.nats.replicas: must be 1, 3 or 5",
 		":9:1: storage.nats.prefix: must be 1 to 32 characters",
 		":10:1: storage.nats.ack_wait_ms: must exceed 180000",
-	} {
-		if !strings.Contains(all, w) {
-			t.Errorf("missing problem %q in:\n%s", w, all)
-		}
-	}
-
-	_, _, problems = loadSrc(t, "[storage]\nbackend = \"nats\"\n")
-	if len(problems) != 1 || problems[0].Key != "storage.nats.servers" {
-		t.Fatalf("nats without servers: %v", problems)
-	}
-	_, _, problems = loadSrc(t, "[storage]\nbackend = \"etcd\"\n")
-	if len(problems) != 1 || !strings.Contains(problems[0].String(), ":2:1: storage.backend: must be \"badger\"") {
-		t.Fatalf("unknown backend: %v", problems)
-	}
-	_, _, problems = loadSrc(t, "[storage.nats]\nserver = \"nats://x:4222\"\n")
-	if len(problems) == 0 || !strings.Contains(problems[0].String(), "storage.nats.server") {
-		t.Fatalf("unknown key: %v", problems)
-	}
+	)
+	runFirstProblemCases(t, []firstProblemCase{
+		{name: "nats without servers", src: "[storage]\nbackend = \"nats\"\n", only: true, key: "storage.nats.servers"},
+		{name: "unknown backend", src: "[storage]\nbackend = \"etcd\"\n", only: true, text: ":2:1: storage.backend: must be \"badger\""},
+		{name: "unknown key", src: "[storage.nats]\nserver = \"nats://x:4222\"\n", text: "storage.nats.server"},
+	})
 }
 
 // TestRuleStorageNATSBounds (issue 22): an out-of-range server port, an
@@ -85,28 +68,17 @@ servers = ["nats://127.0.0.1:99999", "nats://127.0.0.1:4222"]
 prefix = ""
 ack_wait_ms = 9223372036854775807
 `)
-	var got []string
-	for _, p := range problems {
-		got = append(got, p.String())
-	}
-	all := strings.Join(got, "\n")
-	for _, w := range []string{
+	wantProblems(t, problems,
 		":5:1: storage.nats.servers[0]: port \"99999\": must be 1 to 65535",
 		":6:1: storage.nats.prefix: must be 1 to 32 characters",
 		":7:1: storage.nats.ack_wait_ms: must be at most 86400000",
-	} {
-		if !strings.Contains(all, w) {
-			t.Errorf("missing problem %q in:\n%s", w, all)
-		}
+	)
+	if strings.Contains(dump(problems), "servers[1]") || len(problems) != 3 {
+		t.Errorf("want exactly 3 problems:\n%s", dump(problems))
 	}
-	if strings.Contains(all, "servers[1]") || len(problems) != 3 {
-		t.Errorf("want exactly 3 problems:\n%s", all)
-	}
-
-	_, _, problems = loadSrc(t, "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = []\n")
-	if len(problems) != 1 || !strings.Contains(problems[0].String(), ":4:1: storage.nats.servers: must list at least one server") {
-		t.Fatalf("servers = []: %v", problems)
-	}
+	runFirstProblemCases(t, []firstProblemCase{
+		{name: "servers = []", src: "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = []\n", only: true, text: ":4:1: storage.nats.servers: must list at least one server"},
+	})
 	cfg, _, problems := loadSrc(t, "[storage.nats]\nack_wait_ms = 86400000\nservers = [\"nats://n:4222\"]\n")
 	if len(problems) != 0 || cfg.Storage.NATS.AckWaitMS != MaxNATSAckWaitMS {
 		t.Fatalf("the bound itself: %v", problems)
