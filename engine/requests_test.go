@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/ctxd/ctxd/internal/corpustest"
@@ -354,29 +353,6 @@ func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
 	}
 }
 
-// corpusErrorBody returns the body of the corpus's recorded provider error
-// with id (../shared/corpus/providers/error-bodies.json).
-func corpusErrorBody(t *testing.T, id string) (int, string) {
-	t.Helper()
-	var doc struct {
-		Errors []struct {
-			ID     string `json:"id"`
-			Status int    `json:"http_status"`
-			Body   string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range doc.Errors {
-		if e.ID == id {
-			return e.Status, e.Body
-		}
-	}
-	t.Fatalf("no error %q in the corpus", id)
-	return 0, ""
-}
-
 // One LLM binding that refuses the history (60 KB and 90 KB of plain text,
 // which the pruned retry cannot shrink: it only trims tool results) with
 // Anthropic's recorded "prompt is too long": the overflow compaction
@@ -384,7 +360,7 @@ func corpusErrorBody(t *testing.T, id string) (int, string) {
 // checkpoint event and a diagnostic (DESIGN.md §5.5). With fallback =
 // "none" it fails as before.
 func TestExtractiveFallbackIsTheWayOut(t *testing.T) {
-	status, body := corpusErrorBody(t, "anthropic_400_prompt_too_long_with_request_id_1")
+	status, body := corpustest.ErrorBodyOf(t, "anthropic_400_prompt_too_long_with_request_id_1")
 	for _, fallback := range []string{config.FallbackExtractive, config.FallbackNone} {
 		t.Run(fallback, func(t *testing.T) {
 			f := newFakeAnthropic(t, fakeReply{status: status, body: body})

@@ -42,22 +42,8 @@ func longConversationUsage(f *fixture, rounds, words int, hdr map[string]string,
 
 // overflowBody is a real Anthropic context-length refusal from the corpus.
 func overflowBody(t *testing.T, id string) string {
-	var f struct {
-		Errors []struct {
-			ID   string  `json:"id"`
-			Body *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range f.Errors {
-		if e.ID == id && e.Body != nil {
-			return *e.Body
-		}
-	}
-	t.Fatalf("no error body %s in the corpus", id)
-	return ""
+	_, body := corpustest.ErrorBodyOf(t, id)
+	return body
 }
 
 func compactions(t *testing.T, f *fixture, id string) []map[string]any {

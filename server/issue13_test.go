@@ -14,35 +14,12 @@ import (
 	"github.com/ctxd/ctxd/internal/corpustest"
 )
 
-// promptTooLong is Anthropic's recorded context-length refusal from the
-// corpus (providers/error-bodies.json).
-func promptTooLong(t *testing.T) (int, string) {
-	t.Helper()
-	var doc struct {
-		Errors []struct {
-			ID     string `json:"id"`
-			Status int    `json:"http_status"`
-			Body   string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range doc.Errors {
-		if e.ID == "anthropic_400_prompt_too_long_no_request_id" {
-			return e.Status, e.Body
-		}
-	}
-	t.Fatal("no prompt-too-long body in the corpus")
-	return 0, ""
-}
-
 // One LLM binding that refuses 60 KB and 90 KB of plain text: POST compact
 // {"reason":"overflow"} answered 502 (every binding failed, the pruned
 // retry only trims tool results); with the default fallback it succeeds
 // through the extractive fallback and says so (issue 13 point 7).
 func TestOverflowCompactionFallsBackToExtractive(t *testing.T) {
-	status, body := promptTooLong(t)
+	status, body := corpustest.ErrorBodyOf(t, "anthropic_400_prompt_too_long_no_request_id") // Anthropic's recorded context-length refusal
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")

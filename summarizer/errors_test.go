@@ -39,8 +39,8 @@ func TestClassifyCorpus(t *testing.T) {
 			}
 			n++
 			t.Run(id+"/"+form, func(t *testing.T) {
-				if got := Classify(e.HTTPStatus, []byte(*s)); got != w {
-					t.Errorf("Classify(%d, %s) = %s, want %s", e.HTTPStatus, form, got, w)
+				if got := Classify(e.Status, []byte(*s)); got != w {
+					t.Errorf("Classify(%d, %s) = %s, want %s", e.Status, form, got, w)
 				}
 			})
 		}

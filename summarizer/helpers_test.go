@@ -62,31 +62,14 @@ func newTestSummarizer() *Summarizer {
 }
 
 // errorBody is one entry of the corpus's providers/error-bodies.json.
-type errorBody struct {
-	ID         string  `json:"id"`
-	Provider   string  `json:"provider"`
-	HTTPStatus int     `json:"http_status"`
-	Category   string  `json:"category"`
-	Body       *string `json:"body"`
-	Text       *string `json:"text"`
-	PythonRepr *string `json:"python_repr"`
-	BodyAsJSON *string `json:"body_as_json"`
-}
+type errorBody = corpustest.ErrorBody
 
+// errorBodies returns the corpus's error bodies by id.
 func errorBodies(t *testing.T) map[string]errorBody {
 	t.Helper()
-	var f struct {
-		Errors []errorBody `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &f); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]errorBody{}
-	for _, e := range f.Errors {
+	for _, e := range corpustest.ErrorBodies(t) {
 		out[e.ID] = e
-	}
-	if len(out) == 0 {
-		t.Fatal("no error bodies in the corpus file")
 	}
 	return out
 }
@@ -98,7 +81,7 @@ func corpusError(t *testing.T, id string) (int, []byte) {
 	if !ok || e.Body == nil {
 		t.Fatalf("corpus error %q missing or without a JSON body", id)
 	}
-	return e.HTTPStatus, []byte(*e.Body)
+	return e.Status, []byte(*e.Body)
 }
 
 // cassetteBody returns the response body of an Anthropic cassette

@@ -19,6 +19,51 @@ type ContextLengthCase struct {
 	Want   bool
 }
 
+// ErrorBody is one entry of ErrorBodiesFile: a provider's real error
+// answer. The pointers are nil where the entry has no such field (Body:
+// the provider's body was not kept).
+type ErrorBody struct {
+	ID         string  `json:"id"`
+	Provider   string  `json:"provider"`
+	Status     int     `json:"http_status"`
+	Category   string  `json:"category"`
+	Body       *string `json:"body"`
+	Text       *string `json:"text"`
+	PythonRepr *string `json:"python_repr"`
+	BodyAsJSON *string `json:"body_as_json"`
+}
+
+// ErrorBodies returns every entry of ErrorBodiesFile, in file order. It
+// fails tb when the file does not decode or holds none, and skips or
+// fails as Read when the corpus is absent.
+func ErrorBodies(tb testing.TB) []ErrorBody {
+	tb.Helper()
+	var f struct {
+		Errors []ErrorBody `json:"errors"`
+	}
+	if err := json.Unmarshal(Read(tb, ErrorBodiesFile), &f); err != nil {
+		tb.Fatalf("%s: %v", ErrorBodiesFile, err)
+	}
+	if len(f.Errors) == 0 {
+		tb.Fatalf("%s: no error bodies", ErrorBodiesFile)
+	}
+	return f.Errors
+}
+
+// ErrorBodyOf returns the HTTP status and body of the entry id of
+// ErrorBodiesFile; it fails tb when there is no such entry or it has no
+// body.
+func ErrorBodyOf(tb testing.TB, id string) (status int, body string) {
+	tb.Helper()
+	for _, e := range ErrorBodies(tb) {
+		if e.ID == id && e.Body != nil {
+			return e.Status, *e.Body
+		}
+	}
+	tb.Fatalf("no error body %q in %s", id, ErrorBodiesFile)
+	return 0, ""
+}
+
 // ContextLengthCases returns a case for every error body of the corpus
 // whose provider name keep accepts and whose body is neither null nor
 // empty, wanted as an overflow exactly when its category is
@@ -27,20 +72,8 @@ type ContextLengthCase struct {
 // absent.
 func ContextLengthCases(tb testing.TB, keep func(provider string) bool, atLeast int) []ContextLengthCase {
 	tb.Helper()
-	var f struct {
-		Errors []struct {
-			ID       string  `json:"id"`
-			Provider string  `json:"provider"`
-			Status   int     `json:"http_status"`
-			Category string  `json:"category"`
-			Body     *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(Read(tb, ErrorBodiesFile), &f); err != nil {
-		tb.Fatalf("%s: %v", ErrorBodiesFile, err)
-	}
 	var cases []ContextLengthCase
-	for _, e := range f.Errors {
+	for _, e := range ErrorBodies(tb) {
 		if !keep(e.Provider) || e.Body == nil || *e.Body == "" {
 			continue
 		}

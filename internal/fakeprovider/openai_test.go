@@ -262,17 +262,8 @@ func TestOpenAIRefuses(t *testing.T) {
 // the real bodies of the corpus: Chat's byte for byte with the corpus's
 // figures, the Responses one as the same JSON.
 func TestOpenAIContextWindow(t *testing.T) {
-	var corpus struct {
-		Errors []struct {
-			ID   string  `json:"id"`
-			Body *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &corpus); err != nil {
-		t.Fatal(err)
-	}
 	bodies := map[string]string{}
-	for _, e := range corpus.Errors {
+	for _, e := range corpustest.ErrorBodies(t) {
 		if e.Body != nil {
 			bodies[e.ID] = *e.Body
 		}

@@ -173,23 +173,13 @@ func TestValidateRefuses(t *testing.T) {
 // tool-pairing errors with the figures of the real bodies in the corpus and
 // compares them byte for byte.
 func TestErrorBodiesAreTheRealOnes(t *testing.T) {
-	var corpus struct {
-		Errors []struct {
-			ID     string  `json:"id"`
-			Status int     `json:"http_status"`
-			Body   *string `json:"body"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(corpustest.Read(t, "providers/error-bodies.json"), &corpus); err != nil {
-		t.Fatal(err)
-	}
 	tooLong := regexp.MustCompile(`"message":"prompt is too long: (\d+) tokens > (\d+) maximum"`)
 	plusMax := regexp.MustCompile("exceed context limit: (\\d+) \\+ (\\d+) > (\\d+),")
 	noResult := regexp.MustCompile(`messages\.(\d+): ` + "`tool_use`" + ` ids were found without .*immediately after: (\w+)\.`)
 	reqID := regexp.MustCompile(`"request_id":"(req_\w+)"`)
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	compared := 0
-	for _, e := range corpus.Errors {
+	for _, e := range corpustest.ErrorBodies(t) {
 		if e.Body == nil || e.Status != 400 || !strings.HasPrefix(e.ID, "anthropic_") {
 			continue
 		}
