@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -582,11 +581,7 @@ func TestContextLimitBounds(t *testing.T) {
 
 func TestAgentFilePromptIsUsed(t *testing.T) {
 	f := newFakeAnthropic(t, okSummary("## Goal\nshort"))
-	dir := t.TempDir()
-	path := dir + "/compaction.md"
-	if err := os.WriteFile(path, []byte("+++\n[limits]\ntimeout_ms = 5000\n+++\nSUMMARIZE FOR THE ON-CALL ENGINEER\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeAgentFile(t, "+++\n[limits]\ntimeout_ms = 5000\n+++\nSUMMARIZE FOR THE ON-CALL ENGINEER\n")
 	cfg := testConfig()
 	cfg.Compaction.AgentFile = path
 	cfg.ContextCompaction.KeepRecentTokens = 0

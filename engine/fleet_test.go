@@ -95,6 +95,19 @@ func fleetCluster(t *testing.T) (*natstest.Cluster, string) {
 	return c, fmt.Sprintf("fleet%d", fleetN.Add(1))
 }
 
+// runningPair starts two nodes of a fresh fleet on the shared cluster,
+// with the test configuration and a one-minute ack wait, both taking
+// compaction jobs.
+func runningPair(t *testing.T) (a, b *node) {
+	t.Helper()
+	c, prefix := fleetCluster(t)
+	a = newNode(t, c, prefix, testConfig(), time.Minute)
+	b = newNode(t, c, prefix, testConfig(), time.Minute)
+	a.run()
+	b.run()
+	return a, b
+}
+
 // contextBytes is the assembled context as JSON: what an agent receives.
 func contextBytes(t *testing.T, n *node, id string) []byte {
 	t.Helper()
@@ -115,12 +128,7 @@ func contextBytes(t *testing.T, n *node, id string) []byte {
 // compaction asked on one node is run once by the fleet: one checkpoint,
 // seen by both.
 func TestFleetTwoNodesServeOneSession(t *testing.T) {
-	c, prefix := fleetCluster(t)
-	cfg := testConfig()
-	a := newNode(t, c, prefix, cfg, time.Minute)
-	b := newNode(t, c, prefix, cfg, time.Minute)
-	a.run()
-	b.run()
+	a, b := runningPair(t)
 	ctx := context.Background()
 	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000, System: "You are a test agent."}); err != nil {
 		t.Fatal(err)
@@ -266,12 +274,7 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 // compaction_failed "restart" into the shared log (issue 21): the
 // compaction is the other node's, and a dead node's job is redelivered.
 func TestFleetLoadDuringOtherNodesCompaction(t *testing.T) {
-	c, prefix := fleetCluster(t)
-	cfg := testConfig()
-	a := newNode(t, c, prefix, cfg, time.Minute)
-	b := newNode(t, c, prefix, cfg, time.Minute)
-	a.run()
-	b.run()
+	a, b := runningPair(t)
 	ctx := context.Background()
 	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000}); err != nil {
 		t.Fatal(err)

@@ -17,11 +17,7 @@ import (
 
 // A successful compaction resets the run's failure count (DESIGN.md §5.5).
 func TestSuccessResetsTheFailureCount(t *testing.T) {
-	dir := t.TempDir()
-	path := dir + "/compaction.md"
-	if err := os.WriteFile(path, []byte("+++\n[limits\n+++\nbroken front matter\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeAgentFile(t, "+++\n[limits\n+++\nbroken front matter\n")
 	cfg := testConfig()
 	cfg.Compaction.AgentFile = path
 	cfg.ContextCompaction.KeepRecentTokens = 0
@@ -106,11 +102,7 @@ func (m *callMetrics) SummarizerCall(binding string, d time.Duration, err error)
 func TestAgentFileTimeoutReachesTheSummarizer(t *testing.T) {
 	f := newFakeAnthropic(t, okSummary("## Goal\nnever sent"))
 	f.release = make(chan struct{}) // never closed: the provider hangs
-	dir := t.TempDir()
-	path := dir + "/compaction.md"
-	if err := os.WriteFile(path, []byte("+++\n[limits]\ntimeout_ms = 300\n+++\nSummarize.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeAgentFile(t, "+++\n[limits]\ntimeout_ms = 300\n+++\nSummarize.\n")
 	cfg := testConfig()
 	cfg.Compaction.AgentFile = path
 	cfg.ContextCompaction.KeepRecentTokens = 0

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +45,18 @@ var testSecret = []byte(strings.Repeat("k", artifacts.SecretSize))
 
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// writeAgentFile writes a compaction agent file (front matter and
+// prompt, DESIGN.md §5.4) holding src in a fresh temporary directory and
+// returns its path.
+func writeAgentFile(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "compaction.md")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func newHarness(t *testing.T, cfg config.Config, dir string) *harness {
