@@ -166,6 +166,34 @@ func (f *fixture) create(t testing.TB, id string) {
 	}
 }
 
+// wantRefused sends a request and fails t unless it is refused with
+// status and the API error code, naming field (and, when field is set,
+// saying it in the message, with each of words too), and unless session
+// id's last_seq is still before: a refused request stores nothing. It
+// returns the error for further checks.
+func (f *fixture) wantRefused(t *testing.T, method, path, body string, hdr map[string]string, status int, code, field string, words []string, id string, before uint64) *api.Error {
+	t.Helper()
+	got, ae, raw, _ := f.do(t, method, path, body, hdr)
+	if got != status || ae == nil || ae.Code != code {
+		t.Fatalf("got %d %s, want %d %s", got, raw, status, code)
+	}
+	if ae.Field != field {
+		t.Errorf("field %q, want %q (%s)", ae.Field, field, ae.Message)
+	}
+	for _, w := range words {
+		if !strings.Contains(ae.Message, w) {
+			t.Errorf("message %q lacks %q", ae.Message, w)
+		}
+	}
+	if field != "" && !strings.Contains(ae.Message, field) {
+		t.Errorf("message %q does not name the field %q", ae.Message, field)
+	}
+	if seq := f.lastSeq(t, id); seq != before {
+		t.Errorf("last_seq %d after a bad request, want %d", seq, before)
+	}
+	return ae
+}
+
 func (f *fixture) lastSeq(t testing.TB, id string) uint64 {
 	t.Helper()
 	s, err := f.client.GetSession(context.Background(), id)
@@ -283,19 +311,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			status, ae, body, _ := f.do(t, c.method, c.path, c.body, c.hdr)
-			if status != c.status || ae == nil || ae.Code != c.code {
-				t.Fatalf("got %d %s, want %d %s", status, body, c.status, c.code)
-			}
-			if ae.Field != c.field {
-				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
-			}
-			if c.field != "" && !strings.Contains(ae.Message, c.field) {
-				t.Errorf("message %q does not name the field %q", ae.Message, c.field)
-			}
-			if got := f.lastSeq(t, "s1"); got != before {
-				t.Errorf("last_seq %d after a bad request, want %d", got, before)
-			}
+			f.wantRefused(t, c.method, c.path, c.body, c.hdr, c.status, c.code, c.field, nil, "s1", before)
 		})
 	}
 	if _, err := f.client.GetSession(ctx, "s2"); api.ErrorCode(err) != api.NotFound {
@@ -352,25 +368,11 @@ func TestStrictDecoding(t *testing.T) {
 			if c.path == "/v1/sessions/s1" {
 				method = "PATCH"
 			}
-			status, ae, body, _ := f.do(t, method, c.path, c.body, nil)
-			if status != http.StatusBadRequest || ae == nil || ae.Code != api.Invalid {
-				t.Fatalf("got %d %s, want 400 invalid", status, body)
-			}
-			if ae.Field != c.field {
-				t.Errorf("field %q, want %q (%s)", ae.Field, c.field, ae.Message)
-			}
-			for _, w := range append(c.want, c.field) {
-				if !strings.Contains(ae.Message, w) {
-					t.Errorf("message %q lacks %q", ae.Message, w)
-				}
-			}
+			ae := f.wantRefused(t, method, c.path, c.body, nil, http.StatusBadRequest, api.Invalid, c.field, c.want, "s1", before)
 			for _, goName := range []string{"api.", "string (", "uint64", "time.Time", "json:", "Go "} {
 				if strings.Contains(ae.Message, goName) {
 					t.Errorf("message %q shows Go's %q", ae.Message, goName)
 				}
-			}
-			if got := f.lastSeq(t, "s1"); got != before {
-				t.Errorf("last_seq %d after a bad request, want %d", got, before)
 			}
 		})
 	}
