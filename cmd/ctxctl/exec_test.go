@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/syncbuf"
 )
 
 // fakeCtxd is a ctxd stand-in that prints its arguments, echoes one line
@@ -255,7 +256,7 @@ func TestEventsFollow(t *testing.T) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	e := d.env(&out, &errb)
 	e.ctx = runCtx
 	done := make(chan int, 1)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/syncbuf"
 	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
@@ -54,24 +55,6 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // env is one daemon's files: the socket, the data directory and the
@@ -124,7 +107,7 @@ func (e *env) client() *api.Client { return &api.Client{Socket: e.socket} }
 // proc is one running daemon process.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -152,7 +135,7 @@ func (e *env) start(t *testing.T) *proc {
 // startWith starts the daemon with extra flags and waits until it answers.
 func (e *env) startWith(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: e.command(extra...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: e.command(extra...), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -215,7 +198,7 @@ func (p *proc) signalAndWait(t *testing.T, sig os.Signal) int {
 // it is killed and the test fails (rather than waiting forever).
 func refusedOutput(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -793,7 +776,7 @@ func TestSocketActivation(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec "+args)
 	cmd.Env = []string{"HOME=" + e.dir, "XDG_CONFIG_HOME=" + e.xdgConfig}
 	cmd.ExtraFiles = []*os.File{f}
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -876,7 +859,7 @@ func TestTCPListener(t *testing.T) {
 		t.Fatalf("a short token was accepted: %v\n%s", err, out)
 	}
 
-	p := &proc{cmd: e.command("--listen", "127.0.0.1:0"), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: e.command("--listen", "127.0.0.1:0"), stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(p.cmd.Env, "CTXD_TEST_TOKEN=s3cret-token-value")
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
