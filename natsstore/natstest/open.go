@@ -76,7 +76,8 @@ func startupErr(err error) bool {
 // to c's URLs) and returns once every stream of the store has a leader.
 // A try that fails as a cluster still settling fails (startupErr) is made
 // again after the cluster is ready (WaitReady), within Scale(3 minutes)
-// in all. Errors: natsstore.Open's (at once when not a start-up error),
+// in all. Errors: natsstore.Open's (at once when not a start-up error or
+// when opts.Replicas exceeds the cluster's servers),
 // WaitReady's, or a stream with no leader by the deadline.
 func OpenStore(c *Cluster, opts natsstore.Options) (*natsstore.Store, error) {
 	if len(opts.Servers) == 0 {
@@ -100,7 +101,8 @@ func OpenStore(c *Cluster, opts natsstore.Options) (*natsstore.Store, error) {
 			_ = st.Close()
 		}
 		cancel()
-		if !startupErr(err) {
+		// More replicas than servers can never be placed: no retry.
+		if !startupErr(err) || opts.Replicas > len(c.opts) {
 			return nil, err
 		}
 		if werr := c.WaitReady(min(readyTimeout, time.Until(deadline))); werr != nil {
