@@ -54,8 +54,10 @@ func TestStartupErr(t *testing.T) {
 }
 
 // TestOpenStore: a store opened on a fresh one-server cluster has a
-// leader on every stream; asking for more replicas than servers fails at
-// once rather than after the retry deadline; a bad prefix fails at once.
+// leader on every stream; asking for more replicas than servers (R3 on
+// one, R5 on three: JetStream's answer to the latter is of a start-up
+// class) fails at once rather than after the retry deadline; a bad prefix
+// fails at once.
 func TestOpenStore(t *testing.T) {
 	c, err := Start(t.TempDir(), 1)
 	if err != nil {
@@ -74,6 +76,14 @@ func TestOpenStore(t *testing.T) {
 	}
 	if _, err := OpenStore(c, natsstore.Options{Prefix: "three", Replicas: 3}); err == nil || strings.Contains(err.Error(), "still failing") {
 		t.Fatalf("R3 on one server: %v, want natsstore.Open's error without retries", err)
+	}
+	c3, err := Start(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c3.Shutdown)
+	if _, err := OpenStore(c3, natsstore.Options{Prefix: "five", Replicas: 5}); err == nil || !startupErr(err) || strings.Contains(err.Error(), "still failing") {
+		t.Fatalf("R5 on three servers: %v, want natsstore.Open's start-up class error without retries", err)
 	}
 	if _, err := OpenStore(c, natsstore.Options{Prefix: "bad.prefix"}); !errors.Is(err, natsstore.ErrInvalidOptions) {
 		t.Fatalf("bad prefix: %v", err)
