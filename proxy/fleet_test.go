@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/engine"
@@ -20,9 +19,7 @@ import (
 // shared NATS store and its proxy, on a loopback port.
 func fleetNode(t *testing.T, c *natstest.Cluster, up *upstream) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := natsstore.Open(ctx, natsstore.Options{Servers: c.URLs(), Prefix: "fleet", Replicas: 1})
+	st, err := natstest.OpenStore(c, natsstore.Options{Prefix: "fleet", Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
