@@ -25,6 +25,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/internal/strict"
+	"github.com/ctxd/ctxd/internal/syncbuf"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
 )
@@ -227,7 +228,7 @@ type fixture struct {
 	eng    *engine.Engine
 	p      *Proxy
 	url    string
-	logs   *bytes.Buffer
+	logs   *syncbuf.Buffer
 	logger *slog.Logger
 	db     *badger.DB
 	arts   *artifacts.Store
@@ -240,8 +241,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg config.Config) *fixture {
 	t.Helper()
-	f := &fixture{t: t, up: newUpstream(t), logs: &bytes.Buffer{}, reg: prometheus.NewRegistry()}
-	f.logger = slog.New(slog.NewTextHandler(&lockedWriter{w: f.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := &fixture{t: t, up: newUpstream(t), logs: &syncbuf.Buffer{}, reg: prometheus.NewRegistry()}
+	f.logger = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var err error
 	if f.db, err = store.OpenInMemory(); err != nil {
 		t.Fatal(err)
@@ -302,17 +303,6 @@ func (f *fixture) restart() {
 	f.settle()
 	_ = f.hs.Close()
 	f.start()
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 const testKey = "sk-ant-test-SECRET-0123456789"
