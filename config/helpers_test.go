@@ -41,13 +41,15 @@ func problemsOf(t *testing.T, err error) []Problem {
 
 // ruleCase is one case of a rule's table test: src is a whole file; an
 // empty key and msg mean src must be valid; pos is "LINE:COL" or "" for a problem
-// without a position.
+// without a position; only: the problem at key must be the file's sole
+// problem.
 type ruleCase struct {
 	name string
 	src  string
 	key  string
 	pos  string
 	msg  string
+	only bool
 }
 
 func runRuleCases(t *testing.T, cases []ruleCase) {
@@ -60,6 +62,9 @@ func runRuleCases(t *testing.T, cases []ruleCase) {
 					t.Fatalf("want valid, got problems:\n%s", dump(problems))
 				}
 				return
+			}
+			if tc.only && len(problems) != 1 {
+				t.Errorf("want only the problem at %s, got:\n%s", tc.key, dump(problems))
 			}
 			for _, p := range problems {
 				if p.Key != tc.key {
@@ -91,30 +96,6 @@ func wantProblems(t *testing.T, problems []Problem, wants ...string) {
 		if !strings.Contains(all, w) {
 			t.Errorf("missing problem %q in:\n%s", w, all)
 		}
-	}
-}
-
-// firstProblemCase is one case of a table of files that must be refused:
-// src is a whole file; its first problem must name key (when set) and
-// contain text (when set); only: it must be the sole problem.
-type firstProblemCase struct {
-	name string
-	src  string
-	only bool
-	key  string
-	text string
-}
-
-func runFirstProblemCases(t *testing.T, cases []firstProblemCase) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, _, problems := loadSrc(t, tc.src)
-			if len(problems) == 0 || tc.only && len(problems) != 1 ||
-				tc.key != "" && problems[0].Key != tc.key || !strings.Contains(problems[0].String(), tc.text) {
-				t.Fatalf("problems:\n%s\nwant first key %q, text %q, only %v", dump(problems), tc.key, tc.text, tc.only)
-			}
-		})
 	}
 }
 

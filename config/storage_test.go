@@ -48,10 +48,13 @@ ack_wait_ms = 1000
 		":9:1: storage.nats.prefix: must be 1 to 32 characters",
 		":10:1: storage.nats.ack_wait_ms: must exceed 180000",
 	)
-	runFirstProblemCases(t, []firstProblemCase{
-		{name: "nats without servers", src: "[storage]\nbackend = \"nats\"\n", only: true, key: "storage.nats.servers"},
-		{name: "unknown backend", src: "[storage]\nbackend = \"etcd\"\n", only: true, text: ":2:1: storage.backend: must be \"badger\""},
-		{name: "unknown key", src: "[storage.nats]\nserver = \"nats://x:4222\"\n", text: "storage.nats.server"},
+	runRuleCases(t, []ruleCase{
+		{name: "nats without servers", src: "[storage]\nbackend = \"nats\"\n", only: true,
+			key: "storage.nats.servers", pos: "", msg: "missing required key"},
+		{name: "unknown backend", src: "[storage]\nbackend = \"etcd\"\n", only: true,
+			key: "storage.backend", pos: "2:1", msg: `must be "badger"`},
+		{name: "unknown key", src: "[storage.nats]\nserver = \"nats://x:4222\"\n",
+			key: "storage.nats.server", pos: "2:1", msg: "unknown key"},
 	})
 }
 
@@ -76,8 +79,9 @@ ack_wait_ms = 9223372036854775807
 	if strings.Contains(dump(problems), "servers[1]") || len(problems) != 3 {
 		t.Errorf("want exactly 3 problems:\n%s", dump(problems))
 	}
-	runFirstProblemCases(t, []firstProblemCase{
-		{name: "servers = []", src: "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = []\n", only: true, text: ":4:1: storage.nats.servers: must list at least one server"},
+	runRuleCases(t, []ruleCase{
+		{name: "servers = []", src: "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = []\n", only: true,
+			key: "storage.nats.servers", pos: "4:1", msg: "must list at least one server"},
 	})
 	cfg, _, problems := loadSrc(t, "[storage.nats]\nack_wait_ms = 86400000\nservers = [\"nats://n:4222\"]\n")
 	if len(problems) != 0 || cfg.Storage.NATS.AckWaitMS != MaxNATSAckWaitMS {
