@@ -15,7 +15,7 @@ import (
 // nodes starting together agree on one secret.
 func TestArtifacts(t *testing.T) {
 	ctx := context.Background()
-	prefix := "art" // both nodes on the same prefix
+	prefix := newPrefix("art") // both nodes on the same prefix
 	n1 := openOn(t, sharedCluster(t), prefix, 3)
 	n2 := openOn(t, sharedCluster(t), prefix, 3)
 	var s1, s2 []byte

@@ -21,8 +21,14 @@ func open(t testing.TB, replicas int, edit ...func(*natsstore.Options)) *natssto
 	if err != nil {
 		t.Fatal(err)
 	}
-	return openOn(t, c, fmt.Sprintf("t%d", prefixes.Add(1)), replicas, edit...)
+	return openOn(t, c, newPrefix("t"), replicas, edit...)
 }
+
+// newPrefix returns name with a number no other call in this test binary
+// gets: tests that open several nodes on one prefix of the shared cluster
+// take a new one on every run (-count=N runs each test N times on the
+// same cluster, and a prefix reused would find the last run's sessions).
+func newPrefix(name string) string { return fmt.Sprintf("%s%d", name, prefixes.Add(1)) }
 
 func openOn(t testing.TB, c *natstest.Cluster, prefix string, replicas int, edit ...func(*natsstore.Options)) *natsstore.Store {
 	t.Helper()

@@ -20,8 +20,9 @@ func TestQueueDedupAndRedelivery(t *testing.T) {
 	ctx := context.Background()
 	c := sharedCluster(t)
 	ackWait := func(o *natsstore.Options) { o.AckWait = 2 * time.Second }
-	n1 := openOn(t, c, "q1", 3, ackWait)
-	n2 := openOn(t, c, "q1", 3, ackWait)
+	prefix := newPrefix("q")
+	n1 := openOn(t, c, prefix, 3, ackWait)
+	n2 := openOn(t, c, prefix, 3, ackWait)
 	const id = "sess-q"
 	if _, err := n1.Log().CreateSession(ctx, id, checkpoint.Meta{}); err != nil {
 		t.Fatal(err)
