@@ -109,8 +109,8 @@ func (s *State) openIndex(id string) int {
 //   - every block has a known type and only the fields of that type;
 //     tool_call blocks (id, name and JSON input, all required, the id never
 //     used before), thinking and redacted_thinking blocks only in assistant
-//     messages; images need media_type and exactly one of data or an
-//     artifact:// reference; json blocks need valid JSON;
+//     messages; images need a media_type of ImageMediaTypes and exactly
+//     one of data or an artifact:// reference; json blocks need valid JSON;
 //   - a tool message answers an open call: tool_call_id names it, tool_name
 //     (when given) matches its name; its content holds text, image and json
 //     blocks only;
@@ -278,6 +278,12 @@ func validBase64(s string) bool {
 	return err == nil
 }
 
+// ImageMediaTypes are the media types of an image block: the ones both
+// providers accept (Anthropic's image source and OpenAI's image_url take
+// JPEG, PNG, GIF and WebP only). Any other is refused at append, so no
+// rendered context carries an image the provider refuses (DESIGN.md §4a).
+var ImageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
 // ArtifactScheme prefixes an artifact reference in an image block.
 const ArtifactScheme = "artifact://"
 
@@ -342,6 +348,8 @@ func checkBlock(role Role, b *Block) *ValidationError {
 		switch {
 		case b.MediaType == "":
 			return invalid("media_type", "required on an image block")
+		case !slices.Contains(ImageMediaTypes, b.MediaType):
+			return invalid("media_type", "%q is not an image type the providers accept (one of %s)", b.MediaType, strings.Join(ImageMediaTypes, ", "))
 		case b.Data == "" && b.Artifact == "":
 			return invalid("data", "an image needs data or an artifact reference")
 		case b.Data != "" && b.Artifact != "":

@@ -34,7 +34,8 @@ var decodeOptions = jsonv2.JoinOptions(
 
 // decode reads the request body into v strictly (DESIGN.md §7, STYLE.md):
 // at most api.MaxRequestBytes (else too_large), a JSON content type when one
-// is given (else unsupported_media_type), exactly one JSON value decoded
+// is given, with no charset or utf-8 (else unsupported_media_type, Field
+// "Content-Type"; no Content-Type at all is read as JSON), exactly one JSON value decoded
 // with decodeOptions; every problem is invalid with Field the JSON path of
 // the offending value ("messages[2].content[0].text"); a top-level null is
 // invalid, not an empty object. An empty body is
@@ -42,9 +43,14 @@ var decodeOptions = jsonv2.JoinOptions(
 // called on the engine yet, so a failure here changes nothing.
 func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
+		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != api.ContentTypeJSON {
-			return api.Errorf(api.UnsupportedMediaType, "", "request body must be %s, not %q", api.ContentTypeJSON, ct)
+			return api.Errorf(api.UnsupportedMediaType, "Content-Type", "Content-Type: request body must be %s (charset utf-8 or none), not %q", api.ContentTypeJSON, ct)
+		}
+		// JSON is UTF-8 (RFC 8259 §8.1): a body declared in another
+		// charset would be read as UTF-8 all the same, so it is refused.
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+			return api.Errorf(api.UnsupportedMediaType, "Content-Type", "Content-Type: charset %q: request bodies are UTF-8 JSON (send %s or %s; charset=utf-8)", cs, api.ContentTypeJSON, api.ContentTypeJSON)
 		}
 	}
 	if r.ContentLength > api.MaxRequestBytes {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.checkSpace(); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if _, empty := req.Labels[""]; empty {
+		s.writeError(w, r, api.Errorf(api.Invalid, "labels", "labels: an empty key; every label needs a name (\"team\": \"payments\")"))
 		return
 	}
 	if req.Model == "" && req.ContextLimit == 0 {
@@ -129,6 +134,26 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	if len(req.Messages) == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "messages", "messages: at least one message is required"))
 		return
+	}
+	for i, m := range req.Messages {
+		// Anthropic refuses an empty message anywhere but last ("all
+		// messages must have non-empty content except for the optional
+		// final assistant message"), so the formats could not render it
+		// alike (docs/decisions.md). Imports of agents that record an
+		// aborted response as one (pi) keep them out of the log.
+		if m.Role == api.RoleAssistant && len(m.Content) == 0 {
+			field := fmt.Sprintf("messages[%d].content", i)
+			s.writeError(w, r, api.Errorf(api.Invalid, field, "%s: an assistant message needs at least one block; providers refuse an empty one once a message follows it (an aborted response): leave the message out", field))
+			return
+		}
+		// The position is ctxd's to assign (docs/api.md, docs/decisions.md):
+		// a seq sent by the client was silently dropped before, which let a
+		// client believe it had placed a message where it had not.
+		if m.Seq != 0 {
+			field := fmt.Sprintf("messages[%d].seq", i)
+			s.writeError(w, r, api.Errorf(api.Invalid, field, "%s: ctxd assigns seq; leave it out of an appended message (the answer carries the seq given)", field))
+			return
+		}
 	}
 	if err := s.checkSpace(); err != nil {
 		s.writeError(w, r, err)

@@ -276,7 +276,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "empty body", method: "POST", path: msgs, body: ``, status: 400, code: api.Invalid},
 		{name: "no messages", method: "POST", path: msgs, body: `{"messages":[]}`, status: 400, code: api.Invalid, field: "messages"},
 		{name: "not an object", method: "POST", path: msgs, body: `[1,2]`, status: 400, code: api.Invalid},
-		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType},
+		{name: "wrong content type", method: "POST", path: msgs, body: `{"messages":[]}`, hdr: map[string]string{"Content-Type": "text/plain"}, status: 415, code: api.UnsupportedMediaType, field: "Content-Type"},
 		{name: "unknown call", method: "POST", path: msgs, body: `{"messages":[{"role":"tool","tool_call_id":"nope","content":[{"type":"text","text":"r"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].tool_call_id"},
 		{name: "bad block type", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"video"}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[0].type"},
 		{name: "empty text block", method: "POST", path: msgs, body: `{"messages":[{"role":"user","content":[{"type":"text","text":"ok"},{"type":"text","text":""}]}]}`, status: 400, code: api.Invalid, field: "messages[0].content[1].text"},

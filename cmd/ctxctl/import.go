@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/transcript"
 )
 
@@ -74,7 +75,7 @@ func runImport(c *cli.Context, e *env) error {
 	if model == "" && limit == 0 {
 		return fmt.Errorf("%s: the transcript names no model and no context window: give --model or --context-limit", file)
 	}
-	msgs, sizes, err := toAPIMessages(tr)
+	msgs, sizes, dropped, err := toAPIMessages(tr)
 	if err != nil {
 		return err
 	}
@@ -113,6 +114,9 @@ func runImport(c *cli.Context, e *env) error {
 	if abandoned > 0 {
 		info += fmt.Sprintf(", %d abandoned calls closed", abandoned)
 	}
+	if dropped > 0 {
+		info += fmt.Sprintf(", %d empty assistant messages (aborted responses) left out", dropped)
+	}
 	info += ") into session " + s.ID
 	if fin, err := cl.GetSession(c.Context, s.ID); err == nil {
 		info += fmt.Sprintf(": %s, %d checkpoint%s, compaction %s", tokensLine(fin.Tokens, fin.Threshold), fin.Checkpoints, plural(int(fin.Checkpoints), "", "s"), orDash(fin.Compaction))
@@ -124,21 +128,32 @@ func runImport(c *cli.Context, e *env) error {
 // toAPIMessages converts the transcript's messages to wire messages (their
 // JSON is the same, api's parity test keeps it so) and returns each one's
 // encoded size. Seq and Tokens are the daemon's to set.
-func toAPIMessages(tr *transcript.Transcript) ([]api.Message, []int, error) {
-	msgs := make([]api.Message, len(tr.Messages))
-	sizes := make([]int, len(tr.Messages))
+func toAPIMessages(tr *transcript.Transcript) ([]api.Message, []int, int, error) {
+	msgs := make([]api.Message, 0, len(tr.Messages))
+	sizes := make([]int, 0, len(tr.Messages))
+	dropped := 0
 	for i := range tr.Messages {
-		b, err := json.Marshal(&tr.Messages[i])
+		m := &tr.Messages[i]
+		if m.Role == history.RoleAssistant && len(m.Content) == 0 {
+			// An aborted or failed response (pi records them with no
+			// content): the daemon refuses an empty assistant message
+			// (docs/api.md), and the agent never sent it to its provider.
+			dropped++
+			continue
+		}
+		b, err := json.Marshal(m)
 		if err != nil {
-			return nil, nil, fmt.Errorf("encode message %d: %w", i, err)
+			return nil, nil, 0, fmt.Errorf("encode message %d: %w", i, err)
 		}
-		if err := json.Unmarshal(b, &msgs[i]); err != nil {
-			return nil, nil, fmt.Errorf("convert message %d: %w", i, err)
+		var am api.Message
+		if err := json.Unmarshal(b, &am); err != nil {
+			return nil, nil, 0, fmt.Errorf("convert message %d: %w", i, err)
 		}
-		msgs[i].Seq, msgs[i].Tokens = 0, 0
-		sizes[i] = len(b)
+		am.Seq, am.Tokens = 0, 0
+		msgs = append(msgs, am)
+		sizes = append(sizes, len(b))
 	}
-	return msgs, sizes, nil
+	return msgs, sizes, dropped, nil
 }
 
 // progress draws a bar on a terminal, redrawn in place; on anything else
