@@ -491,7 +491,8 @@ type Status struct {
 	Started time.Time `json:"started"`
 	// UptimeSeconds is the time since Started, in seconds.
 	UptimeSeconds float64 `json:"uptime_seconds"`
-	// Sessions is the number of sessions stored.
+	// Sessions is the number of sessions stored; -1 when the storage
+	// backend cannot be reached (Storage says which and why).
 	Sessions int `json:"sessions"`
 	// Queue is the compaction queue.
 	Queue Queue `json:"queue"`
@@ -503,6 +504,58 @@ type Status struct {
 	// Proxy is the provider proxy's listener (DESIGN.md §10); nil when the
 	// daemon runs none.
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
+	// Storage is where sessions are kept (DESIGN.md §8, §9); nil from a
+	// daemon that does not report it.
+	Storage *StorageStatus `json:"storage,omitempty"`
+}
+
+// The storage backends of StorageStatus.Backend (`[storage] backend`).
+const (
+	StorageBadger = "badger"
+	StorageNATS   = "nats"
+)
+
+// StorageStatus is the daemon's storage backend and, for a fleet node,
+// its connection to the NATS cluster. It never carries credentials:
+// server URLs have no userinfo, tokens and credentials files are not
+// reported.
+type StorageStatus struct {
+	// Backend is StorageBadger or StorageNATS.
+	Backend string `json:"backend"`
+	// Dir is the badger store's directory (badger only).
+	Dir string `json:"dir,omitempty"`
+	// NATS is the cluster connection (nats only).
+	NATS *NATSStatus `json:"nats,omitempty"`
+}
+
+// NATSStatus is a fleet node's connection to its NATS JetStream cluster
+// and the names of ctxd's streams and buckets there (DESIGN.md §9).
+type NATSStatus struct {
+	// Servers are the configured client URLs, userinfo removed.
+	Servers []string `json:"servers"`
+	// State is the connection's state: "connected", "reconnecting",
+	// "connecting", "disconnected" or "closed". Anything but "connected"
+	// means requests are refused with 503 unavailable.
+	State string `json:"state"`
+	// ConnectedServer is the server this node is connected to; "" while
+	// not connected.
+	ConnectedServer string `json:"connected_server,omitempty"`
+	// DownSince is when the connection was lost, UTC; absent while
+	// connected.
+	DownSince time.Time `json:"down_since,omitzero"`
+	// LastError is why the connection was lost; "" while connected.
+	LastError string `json:"last_error,omitempty"`
+	// Prefix names the streams and buckets; Replicas is their
+	// replication factor.
+	Prefix   string `json:"prefix"`
+	Replicas int    `json:"replicas"`
+	// EventsStream and JobsStream are the event-log and compaction-job
+	// streams; MetaBucket the key-value bucket of session metadata;
+	// ArtifactsBucket the object store of artifacts.
+	EventsStream    string `json:"events_stream"`
+	JobsStream      string `json:"jobs_stream"`
+	MetaBucket      string `json:"meta_bucket"`
+	ArtifactsBucket string `json:"artifacts_bucket"`
 }
 
 // Disk is the free space of one directory the daemon writes to, against

@@ -41,6 +41,11 @@ var (
 	// §9 — appended first), or a checkpoint of a snapshot already
 	// checkpointed. Nothing was stored; reload the session and retry.
 	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the storage backend cannot be reached (a fleet's
+	// NATS servers are all down, DESIGN.md §9); the error's text names the
+	// backend and its servers. Nothing was done; try again once it is back.
+	// The daemon answers 503 unavailable.
+	ErrUnavailable = errors.New("storage unavailable")
 )
 
 // Log is a store of sessions, each an append-only event log with

@@ -98,6 +98,9 @@ func (a *Artifacts) IDOf(content []byte) artifacts.ID {
 // object store acknowledged every chunk. Errors: artifacts.ErrInvalid,
 // artifacts.ErrTooLarge, ctx's, JetStream's.
 func (a *Artifacts) Retain(ctx context.Context, content []byte, format artifacts.Format) (artifacts.ID, error) {
+	if err := a.st.up(); err != nil {
+		return "", err
+	}
 	if !format.Valid() {
 		return "", fmt.Errorf("%w: unknown format %q (want %q or %q)", artifacts.ErrInvalid, format, artifacts.FormatText, artifacts.FormatToolContentJSON)
 	}
@@ -121,6 +124,9 @@ func (a *Artifacts) Retain(ctx context.Context, content []byte, format artifacts
 // Has implements artifacts.Backend. Errors: artifacts.ErrInvalidID,
 // JetStream's.
 func (a *Artifacts) Has(ctx context.Context, id artifacts.ID) (bool, error) {
+	if err := a.st.up(); err != nil {
+		return false, err
+	}
 	if _, err := artifacts.ParseID(string(id)); err != nil {
 		return false, err
 	}
@@ -137,6 +143,9 @@ func (a *Artifacts) Has(ctx context.Context, id artifacts.ID) (bool, error) {
 // Get implements artifacts.Backend. Errors: artifacts.ErrInvalidID,
 // artifacts.ErrNotFound, artifacts.ErrCorrupt, ctx's, JetStream's.
 func (a *Artifacts) Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error) {
+	if err := a.st.up(); err != nil {
+		return nil, "", err
+	}
 	if _, err := artifacts.ParseID(string(id)); err != nil {
 		return nil, "", err
 	}

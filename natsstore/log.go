@@ -135,6 +135,9 @@ func wrongLast(err error) bool {
 }
 
 func (l *Log) getMeta(ctx context.Context, session string) (checkpoint.Meta, uint64, error) {
+	if err := l.st.up(); err != nil {
+		return checkpoint.Meta{}, 0, err
+	}
 	e, err := l.st.meta.Get(ctx, metaKey(session))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return checkpoint.Meta{}, 0, fmt.Errorf("session %q: %w", session, checkpoint.ErrNotFound)
@@ -151,6 +154,9 @@ func (l *Log) getMeta(ctx context.Context, session string) (checkpoint.Meta, uin
 
 // sync brings x up to the subject's last record. x.mu is held.
 func (l *Log) sync(ctx context.Context, session string, x *index) error {
+	if err := l.st.up(); err != nil {
+		return err
+	}
 	last, err := l.st.events.GetLastMsgForSubject(ctx, l.subject(session))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		x.reset()
@@ -204,6 +210,9 @@ func recHeaders(h nats.Header) (first, count uint64, err error) {
 // the subject, one request per record (deterministic, served by any
 // replica: AllowDirect).
 func (l *Log) scan(ctx context.Context, session string, from, to uint64, fn func(*jetstream.RawStreamMsg) error) error {
+	if err := l.st.up(); err != nil {
+		return err
+	}
 	subj := l.subject(session)
 	for seq := from; seq <= to; {
 		m, err := l.st.events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
@@ -226,6 +235,9 @@ func (l *Log) scan(ctx context.Context, session string, from, to uint64, fn func
 
 // readRecord reads the record at stream sequence seq.
 func (l *Log) readRecord(ctx context.Context, session string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	if err := l.st.up(); err != nil {
+		return nil, err
+	}
 	m, err := l.st.events.GetMsg(ctx, seq)
 	if err != nil {
 		return nil, fmt.Errorf("session %q: read record %d: %w", session, seq, err)
@@ -290,6 +302,9 @@ func (l *Log) prepare(session string, events []checkpoint.Event) ([][]byte, erro
 // publish writes one record after x's last record; ok false means another
 // writer got there first (x is stale). x.mu is held.
 func (l *Log) publish(ctx context.Context, session string, x *index, count uint64, data []byte, isCheckpoint bool) (first uint64, ok bool, err error) {
+	if err := l.st.up(); err != nil {
+		return 0, false, err
+	}
 	first = x.last + 1
 	m := nats.NewMsg(l.subject(session))
 	m.Header.Set(hdrFirst, strconv.FormatUint(first, 10))
@@ -371,6 +386,9 @@ func (l *Log) CreateSession(ctx context.Context, session string, meta checkpoint
 	if err := checkpoint.ValidSessionID(session); err != nil {
 		return checkpoint.Meta{}, err
 	}
+	if err := l.st.up(); err != nil {
+		return checkpoint.Meta{}, err
+	}
 	if err := checkpoint.ValidateMeta(&meta); err != nil {
 		return checkpoint.Meta{}, fmt.Errorf("session %q: %w", session, err)
 	}
@@ -441,6 +459,9 @@ func (l *Log) PutMeta(ctx context.Context, session string, meta checkpoint.Meta,
 	if err := checkpoint.ValidSessionID(session); err != nil {
 		return 0, err
 	}
+	if err := l.st.up(); err != nil {
+		return 0, err
+	}
 	if err := checkpoint.ValidateMeta(&meta); err != nil {
 		return 0, fmt.Errorf("session %q: %w", session, err)
 	}
@@ -494,6 +515,9 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 // notice a deletion).
 func (l *Log) Wait(ctx context.Context, session string, afterSeq uint64) (uint64, error) {
 	if err := checkpoint.ValidSessionID(session); err != nil {
+		return 0, err
+	}
+	if err := l.st.up(); err != nil {
 		return 0, err
 	}
 	wake := make(chan struct{}, 1)
@@ -724,6 +748,9 @@ func (l *Log) ListCheckpoints(ctx context.Context, session string) ([]checkpoint
 
 // ids returns every session id, sorted bytewise.
 func (l *Log) ids(ctx context.Context) ([]string, error) {
+	if err := l.st.up(); err != nil {
+		return nil, err
+	}
 	lister, err := l.st.meta.ListKeysFiltered(ctx, "m.>")
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)

@@ -118,6 +118,9 @@ func (q *Queue) SubmitJob(session, sig string, _ workers.Priority, _ workers.Fun
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := q.st.up(); err != nil {
+		return nil, err
+	}
 	last, err := q.st.log.LastSeq(ctx, session)
 	if err != nil {
 		return nil, err
@@ -331,7 +334,11 @@ func (q *Queue) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			q.st.opts.Logger.Warn("fetching compaction jobs", "err", err)
+			if q.st.nc.IsConnected() {
+				// An outage is logged once, by the connection's handlers
+				// (Store.Status), not every second here.
+				q.st.opts.Logger.Warn("fetching compaction jobs", "err", err)
+			}
 			select {
 			case <-time.After(time.Second):
 			case <-ctx.Done():

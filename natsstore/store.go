@@ -26,11 +26,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ctxd/ctxd/checkpoint"
 )
 
 // Options configure Open. Servers is required.
@@ -76,7 +82,153 @@ type Store struct {
 
 	prefix string // subject prefix (lower case)
 	log    *Log
+
+	servers []string   // opts.Servers without userinfo, for errors and Status
+	downMu  sync.Mutex // guards downAt, downErr
+	downAt  time.Time  // when the connection was lost; zero while connected
+	downErr string     // why, redacted
 }
+
+// up returns nil while the connection to the cluster is up, else an error
+// wrapping checkpoint.ErrUnavailable that names the backend and its
+// servers ("storage: nats: no servers available …"). Every operation
+// checks it first, so that a request during an outage is answered at once
+// (503 from the daemon) rather than when its time limit runs out.
+func (st *Store) up() error {
+	if st.nc.IsConnected() {
+		return nil
+	}
+	state := strings.ToLower(st.nc.Status().String())
+	st.downMu.Lock()
+	since := st.downAt
+	st.downMu.Unlock()
+	when := ""
+	if !since.IsZero() {
+		when = " since " + since.UTC().Format(time.RFC3339)
+	}
+	return fmt.Errorf("%w: storage: nats: no servers available (connection %s%s; servers %s); nothing was done, try again when the cluster is back",
+		checkpoint.ErrUnavailable, state, when, strings.Join(st.servers, ", "))
+}
+
+// disconnected is the connection's disconnect handler: it logs the start
+// of an outage once.
+func (st *Store) disconnected(nc *nats.Conn, err error) {
+	st.downMu.Lock()
+	first := st.downAt.IsZero()
+	if first {
+		st.downAt = st.opts.Now()
+		st.downErr = ""
+		if err != nil {
+			st.downErr = redactText(err.Error(), st.opts.Servers)
+		}
+	}
+	st.downMu.Unlock()
+	if first && !nc.IsClosed() {
+		st.opts.Logger.Warn("storage: nats: connection to the cluster lost; requests are refused (503 unavailable) until it is back",
+			"servers", strings.Join(st.servers, ","), "err", st.downErr)
+	}
+}
+
+// reconnected is the connection's reconnect handler: it logs the end of
+// an outage once, with its length.
+func (st *Store) reconnected(nc *nats.Conn) {
+	st.downMu.Lock()
+	since := st.downAt
+	st.downAt, st.downErr = time.Time{}, ""
+	st.downMu.Unlock()
+	attrs := []any{"server", nc.ConnectedUrlRedacted()}
+	if !since.IsZero() {
+		attrs = append(attrs, "outage", st.opts.Now().Sub(since).Round(time.Millisecond).String())
+	}
+	st.opts.Logger.Info("storage: nats: connection to the cluster is back", attrs...)
+}
+
+// Status is what a node reports of its connection to the cluster (GET
+// /v1/status, ctxctl status and doctor).
+type Status struct {
+	// Servers are the configured client URLs without userinfo.
+	Servers []string
+	// State is the connection's state, lower case: "connected",
+	// "reconnecting", "connecting", "disconnected" or "closed".
+	State string
+	// ConnectedServer is the URL of the server this node is connected to
+	// (userinfo redacted); "" while not connected.
+	ConnectedServer string
+	// DownSince is when the connection was lost; zero while connected.
+	DownSince time.Time
+	// LastError is why it was lost (redacted); "" while connected.
+	LastError string
+	// Prefix, Replicas: Options.Prefix and Options.Replicas in effect.
+	Prefix   string
+	Replicas int
+	// EventsStream, JobsStream are the streams' names; MetaBucket the
+	// key-value bucket's; ArtifactsBucket the object store's.
+	EventsStream, JobsStream, MetaBucket, ArtifactsBucket string
+}
+
+// Status reports the connection and the names of ctxd's streams and
+// buckets; it does no I/O. It never shows credentials: userinfo is cut
+// from every URL, the token and credentials file are not reported.
+func (st *Store) Status() Status {
+	up := strings.ToUpper(st.opts.Prefix)
+	s := Status{
+		Servers:         slices.Clone(st.servers),
+		State:           strings.ToLower(st.nc.Status().String()),
+		Prefix:          st.opts.Prefix,
+		Replicas:        st.opts.Replicas,
+		EventsStream:    up + "_EVENTS",
+		JobsStream:      up + "_JOBS",
+		MetaBucket:      up + "_META",
+		ArtifactsBucket: up + "_ARTIFACTS",
+	}
+	if st.nc.IsConnected() {
+		s.ConnectedServer = st.nc.ConnectedUrlRedacted()
+		return s
+	}
+	st.downMu.Lock()
+	s.DownSince, s.LastError = st.downAt, st.downErr
+	st.downMu.Unlock()
+	return s
+}
+
+// redactURLs returns the URLs with any userinfo (user:password@ or a
+// token@) removed; a URL that does not parse is replaced by a placeholder,
+// as it may hold a secret in a shape not recognised.
+func redactURLs(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = redactURL(u)
+	}
+	return out
+}
+
+func redactURL(raw string) string {
+	s := strings.TrimSpace(raw)
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return "(unparsable server URL)"
+	}
+	u.User = nil
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
+}
+
+// redactText replaces every configured server URL in s by its redacted
+// form, and cuts any remaining "user:pass@" of a URL.
+func redactText(s string, servers []string) string {
+	for _, raw := range servers {
+		if r := redactURL(raw); r != raw {
+			s = strings.ReplaceAll(s, raw, r)
+		}
+	}
+	return userinfoRE.ReplaceAllString(s, "$1")
+}
+
+// userinfoRE matches the userinfo of a URL in text ("nats://u:p@").
+var userinfoRE = regexp.MustCompile(`([a-z]+://)[^/@\s]+@`)
 
 // ErrInvalidOptions: Options that cannot work (no servers, a bad prefix or
 // replica count).
@@ -128,10 +280,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Name == "" {
 		opts.Name = "ctxd"
 	}
+	st := &Store{opts: opts, prefix: strings.ToLower(opts.Prefix), servers: redactURLs(opts.Servers)}
 	copts := []nats.Option{
 		nats.Name(opts.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
+		// One line when the connection is lost and one when it is back:
+		// an outage is logged once, however many requests it refuses.
+		nats.DisconnectErrHandler(st.disconnected),
+		nats.ReconnectHandler(st.reconnected),
 	}
 	if opts.CredentialsFile != "" {
 		copts = append(copts, nats.UserCredentials(opts.CredentialsFile))
@@ -143,7 +300,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	st := &Store{opts: opts, nc: nc, prefix: strings.ToLower(opts.Prefix)}
+	st.nc = nc
 	if err := st.setup(ctx); err != nil {
 		nc.Close()
 		return nil, err

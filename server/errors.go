@@ -31,6 +31,7 @@ import (
 //	checkpoint.ErrTooLarge, store.ErrTooLarge → too_large
 //	store.ErrNoSpace                    → insufficient_storage
 //	engine.ErrUnavailable, checkpoint.ErrClosed, context.Canceled → unavailable
+//	checkpoint.ErrUnavailable (storage unreachable) → unavailable, its text
 //	summarizer.ErrAllBindingsFailed     → upstream
 //	context.DeadlineExceeded            → timeout
 //	anything else                       → internal, "internal error"
@@ -71,6 +72,14 @@ func ToAPIError(err error) (*api.Error, bool) {
 		return &api.Error{Code: api.InsufficientStorage, Message: msg}, false
 	case errors.Is(err, engine.ErrUnavailable):
 		return &api.Error{Code: api.Unavailable, Message: strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": ")}, false
+	case errors.Is(err, checkpoint.ErrUnavailable):
+		// The backend's own words ("storage: nats: no servers available …"),
+		// not the time limit the request would otherwise run into.
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, checkpoint.ErrUnavailable.Error()+": "); ok {
+			msg = after
+		}
+		return &api.Error{Code: api.Unavailable, Message: msg}, false
 	case errors.Is(err, checkpoint.ErrClosed), errors.Is(err, store.ErrClosed):
 		return &api.Error{Code: api.Unavailable, Message: "ctxd is shutting down"}, false
 	case errors.Is(err, summarizer.ErrAllBindingsFailed):

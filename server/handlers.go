@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/summarizer"
@@ -306,10 +307,19 @@ func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	var storage *api.StorageStatus
+	if s.storage != nil {
+		storage = s.storage()
+	}
 	n, err := s.eng.CountSessions(r.Context())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		if storage == nil || !errors.Is(err, checkpoint.ErrUnavailable) {
+			s.writeError(w, r, err)
+			return
+		}
+		// The storage is unreachable: the status says so (and what it is)
+		// rather than failing, so ctxctl status and doctor can show it.
+		n = -1
 	}
 	st := s.poolStats()
 	now := s.now()
@@ -326,6 +336,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
 		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
 		Disk:          s.diskStatus(),
+		Storage:       storage,
 	})
 }
 

@@ -68,6 +68,10 @@ type Options struct {
 	AuthToken string
 	// ProxyStatus, when set, reports the provider proxy in GET /v1/status.
 	ProxyStatus func() *api.ProxyStatus
+	// StorageStatus, when set, reports the storage backend (and a fleet
+	// node's NATS connection) in GET /v1/status. It must not block: it is
+	// read on every status request, also during a storage outage.
+	StorageStatus func() *api.StorageStatus
 	// AllowedUIDs may connect over the unix socket besides the daemon's
 	// own uid (daemon.allowed_uids). SetAllowedUIDs changes it later.
 	AllowedUIDs []uint32
@@ -116,6 +120,7 @@ type Server struct {
 	started   time.Time
 	spaces    []GuardedDir
 	proxy     func() *api.ProxyStatus
+	storage   func() *api.StorageStatus
 
 	uidMu   sync.RWMutex
 	allowed map[uint32]bool
@@ -149,6 +154,7 @@ func New(opts Options) *Server {
 		now:       opts.Now,
 		spaces:    opts.Disk,
 		proxy:     opts.ProxyStatus,
+		storage:   opts.StorageStatus,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -224,6 +224,8 @@ func TestToAPIError(t *testing.T) {
 		{name: "exists", err: fmt.Errorf("session %q: %w", "x", engine.ErrExists), code: api.Conflict},
 		{name: "open round", err: fmt.Errorf("%w: %s", engine.ErrConflict, trigger.NotCompactingOpenRound), code: api.Conflict, msg: "Not compacting now: a tool call is still waiting on its result."},
 		{name: "queue full", err: fmt.Errorf("%w: the compaction queue is full; try again shortly", engine.ErrUnavailable), code: api.Unavailable, msg: "the compaction queue is full; try again shortly"},
+		{name: "storage unreachable", err: fmt.Errorf("session %q: load: %w: storage: nats: no servers available (connection reconnecting)", "x", checkpoint.ErrUnavailable), code: api.Unavailable, msg: "storage: nats: no servers available (connection reconnecting)"},
+		{name: "storage unreachable past its time limit", err: errors.Join(fmt.Errorf("%w: storage: nats: no servers available", checkpoint.ErrUnavailable), context.DeadlineExceeded), code: api.Unavailable, msgHas: "storage: nats: no servers available"},
 		{name: "log closed", err: fmt.Errorf("append: %w", checkpoint.ErrClosed), code: api.Unavailable},
 		{name: "too large", err: fmt.Errorf("append: %w", checkpoint.ErrTooLarge), code: api.TooLarge},
 		{name: "all bindings failed", err: fmt.Errorf("compaction: %w: b1: 500", summarizer.ErrAllBindingsFailed), code: api.Upstream, msgHas: "b1"},

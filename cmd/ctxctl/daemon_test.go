@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 type daemon struct {
 	socket, dataDir, xdg string
 	client               *api.Client
-	logs                 *bytes.Buffer
+	logs                 *syncBuffer
 }
 
 // shortDir returns a directory for a unix socket: t.TempDir() unless its
@@ -73,6 +73,13 @@ func shortDir(t *testing.T) string {
 // configuration and a temp data dir, and waits until it answers.
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
+	return startDaemonConfig(t, "")
+}
+
+// startDaemonConfig is startDaemon with extra TOML appended to the user
+// configuration (which turns the proxy off).
+func startDaemonConfig(t *testing.T, extra string) *daemon {
+	t.Helper()
 	if ctxdBin == "" {
 		if strings.HasPrefix(buildErr.Error(), "go tool not found") {
 			t.Skip(buildErr)
@@ -83,7 +90,7 @@ func startDaemon(t *testing.T) *daemon {
 		socket:  filepath.Join(shortDir(t), "ctxd.sock"),
 		dataDir: t.TempDir(),
 		xdg:     t.TempDir(),
-		logs:    &bytes.Buffer{},
+		logs:    &syncBuffer{},
 	}
 	// t.TempDir's directories are 0755 under the usual umask; ctxd refuses
 	// a data directory other users can read (issue 12).
@@ -95,7 +102,7 @@ func startDaemon(t *testing.T) *daemon {
 	if err := os.MkdirAll(filepath.Join(d.xdg, "ctxd"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(d.xdg, "ctxd", "config.toml"), []byte("[proxy]\nenabled = false\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(d.xdg, "ctxd", "config.toml"), []byte("[proxy]\nenabled = false\n"+extra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(ctxdBin, "--socket", d.socket, "--data-dir", d.dataDir, "--log-level", "warn")
@@ -129,6 +136,7 @@ func startDaemon(t *testing.T) *daemon {
 		}
 		select {
 		case werr := <-done:
+			done <- werr // for the cleanup, which waits on it
 			t.Fatalf("ctxd exited before answering: %v\n%s", werr, d.logs)
 		default:
 		}

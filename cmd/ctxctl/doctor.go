@@ -25,7 +25,7 @@ func doctorCommand(e *env) *cli.Command {
 		UsageText: "ctxctl doctor [--config FILE]... [--json] [SESSION]\n\n" +
 			"The configuration part needs no daemon: it layers the files as ctxd does\n" +
 			"(give the daemon's --config files). Exit status 1 when the configuration is\n" +
-			"invalid, the daemon is unreachable, or SESSION does not exist.",
+			"invalid, the daemon or its NATS cluster is unreachable, or SESSION does not exist.",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "config", Usage: "a configuration `FILE` layered above the system and user files; repeat for more"},
 			jsonFlag(),
@@ -156,17 +156,24 @@ func runDoctor(c *cli.Context, e *env) error {
 		rep.Config.Valid = true
 	}
 	tables := []string{config.TableContextCompaction, config.TableCompaction, config.TableOffload, config.TableContextEditing,
-		config.TableSummarizer, config.TableDaemon, config.TableStorage, config.TableWorkers}
+		config.TableSummarizer, config.TableDaemon, config.TableStorage, config.TableWorkers, config.TableProxy}
 	for _, t := range tables {
 		rep.Config.Sources = append(rep.Config.Sources, doctorTable{Table: t, Source: orDefault(cfg.Sources[t])})
 	}
-	var models []string
+	var models, modelSources []string
 	for k, v := range cfg.Sources {
 		if strings.HasPrefix(k, "models.") && v != config.SourceDefault {
 			models = append(models, k)
+			if !slices.Contains(modelSources, v) {
+				modelSources = append(modelSources, v)
+			}
 		}
 	}
 	slices.Sort(models)
+	slices.Sort(modelSources)
+	// The models table as a whole: the built-in catalog, plus the layers
+	// that add or change entries (each listed below it).
+	rep.Config.Sources = append(rep.Config.Sources, doctorTable{Table: "models", Source: strings.Join(append([]string{config.SourceDefault + " (built-in catalog)"}, modelSources...), " + ")})
 	for _, k := range models {
 		rep.Config.Sources = append(rep.Config.Sources, doctorTable{Table: k, Source: cfg.Sources[k]})
 	}
@@ -191,6 +198,9 @@ func runDoctor(c *cli.Context, e *env) error {
 	} else {
 		rep.Daemon.Reachable = true
 		rep.Daemon.Status = st
+		if n := st.Storage; n != nil && n.NATS != nil && n.NATS.State != "connected" {
+			failed = true // the daemon answers, but refuses every session request
+		}
 	}
 
 	// The session, and the context-editing mode for its model (or per
@@ -363,8 +373,9 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 
 	if r.Daemon.Reachable {
 		st := r.Daemon.Status
-		fmt.Fprintf(w, "daemon: ctxd %s running on %s, %d session%s, %d/%d workers busy, queue %d/%d\n",
-			st.Version, r.Daemon.Socket, st.Sessions, plural(st.Sessions, "", "s"), st.Workers.Busy, st.Workers.Size, st.Queue.Depth, st.Queue.Capacity)
+		fmt.Fprintf(w, "daemon: ctxd %s running on %s, %s session%s, %d/%d workers busy, queue %d/%d\n",
+			st.Version, r.Daemon.Socket, sessionsCount(st.Sessions), plural(st.Sessions, "", "s"), st.Workers.Busy, st.Workers.Size, st.Queue.Depth, st.Queue.Capacity)
+		fmt.Fprintf(w, "  storage: %s\n", storageLine(st.Storage))
 		for _, d := range st.Disk {
 			fmt.Fprintf(w, "  disk %s: %s\n", d.Name, diskLine(d))
 		}

@@ -11,11 +11,11 @@ import (
 )
 
 // statusCommand is `ctxctl status [--json]`: the daemon's version, uptime,
-// sessions, workers and queue (api.Status).
+// sessions, storage backend, workers and queue (api.Status).
 func statusCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "status",
-		Usage:     "show whether ctxd is running, its version, sessions, workers and queue",
+		Usage:     "show whether ctxd is running, its version, sessions, storage, workers and queue",
 		UsageText: "ctxctl status [--json]",
 		Flags:     []cli.Flag{jsonFlag()},
 		Action: func(c *cli.Context) error {
@@ -34,7 +34,8 @@ func statusCommand(e *env) *cli.Command {
 			w := e.stdout
 			fmt.Fprintf(w, "ctxd %s running on %s\n", st.Version, cl.SocketPath())
 			fmt.Fprintf(w, "started:   %s (up %s)\n", stamp(st.Started), up)
-			fmt.Fprintf(w, "sessions:  %d\n", st.Sessions)
+			fmt.Fprintf(w, "sessions:  %s\n", sessionsCount(st.Sessions))
+			fmt.Fprintf(w, "storage:   %s\n", storageLine(st.Storage))
 			fmt.Fprintf(w, "workers:   %d busy of %d\n", st.Workers.Busy, st.Workers.Size)
 			fmt.Fprintf(w, "queue:     %d waiting of %d\n", st.Queue.Depth, st.Queue.Capacity)
 			fmt.Fprintf(w, "proxy:     %s\n", proxyLine(st.Proxy))
@@ -70,4 +71,43 @@ func proxyLine(p *api.ProxyStatus) string {
 		line += fmt.Sprintf("; %d assembled contexts broke DESIGN.md §4a and were not sent (a bug: see the log)", p.Violations)
 	}
 	return line
+}
+
+// sessionsCount is Status.Sessions for people: -1 means the storage could
+// not be reached.
+func sessionsCount(n int) string {
+	if n < 0 {
+		return "unknown (the storage is unreachable)"
+	}
+	return fmt.Sprint(n)
+}
+
+// storageLine describes the storage backend in one line: badger's
+// directory, or a fleet node's NATS connection (state, servers without
+// credentials, streams and buckets).
+func storageLine(s *api.StorageStatus) string {
+	switch {
+	case s == nil:
+		return "not reported by this daemon"
+	case s.Backend == api.StorageNATS && s.NATS != nil:
+		n := s.NATS
+		var state string
+		if n.State == "connected" {
+			state = "connected to " + n.ConnectedServer
+		} else {
+			state = strings.ToUpper(n.State)
+			if !n.DownSince.IsZero() {
+				state += " since " + stamp(n.DownSince)
+			}
+			state += ": no servers available, requests are refused (503 unavailable)"
+			if n.LastError != "" {
+				state += " (" + n.LastError + ")"
+			}
+		}
+		return fmt.Sprintf("nats, %s; servers %s; streams %s, %s; buckets %s (key-value), %s (objects); R%d",
+			state, strings.Join(n.Servers, ", "), n.EventsStream, n.JobsStream, n.MetaBucket, n.ArtifactsBucket, n.Replicas)
+	case s.Dir != "":
+		return s.Backend + " in " + s.Dir
+	}
+	return s.Backend
 }

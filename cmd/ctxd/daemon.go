@@ -481,11 +481,12 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		disks = []server.GuardedDir{{Name: server.DiskData, Space: dataSpace}, {Name: server.DiskOffload, Space: store.NewSpace(offloadDir, reserve, nil)}}
 	}
 	var (
-		cps    checkpoint.Log
-		arts   engine.ArtifactStore
-		queue  engine.Queue
-		stats  func() workers.Stats
-		shared bool
+		cps     checkpoint.Log
+		arts    engine.ArtifactStore
+		queue   engine.Queue
+		stats   func() workers.Stats
+		shared  bool
+		storage func() *api.StorageStatus
 	)
 	if cfg.Storage.Backend == config.BackendNATS {
 		// A fleet node (DESIGN.md §9): sessions, artifacts and compaction
@@ -503,6 +504,7 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		m.secret = secret
 		cps, arts, queue, stats, shared = st.Log(), fa, q, q.Stats, true
 		m.poolRef = q
+		storage = func() *api.StorageStatus { return natsStatus(st.Status()) }
 	} else {
 		db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
 		if err != nil {
@@ -527,6 +529,8 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		}
 		cps, arts, queue, stats = bl, ba, pool, pool.Stats
 		m.poolRef = pool
+		dir := filepath.Join(m.dataDir, badgerSubdir)
+		storage = func() *api.StorageStatus { return &api.StorageStatus{Backend: api.StorageBadger, Dir: dir} }
 	}
 
 	reg := prometheus.NewRegistry()
@@ -550,19 +554,29 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 	}
 	m.eng = eng
 	m.srv = server.New(server.Options{
-		Engine:      eng,
-		Artifacts:   arts,
-		Pool:        server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
-		Logger:      m.logger,
-		Registry:    reg,
-		Metrics:     metrics,
-		AuthToken:   token,
-		AllowedUIDs: cfg.Daemon.AllowedUIDs,
-		Disk:        disks,
-		Redactor:    m.redactor,
-		ProxyStatus: m.proxyStatus,
+		Engine:        eng,
+		Artifacts:     arts,
+		Pool:          server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
+		Logger:        m.logger,
+		Registry:      reg,
+		Metrics:       metrics,
+		AuthToken:     token,
+		AllowedUIDs:   cfg.Daemon.AllowedUIDs,
+		Disk:          disks,
+		Redactor:      m.redactor,
+		ProxyStatus:   m.proxyStatus,
+		StorageStatus: storage,
 	})
 	return nil
+}
+
+// natsStatus is a fleet node's storage status for GET /v1/status.
+func natsStatus(s natsstore.Status) *api.StorageStatus {
+	return &api.StorageStatus{Backend: api.StorageNATS, NATS: &api.NATSStatus{
+		Servers: s.Servers, State: s.State, ConnectedServer: s.ConnectedServer,
+		DownSince: s.DownSince.UTC(), LastError: s.LastError, Prefix: s.Prefix, Replicas: s.Replicas,
+		EventsStream: s.EventsStream, JobsStream: s.JobsStream, MetaBucket: s.MetaBucket, ArtifactsBucket: s.ArtifactsBucket,
+	}}
 }
 
 // openNATS connects to the fleet's cluster ([storage.nats]), creating its
