@@ -64,7 +64,9 @@ type Block struct {
 	Name string `json:"name,omitempty"`
 	// Input is the JSON input of a tool_call block.
 	Input json.RawMessage `json:"input,omitempty"`
-	// MediaType is the MIME type of an image block, e.g. "image/png".
+	// MediaType is the MIME type of an image block: image/jpeg,
+	// image/png, image/gif or image/webp (what the providers accept; any
+	// other is refused with Invalid).
 	MediaType string `json:"media_type,omitempty"`
 	// Artifact is an "artifact://<id>" reference replacing an image's Data.
 	Artifact string `json:"artifact,omitempty"`
@@ -86,7 +88,8 @@ type Usage struct {
 // Message is one message of a conversation (DESIGN.md §2).
 type Message struct {
 	// Seq is the message's position in its session's event log, from 1.
-	// Leave it 0 when appending; the server assigns it. Synthetic messages
+	// Leave it 0 when appending: the server assigns it and refuses a
+	// message that carries one (Invalid on messages[i].seq). Synthetic messages
 	// of an assembled context (pinned context, the summary) have Seq 0.
 	Seq  uint64 `json:"seq,omitempty"`
 	Role Role   `json:"role"`
