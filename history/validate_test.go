@@ -77,6 +77,8 @@ func TestCheck(t *testing.T) {
 		{"redacted thinking in tool", []Message{calls(call("a", "n"))}, Message{Role: RoleTool, ToolCallID: "a", Content: []Block{{Type: BlockRedactedThinking, Data: "d"}}}, "content[0].type", "redacted_thinking blocks only in assistant"},
 		{"redacted thinking without data", nil, Message{Role: RoleAssistant, Content: []Block{{Type: BlockRedactedThinking}}}, "content[0].data", "required"},
 		{"image without media type", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, Data: "A"}}}, "content[0].media_type", "required"},
+		{"image of a type providers refuse", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "text/html", Data: "AAAA"}}}, "content[0].media_type", `"text/html" is not an image type the providers accept`},
+		{"image of SVG", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/svg+xml", Artifact: "artifact://x"}}}, "content[0].media_type", "image/jpeg, image/png, image/gif, image/webp"},
 		{"image without data", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/png"}}}, "content[0].data", "needs data or an artifact"},
 		{"image with both", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/png", Data: "A", Artifact: "artifact://x"}}}, "content[0].artifact", "not both"},
 		{"image bad artifact", nil, Message{Role: RoleUser, Content: []Block{{Type: BlockImage, MediaType: "image/png", Artifact: "file:///x"}}}, "content[0].artifact", "not an artifact:// reference"},
