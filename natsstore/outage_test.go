@@ -131,6 +131,9 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 			}
 		}
 	}
+	// The connection's handlers run on their own goroutine: wait for the
+	// line, then check there is only one.
+	waitFor(t, "the outage to be logged", func() bool { return logs.count("connection to the cluster lost") > 0 })
 	s = st.Status()
 	if s.State == "connected" || s.ConnectedServer != "" || s.DownSince.IsZero() {
 		t.Errorf("status during the outage: %+v", s)
@@ -152,6 +155,7 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 		_, err := l.Append(actx, "s1", msg)
 		return err == nil
 	})
+	waitFor(t, "the end of the outage to be logged", func() bool { return logs.count("connection to the cluster is back") > 0 })
 	if got := logs.count("connection to the cluster is back"); got != 1 {
 		t.Errorf("the end of the outage was logged %d times, want once:\n%s", got, logs.String())
 	}
@@ -172,6 +176,7 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 			t.Fatalf("second outage: %v", err)
 		}
 	}
+	waitFor(t, "the second outage to be logged", func() bool { return logs.count("connection to the cluster lost") > 1 })
 	if got := logs.count("connection to the cluster lost"); got != 2 {
 		t.Errorf("two outages logged %d times, want twice", got)
 	}

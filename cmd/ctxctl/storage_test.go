@@ -99,6 +99,12 @@ func TestStatusAndDoctorShowNATS(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "  storage: nats, RECONNECTING") {
 		t.Errorf("doctor during the outage: exit %d, want 1:\n%s", code, stdout)
 	}
+	// The connection's handler logs on its own goroutine: wait for the
+	// line, then check there is only one.
+	deadline = time.Now().Add(time.Minute)
+	for !strings.Contains(d.logs.String(), "connection to the cluster lost") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	logs := d.logs.String()
 	if n := strings.Count(logs, "connection to the cluster lost"); n != 1 {
 		t.Errorf("the outage was logged %d times, want once:\n%s", n, logs)
