@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/syncbuf"
 )
 
 // ctxdBin is the ctxd binary built by TestMain for the tests that need a
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 type daemon struct {
 	socket, dataDir, xdg string
 	client               *api.Client
-	logs                 *syncBuffer
+	logs                 *syncbuf.Buffer
 }
 
 // shortDir returns a directory for a unix socket: t.TempDir() unless its
@@ -90,7 +91,7 @@ func startDaemonConfig(t *testing.T, extra string) *daemon {
 		socket:  filepath.Join(shortDir(t), "ctxd.sock"),
 		dataDir: t.TempDir(),
 		xdg:     t.TempDir(),
-		logs:    &syncBuffer{},
+		logs:    &syncbuf.Buffer{},
 	}
 	// t.TempDir's directories are 0755 under the usual umask; ctxd refuses
 	// a data directory other users can read (issue 12).
