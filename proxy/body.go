@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
@@ -42,7 +44,7 @@ type request struct {
 	// spliced, when a renderer set it, is the whole outgoing body with the
 	// messages it returned already in place of the client's (taken, and
 	// cleared, by the caller instead of withMessages).
-	spliced []byte
+	spliced *outBody
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (msgDigests.marked of this request); out of range: not known.
 	marked []bool
@@ -225,6 +227,58 @@ func (r *request) withMessages(msgs []byte) []byte {
 	out = append(out, r.body[:r.msgStart]...)
 	out = append(out, msgs...)
 	return append(out, r.body[r.msgEnd:]...)
+}
+
+// outBody is an outgoing request body: its parts, sent one after the
+// other, never copied into one buffer on the way (a managed request's
+// ~1 MB body is the client's prefix, the messages' cached encodings or
+// the client's own bytes of them, and the client's suffix; copying them
+// together cost an allocation, its zeroing and a copy of the whole body
+// per request, docs/performance.md). The parts are not changed once
+// given: the transport may read them after the request was answered, and
+// an overflow retry resends them.
+type outBody struct {
+	parts [][]byte
+	n     int
+}
+
+// bodyOf is the outgoing body b (nil: none).
+func bodyOf(b []byte) *outBody {
+	if b == nil {
+		return nil
+	}
+	return &outBody{parts: [][]byte{b}, n: len(b)}
+}
+
+// add appends the part b.
+func (o *outBody) add(b []byte) {
+	if len(b) > 0 {
+		o.parts = append(o.parts, b)
+		o.n += len(b)
+	}
+}
+
+// len is the body's size in bytes.
+func (o *outBody) len() int { return o.n }
+
+// bytes returns the body in one slice: the part itself when there is one,
+// else a copy of the parts.
+func (o *outBody) bytes() []byte {
+	if len(o.parts) == 1 {
+		return o.parts[0]
+	}
+	out := make([]byte, 0, o.n)
+	for _, p := range o.parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// reader returns a new reader of the body (each reader reads it whole; it
+// implements io.WriterTo, so a copy to a writer makes no copy of its own).
+func (o *outBody) reader() io.Reader {
+	bufs := net.Buffers(append([][]byte(nil), o.parts...))
+	return &bufs
 }
 
 var (

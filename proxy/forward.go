@@ -25,7 +25,7 @@ type exchange struct {
 	// read on its way.
 	managed bool
 	// body is the outgoing body; nil forwards the client's as it came.
-	body []byte
+	body *outBody
 	// retried: the overflow retry is under way; no second recovery.
 	retried bool
 	// timed: the added latency was observed (at the first send).
@@ -107,11 +107,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		withBeta(pr.Out.Header, x.beta)
 	}
 	if x.body != nil {
-		pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
-		pr.Out.ContentLength = int64(len(x.body))
-		pr.Out.Header.Set("Content-Length", strconv.Itoa(len(x.body)))
 		body := x.body
-		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		pr.Out.Body = io.NopCloser(body.reader())
+		pr.Out.ContentLength = int64(body.len())
+		pr.Out.Header.Set("Content-Length", strconv.Itoa(body.len()))
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	}
 }
 

@@ -370,7 +370,7 @@ func emptyMessage(raw json.RawMessage) (role string, empty bool) {
 // plan is a managed request ready to forward.
 type plan struct {
 	b    *branch
-	out  []byte
+	out  *outBody
 	diag string
 	// resend: the request is one already recorded (a retry); its answer is
 	// not recorded again when one was recorded for it (record.Resp).
@@ -486,7 +486,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte,
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r)})))
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: bodyOf(body), d: dialectOf(r)})))
 }
 
 // prepare matches the request to its branch, appends what is new, and
@@ -647,7 +647,7 @@ func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 // assemble asks the engine for the context (the pre-send check, DESIGN.md
 // §5.1, may compact first) and renders the outgoing body: the client's
 // body with only messages replaced.
-func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, string, error) {
+func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody, string, error) {
 	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
@@ -664,14 +664,14 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) ([]byte, s
 	if err != nil {
 		return nil, "", err
 	}
-	var out []byte
+	var out *outBody
 	if req.spliced != nil {
 		out, req.spliced = req.spliced, nil
 	} else {
-		out = req.withMessages(enc)
+		out = bodyOf(req.withMessages(enc))
 	}
 	if pl.hideUsage {
-		out = withIncludeUsage(out)
+		out = bodyOf(withIncludeUsage(out.bytes()))
 	}
 	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil
@@ -980,7 +980,6 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 	p.mu.Unlock()
 	next := make([]cachedMessage, len(wire))
 	parts := make([][]byte, len(wire))
-	size := 2
 	for i := range wire {
 		if i < len(old) && equalMessage(&old[i].msg, &wire[i]) {
 			next[i] = old[i]
@@ -1014,24 +1013,25 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 			parts[i] = c
 		}
 	}
-	for i := range parts {
-		size += len(parts[i]) + 1
-	}
-	// Written straight into the outgoing body (request.spliced): one
-	// allocation and one copy of the ~1 MB, not two.
-	pre, post := req.body[:req.msgStart], req.body[req.msgEnd:]
-	body := make([]byte, 0, len(pre)+size+len(post))
-	body = append(body, pre...)
-	body = append(body, '[')
+	// The outgoing body (request.spliced) is these parts between the
+	// client's prefix and suffix, not copied into one buffer (outBody).
+	body := &outBody{parts: make([][]byte, 0, 2*len(parts)+3)}
+	body.add(req.body[:req.msgStart])
+	msgs := len(body.parts)
+	body.add(arrOpen)
 	for i, c := range parts {
 		if i > 0 {
-			body = append(body, ',')
+			body.add(arrComma)
 		}
-		body = append(body, c...)
+		body.add(c)
 	}
-	body = append(body, ']')
-	out := body[len(pre):len(body):len(body)]
-	req.spliced = append(body, post...)
+	body.add(arrClose)
+	var out []byte
+	if verifyEncoding {
+		out = (&outBody{parts: body.parts[msgs:]}).bytes()
+	}
+	body.add(req.body[req.msgEnd:])
+	req.spliced = body
 	if verifyEncoding {
 		for i := range wire {
 			if want, _ := json.Marshal(&wire[i]); !bytes.Equal(next[i].enc, want) {
@@ -1045,6 +1045,12 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 	p.keepEncoding(b, next)
 	return out, nil
 }
+
+var (
+	arrOpen  = []byte("[")
+	arrComma = []byte(",")
+	arrClose = []byte("]")
+)
 
 // verifyEncoding makes encode compare its result with json.Marshal (tests).
 var verifyEncoding = false

@@ -42,7 +42,7 @@ const (
 // body, when shape server is in effect for the plan's session; it sets
 // pl.server and, for Anthropic, pl.beta. out is returned unchanged
 // otherwise.
-func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out []byte) []byte {
+func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out *outBody) *outBody {
 	pl.server, pl.beta = false, ""
 	if pl.noServer || (req.d != dialectAnthropic && req.d != dialectResponses) {
 		return out
@@ -60,11 +60,11 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 			return out
 		}
 		edit := fmt.Sprintf(`{"type":%q,"trigger":{"type":"input_tokens","value":%d}}`, anthropicCompactEdit, sh.Trigger)
-		next, err = withAnthropicEdit(out, edit)
+		next, err = withAnthropicEdit(out.bytes(), edit)
 		pl.beta = anthropicCompactBeta
 	case dialectResponses:
 		entry := fmt.Sprintf(`{"type":%q,"compact_threshold":%d}`, responsesCompaction, sh.Trigger)
-		next, err = withResponsesEntry(out, entry)
+		next, err = withResponsesEntry(out.bytes(), entry)
 	}
 	if err != nil {
 		p.log.Warn("shape server: the request's context_management is not one ctxd can extend; sent without the provider's compaction", "session", pl.b.id, "err", err)
@@ -72,7 +72,7 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 		return out
 	}
 	pl.server = true
-	return next
+	return bodyOf(next)
 }
 
 // withAnthropicEdit adds edit to the body's context_management.edits
