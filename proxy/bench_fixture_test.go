@@ -29,7 +29,7 @@ import (
 
 // benchProxy returns ctxd's proxy handler over a fresh in-memory engine
 // with cfg, sending upstream through tr; everything is closed when b ends.
-func benchProxy(b *testing.B, cfg config.Config, tr http.RoundTripper) *Proxy {
+func benchProxy(b testing.TB, cfg config.Config, tr http.RoundTripper) *Proxy {
 	b.Helper()
 	cfg.Storage.DataDir = b.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

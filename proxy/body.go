@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math/bits"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ctxd/ctxd/history"
 )
@@ -21,6 +24,9 @@ import (
 type request struct {
 	d    dialect
 	body []byte
+	// buf is the pooled buffer body was read into (nil: not pooled); the
+	// outgoing body holds it while it points into body.
+	buf *bodyBuf
 	// prefix counts the leading items of the fixed prefix
 	// (dialect.isPrefix), kept verbatim ahead of the assembled
 	// conversation.
@@ -101,17 +107,30 @@ func parseBody(body []byte, d dialect) (*request, error) {
 			return nil, badField(key, "expected ':' at byte %d", i)
 		}
 		vStart := skipSpace(body, i+1)
-		vEnd := valueEnd(body, vStart)
+		var (
+			vEnd  int
+			elems []json.RawMessage
+			err   error
+		)
+		if key == items {
+			// Split as it is scanned: one pass over the ~1 MB, not two.
+			if r.msgStart >= 0 {
+				return nil, badField(items, "given twice")
+			}
+			if vStart < len(body) && body[vStart] == '"' {
+				vEnd = valueEnd(body, vStart) // a Responses string input
+			} else if elems, vEnd, err = scanArray(body, vStart); err != nil {
+				return nil, badField(items, "%v", err)
+			}
+		} else {
+			vEnd = valueEnd(body, vStart)
+		}
 		if vEnd <= vStart || vEnd > len(body) {
 			return nil, badField(key, "no value")
 		}
 		raw := body[vStart:vEnd]
-		var err error
 		switch key {
 		case items:
-			if r.msgStart >= 0 {
-				return nil, badField(items, "given twice")
-			}
 			r.msgStart, r.msgEnd = vStart, vEnd
 			if d == dialectResponses && raw[0] == '"' {
 				// A string input is one user message (the Responses
@@ -119,7 +138,11 @@ func parseBody(body []byte, d dialect) (*request, error) {
 				r.messages = []json.RawMessage{stringInput(raw)}
 				break
 			}
-			r.messages, err = splitArray(raw)
+			if raw[0] != '[' {
+				_, err = splitArray(raw) // "not an array"
+				break
+			}
+			r.messages = elems
 		case "instructions":
 			if d == dialectResponses {
 				r.system = raw
@@ -182,31 +205,40 @@ func stringInput(raw []byte) json.RawMessage {
 
 // splitArray splits a JSON array into its raw elements (sub-slices of a).
 func splitArray(a []byte) ([]json.RawMessage, error) {
+	out, _, err := scanArray(a, 0)
+	return out, err
+}
+
+// scanArray splits the JSON array starting at b[start] into its raw
+// elements (sub-slices of b) and returns the offset just past it. Byte
+// offsets in its errors are from start.
+func scanArray(b []byte, start int) ([]json.RawMessage, int, error) {
+	a := b[start:]
 	if len(a) == 0 || a[0] != '[' {
-		return nil, fmt.Errorf("not an array")
+		return nil, 0, fmt.Errorf("not an array")
 	}
 	var out []json.RawMessage
 	i := skipSpace(a, 1)
 	if i < len(a) && a[i] == ']' {
-		return out, nil
+		return out, start + i + 1, nil
 	}
 	for i < len(a) {
 		end := valueEnd(a, i)
 		if end <= i {
-			return nil, fmt.Errorf("element %d: no value at byte %d", len(out), i)
+			return nil, 0, fmt.Errorf("element %d: no value at byte %d", len(out), i)
 		}
-		out = append(out, json.RawMessage(a[i:end]))
+		out = append(out, json.RawMessage(a[i:end:end]))
 		i = skipSpace(a, end)
 		if i < len(a) && a[i] == ',' {
 			i = skipSpace(a, i+1)
 			continue
 		}
 		if i < len(a) && a[i] == ']' {
-			return out, nil
+			return out, start + i + 1, nil
 		}
-		return nil, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
+		return nil, 0, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
 	}
-	return nil, fmt.Errorf("unterminated array")
+	return nil, 0, fmt.Errorf("unterminated array")
 }
 
 // valueStart is the offset of the value after a key ending at off: past
@@ -240,9 +272,12 @@ func (r *request) withMessages(msgs []byte) []byte {
 type outBody struct {
 	parts [][]byte
 	n     int
+	// buf, when set, is the pooled buffer some parts point into: each
+	// reader holds it until closed (bodyBuf).
+	buf *bodyBuf
 }
 
-// bodyOf is the outgoing body b (nil: none).
+// bodyOf is the outgoing body b (nil: none), not pooled.
 func bodyOf(b []byte) *outBody {
 	if b == nil {
 		return nil
@@ -274,11 +309,148 @@ func (o *outBody) bytes() []byte {
 	return out
 }
 
-// reader returns a new reader of the body (each reader reads it whole; it
-// implements io.WriterTo, so a copy to a writer makes no copy of its own).
-func (o *outBody) reader() io.Reader {
-	bufs := net.Buffers(append([][]byte(nil), o.parts...))
-	return &bufs
+// reader returns a new reader of the whole body, for the transport: it
+// implements io.WriterTo (a copy to a writer makes no copy of its own).
+// When the body points into a pooled buffer, the reader holds it until
+// its Close, and reads nothing after Close (http.RoundTripper: the
+// transport closes the body when done with it, possibly after the answer
+// came). Errors: errBodyGone when the buffer was released already.
+func (o *outBody) reader() (io.ReadCloser, error) {
+	if o.buf != nil && !o.buf.acquire() {
+		return nil, errBodyGone
+	}
+	return &bodyReader{bufs: append(net.Buffers(nil), o.parts...), buf: o.buf}, nil
+}
+
+// errBodyGone: a reader of an outgoing body was asked for after its
+// request ended (its pooled buffer released).
+var errBodyGone = errors.New("proxy: the outgoing body's buffer was released")
+
+// bodyReader reads an outBody; see outBody.reader.
+type bodyReader struct {
+	mu     sync.Mutex
+	bufs   net.Buffers
+	buf    *bodyBuf
+	closed bool
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, errBodyGone
+	}
+	return r.bufs.Read(p)
+}
+
+// WriteTo writes the rest of the body to w, part by part.
+func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return n, errBodyGone
+		}
+		if len(r.bufs) == 0 {
+			r.mu.Unlock()
+			return n, nil
+		}
+		k, err := w.Write(r.bufs[0])
+		n += int64(k)
+		if k == len(r.bufs[0]) {
+			r.bufs = r.bufs[1:]
+		} else {
+			r.bufs[0] = r.bufs[0][k:]
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// Close releases the reader's hold of the pooled buffer (once).
+func (r *bodyReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		r.bufs = nil
+		r.buf.release()
+	}
+	return nil
+}
+
+// Pooled request buffers. A managed request's body (~1 MB on a 200k-token
+// conversation) is read into a buffer from a pool of its size class
+// instead of a new one: allocating and zeroing 1 MB per request was a
+// large part of the time ctxd adds before the first byte
+// (docs/performance.md). A buffer goes back to its pool when the request
+// is done with it and every reader of the outgoing body that points into
+// it was closed; nothing of the request's body may be kept after the
+// request (what outlives it — the held credential's system and tools —
+// is copied).
+const (
+	// minPooledBody and maxPooledBody bound the bodies read into pooled
+	// buffers, in bytes: smaller ones are cheap to allocate, larger ones
+	// rare.
+	minPooledBody = 64 << 10
+	maxPooledBody = 64 << 20
+)
+
+// bodyPools[c] holds *bodyBuf of capacity 1<<c.
+var bodyPools [27]sync.Pool
+
+// bodyBuf is a pooled buffer and its holders: the request reading it,
+// and each open reader of an outgoing body pointing into it.
+type bodyBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+// sizeClass is the pool of a body of n bytes: the smallest c with
+// 1<<c >= n.
+func sizeClass(n int) int { return bits.Len(uint(n - 1)) }
+
+// getBodyBuf returns a buffer of length n (its content undefined) held
+// once, by the caller; nil when n is outside the pooled sizes.
+func getBodyBuf(n int) *bodyBuf {
+	if n < minPooledBody || n > maxPooledBody {
+		return nil
+	}
+	c := sizeClass(n)
+	bb, _ := bodyPools[c].Get().(*bodyBuf)
+	if bb == nil {
+		bb = &bodyBuf{b: make([]byte, 1<<c)}
+	}
+	bb.b = bb.b[:n]
+	bb.refs.Store(1)
+	return bb
+}
+
+// acquire adds a holder; false when the buffer was released already.
+func (bb *bodyBuf) acquire() bool {
+	for {
+		n := bb.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if bb.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a holder; the last one puts the buffer back in its pool.
+// A nil buffer is a no-op.
+func (bb *bodyBuf) release() {
+	if bb == nil {
+		return
+	}
+	if bb.refs.Add(-1) == 0 {
+		bodyPools[sizeClass(cap(bb.b))].Put(bb)
+	}
 }
 
 var (

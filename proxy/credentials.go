@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"sync"
@@ -47,6 +48,18 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
 		c.cred.System, c.cred.Tools = req.system, req.tools
 	}
 	p.creds.mu.Lock()
+	// Kept beyond the request: never the request's bytes, whose buffer
+	// is reused (readBody); the previous copy when they did not change.
+	if old := p.creds.m[id]; old != nil && bytes.Equal(old.cred.System, c.cred.System) {
+		c.cred.System = old.cred.System
+	} else {
+		c.cred.System = bytes.Clone(c.cred.System)
+	}
+	if old := p.creds.m[id]; old != nil && bytes.Equal(old.cred.Tools, c.cred.Tools) {
+		c.cred.Tools = old.cred.Tools
+	} else {
+		c.cred.Tools = bytes.Clone(c.cred.Tools)
+	}
 	if _, ok := p.creds.m[id]; !ok && len(p.creds.m) >= maxCredentials {
 		// Bounded memory: forget some; their sessions' compactions wait
 		// for their clients' next requests, as after a restart.

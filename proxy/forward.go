@@ -108,10 +108,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if x.body != nil {
 		body := x.body
-		pr.Out.Body = io.NopCloser(body.reader())
+		rd, err := body.reader()
+		if err != nil {
+			// Not reached: the body's buffer is held while the request is
+			// served. The transport fails the request on this reader.
+			rd = &bodyReader{closed: true}
+		}
+		pr.Out.Body = rd
 		pr.Out.ContentLength = int64(body.len())
 		pr.Out.Header.Set("Content-Length", strconv.Itoa(body.len()))
-		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
+		pr.Out.GetBody = body.reader
 	}
 }
 

@@ -395,7 +395,8 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (DESIGN.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
-	body, err := readBody(w, r)
+	body, bb, err := readBody(w, r)
+	defer bb.release()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -407,13 +408,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	req, err := parseBody(body, d)
 	if err != nil {
-		p.passThrough(w, r, body, outcomePassedThrough, "not managed: "+err.Error())
+		p.passThrough(w, r, &outBody{parts: [][]byte{body}, n: len(body), buf: bb}, outcomePassedThrough, "not managed: "+err.Error())
 		return
 	}
+	req.buf = bb
 	if req.previousResponseID != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
-		p.passThrough(w, r, body, outcomePassedThrough, "not managed: previous_response_id names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
+		p.passThrough(w, r, req.clientBody(), outcomePassedThrough, "not managed: previous_response_id names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
 		return
 	}
 	fp := fingerprint(p.secret, r.Header)
@@ -445,7 +447,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		} else {
 			p.log.Warn("request passed through unmanaged", "err", err)
 		}
-		p.passThrough(w, r, body, outcome, "not managed: "+err.Error())
+		p.passThrough(w, r, req.clientBody(), outcome, "not managed: "+err.Error())
 		return
 	}
 	p.managed.Add(1)
@@ -466,27 +468,54 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
 }
 
-// readBody reads a managed request's body, at most MaxBodyBytes, into one
-// buffer sized from Content-Length when the client gave it (io.ReadAll
-// would grow and copy a 1 MB body several times).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads a managed request's body, at most MaxBodyBytes. With a
+// Content-Length it reads into one buffer of that size, from a pool of
+// its size class when it is large (getBodyBuf; io.ReadAll would grow and
+// copy a 1 MB body several times, and a new buffer is allocated and
+// zeroed): the caller releases the returned *bodyBuf (nil when not
+// pooled) when the request is done.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *bodyBuf, error) {
 	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	if n := r.ContentLength; n > 0 && n <= MaxBodyBytes {
-		var buf bytes.Buffer
-		buf.Grow(int(n) + bytes.MinRead)
-		_, err := buf.ReadFrom(rd)
-		return buf.Bytes(), err
+	n := r.ContentLength
+	if n <= 0 || n > MaxBodyBytes {
+		b, err := io.ReadAll(rd)
+		return b, nil, err
 	}
-	return io.ReadAll(rd)
+	bb := getBodyBuf(int(n))
+	var buf []byte
+	if bb != nil {
+		buf = bb.b
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		bb.release()
+		return nil, nil, err
+	}
+	// A body longer than its Content-Length (the server refuses one; a
+	// handler called directly may not): the rest too.
+	var one [1]byte
+	if k, _ := io.ReadFull(rd, one[:]); k == 1 {
+		rest, err := io.ReadAll(rd)
+		body := append(append(append(make([]byte, 0, len(buf)+1+len(rest)), buf...), one[0]), rest...)
+		bb.release()
+		return body, nil, err
+	}
+	return buf, bb, nil
 }
 
-// passThrough forwards the client's request untouched; outcome is its
-// MetricRequests outcome.
-func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body []byte, outcome, diag string) {
+// clientBody is the client's body as it came, for the upstream.
+func (r *request) clientBody() *outBody {
+	return &outBody{parts: [][]byte{r.body}, n: len(r.body), buf: r.buf}
+}
+
+// passThrough forwards the client's request untouched (body, nil: as it
+// came); outcome is its MetricRequests outcome.
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBody, outcome, diag string) {
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: bodyOf(body), d: dialectOf(r)})))
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r)})))
 }
 
 // prepare matches the request to its branch, appends what is new, and
@@ -1015,7 +1044,7 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 	}
 	// The outgoing body (request.spliced) is these parts between the
 	// client's prefix and suffix, not copied into one buffer (outBody).
-	body := &outBody{parts: make([][]byte, 0, 2*len(parts)+3)}
+	body := &outBody{parts: make([][]byte, 0, 2*len(parts)+3), buf: req.buf}
 	body.add(req.body[:req.msgStart])
 	msgs := len(body.parts)
 	body.add(arrOpen)
