@@ -580,7 +580,7 @@ type digest = [sha256.Size]byte
 
 // chains returns the hash chain over msgs: chains[k] covers msgs[:k]
 // (chains[0] is the zero digest), each message normalized (markers
-// removed, one text block as a string: textContent).
+// removed, plain text in one form: matchForm).
 func chains(msgs []json.RawMessage) []digest { return chainsWith(nil, msgs) }
 
 // msgDigests remembers the digests of a lane's previous request's messages
@@ -619,14 +619,14 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 	for i, m := range msgs {
 		var d digest
 		if c == nil {
-			d = sha256.Sum256(textContent(normalize(m)))
+			d = sha256.Sum256(matchForm(normalize(m)))
 		} else {
 			f := xxh3.HashSeed(m, fastSeed)
 			mk := false
 			if i < len(c.fast) && c.fast[i] == f {
 				d, mk = c.sha[i], c.marked[i]
 			} else {
-				d, mk, same = sha256.Sum256(textContent(normalize(m))), hasMarker(m), false
+				d, mk, same = sha256.Sum256(matchForm(normalize(m))), hasMarker(m), false
 			}
 			fast[i], shas[i], marked[i] = f, d, mk
 			if same && i+1 < len(c.chain) {
@@ -649,6 +649,11 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 // only when it holds an escape, and its value's byte range), until fn
 // returns false. It reports whether o is an object it could follow.
 func members(o []byte, fn func(key string, vs, ve int) bool) bool {
+	return membersAt(o, func(key string, _, vs, ve int) bool { return fn(key, vs, ve) })
+}
+
+// membersAt is members, with the offset ks of each member's key too.
+func membersAt(o []byte, fn func(key string, ks, vs, ve int) bool) bool {
 	i := skipSpace(o, 0)
 	if i >= len(o) || o[i] != '{' {
 		return false
@@ -672,7 +677,7 @@ func members(o []byte, fn func(key string, vs, ve int) bool) bool {
 		if ve <= vs || ve > len(o) {
 			return false
 		}
-		if !fn(key, vs, ve) {
+		if !fn(key, i, vs, ve) {
 			return true
 		}
 		i = skipSpace(o, ve)
@@ -760,4 +765,126 @@ func plainText(m []byte) bool {
 		return true
 	})
 	return str
+}
+
+var (
+	typeMessage = []byte(`"message"`)
+	// textTypes are the types of a bare text block: the Messages API's and
+	// Chat's "text", the Responses API's "input_text" and "output_text".
+	textTypes = [][]byte{textType, []byte(`"input_text"`), []byte(`"output_text"`)}
+)
+
+// matchForm is the form a message (markers already removed: normalize) is
+// matched and keyed by (DESIGN.md §10): a content of one bare text block
+// written as the block's string, as textContent does, the block's type
+// being "text" or the Responses API's "input_text" / "output_text"; and a
+// Responses item's "type":"message" member (the API's default type) cut.
+// So a Responses "input" given as a string, {"role":"user","content":S},
+// and the same text as one message item,
+// {"type":"message","role":"user","content":[{"type":"input_text","text":S}]},
+// match, as a Messages string and one text block do. A message without
+// either is returned as it is; a Messages or Chat message has the bytes
+// textContent gives. Only bytes are compared and cut: nothing is
+// re-encoded.
+func matchForm(m []byte) []byte {
+	if !bytes.Contains(m, textType) && !bytes.Contains(m, typeMessage) {
+		return m
+	}
+	ts, te, cs, ce := -1, -1, -1, -1
+	if !membersAt(m, func(key string, ks, vs, ve int) bool {
+		switch key {
+		case "type":
+			if bytes.Equal(m[vs:ve], typeMessage) {
+				ts, te = ks, ve
+			}
+		case "content":
+			cs, ce = vs, ve
+		}
+		return true
+	}) {
+		return m
+	}
+	var lit []byte // the content's replacement, nil: kept
+	if cs >= 0 && m[cs] == '[' {
+		lit = oneTextBlock(m[cs:ce])
+	}
+	if ts < 0 && lit == nil {
+		return m
+	}
+	type cut struct {
+		s, e int
+		with []byte
+	}
+	var cuts []cut
+	if ts >= 0 {
+		// The member and the comma after it, or the comma before it when
+		// it is the last.
+		if k := skipSpace(m, te); k < len(m) && m[k] == ',' {
+			te = skipSpace(m, k+1)
+		} else {
+			p := ts - 1
+			for p > 0 && isSpace(m[p]) {
+				p--
+			}
+			if m[p] == ',' {
+				ts = p
+			}
+		}
+		cuts = append(cuts, cut{ts, te, nil})
+	}
+	if lit != nil {
+		c := cut{cs, ce, lit}
+		if len(cuts) > 0 && cs < cuts[0].s {
+			cuts = []cut{c, cuts[0]}
+		} else {
+			cuts = append(cuts, c)
+		}
+	}
+	out := make([]byte, 0, len(m))
+	at := 0
+	for _, c := range cuts {
+		out = append(out, m[at:c.s]...)
+		out = append(out, c.with...)
+		at = c.e
+	}
+	return append(out, m[at:]...)
+}
+
+// oneTextBlock returns the string literal of the content array a when it
+// holds one bare text block ({"type":T,"text":S} and nothing else, T one
+// of textTypes); nil otherwise.
+func oneTextBlock(a []byte) []byte {
+	elems, err := splitArray(a)
+	if err != nil || len(elems) != 1 {
+		return nil
+	}
+	var text []byte
+	typed := false
+	ok := members(elems[0], func(key string, vs, ve int) bool {
+		v := elems[0][vs:ve]
+		switch key {
+		case "type":
+			for _, t := range textTypes {
+				typed = typed || bytes.Equal(v, t)
+			}
+			if !typed {
+				text = nil
+				return false
+			}
+		case "text":
+			if v[0] != '"' {
+				text = nil
+				return false
+			}
+			text = v
+		default:
+			text = nil
+			return false
+		}
+		return true
+	})
+	if !ok || !typed {
+		return nil
+	}
+	return text
 }

@@ -88,14 +88,18 @@ func agentSession(h http.Header, metadata json.RawMessage) string {
 // side request of the same agent session (a title on a small model, a
 // sub-agent with its own tools) never merges into the main conversation.
 // A request naming no session is keyed by the conversation itself: its
-// system prompt and first message.
+// system prompt and first message, that message's markers cut and its
+// plain text in one form (matchForm, as the matching reads it).
 func conversationKey(secret []byte, fp, agent string, r *request) string {
 	toolsDigest := sha256.Sum256(r.tools)
 	if agent != "" {
 		return hex.EncodeToString(mac(secret, "ctxd proxy conversation", fp, agent, r.model, string(toolsDigest[:])))
 	}
 	sysDigest := sha256.Sum256(r.system)
-	first := sha256.Sum256(normalize(r.messages[0]))
+	// Plain text in one form, as matched (matchForm): a client that sends
+	// its first message as a string in one request and as one text block
+	// in the next stays in its conversation.
+	first := sha256.Sum256(matchForm(normalize(r.messages[0])))
 	return hex.EncodeToString(mac(secret, "ctxd proxy conversation", fp, "", r.model, string(toolsDigest[:]), string(sysDigest[:]), string(first[:])))
 }
 
