@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,39 @@ func stringInput(raw []byte) json.RawMessage {
 	m = append(m, `{"role":"user","content":`...)
 	m = append(m, raw...)
 	return append(m, '}')
+}
+
+// drainLimit bounds how much more of a body over MaxBodyBytes the proxy
+// reads (and drops) before answering 413, in bytes: a client that writes
+// its whole body before reading the answer (Python's http.client, curl
+// without Expect: 100-continue) would otherwise see a broken pipe or a
+// connection reset instead of the 413 (the daemon API does the same,
+// docs/api.md). Beyond it the connection is closed.
+const drainLimit = MaxBodyBytes
+
+// drainTooLarge prepares the 413 of a body that went over MaxBodyBytes:
+// it reads and drops what is left of r's body, up to drainLimit (nothing
+// when the Content-Length says more is left than that), and marks the
+// connection to be closed after the answer. r.Body must be the
+// connection's body, not the http.MaxBytesReader that hit the limit
+// (which fails every later read).
+func drainTooLarge(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if r.ContentLength > MaxBodyBytes+drainLimit {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+}
+
+// encodedBody names the Content-Encoding of r's body ("" when the body is
+// sent as it is): ctxd reads only an unencoded body, so an encoded one is
+// forwarded untouched with a diagnostic naming the encoding.
+func encodedBody(r *http.Request) string {
+	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
+	if ce == "" || strings.EqualFold(ce, "identity") {
+		return ""
+	}
+	return ce
 }
 
 // splitArray splits a JSON array into its raw elements (sub-slices of a).

@@ -401,6 +401,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			p.m.request(d, outcomeRefused)
+			drainTooLarge(w, r)
 			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
 			return
 		}

@@ -227,6 +227,11 @@ func (p *Proxy) Handler() http.Handler {
 			return
 		}
 		if d := dialectOf(r); d != nil {
+			if ce := encodedBody(r); ce != "" {
+				// Forwarded as it came (streamed, not read).
+				p.passThrough(w, r, nil, outcomePassedThrough, fmt.Sprintf("not managed: the body is sent with Content-Encoding %q, which ctxd does not decode; send it unencoded to have it managed", ce))
+				return
+			}
 			p.serveManaged(w, r, d)
 			return
 		}
