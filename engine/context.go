@@ -144,7 +144,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		// Compaction could not bring it under (a stall, the circuit, or
 		// fixed content larger than the window): say so rather than let the
 		// provider's 400 be the first news.
-		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%d tokens, %s) exceeds the context window of %d tokens", a.Tokens, a.TokensSource, a.ContextLimit))
+		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%s) exceeds the context window of %d tokens", e.sizeText(s, a.Tokens, a.TokensSource), a.ContextLimit))
 	}
 	return a, nil
 }

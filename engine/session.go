@@ -714,8 +714,9 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
 	if futile && !s.futilityRun {
 		s.futilityRun = true
+		fixed, _ := e.fixedFigure(s, tokens)
 		data, _ := json.Marshal(map[string]any{"level": "warning", "code": "futile", "message": d.Reason,
-			"fixed_prefix_tokens": e.fixedPrefix(s), "threshold": s.threshold})
+			"fixed_prefix_tokens": fixed, "threshold": s.threshold})
 		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
 			s.lastSeq = max(s.lastSeq, seq)
 		}
@@ -737,8 +738,13 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 	if why, ok := e.serverSkips(s, sig, tokens); ok {
 		return trigger.Decision{Reason: why}, false
 	}
-	if p := e.fixedPrefix(s); p >= s.threshold {
-		return trigger.Decision{Reason: fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)}, true
+	if p, capped := e.fixedFigure(s, tokens); p >= s.threshold {
+		why := fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)
+		if capped {
+			_, source := e.estimate(s)
+			why += fmt.Sprintf("; ctxd's own estimate of the prefix, %d tokens, is more than the provider counted for the whole context (%s), so the provider's figure stands", e.fixedPrefix(s), e.sizeText(s, tokens, source))
+		}
+		return trigger.Decision{Reason: why}, true
 	}
 	if why := e.nothingToCompact(s, sig); why != "" {
 		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but nothing to compact: %s", sig, tokens, s.threshold, why)}, false
@@ -751,6 +757,35 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 // §5.2). Called with s.mu held.
 func (e *Engine) fixedPrefix(s *session) uint64 {
 	return e.calibrate(s, s.fixedTokens+e.carriedEstimate(s))
+}
+
+// fixedFigure is the fixed prefix (fixedPrefix) as the futility rule and
+// its diagnostics give it, for a context of tokens (estimate): never more
+// than the context it is part of. When the context's size rests on the
+// provider's reported usage and ctxd's calibrated estimate of the prefix
+// is larger (the provider counts fewer tokens than ctxd's estimator, by
+// more than calibration has learned), the provider's figure stands and
+// capped is set. Called with s.mu held.
+func (e *Engine) fixedFigure(s *session, tokens uint64) (fixed uint64, capped bool) {
+	p := e.fixedPrefix(s)
+	if s.usage != nil && p > tokens {
+		return tokens, true
+	}
+	return p, false
+}
+
+// sizeText says what a context size of tokens (estimate, with its source)
+// rests on: the provider's reported usage ("N tokens, reported by the
+// provider"), that usage plus ctxd's estimate of what followed, or ctxd's
+// estimate alone. Called with s.mu held.
+func (e *Engine) sizeText(s *session, tokens uint64, source string) string {
+	switch {
+	case source == SourceReported:
+		return fmt.Sprintf("%d tokens, reported by the provider", tokens)
+	case s.usage != nil:
+		return fmt.Sprintf("%d tokens: %d reported by the provider for its last answer, adjusted by ctxd's estimate of what changed since", tokens, s.usage.ContextTokens()+s.usageOutput)
+	}
+	return fmt.Sprintf("%d tokens, ctxd's estimate", tokens)
 }
 
 // openRound reports whether a tool call of the session waits on its result.
