@@ -49,32 +49,46 @@ func bytesHasType(s string) bool {
 // TestResponsesStringThenInputTextSameBranch (finding 1): a Responses
 // input given as a string, then the client's next request carrying that
 // prompt as one input_text message item, the recorded answer and a new
-// prompt, extends the session: no branch, each message recorded once.
+// prompt, extends the session: no branch, each message recorded once; and
+// the reverse (an item, then the string form).
 func TestResponsesStringThenInputTextSameBranch(t *testing.T) {
-	f := newOpenAIFixture(t, openAIConfig(nil))
-	hdr := map[string]string{"Session-Id": "0199-string-then-items"}
-	const tail = `,"store":false,"stream":true}`
-	f.up.script(reply{stream: true, body: chatOrResponsesText("/v1/responses", "Paris.")})
-	resp, got := f.postOpenAI("/v1/responses", `{"model":"gpt-5.2-codex","input":"What is the capital of France?"`+tail, hdr)
-	id := resp.Header.Get(HeaderSessionID)
-	if resp.StatusCode != 200 || id == "" {
-		t.Fatalf("not managed: status %d, diagnostic %q: %s", resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
-	}
-	f.settle()
-	second := `{"model":"gpt-5.2-codex","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"What is the capital of France?"}]},` +
-		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Paris."}]},` +
-		`{"type":"message","role":"user","content":[{"type":"input_text","text":"And of Italy?"}]}]` + tail
-	f.up.script(reply{stream: true, body: chatOrResponsesText("/v1/responses", "Rome.")})
-	resp, _ = f.postOpenAI("/v1/responses", second, hdr)
-	f.settle()
-	if got := resp.Header.Get(HeaderSessionID); got != id {
-		t.Fatalf("second request on session %q, want %s (diagnostic %q)", got, id, resp.Header.Get(HeaderDiagnostic))
-	}
-	if b := f.p.Stats().Branches; b != 0 {
-		t.Errorf("%d branches recorded, want 0", b)
-	}
-	if n := messageEvents(t, f, id); n != 4 {
-		t.Errorf("%d messages recorded, want 4", n)
+	const (
+		q     = `"What is the capital of France?"`
+		str   = `{"role":"user","content":` + q + `}`
+		item  = `{"type":"message","role":"user","content":[{"type":"input_text","text":` + q + `}]}`
+		tail  = `,"store":false,"stream":true}`
+		model = `{"model":"gpt-5.2-codex","input":`
+	)
+	for _, c := range []struct{ name, first, then string }{
+		{"string then item", q, item},
+		{"item then string", `[` + item + `]`, str},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newOpenAIFixture(t, openAIConfig(nil))
+			hdr := map[string]string{"Session-Id": "0199-string-then-items"}
+			f.up.script(reply{stream: true, body: chatOrResponsesText("/v1/responses", "Paris.")})
+			resp, got := f.postOpenAI("/v1/responses", model+c.first+tail, hdr)
+			id := resp.Header.Get(HeaderSessionID)
+			if resp.StatusCode != 200 || id == "" {
+				t.Fatalf("not managed: status %d, diagnostic %q: %s", resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
+			}
+			f.settle()
+			second := model + `[` + c.then + `,` +
+				`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Paris."}]},` +
+				`{"type":"message","role":"user","content":[{"type":"input_text","text":"And of Italy?"}]}]` + tail
+			f.up.script(reply{stream: true, body: chatOrResponsesText("/v1/responses", "Rome.")})
+			resp, _ = f.postOpenAI("/v1/responses", second, hdr)
+			f.settle()
+			if got := resp.Header.Get(HeaderSessionID); got != id {
+				t.Fatalf("second request on session %q, want %s (diagnostic %q)", got, id, resp.Header.Get(HeaderDiagnostic))
+			}
+			if b := f.p.Stats().Branches; b != 0 {
+				t.Errorf("%d branches recorded, want 0", b)
+			}
+			if n := messageEvents(t, f, id); n != 4 {
+				t.Errorf("%d messages recorded, want 4", n)
+			}
+		})
 	}
 }
 
