@@ -208,15 +208,23 @@ func (d openaiDialect) answerLen(s *answerSig, items []json.RawMessage, n int) i
 	return k
 }
 
-func (d openaiDialect) render(_ *Proxy, _ *branch, msgs []history.Message, req *request) ([]byte, error) {
-	var items []json.RawMessage
-	items = append(items, req.messages[:req.prefix]...)
+// render is the prefix items as the client sent them, then the assembled
+// messages rendered, each item that ctxd has not rewritten as the client's
+// own bytes (withClientItems).
+func (d openaiDialect) render(p *Proxy, b *branch, msgs []history.Message, req *request) ([]byte, error) {
+	var rendered []json.RawMessage
+	var custom map[string]bool
 	if d.responses {
 		tools := append([]json.RawMessage{req.tools}, req.messages[:req.prefix]...)
-		items = append(items, openai.RenderItems(msgs, openai.CustomToolNames(tools...))...)
+		custom = openai.CustomToolNames(tools...)
+		rendered = openai.RenderItems(msgs, custom)
 	} else {
-		items = append(items, openai.RenderChatMessages(msgs)...)
+		rendered = openai.RenderChatMessages(msgs)
 	}
+	rendered = d.withClientItems(p, b, req, rendered, custom)
+	items := make([]json.RawMessage, 0, req.prefix+len(rendered))
+	items = append(items, req.messages[:req.prefix]...)
+	items = append(items, rendered...)
 	return openai.JoinItems(items), nil
 }
 
