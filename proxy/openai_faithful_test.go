@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/corpustest"
 )
 
 // itemsOf is the body's conversation array (key "messages" or "input").
@@ -222,4 +223,104 @@ func TestOpenAIRewrittenItemsNotClientBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// codexRolloutItems returns the Responses items of a recorded Codex
+// rollout of the corpus (its response_item lines), as Codex sent them.
+func codexRolloutItems(t *testing.T, name string) []string {
+	t.Helper()
+	var items []string
+	for _, line := range bytes.Split(corpustest.Read(t, "recorded/codex/"+name), []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l struct {
+			Type    string          `json:"type"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type == "response_item" {
+			items = append(items, string(l.Payload))
+		}
+	}
+	return items
+}
+
+// TestResponsesCorpusItemsPassThrough replays a recorded Codex rollout of
+// the corpus through the proxy as Codex sent it, request after request
+// (each ending before a run of the model's items, which the scripted
+// upstream then answers): every item goes upstream as Codex's own bytes,
+// except a tool output ctxd offloaded (its stub), and each request extends
+// the previous one byte for byte, on one session.
+func TestResponsesCorpusItemsPassThrough(t *testing.T) {
+	// The code-mode rollout's items, concatenated, are no request Codex
+	// sent (its compactions replaced the history): only this one.
+	for _, name := range []string{"cli0.171-function-tools.rollout.jsonl"} {
+		t.Run(name, func(t *testing.T) { replayCodexItems(t, name) })
+	}
+}
+
+func replayCodexItems(t *testing.T, name string) {
+	items := codexRolloutItems(t, name)
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session-Id": "corpus-codex"}
+	body := func(n int) string {
+		return `{"model":"gpt-5.2-codex","instructions":"You are Codex.","input":[` + strings.Join(items[:n], ",") + `],"stream":true,"store":false}`
+	}
+	assistantSide := func(raw string) bool {
+		var it struct{ Type, Role string }
+		_ = json.Unmarshal([]byte(raw), &it)
+		return it.Role == "assistant" || strings.HasSuffix(it.Type, "_call") || it.Type == "reasoning"
+	}
+	var sent []string
+	ids := map[string]bool{}
+	for n := 1; n < len(items); n++ {
+		if !assistantSide(items[n]) || assistantSide(items[n-1]) {
+			continue
+		}
+		k := n
+		for k < len(items) && assistantSide(items[k]) {
+			k++
+		}
+		f.up.script(reply{stream: true, body: responsesSSE(items[n:k], 1000, 0, 10)})
+		b := body(n)
+		sent = append(sent, b)
+		resp, got := f.postOpenAI("/v1/responses", b, hdr)
+		if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
+			t.Fatalf("request of %d items: %d %q %s", n, resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
+		}
+		ids[resp.Header.Get(HeaderSessionID)] = true
+	}
+	f.settle()
+	if len(sent) < 3 || len(ids) != 1 {
+		t.Fatalf("%d requests on sessions %v: want several on one", len(sent), ids)
+	}
+	reqs := f.up.requests()
+	var prev []json.RawMessage
+	same, stubs := 0, 0
+	for i, r := range reqs {
+		got, want := itemsOf(t, r.body, "input"), itemsOf(t, []byte(sent[i]), "input")
+		if len(got) != len(want) {
+			t.Fatalf("request %d: %d items upstream, Codex sent %d", i, len(got), len(want))
+		}
+		for k := range want {
+			switch {
+			case bytes.Equal(got[k], want[k]):
+				same++
+			case bytes.Contains(got[k], []byte("ctxd offloaded")):
+				stubs++
+			default:
+				t.Errorf("request %d, input[%d] is neither Codex's bytes nor an offload stub:\n codex %.400s\n   out %.400s", i, k, want[k], got[k])
+			}
+		}
+		for k := range prev {
+			if !bytes.Equal(got[k], prev[k]) {
+				t.Errorf("request %d, input[%d] changed from the previous request", i, k)
+			}
+		}
+		prev = got
+	}
+	t.Logf("%d requests of %d items at most: %d items as Codex's bytes, %d offload stubs", len(reqs), len(prev), same, stubs)
 }
