@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"slices"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/zeebo/xxh3"
 )
 
 // withClientItems replaces, in out (the outgoing Responses items or Chat
@@ -106,14 +106,17 @@ func (d openaiDialect) renderAlone(items []json.RawMessage, k int, custom map[st
 	return r[0]
 }
 
-// itemKey is the digest by which an outgoing item is matched to a client
-// item: its bytes' digest, except for a reasoning or compaction item, which
-// ctxd sends back as recorded — from the answer's stream, while the client
-// resends its own encoding of it (Codex adds "content":null) — whose
-// digest is that of its members without the null ones, in key order,
-// compact: the client's re-encoding of the item ctxd recorded is matched,
-// and goes upstream as the client's bytes.
+// itemKey is the key by which an outgoing item is matched to a client
+// item: a fast keyed hash of its bytes (xxh3, 128 bits, with body.go's
+// per-process seed; every outgoing item is hashed on every request, and
+// SHA-256 of a 1 MB conversation costs a millisecond here). A reasoning or
+// compaction item, which ctxd sends back as recorded from the answer's
+// stream while the client resends its own encoding of it (Codex adds
+// "content":null), is hashed as its members without the null ones, in key
+// order, compact: the client's re-encoding of the item ctxd recorded is
+// matched, and goes upstream as the client's bytes.
 func itemKey(raw json.RawMessage) digest {
+	var d digest
 	if bytes.Contains(raw, []byte(`"reasoning"`)) || bytes.Contains(raw, []byte(`"compaction"`)) {
 		var m map[string]any
 		if json.Unmarshal(raw, &m) == nil && (m["type"] == "reasoning" || m["type"] == "compaction") {
@@ -123,9 +126,11 @@ func itemKey(raw json.RawMessage) digest {
 				}
 			}
 			if b, err := json.Marshal(m); err == nil {
-				return sha256.Sum256(append([]byte("item\x00"), b...))
+				raw, d[16] = b, 1
 			}
 		}
 	}
-	return sha256.Sum256(raw)
+	h := xxh3.Hash128Seed(raw, fastSeed).Bytes()
+	copy(d[:16], h[:])
+	return d
 }
