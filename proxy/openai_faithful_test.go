@@ -122,7 +122,8 @@ func TestChatUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
 // API, every item ctxd has not rewritten goes upstream as the client's
 // bytes — an assistant message's id, status and url_citation annotations,
 // an unknown field on an item, an input_image's detail, a function call's
-// id and status, the client's key order — from the first request on, over
+// id and status, a free-form tool's call and output, the client's key
+// order — from the first request on, over
 // several turns and after a restart; each request extends the previous
 // one byte for byte.
 func TestResponsesUnrewrittenItemsPassThroughByteIdentical(t *testing.T) {
@@ -150,6 +151,12 @@ func TestResponsesUnrewrittenItemsPassThroughByteIdentical(t *testing.T) {
 	f.up.script(reply{stream: true, body: responsesSSE([]string{codexReasoning, call}, 3100, 2900, 10)})
 	post()
 	c.add(codexReasoningC, call, `{"type":"function_call_output","call_id":"call_1","output":"a.go\nb.go","x_future":true}`)
+	// A call of the free-form tool of code mode (additional_tools) and its
+	// output.
+	custom := `{"type":"custom_tool_call","status":"completed","call_id":"call_2","name":"exec","input":"console.log(1)"}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{custom}, 3150, 2950, 10)})
+	post()
+	c.add(custom, `{"output":"1\n","type":"custom_tool_call_output","call_id":"call_2"}`)
 	f.up.script(reply{stream: true, body: responsesSSE([]string{`{"id":"msg_3","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Two files."}],"role":"assistant"}`}, 3200, 3000, 10)})
 	post()
 	f.restartOpenAI()
