@@ -117,6 +117,10 @@ type branch struct {
 	// (indexClient; guarded like enc).
 	rawIdx *clientIndex
 	rawN   int
+	// itemIdx and itemN are the same for an OpenAI branch's items
+	// (indexClientItems), apart: the keys are another hash.
+	itemIdx *clientIndex
+	itemN   int
 	// rendered is the Anthropic rendering, before cache markers, of the
 	// context last sent on the branch (renderWire; guarded like enc).
 	rendered *renderCache
@@ -1108,6 +1112,7 @@ func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 	for len(p.encOrder) > maxEncodingCaches {
 		p.encOrder[0].enc = nil
 		p.encOrder[0].rawIdx, p.encOrder[0].rawN = nil, 0
+		p.encOrder[0].itemIdx, p.encOrder[0].itemN = nil, 0
 		p.encOrder[0].rendered = nil
 		p.encOrder = p.encOrder[1:]
 	}

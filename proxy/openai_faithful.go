@@ -42,13 +42,13 @@ func (d openaiDialect) withClientItems(p *Proxy, b *branch, req *request, out []
 // indexClientItems records, for the client's items of req not yet indexed
 // on b, the digest of ctxd's rendering of each alone (one item rendering
 // to one item) → its indexes, in order: the OpenAI counterpart of
-// indexClient, kept on the branch the same way (rawIdx, rawN; dropped
+// indexClient, kept on the branch the same way (itemIdx, itemN; dropped
 // with the branch's encoding cache, keepEncoding), so a request indexes
 // only its new items; after a restart or on a new branch the whole list
 // is indexed once. Called under the lane's lock.
 func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custom map[string]bool) *clientIndex {
 	p.mu.Lock()
-	idx, n := b.rawIdx, b.rawN
+	idx, n := b.itemIdx, b.itemN
 	p.mu.Unlock()
 	if idx == nil || n > len(req.messages) {
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
@@ -62,7 +62,7 @@ func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custo
 		idx.keys[key] = append(idx.keys[key], k)
 	}
 	p.mu.Lock()
-	b.rawIdx, b.rawN = idx, len(req.messages)
+	b.itemIdx, b.itemN = idx, len(req.messages)
 	p.mu.Unlock()
 	p.keepEncoding(b, nil)
 	return idx
