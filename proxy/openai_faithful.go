@@ -13,7 +13,7 @@ import (
 // withClientItems replaces, in out (the outgoing Responses items or Chat
 // messages after the prefix, as ctxd rendered them), each item that is
 // ctxd's rendering of one of the client's items unchanged by that item as
-// the client sent it (docs/proxy.md "The outgoing request"): a message
+// the client sent it (docs/proxy.md, "The OpenAI APIs", client bytes): a message
 // ctxd has not rewritten — not a summary, an offloaded result's stub, an
 // elided or context-edited message — goes out as the client's own bytes,
 // with the fields the canonical form does not keep (a Chat message's
