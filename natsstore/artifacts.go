@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -140,8 +139,11 @@ func (a *Artifacts) Has(ctx context.Context, id artifacts.ID) (bool, error) {
 	return !info.Deleted, nil
 }
 
-// Get implements artifacts.Backend. Errors: artifacts.ErrInvalidID,
-// artifacts.ErrNotFound, artifacts.ErrCorrupt, ctx's, JetStream's.
+// Get implements artifacts.Backend: it sees every artifact whose Retain
+// returned, through any node (the object is read from its stream's
+// leader). Errors: artifacts.ErrInvalidID, artifacts.ErrNotFound,
+// artifacts.ErrCorrupt (size, SHA-256 digest or keyed id do not match),
+// ctx's, JetStream's.
 func (a *Artifacts) Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error) {
 	if err := a.st.up(); err != nil {
 		return nil, "", err
@@ -149,19 +151,13 @@ func (a *Artifacts) Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts
 	if _, err := artifacts.ParseID(string(id)); err != nil {
 		return nil, "", err
 	}
-	res, err := a.st.objects.Get(ctx, string(id))
+	// From the stream's leader, not the object store's Get: that reads the
+	// chunks through a consumer on any replica, which may end before the
+	// last ones on a replica that lags (leader.go).
+	info, content, err := a.st.readObject(ctx, string(id))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, "", artifacts.ErrNotFound
 	}
-	if err != nil {
-		return nil, "", fmt.Errorf("read artifact: %w", err)
-	}
-	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
-		return nil, "", fmt.Errorf("read artifact: %w", err)
-	}
-	content, err := io.ReadAll(res)
 	if err != nil {
 		return nil, "", fmt.Errorf("read artifact: %w", err)
 	}

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/natsstore"
 	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
@@ -76,6 +78,55 @@ func BenchmarkDurableAppend64Sessions(b *testing.B) {
 		b.Run(fmt.Sprintf("nats-R%d-fsync", r), func(b *testing.B) {
 			st := openOn(b, c, fmt.Sprintf("fs%d", prefixes.Add(1)), r)
 			run(b, st.Log(), fmt.Sprintf("f%d", r))
+		})
+	}
+}
+
+// BenchmarkArtifactGet: reading an artifact through another server of the
+// R3 cluster than the one it was retained through, by size: Artifacts.Get
+// (info and each chunk by a message get from the stream's leader, issue
+// 22) against the object store's Get (an ordered consumer on any replica,
+// which may end early on one that lags), the baseline, in the same run.
+func BenchmarkArtifactGet(b *testing.B) {
+	ctx := context.Background()
+	c, err := natstest.Shared()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prefix := newPrefix("bag")
+	urls := c.URLs()
+	w := openOn(b, c, prefix, 3, func(o *natsstore.Options) { o.Servers = urls[:1] })
+	r := openOn(b, c, prefix, 3, func(o *natsstore.Options) { o.Servers = urls[1:2] })
+	secret, err := w.Secret(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wa, _ := w.Artifacts(secret)
+	ra, _ := r.Artifacts(secret)
+	for _, size := range []int{16 << 10, 1 << 20} {
+		content := make([]byte, size)
+		for i := range content {
+			content[i] = byte('a' + i%26)
+		}
+		id, err := wa.Retain(ctx, content, artifacts.FormatText)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("leader-%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if got, _, err := ra.Get(ctx, id); err != nil || len(got) != size {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("objectstore-%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if got, err := natsstore.GetByObjectStore(ctx, ra, string(id)); err != nil || len(got) != size {
+					b.Fatal(len(got), err)
+				}
+			}
 		})
 	}
 }

@@ -1,8 +1,25 @@
 package natsstore
 
+import (
+	"context"
+	"io"
+)
+
 // Indexes returns how many session indexes l keeps.
 func Indexes(l *Log) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.sessions)
+}
+
+// GetByObjectStore reads artifact id as Artifacts.Get did before issue 22:
+// the object store's Get (its chunks through an ordered consumer on any
+// replica), for the benchmark's baseline. Returns the content.
+func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, error) {
+	res, err := a.st.objects.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	return io.ReadAll(res)
 }

@@ -746,31 +746,28 @@ func (l *Log) ListCheckpoints(ctx context.Context, session string) ([]checkpoint
 	return out, nil
 }
 
-// ids returns every session id, sorted bytewise.
+// ids returns every session id, sorted bytewise: every session whose
+// creation was acknowledged before the call, through any node, and none
+// whose deletion was (Store.liveKeys: the meta bucket's keys as the stream
+// leader has them, not as a lagging replica's listing does).
 func (l *Log) ids(ctx context.Context) ([]string, error) {
 	if err := l.st.up(); err != nil {
 		return nil, err
 	}
-	lister, err := l.st.meta.ListKeysFiltered(ctx, "m.>")
+	keys, err := l.st.liveKeys(ctx, "m.")
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	var ids []string
-	for k := range lister.Keys() {
-		if !strings.HasPrefix(k, "m.") {
-			continue
-		}
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
 		b, err := hex.DecodeString(strings.TrimPrefix(k, "m."))
 		if err != nil {
 			continue
 		}
 		ids = append(ids, string(b))
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // the lister stops early on a cancelled ctx
-	}
 	slices.Sort(ids)
-	return slices.Compact(ids), nil // a key written during the listing may come twice
+	return slices.Compact(ids), nil
 }
 
 // ListSessions implements checkpoint.Log.
@@ -884,7 +881,8 @@ func (l *Log) writeRows() {
 }
 
 // DeleteSession implements checkpoint.Log: the meta key goes first (from
-// then on the session does not exist), then the records and the row.
+// then on the session does not exist), then the records, the row and the
+// keys' delete markers.
 func (l *Log) DeleteSession(ctx context.Context, session string) error {
 	if err := checkpoint.ValidSessionID(session); err != nil {
 		return err
@@ -907,5 +905,10 @@ func (l *Log) DeleteSession(ctx context.Context, session string) error {
 		return fmt.Errorf("delete session %q: purge its records: %w", session, err)
 	}
 	_ = l.st.meta.Delete(ctx, rowKey(session))
+	// The delete markers go too, so that the meta stream's subjects are
+	// the live sessions (Store.liveKeys); one left here (an error, a node
+	// stopping) is dropped by the next listing.
+	_ = l.st.dropMarker(ctx, metaKey(session))
+	_ = l.st.dropMarker(ctx, rowKey(session))
 	return nil
 }

@@ -80,6 +80,10 @@ type Store struct {
 	objects jetstream.ObjectStore
 	jobs    jetstream.Stream
 
+	// The streams under meta and objects, for reads the buckets' API
+	// would serve from an ordered consumer on any replica (leader.go).
+	metaStream, objStream jetstream.Stream
+
 	prefix string // subject prefix (lower case)
 	log    *Log
 
@@ -340,6 +344,9 @@ func (st *Store) setup(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("create key-value bucket %s_META: %w", up, err)
 	}
+	if st.metaStream, err = js.Stream(ctx, "KV_"+up+"_META"); err != nil {
+		return fmt.Errorf("open key-value bucket %s_META's stream: %w", up, err)
+	}
 	if st.objects, err = st.objectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      up + "_ARTIFACTS",
 		Description: "ctxd artifacts by keyed id",
@@ -347,6 +354,9 @@ func (st *Store) setup(ctx context.Context) error {
 		Replicas:    r,
 	}); err != nil {
 		return fmt.Errorf("create object store %s_ARTIFACTS: %w", up, err)
+	}
+	if st.objStream, err = js.Stream(ctx, "OBJ_"+up+"_ARTIFACTS"); err != nil {
+		return fmt.Errorf("open object store %s_ARTIFACTS's stream: %w", up, err)
 	}
 	if st.jobs, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        up + "_JOBS",
