@@ -130,3 +130,50 @@ func BenchmarkArtifactGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCountSessions: counting the sessions of the R3 cluster through
+// another server than the one they were created through, by count (every
+// fifth deleted): Log.CountSessions (the key lister checked against the
+// stream leader's subjects, issue 22) against the key lister alone, the
+// baseline, in the same run.
+func BenchmarkCountSessions(b *testing.B) {
+	ctx := context.Background()
+	c, err := natstest.Shared()
+	if err != nil {
+		b.Fatal(err)
+	}
+	urls := c.URLs()
+	for _, n := range []int{10, 1000} {
+		prefix := newPrefix("bcs")
+		w := openOn(b, c, prefix, 3, func(o *natsstore.Options) { o.Servers = urls[:1] })
+		r := openOn(b, c, prefix, 3, func(o *natsstore.Options) { o.Servers = urls[1:2] })
+		live := 0
+		for i := range n {
+			id := fmt.Sprintf("s%d", i)
+			if _, err := w.Log().CreateSession(ctx, id, checkpoint.Meta{}); err != nil {
+				b.Fatal(err)
+			}
+			live++
+			if i%5 == 4 {
+				if err := w.Log().DeleteSession(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				live--
+			}
+		}
+		b.Run(fmt.Sprintf("leader-checked-%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got, err := r.Log().CountSessions(ctx); err != nil || got != live {
+					b.Fatal(got, err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("lister-%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := natsstore.CountByLister(ctx, r.Log()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

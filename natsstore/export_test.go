@@ -23,3 +23,18 @@ func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, err
 	defer res.Close()
 	return io.ReadAll(res)
 }
+
+// CountByLister counts the sessions as Log.ids did before issue 22: the
+// meta bucket's key lister alone (an ordered consumer on any replica), for
+// the benchmark's baseline.
+func CountByLister(ctx context.Context, l *Log) (int, error) {
+	lister, err := l.st.meta.ListKeysFiltered(ctx, "m.>")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for range lister.Keys() {
+		n++
+	}
+	return n, nil
+}

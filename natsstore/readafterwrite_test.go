@@ -3,9 +3,14 @@ package natsstore_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
@@ -94,5 +99,130 @@ func TestReadAfterWriteAcrossNodes(t *testing.T) {
 				t.Fatalf("round %d: node %d reads %d of %d bytes (%q, %v) of the artifact node %d retained", i, b, len(got), len(content), f, err, a)
 			}
 		}
+	}
+}
+
+// TestDeleteMarkers: a session's delete leaves no subject in the meta
+// stream (so the leader's subjects are the live sessions); a delete
+// marker left by an older ctxd or a node that stopped mid-delete is not
+// listed and is dropped by the listing; a session deleted and created
+// again is listed once.
+func TestDeleteMarkers(t *testing.T) {
+	ctx := context.Background()
+	prefix := newPrefix("dm")
+	nodes := pinned(t, prefix)
+	la, lb := nodes[0].Log(), nodes[1].Log()
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := la.CreateSession(ctx, id, checkpoint.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(nodes[2].Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := strings.ToUpper(prefix) + "_META"
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream.CachedInfo().Config.AllowDirect {
+		t.Fatal("the meta bucket allows direct gets: a Get could be answered by a lagging replica")
+	}
+	subjects := func() []string {
+		t.Helper()
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter("$KV."+bucket+".m.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for s := range info.State.Subjects {
+			out = append(out, strings.TrimPrefix(s, "$KV."+bucket+".m."))
+		}
+		slices.Sort(out)
+		return out
+	}
+	hexOf := func(ids ...string) []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, hex.EncodeToString([]byte(id)))
+		}
+		return out
+	}
+	if err := lb.DeleteSession(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := subjects(); !slices.Equal(got, hexOf("b", "c")) {
+		t.Fatalf("meta subjects after deleting a: %v, want b and c only", got)
+	}
+	// A marker as an older ctxd left it: the key deleted, not purged.
+	if err := kv.Delete(ctx, "m."+hex.EncodeToString([]byte("b"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := subjects(); !slices.Equal(got, hexOf("b", "c")) {
+		t.Fatalf("meta subjects with b's marker: %v", got)
+	}
+	if ids, err := lb.ListSessions(ctx); err != nil || !slices.Equal(ids, []string{"c"}) {
+		t.Fatalf("listed %v (%v), want [c]", ids, err)
+	}
+	if got := subjects(); !slices.Equal(got, hexOf("c")) {
+		t.Fatalf("meta subjects after the listing: %v, want c only (b's marker dropped)", got)
+	}
+	if _, err := lb.CreateSession(ctx, "a", checkpoint.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := la.ListSessions(ctx); err != nil || !slices.Equal(ids, []string{"a", "c"}) {
+		t.Fatalf("listed %v (%v) after a was created again, want [a c]", ids, err)
+	}
+}
+
+// TestArtifactMissingChunks: an artifact whose info is stored but whose
+// chunks are not all there reads as corrupt, at once, rather than as the
+// chunks there are or after a wait.
+func TestArtifactMissingChunks(t *testing.T) {
+	ctx := context.Background()
+	prefix := newPrefix("mc")
+	nodes := pinned(t, prefix)
+	secret, err := nodes[0].Secret(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := nodes[0].Artifacts(secret)
+	b, _ := nodes[1].Artifacts(secret)
+	content := bytes.Repeat([]byte("0123456789abcdef"), 20_000) // 320 KB, 3 chunks
+	id, err := a.Retain(ctx, content, artifacts.FormatText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nodes[2].Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := strings.ToUpper(prefix) + "_ARTIFACTS"
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(ctx, string(id))
+	if err != nil || info.Chunks < 2 {
+		t.Fatalf("info: %+v %v", info, err)
+	}
+	stream, err := js.Stream(ctx, "OBJ_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream.CachedInfo().Config.AllowDirect {
+		t.Fatal("the object store allows direct gets: its info could be read from a lagging replica")
+	}
+	// Keep the first chunk only.
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$O."+bucket+".C."+info.NUID), jetstream.WithPurgeKeep(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Get(ctx, id); !errors.Is(err, artifacts.ErrCorrupt) || got != nil {
+		t.Fatalf("get with chunks missing: %d bytes, %v; want artifacts.ErrCorrupt", len(got), err)
 	}
 }
