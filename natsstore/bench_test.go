@@ -134,7 +134,7 @@ func BenchmarkArtifactGet(b *testing.B) {
 // BenchmarkCountSessions: counting the sessions of the R3 cluster through
 // another server than the one they were created through, by count (every
 // fifth deleted): Log.CountSessions (the key lister checked against the
-// stream leader's subjects, issue 22) against the key lister alone, the
+// stream leader's subjects, H22) against the key lister alone, the
 // baseline, in the same run.
 func BenchmarkCountSessions(b *testing.B) {
 	ctx := context.Background()

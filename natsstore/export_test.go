@@ -12,7 +12,7 @@ func Indexes(l *Log) int {
 	return len(l.sessions)
 }
 
-// GetByObjectStore reads artifact id as Artifacts.Get did before issue 22:
+// GetByObjectStore reads artifact id as Artifacts.Get did before H22:
 // the object store's Get (its chunks through an ordered consumer on any
 // replica), for the benchmark's baseline. Returns the content.
 func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, error) {
@@ -24,7 +24,7 @@ func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, err
 	return io.ReadAll(res)
 }
 
-// CountByLister counts the sessions as Log.ids did before issue 22: the
+// CountByLister counts the sessions as Log.ids did before H22: the
 // meta bucket's key lister alone (an ordered consumer on any replica), for
 // the benchmark's baseline.
 func CountByLister(ctx context.Context, l *Log) (int, error) {

@@ -1,7 +1,7 @@
 package natsstore
 
-// Reads that must see every acknowledged write (issue 22, docs/decisions.md
-// "natsstore: reads from the stream leader").
+// Reads that must see every acknowledged write (H22; docs/decisions.md
+// "Fleet reads that see every acknowledged write").
 //
 // A write is acknowledged once its stream's leader applied it and a quorum
 // stored it; a follower may apply it later. Direct gets are off on every
