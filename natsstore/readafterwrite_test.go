@@ -181,8 +181,9 @@ func TestDeleteMarkers(t *testing.T) {
 }
 
 // TestArtifactMissingChunks: an artifact whose info is stored but whose
-// chunks are not all there reads as corrupt, at once, rather than as the
-// chunks there are or after a wait.
+// chunks are not all there (some, or none) reads as corrupt rather than
+// as the chunks there are or after an endless wait; intact ones of one
+// and of three chunks read whole.
 func TestArtifactMissingChunks(t *testing.T) {
 	ctx := context.Background()
 	prefix := newPrefix("mc")
@@ -224,5 +225,33 @@ func TestArtifactMissingChunks(t *testing.T) {
 	}
 	if got, _, err := b.Get(ctx, id); !errors.Is(err, artifacts.ErrCorrupt) || got != nil {
 		t.Fatalf("get with chunks missing: %d bytes, %v; want artifacts.ErrCorrupt", len(got), err)
+	}
+	// None of its chunks: a consumer read gets nothing at all (no "no more
+	// pending" either) and must not wait for ever.
+	content2 := bytes.Repeat([]byte("fedcba9876543210"), 20_000)
+	id2, err := a.Retain(ctx, content2, artifacts.FormatText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info2, err := obs.GetInfo(ctx, string(id2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$O."+bucket+".C."+info2.NUID)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Get(ctx, id2); !errors.Is(err, artifacts.ErrCorrupt) || got != nil {
+		t.Fatalf("get with no chunks: %d bytes, %v; want artifacts.ErrCorrupt", len(got), err)
+	}
+	// The intact ones read whole through the consumer path (3 chunks) and
+	// the leader path (1 chunk).
+	for _, c := range [][]byte{bytes.Repeat([]byte("x"), 300_000), []byte("small")} {
+		cid, err := a.Retain(ctx, c, artifacts.FormatText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := b.Get(ctx, cid); err != nil || !bytes.Equal(got, c) {
+			t.Fatalf("intact artifact of %d bytes: read %d, %v", len(c), len(got), err)
+		}
 	}
 }

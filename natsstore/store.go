@@ -83,6 +83,9 @@ type Store struct {
 	// The streams under meta and objects, for reads the buckets' API
 	// would serve from an ordered consumer on any replica (leader.go).
 	metaStream, objStream jetstream.Stream
+	// pjs is nats.go's older JetStream API, for chunksByConsumer's
+	// ordered push consumer (as the object store's own Get uses).
+	pjs nats.JetStreamContext
 
 	prefix string // subject prefix (lower case)
 	log    *Log
@@ -319,6 +322,9 @@ func (st *Store) setup(ctx context.Context) error {
 		return err
 	}
 	st.js = js
+	if st.pjs, err = st.nc.JetStream(); err != nil {
+		return err
+	}
 	up := strings.ToUpper(st.opts.Prefix)
 	r := st.opts.Replicas
 	if st.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
