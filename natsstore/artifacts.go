@@ -140,8 +140,8 @@ func (a *Artifacts) Has(ctx context.Context, id artifacts.ID) (bool, error) {
 }
 
 // Get implements artifacts.Backend: it sees every artifact whose Retain
-// returned, through any node (the object is read from its stream's
-// leader). Errors: artifacts.ErrInvalidID, artifacts.ErrNotFound,
+// returned, through any node (Store.readObject: checked against, and if
+// need be read from, the stream's leader). Errors: artifacts.ErrInvalidID, artifacts.ErrNotFound,
 // artifacts.ErrCorrupt (size, SHA-256 digest or keyed id do not match),
 // ctx's, JetStream's.
 func (a *Artifacts) Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error) {
@@ -151,9 +151,9 @@ func (a *Artifacts) Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts
 	if _, err := artifacts.ParseID(string(id)); err != nil {
 		return nil, "", err
 	}
-	// From the stream's leader, not the object store's Get: that reads the
-	// chunks through a consumer on any replica, which may end before the
-	// last ones on a replica that lags (leader.go).
+	// Not the object store's Get: that reads the chunks through a consumer
+	// on any replica, which may end before the last ones on a replica that
+	// lags (leader.go).
 	info, content, err := a.st.readObject(ctx, string(id))
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, "", artifacts.ErrNotFound

@@ -12,7 +12,8 @@ package natsstore
 // key listing (ListKeys/Keys, also nats-server#4824) and the object
 // store's Get of an object's chunks. Through a replica that lags, a
 // listing misses the newest keys and a read ends before the last chunks
-// ("digests do not match"). Both are done here from the leader instead.
+// ("digests do not match"). Both are checked here against the leader and
+// completed from it.
 
 import (
 	"bytes"
