@@ -44,6 +44,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, api.Errorf(api.Invalid, "labels", "labels: an empty key; every label needs a name (\"team\": \"payments\")"))
 		return
 	}
+	if err := reservedLabel(req.Labels); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.Model == "" && req.ContextLimit == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required unless context_limit is given (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return
@@ -96,7 +100,16 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	info, err := s.eng.UpdateSession(r.Context(), r.PathValue(api.PathValueID), toPatch(req))
+	id := r.PathValue(api.PathValueID)
+	if field := patchOwnedField(req); field != "" {
+		// A proxied session's prompt, tools and model are its client's
+		// (DESIGN.md §10, docs/decisions.md).
+		if err := s.refuseProxyOwned(r.Context(), id, field); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	info, err := s.eng.UpdateSession(r.Context(), id, toPatch(req))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -156,11 +169,17 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	id := r.PathValue(api.PathValueID)
+	// A proxied session's history is its client's (DESIGN.md §10,
+	// docs/decisions.md).
+	if err := s.refuseProxyOwned(r.Context(), id, "messages"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.checkSpace(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id := r.PathValue(api.PathValueID)
 	res, err := s.eng.Append(r.Context(), id, toHistoryMessages(req.Messages))
 	if err != nil {
 		s.writeError(w, r, err)
