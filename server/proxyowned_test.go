@@ -24,11 +24,15 @@ import (
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/proxy"
 )
 
 // fakeAnthropic is an Anthropic Messages upstream that records every
-// request body and answers each, not streamed, with "answer <n>".
+// request body and answers each, not streamed, with "answer <n>". Like the
+// provider, it refuses (400, and fails the test) a request that breaks
+// the rules of DESIGN.md §4a (internal/strict).
 type fakeAnthropic struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -43,6 +47,11 @@ func newFakeAnthropic(t *testing.T) *fakeAnthropic {
 		u.bodies = append(u.bodies, b)
 		n := len(u.bodies)
 		u.mu.Unlock()
+		if vs, err := strict.Anthropic(b, history.ThinkingOff, false); err != nil || vs.Err() != nil {
+			t.Errorf("the upstream refused request %d: %v %v: %s", n, err, vs.Err(), b)
+			http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"refused"}}`, http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		answer, _ := json.Marshal(map[string]any{
 			"id": "msg_x", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
