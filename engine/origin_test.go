@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/ctxd/ctxd/history"
 )
 
 // TestProxyAPISaysWhoOwnsASession: a session created with the proxy's
@@ -36,4 +38,34 @@ func TestProxyAPISaysWhoOwnsASession(t *testing.T) {
 	check(h.e, "loaded")
 	h.Close()
 	check(newHarness(t, testConfig(), dir).e, "after a restart")
+}
+
+// BenchmarkProxyAPIBesideAppend measures the owner check the daemon API
+// makes before each append (ProxyAPI) beside the baseline, one append of a
+// user prompt and an answer to the same session, in the same run: the
+// check must cost a small fraction of the append it guards.
+func BenchmarkProxyAPIBesideAppend(b *testing.B) {
+	cfg := testConfig()
+	cfg.ContextCompaction.Auto = false
+	h := newHarness(&testing.T{}, cfg, b.TempDir())
+	defer h.Close()
+	h.create("s", 100000000)
+	ctx := context.Background()
+	msgs := []history.Message{user("next step"), assistant("ok")}
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := h.e.Append(ctx, "s", msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("proxy_api", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if api, err := h.e.ProxyAPI(ctx, "s"); err != nil || api != "" {
+				b.Fatal(api, err)
+			}
+		}
+	})
 }
