@@ -6,40 +6,16 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/syncbuf"
 	"github.com/ctxd/ctxd/natsstore"
 	"github.com/ctxd/ctxd/natsstore/natstest"
 )
-
-// lockedBuffer is a log sink safe for the connection's handler goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // waitFor polls cond for up to a minute (a loaded machine reconnects
 // slowly).
@@ -68,7 +44,7 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Shutdown)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The configured URL carries a user and password: neither may appear
 	// in an error, a log line or the status.
@@ -133,12 +109,12 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 	}
 	// The connection's handlers run on their own goroutine: wait for the
 	// line, then check there is only one.
-	waitFor(t, "the outage to be logged", func() bool { return logs.count("connection to the cluster lost") > 0 })
+	waitFor(t, "the outage to be logged", func() bool { return strings.Count(logs.String(), "connection to the cluster lost") > 0 })
 	s = st.Status()
 	if s.State == "connected" || s.ConnectedServer != "" || s.DownSince.IsZero() {
 		t.Errorf("status during the outage: %+v", s)
 	}
-	if got := logs.count("connection to the cluster lost"); got != 1 {
+	if got := strings.Count(logs.String(), "connection to the cluster lost"); got != 1 {
 		t.Errorf("the outage was logged %d times, want once:\n%s", got, logs.String())
 	}
 
@@ -155,8 +131,8 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 		_, err := l.Append(actx, "s1", msg)
 		return err == nil
 	})
-	waitFor(t, "the end of the outage to be logged", func() bool { return logs.count("connection to the cluster is back") > 0 })
-	if got := logs.count("connection to the cluster is back"); got != 1 {
+	waitFor(t, "the end of the outage to be logged", func() bool { return strings.Count(logs.String(), "connection to the cluster is back") > 0 })
+	if got := strings.Count(logs.String(), "connection to the cluster is back"); got != 1 {
 		t.Errorf("the end of the outage was logged %d times, want once:\n%s", got, logs.String())
 	}
 	if strings.Contains(logs.String(), "hunter2") {
@@ -176,8 +152,8 @@ func TestOutageIsUnavailableAndLoggedOnce(t *testing.T) {
 			t.Fatalf("second outage: %v", err)
 		}
 	}
-	waitFor(t, "the second outage to be logged", func() bool { return logs.count("connection to the cluster lost") > 1 })
-	if got := logs.count("connection to the cluster lost"); got != 2 {
+	waitFor(t, "the second outage to be logged", func() bool { return strings.Count(logs.String(), "connection to the cluster lost") > 1 })
+	if got := strings.Count(logs.String(), "connection to the cluster lost"); got != 2 {
 		t.Errorf("two outages logged %d times, want twice", got)
 	}
 }

@@ -747,33 +747,8 @@ func textContent(m []byte) []byte {
 	if cs < 0 || m[cs] != '[' {
 		return m
 	}
-	elems, err := splitArray(m[cs:ce])
-	if err != nil || len(elems) != 1 {
-		return m
-	}
-	var text []byte
-	typed := false
-	ok := members(elems[0], func(key string, vs, ve int) bool {
-		v := elems[0][vs:ve]
-		switch key {
-		case "type":
-			if typed = bytes.Equal(v, textType); !typed {
-				text = nil
-				return false
-			}
-		case "text":
-			if v[0] != '"' {
-				text = nil
-				return false
-			}
-			text = v
-		default:
-			text = nil
-			return false
-		}
-		return true
-	})
-	if !ok || !typed || text == nil {
+	text := bareText(m[cs:ce], textType)
+	if text == nil {
 		return m
 	}
 	out := make([]byte, 0, len(m))
@@ -887,7 +862,12 @@ func matchForm(m []byte) []byte {
 // oneTextBlock returns the string literal of the content array a when it
 // holds one bare text block ({"type":T,"text":S} and nothing else, T one
 // of textTypes); nil otherwise.
-func oneTextBlock(a []byte) []byte {
+func oneTextBlock(a []byte) []byte { return bareText(a, textTypes...) }
+
+// bareText returns the string literal S of the content array a when it
+// holds one block {"type":T,"text":S} and nothing else, T one of types;
+// nil otherwise. Only bytes are compared: nothing is decoded.
+func bareText(a []byte, types ...[]byte) []byte {
 	elems, err := splitArray(a)
 	if err != nil || len(elems) != 1 {
 		return nil
@@ -898,7 +878,7 @@ func oneTextBlock(a []byte) []byte {
 		v := elems[0][vs:ve]
 		switch key {
 		case "type":
-			for _, t := range textTypes {
+			for _, t := range types {
 				typed = typed || bytes.Equal(v, t)
 			}
 			if !typed {
