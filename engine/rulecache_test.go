@@ -43,11 +43,7 @@ type Rules = history.Rules
 // answers the same.
 func TestTheRuleCheckReadsOnlyWhatIsNew(t *testing.T) {
 	cfg := testConfig()
-	cfg.ContextEditing.Enabled = true
-	cfg.ContextEditing.KeepRecentTurns = 1
-	cfg.ContextEditing.MaxTotalToolResultChars = 1000
-	cfg.ContextEditing.MinCharsPerPass = 100
-	cfg.ContextEditing.MinCharsToElide = 100
+	eagerEditing(&cfg)
 	dir := t.TempDir()
 	h := newHarness(t, cfg, dir)
 	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: thinkingModel}); err != nil {

@@ -216,13 +216,7 @@ func TestRewritesAtEveryPositionOfAThinkingLoop(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "context-edit pass", cfg: func(c *config.Config) {
-			c.ContextEditing.Enabled = true
-			c.ContextEditing.KeepRecentTurns = 1
-			c.ContextEditing.MaxTotalToolResultChars = 1000
-			c.ContextEditing.MinCharsPerPass = 100
-			c.ContextEditing.MinCharsToElide = 100
-		}, rewrite: func(*testing.T, *harness) {}},
+		{name: "context-edit pass", cfg: eagerEditing, rewrite: func(*testing.T, *harness) {}},
 		{name: "manual simple", rewrite: compact(trigger.Manual)},
 		{name: "manual keep-tail", cfg: keepTail, rewrite: compact(trigger.Manual)},
 		{name: "overflow keep-tail", cfg: keepTail, rewrite: compact(trigger.Overflow)},
@@ -280,15 +274,22 @@ func countCode(h *harness, code string) int {
 	return n
 }
 
+// eagerEditing turns context editing on with bounds small enough that a
+// pass runs after a few tool results of a test session: one recent turn
+// kept, 1,000 characters of tool results at most, passes of ≥ 100.
+func eagerEditing(c *config.Config) {
+	c.ContextEditing.Enabled = true
+	c.ContextEditing.KeepRecentTurns = 1
+	c.ContextEditing.MaxTotalToolResultChars = 1000
+	c.ContextEditing.MinCharsPerPass = 100
+	c.ContextEditing.MinCharsToElide = 100
+}
+
 // A context-edit pass never lands inside an open thinking tool loop: it
 // waits for the loop's end (DESIGN.md §4a).
 func TestPassWaitsForTheThinkingLoopEnd(t *testing.T) {
 	cfg := testConfig()
-	cfg.ContextEditing.Enabled = true
-	cfg.ContextEditing.KeepRecentTurns = 1
-	cfg.ContextEditing.MaxTotalToolResultChars = 1000
-	cfg.ContextEditing.MinCharsPerPass = 100
-	cfg.ContextEditing.MinCharsToElide = 100
+	eagerEditing(&cfg)
 	h := newHarness(t, cfg, "")
 	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: thinkingModel}); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"testing"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -43,13 +41,7 @@ func fleetNode(t *testing.T, c *natstest.Cluster, up *upstream) *fixture {
 	if f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: cfg.Proxy}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.hs = &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
-	go func() { _ = f.hs.Serve(l) }()
-	f.url = "http://" + l.Addr().String()
+	f.serve()
 	t.Cleanup(func() { _ = f.hs.Close(); _ = st.Close() })
 	return f
 }

@@ -288,9 +288,14 @@ func (f *fixture) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.serve()
+}
+
+// serve starts serving f.p on a loopback port and sets f.hs and f.url.
+func (f *fixture) serve() {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	f.hs = &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
 	go func() { _ = f.hs.Serve(l) }()
