@@ -48,6 +48,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := reservedID(req.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.Model == "" && req.ContextLimit == 0 {
 		s.writeError(w, r, api.Errorf(api.Invalid, "model", "model: required unless context_limit is given (a model id, e.g. \"claude-sonnet-4-5\")"))
 		return

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/engine"
@@ -68,4 +69,19 @@ func reservedLabel(labels map[string]string) error {
 	}
 	field := "labels." + engine.LabelProxy
 	return api.Errorf(api.Invalid, field, "%s: reserved: the proxy sets it on the sessions it creates, whose history belongs to its client (DESIGN.md §10); choose another label name", field)
+}
+
+// ProxyIDPrefix begins the id of every session the provider proxy creates
+// ("p-" and a keyed digest, then "-b<k>" for a branch; proxy/identity.go).
+const ProxyIDPrefix = "p-"
+
+// reservedID refuses a session id the proxy may later derive for one of its
+// conversations: a daemon-API session created under it would be taken for
+// the client's recorded history, and its messages sent upstream with the
+// client's credential (DESIGN.md §10). Error: invalid, field id.
+func reservedID(id string) error {
+	if !strings.HasPrefix(id, ProxyIDPrefix) {
+		return nil
+	}
+	return api.Errorf(api.Invalid, "id", "id: %q: ids beginning %q are reserved for the sessions the proxy creates; choose another id", id, ProxyIDPrefix)
 }

@@ -245,6 +245,14 @@ func TestDaemonSessionTakesWritesAndLabelProxyIsReserved(t *testing.T) {
 	if _, err := f.client.GetSession(context.Background(), "fake-proxy"); api.ErrorCode(err) != api.NotFound {
 		t.Errorf("a refused create left session fake-proxy: %v", err)
 	}
+	// A proxy id (a conversation's or its next branch's) cannot be taken
+	// by the daemon API: the proxy would adopt it as the client's history.
+	for _, id := range []string{"p-82b49561d547f1c1cddbc934", "p-078a2fbfe0e349ac48ffeb1f-b2"} {
+		f.refusedUnchanged(t, "POST", "/v1/sessions", `{"id":"`+id+`","model":"claude-sonnet-4-5"}`, nil, http.StatusBadRequest, api.Invalid, "id")
+		if _, err := f.client.GetSession(context.Background(), id); api.ErrorCode(err) != api.NotFound {
+			t.Errorf("a refused create left session %s: %v", id, err)
+		}
+	}
 	if status, ae, raw, _ := f.do(t, "POST", "/v1/sessions/none/messages", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, nil); status != http.StatusNotFound || ae.Code != api.NotFound {
 		t.Errorf("append to a missing session: %d %s, want 404", status, raw)
 	}
