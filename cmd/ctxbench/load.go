@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,11 @@ type loadOptions struct {
 	prefix       string // session id prefix, unique per run
 	timeout      time.Duration
 	scripts      func(agent int) *script
+	// poisson spaces an agent's appends by exponential gaps of mean
+	// 1/rate (--arrivals poisson) instead of exactly 1/rate; seed seeds
+	// each agent's gaps (agent i: seed, i).
+	poisson bool
+	seed    uint64
 }
 
 // sessionRecord is one session an agent wrote and what the daemon
@@ -51,7 +57,8 @@ type agent struct {
 	opt      *loadOptions
 	deadline time.Time // zero: none
 	requests int
-	next     time.Time // when the next append may start (rate)
+	next     time.Time  // when the next append may start (rate)
+	rng      *rand.Rand // the agent's gaps under --arrivals poisson
 	res      agentResult
 }
 
@@ -105,9 +112,45 @@ func (a *agent) pace(ctx context.Context) bool {
 		}
 		now = time.Now()
 	}
-	// No catching up in bursts after a slow request.
-	a.next = maxTime(a.next, now).Add(time.Duration(float64(time.Second) / a.opt.rate))
+	a.next = a.following(now)
 	return !a.stopped()
+}
+
+// following returns when the append after one starting at now may start.
+// With fixed arrivals an agent keeps its own phase: the next slot is one
+// interval after the one just used, and a late append (a slow request
+// before it) skips the slots it missed rather than catching up in a burst,
+// landing on the agent's grid at least half an interval after now. An
+// agent that restarted its clock at now instead would fall in step with
+// every other agent the same stall held up — they are released together
+// when it ends — and from then on they would all append in the same
+// instant, every interval, for the rest of the run. Poisson gaps have no
+// phase to keep: the next one is drawn from now.
+func (a *agent) following(now time.Time) time.Time {
+	g := a.gap()
+	if a.opt.poisson {
+		return maxTime(a.next, now).Add(g)
+	}
+	next := a.next.Add(g)
+	if earliest := now.Add(g / 2); next.Before(earliest) {
+		missed := (earliest.Sub(next) + g - 1) / g
+		next = next.Add(missed * g)
+	}
+	return next
+}
+
+// gap is the time between an agent's appends under --rate: exactly 1/rate
+// with fixed arrivals; with Poisson arrivals an exponential draw of mean
+// 1/rate from the agent's own generator.
+func (a *agent) gap() time.Duration {
+	mean := float64(time.Second) / a.opt.rate
+	if !a.opt.poisson {
+		return time.Duration(mean)
+	}
+	if a.rng == nil {
+		a.rng = rand.New(rand.NewPCG(a.opt.seed, uint64(a.idx)))
+	}
+	return time.Duration(mean * a.rng.ExpFloat64())
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -5,7 +5,8 @@
 // message the daemon lost or reordered (which must be none).
 //
 //	ctxbench [--ctxd PATH | --socket PATH] [--agents N] [--transcript FILE]...
-//	         [--generated] [--rate R] [--context-limit N] [--duration D]
+//	         [--generated] [--rate R] [--arrivals fixed|poisson]
+//	         [--context-limit N] [--duration D]
 //	         [--max-requests N] [--summarizer-latency D]
 //	         [--context-length-rate F] [--overloaded-rate F]
 //	         [--workers N] [--queue N] [--json]

@@ -14,8 +14,8 @@ func printReport(w io.Writer, rep *Report) {
 	s := rep.Settings
 	switch rep.Mode {
 	case "load":
-		p("agents %d, rate %g appends/s each (0 = unbounded), context limit %d, duration %gs, max requests %d",
-			s.Agents, s.Rate, s.ContextLimit, s.DurationSeconds, s.MaxRequests)
+		p("agents %d, rate %g appends/s each (0 = unbounded, %s arrivals), context limit %d, duration %gs, max requests %d",
+			s.Agents, s.Rate, s.Arrivals, s.ContextLimit, s.DurationSeconds, s.MaxRequests)
 		for _, sc := range s.Scripts {
 			p("script %s", sc)
 		}

@@ -62,9 +62,16 @@ type options struct {
 	queueFull           int
 	jsonOut             bool
 	seed                uint64
+	arrivals            string
 	checkConcurrency    int
 	summaryOutputTokens int
 }
+
+// The values of --arrivals.
+const (
+	arrivalsFixed   = "fixed"
+	arrivalsPoisson = "poisson"
+)
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -77,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.generated, "generated", false, "replay generated transcripts (one per agent) instead of files")
 	fs.IntVar(&o.generatedRounds, "generated-rounds", 60, "tool rounds of a generated transcript")
 	fs.Float64Var(&o.rate, "rate", 0, "appends per second per agent; 0 = as fast as possible")
+	fs.StringVar(&o.arrivals, "arrivals", arrivalsFixed, "with --rate, the gaps between an agent's appends: "+arrivalsFixed+" (exactly 1/rate) or "+arrivalsPoisson+" (exponential, mean 1/rate)")
 	fs.Uint64Var(&o.contextLimit, "context-limit", 32000, "context window of every session, in `tokens` (small, so that compactions happen under load)")
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "how long agents keep starting requests; 0 = no time bound")
 	fs.IntVar(&o.maxRequests, "max-requests", 0, "requests per agent at most; 0 = no bound (with --duration 0 too: one pass of the transcript)")
@@ -109,6 +117,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0) {
 		problems = append(problems, "--rate must be ≥ 0")
+	}
+	if o.arrivals != arrivalsFixed && o.arrivals != arrivalsPoisson {
+		problems = append(problems, fmt.Sprintf("--arrivals must be %q or %q, not %q", arrivalsFixed, arrivalsPoisson, o.arrivals))
 	}
 	if o.duration < 0 || o.maxRequests < 0 || o.idleSessions < 0 || o.queueFull < 0 {
 		problems = append(problems, "--duration, --max-requests, --idle-sessions and --queue-full must be ≥ 0")
@@ -191,8 +202,11 @@ type Machine struct {
 type Settings struct {
 	// Agents, Rate (appends/s per agent, 0 unbounded), ContextLimit,
 	// DurationSeconds and MaxRequests are the load flags.
-	Agents          int     `json:"agents"`
-	Rate            float64 `json:"rate"`
+	Agents int     `json:"agents"`
+	Rate   float64 `json:"rate"`
+	// Arrivals is "fixed" (appends exactly 1/Rate apart) or "poisson"
+	// (exponential gaps of mean 1/Rate).
+	Arrivals        string  `json:"arrivals"`
 	ContextLimit    uint64  `json:"context_limit"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	MaxRequests     int     `json:"max_requests"`
@@ -302,7 +316,7 @@ func (t *target) client() *api.Client {
 func execute(ctx context.Context, o *options, stderr io.Writer) (rep *Report, err error) {
 	rep = &Report{
 		Machine: Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(), CPUModel: cpuModel()},
-		Settings: Settings{Agents: o.agents, Rate: o.rate, ContextLimit: o.contextLimit, DurationSeconds: o.duration.Seconds(),
+		Settings: Settings{Agents: o.agents, Rate: o.rate, Arrivals: o.arrivals, ContextLimit: o.contextLimit, DurationSeconds: o.duration.Seconds(),
 			MaxRequests: o.maxRequests, SummarizerLatency: o.summarizerLatency.String(), ContextLengthRate: o.contextLengthRate,
 			OverloadedRate: o.overloadedRate, Workers: o.workers, Queue: o.queue, External: o.socket != ""},
 	}
@@ -482,7 +496,7 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 	}
 	rep.Settings.Scripts = names
 	opt := &loadOptions{agents: o.agents, rate: o.rate, contextLimit: o.contextLimit, duration: o.duration,
-		maxRequests: o.maxRequests, model: o.model, timeout: o.timeout, scripts: choose,
+		maxRequests: o.maxRequests, model: o.model, timeout: o.timeout, scripts: choose, poisson: o.arrivals == arrivalsPoisson, seed: o.seed,
 		prefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	start := time.Now()
 	results := runAgents(ctx, t.client, opt)

@@ -100,6 +100,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--socket", "/x", "--ctxd", "/y"},
 		{"--context-length-rate", "0.8", "--overloaded-rate", "0.5"},
 		{"stray"},
+		{"--arrivals", "uniform"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
