@@ -97,6 +97,9 @@ func (a *agent) pace(ctx context.Context) bool {
 	if a.opt.rate <= 0 {
 		return true
 	}
+	if a.stopped() {
+		return false
+	}
 	now := time.Now()
 	if a.next.After(now) {
 		wait := a.next.Sub(now)
@@ -119,8 +122,8 @@ func (a *agent) pace(ctx context.Context) bool {
 // following returns when the append after one starting at now may start.
 // With fixed arrivals an agent keeps its own phase: the next slot is one
 // interval after the one just used, and a late append (a slow request
-// before it) skips the slots it missed rather than catching up in a burst,
-// landing on the agent's grid at least half an interval after now. An
+// before it) skips the slots it missed rather than catching up in a burst:
+// the next is the first slot of the agent's grid after now. An
 // agent that restarted its clock at now instead would fall in step with
 // every other agent the same stall held up — they are released together
 // when it ends — and from then on they would all append in the same
@@ -132,9 +135,8 @@ func (a *agent) following(now time.Time) time.Time {
 		return maxTime(a.next, now).Add(g)
 	}
 	next := a.next.Add(g)
-	if earliest := now.Add(g / 2); next.Before(earliest) {
-		missed := (earliest.Sub(next) + g - 1) / g
-		next = next.Add(missed * g)
+	if !next.After(now) {
+		next = next.Add((now.Sub(next)/g + 1) * g)
 	}
 	return next
 }

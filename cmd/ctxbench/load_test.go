@@ -96,7 +96,7 @@ func TestFixedAgentsKeepTheirPhase(t *testing.T) {
 	late := &agent{opt: opt, next: t0}
 	got := late.following(t0.Add(3 * time.Second))
 	if got.Sub(t0) != 4*time.Second {
-		t.Errorf("3 s late: next %v after the missed slot, want 4s (the grid, ≥ 1 s after now)", got.Sub(t0))
+		t.Errorf("3 s late: next %v after the missed slot, want 4s (the grid's first slot after now)", got.Sub(t0))
 	}
 	release := t0.Add(5*time.Second + 300*time.Millisecond)
 	windows := map[int64]int{}
@@ -104,8 +104,8 @@ func TestFixedAgentsKeepTheirPhase(t *testing.T) {
 	for i := range 200 {
 		a := &agent{idx: i, opt: opt, next: t0.Add(time.Duration(i) * 10 * time.Millisecond)}
 		next := a.following(release)
-		if d := next.Sub(release); d < time.Second || d > 3*time.Second {
-			t.Fatalf("agent %d: next append %v after the release, want 1–3 s", i, d)
+		if d := next.Sub(release); d <= 0 || d > 2*time.Second {
+			t.Fatalf("agent %d: next append %v after the release, want (0, 2 s]", i, d)
 		}
 		if off := next.Sub(a.next) % (2 * time.Second); off != 0 {
 			t.Fatalf("agent %d left its grid by %v", i, off)
@@ -116,5 +116,46 @@ func TestFixedAgentsKeepTheirPhase(t *testing.T) {
 	}
 	if most > 2 {
 		t.Errorf("%d agents in the busiest 10 ms window after the release, want ≤ 2", most)
+	}
+}
+
+// TestFixedArrivalsKeepTheRateWithSlowReads: an agent whose context read
+// (unpaced) takes 1.5 intervals before each pair of appends still offers
+// --rate appends per second: a late append takes the first slot of its
+// grid after it, not one at least half an interval away (which gave two
+// thirds of the rate).
+func TestFixedArrivalsKeepTheRateWithSlowReads(t *testing.T) {
+	const g = 2 * time.Second
+	a := &agent{opt: &loadOptions{rate: 0.5}}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a.next = now
+	start, appends := now, 0
+	for range 1000 {
+		now = now.Add(3 * time.Second) // the read
+		for range 2 {
+			now = maxTime(now, a.next)
+			a.next = a.following(now)
+			appends++
+			now = now.Add(2 * time.Millisecond)
+		}
+	}
+	if got := float64(appends) / (now.Sub(start).Seconds() / g.Seconds()); got < 0.97 {
+		t.Errorf("%.2f appends per interval, want ≥ 0.97", got)
+	}
+}
+
+// TestPaceStopsBeforeWaiting: an agent that may make no further request
+// does not sleep until its next slot first.
+func TestPaceStopsBeforeWaiting(t *testing.T) {
+	a := &agent{opt: &loadOptions{rate: 0.5, maxRequests: 1}, requests: 1, next: time.Now().Add(time.Hour)}
+	done := make(chan bool, 1)
+	go func() { done <- a.pace(t.Context()) }()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("pace allowed a request past --max-requests")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pace waited for the next slot of an agent that had made its last request")
 	}
 }

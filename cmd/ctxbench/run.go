@@ -67,6 +67,14 @@ type options struct {
 	summaryOutputTokens int
 }
 
+// The bounds of a non-zero --rate, in appends per second per agent: the
+// interval between appends (1/rate) stays between 1 µs and ~11.6 days, so
+// it and an exponential draw of it fit a time.Duration.
+const (
+	minRate = 1e-6
+	maxRate = 1e6
+)
+
 // The values of --arrivals.
 const (
 	arrivalsFixed   = "fixed"
@@ -103,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.idleListAll, "idle-list-all", true, "idle mode: after the first page, page through every session (~1 ms a session on a loaded machine: false for a million)")
 	fs.IntVar(&o.queueFull, "queue-full", 0, "queue-full mode: `N` sessions ask for a compaction (wait=false) at once; count the unavailable answers")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated transcripts and of the fake provider's failures")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated transcripts, of the fake provider's failures and of the agents' gaps under --arrivals poisson")
 	fs.IntVar(&o.checkConcurrency, "check-concurrency", 16, "sessions whose events are read at once in the final check")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -117,6 +125,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0) {
 		problems = append(problems, "--rate must be ≥ 0")
+	}
+	if o.rate > 0 && (o.rate < minRate || o.rate > maxRate) {
+		problems = append(problems, fmt.Sprintf("--rate must be 0 (unbounded) or between %g and %g appends per second", minRate, maxRate))
+	}
+	if o.arrivals == arrivalsPoisson && o.rate == 0 {
+		problems = append(problems, "--arrivals poisson needs a --rate")
 	}
 	if o.arrivals != arrivalsFixed && o.arrivals != arrivalsPoisson {
 		problems = append(problems, fmt.Sprintf("--arrivals must be %q or %q, not %q", arrivalsFixed, arrivalsPoisson, o.arrivals))

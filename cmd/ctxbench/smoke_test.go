@@ -101,6 +101,9 @@ func TestUsageErrors(t *testing.T) {
 		{"--context-length-rate", "0.8", "--overloaded-rate", "0.5"},
 		{"stray"},
 		{"--arrivals", "uniform"},
+		{"--arrivals", "poisson"}, // without --rate
+		{"--rate", "2e9"},
+		{"--rate", "1e-10"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
