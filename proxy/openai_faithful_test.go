@@ -67,6 +67,18 @@ func (f *fixture) restartOpenAI() {
 	f.p.openai = u
 }
 
+// postRecorded posts body to path, requires a 200 naming a session, and
+// returns sent with body appended; the session id answered goes into ids.
+func (f *fixture) postRecorded(path, body string, hdr map[string]string, sent []string, ids map[string]bool) []string {
+	f.t.Helper()
+	resp, got := f.postOpenAI(path, body, hdr)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
+		f.t.Fatalf("request %d: %d %q %s", len(sent)+1, resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
+	}
+	ids[resp.Header.Get(HeaderSessionID)] = true
+	return append(sent, body)
+}
+
 // TestChatUnrewrittenMessagesPassThroughByteIdentical: on Chat
 // Completions, every message ctxd has not rewritten goes upstream as the
 // client's bytes — a user message's name, a text part's cache_control, an
@@ -86,16 +98,7 @@ func TestChatUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
 	}
 	var sent []string
 	ids := map[string]bool{}
-	post := func() {
-		t.Helper()
-		b := body()
-		sent = append(sent, b)
-		resp, got := f.postOpenAI("/v1/chat/completions", b, hdr)
-		if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
-			t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
-		}
-		ids[resp.Header.Get(HeaderSessionID)] = true
-	}
+	post := func() { sent = f.postRecorded("/v1/chat/completions", body(), hdr, sent, ids) }
 	f.up.script(reply{stream: true, body: chatSSE("", [][3]string{{"call_1", "bash", `{"command":"ls"}`}}, true)})
 	post()
 	msgs = append(msgs,
@@ -133,16 +136,7 @@ func TestResponsesUnrewrittenItemsPassThroughByteIdentical(t *testing.T) {
 	c.items[2] = `{"role":"user","type":"message","content":[{"type":"input_text","text":"what is in this picture?"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}],"x_client_tag":"t1"}`
 	var sent []string
 	ids := map[string]bool{}
-	post := func() {
-		t.Helper()
-		b := c.body("")
-		sent = append(sent, b)
-		resp, got := f.postOpenAI("/v1/responses", b, hdr)
-		if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
-			t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
-		}
-		ids[resp.Header.Get(HeaderSessionID)] = true
-	}
+	post := func() { sent = f.postRecorded("/v1/responses", c.body(""), hdr, sent, ids) }
 	cited := `{"id":"msg_1","type":"message","status":"completed","content":[{"type":"output_text","annotations":[{"type":"url_citation","start_index":0,"end_index":4,"url":"https://example.com/cat","title":"Cat"}],"logprobs":[],"text":"A cat."}],"role":"assistant"}`
 	f.up.script(reply{stream: true, body: responsesSSE([]string{cited}, 3000, 0, 10)})
 	post()
@@ -292,13 +286,7 @@ func replayCodexItems(t *testing.T, name string) {
 			k++
 		}
 		f.up.script(reply{stream: true, body: responsesSSE(items[n:k], 1000, 0, 10)})
-		b := body(n)
-		sent = append(sent, b)
-		resp, got := f.postOpenAI("/v1/responses", b, hdr)
-		if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
-			t.Fatalf("request of %d items: %d %q %s", n, resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
-		}
-		ids[resp.Header.Get(HeaderSessionID)] = true
+		sent = f.postRecorded("/v1/responses", body(n), hdr, sent, ids)
 	}
 	f.settle()
 	if len(sent) < 3 || len(ids) != 1 {
