@@ -138,6 +138,7 @@ func startDaemon(ctx context.Context, bin string, cfg daemonConfig) (*daemon, er
 		d.cmd.Env = append(d.cmd.Env, "GOMAXPROCS="+v)
 	}
 	d.cmd.Stderr = d.stderr
+	orphanGuard(d.cmd)
 	if err := d.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)

@@ -123,10 +123,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.agents < 1 {
 		problems = append(problems, "--agents must be ≥ 1")
 	}
-	if o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0) {
-		problems = append(problems, "--rate must be ≥ 0")
-	}
-	if o.rate > 0 && (o.rate < minRate || o.rate > maxRate) {
+	switch {
+	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
+		problems = append(problems, "--rate must be a finite number ≥ 0")
+	case o.rate > 0 && (o.rate < minRate || o.rate > maxRate):
 		problems = append(problems, fmt.Sprintf("--rate must be 0 (unbounded) or between %g and %g appends per second", minRate, maxRate))
 	}
 	if o.arrivals == arrivalsPoisson && o.rate == 0 {

@@ -14,14 +14,21 @@ import (
 // the daemon's own tests race it; here it is the load's target).
 func buildCtxd(t *testing.T) string {
 	t.Helper()
+	return buildCmd(t, "ctxd")
+}
+
+// buildCmd builds the command github.com/ctxd/ctxd/cmd/<name> into a
+// temporary directory and returns its path.
+func buildCmd(t *testing.T, name string) string {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not found:", err)
 	}
-	bin := filepath.Join(t.TempDir(), "ctxd")
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/ctxd/ctxd/cmd/ctxd").CombinedOutput()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/ctxd/ctxd/cmd/"+name).CombinedOutput()
 	if err != nil {
-		t.Fatalf("build ctxd: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -104,6 +111,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--arrivals", "poisson"}, // without --rate
 		{"--rate", "2e9"},
 		{"--rate", "1e-10"},
+		{"--rate", "NaN"},
+		{"--rate", "Inf"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
