@@ -754,8 +754,13 @@ func (l *Log) ids(ctx context.Context) ([]string, error) {
 	if err := l.st.up(); err != nil {
 		return nil, err
 	}
+	ctx, cancel := l.st.whileUp(ctx)
+	defer cancel()
 	keys, err := l.st.liveKeys(ctx, "m.")
 	if err != nil {
+		if uerr := l.st.up(); uerr != nil {
+			return nil, uerr
+		}
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	ids := make([]string, 0, len(keys))

@@ -94,6 +94,29 @@ type Store struct {
 	downMu  sync.Mutex // guards downAt, downErr
 	downAt  time.Time  // when the connection was lost; zero while connected
 	downErr string     // why, redacted
+	// lost is closed when the connection is lost and replaced when it is
+	// back (guarded by downMu): whileUp's contexts end on it.
+	lost chan struct{}
+}
+
+// whileUp returns a context that ends when ctx does or when the
+// connection to the cluster is lost, and the function that releases it.
+// A request made in the instant before the client noticed an outage would
+// otherwise wait out its whole time limit on a connection that is gone;
+// the caller turns the cancellation into up's error (ErrUnavailable).
+func (st *Store) whileUp(ctx context.Context) (context.Context, context.CancelFunc) {
+	st.downMu.Lock()
+	lost := st.lost
+	st.downMu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // up returns nil while the connection to the cluster is up, else an error
@@ -123,6 +146,7 @@ func (st *Store) disconnected(nc *nats.Conn, err error) {
 	st.downMu.Lock()
 	first := st.downAt.IsZero()
 	if first {
+		close(st.lost)
 		st.downAt = st.opts.Now()
 		st.downErr = ""
 		if err != nil {
@@ -141,6 +165,9 @@ func (st *Store) disconnected(nc *nats.Conn, err error) {
 func (st *Store) reconnected(nc *nats.Conn) {
 	st.downMu.Lock()
 	since := st.downAt
+	if !since.IsZero() {
+		st.lost = make(chan struct{})
+	}
 	st.downAt, st.downErr = time.Time{}, ""
 	st.downMu.Unlock()
 	attrs := []any{"server", nc.ConnectedUrlRedacted()}
@@ -287,7 +314,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Name == "" {
 		opts.Name = "ctxd"
 	}
-	st := &Store{opts: opts, prefix: strings.ToLower(opts.Prefix), servers: redactURLs(opts.Servers)}
+	st := &Store{opts: opts, prefix: strings.ToLower(opts.Prefix), servers: redactURLs(opts.Servers), lost: make(chan struct{})}
 	copts := []nats.Option{
 		nats.Name(opts.Name),
 		nats.MaxReconnects(-1),
