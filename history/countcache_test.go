@@ -3,10 +3,7 @@ package history
 import (
 	"bytes"
 	"encoding/json"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -184,25 +181,17 @@ func validUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 // order, then the file's bytes; a Markdown file is one text.
 func corpusTexts(tb testing.TB) map[string][]string {
 	tb.Helper()
-	dir := corpustest.Dir(tb)
 	out := make(map[string][]string)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
+	for _, rel := range corpustest.Files(tb) {
+		data := corpustest.Read(tb, rel)
 		var texts []string
 		switch {
-		case strings.HasSuffix(p, ".json"):
+		case strings.HasSuffix(rel, ".json"):
 			var v any
 			if json.Unmarshal(data, &v) == nil {
 				texts = appendStrings(texts, v)
 			}
-		case strings.HasSuffix(p, ".jsonl"):
+		case strings.HasSuffix(rel, ".jsonl"):
 			for line := range bytes.Lines(data) {
 				var v any
 				if json.Unmarshal(line, &v) == nil {
@@ -210,11 +199,7 @@ func corpusTexts(tb testing.TB) map[string][]string {
 				}
 			}
 		}
-		out[filepath.ToSlash(rel)] = append(texts, string(data))
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
+		out[rel] = append(texts, string(data))
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func (vs Violations) Err() error {
 }
 
 // Provider texts, quoted from the 400 bodies (../shared/agents/README.md,
-// ../shared/corpus/providers/error-bodies.json); %s is a call id.
+// testdata/corpus/providers/error-bodies.json); %s is a call id.
 const (
 	textMissingResult = "`tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
 	textOrphanResult  = "unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."

@@ -34,8 +34,7 @@ type ErrorBody struct {
 }
 
 // ErrorBodies returns every entry of ErrorBodiesFile, in file order. It
-// fails tb when the file does not decode or holds none, and skips or
-// fails as Read when the corpus is absent.
+// fails tb when the file is missing, does not decode or holds none.
 func ErrorBodies(tb testing.TB) []ErrorBody {
 	tb.Helper()
 	var f struct {
@@ -68,8 +67,7 @@ func ErrorBodyOf(tb testing.TB, id string) (status int, body string) {
 // whose provider name keep accepts and whose body is neither null nor
 // empty, wanted as an overflow exactly when its category is
 // "context_overflow". It fails tb when fewer than atLeast were found (a
-// corpus that lost them), and skips or fails as Read when the corpus is
-// absent.
+// corpus that lost them) and when the file is missing.
 func ContextLengthCases(tb testing.TB, keep func(provider string) bool, atLeast int) []ContextLengthCase {
 	tb.Helper()
 	var cases []ContextLengthCase
