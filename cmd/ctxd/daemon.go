@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,8 +68,8 @@ const dirDataDefault = "ctxd"
 // artifact secret and the offload directory.
 const badgerSubdir = "db"
 
-// Main is the daemon (STYLE.md: wtf's cmd/wtfd). ParseFlags reads the
-// command line; Run opens the stores, serves until its context ends and
+// Main is the daemon (STYLE.md: wtf's cmd/wtfd). ParseFlags (cli.go) reads
+// the command line; Run opens the stores, serves until its context ends and
 // then drains; Close releases what Run opened. Tests may set the fields
 // instead of calling ParseFlags.
 type Main struct {
@@ -88,6 +87,8 @@ type Main struct {
 	Getenv func(string) string
 	// Stderr receives the logs; nil means os.Stderr.
 	Stderr io.Writer
+	// Stdout receives --help; nil means os.Stdout.
+	Stdout io.Writer
 
 	logger     *slog.Logger
 	redactor   *redact.Redactor // the configured secrets, for logs and provider errors
@@ -115,41 +116,6 @@ type Main struct {
 // NewMain returns a Main with the defaults of the command line.
 func NewMain() *Main {
 	return &Main{LogFormat: "text", LogLevel: "info"}
-}
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
-// ParseFlags reads args (without the program name). Only the flags given
-// override the configuration files. Errors: flag.ErrHelp for -h, a usage
-// error otherwise.
-func (m *Main) ParseFlags(args []string) error {
-	fs := flag.NewFlagSet("ctxd", flag.ContinueOnError)
-	fs.SetOutput(m.stderr())
-	var files stringList
-	fs.Var(&files, "config", "configuration `FILE` layered over the system and user files (repeatable, lowest first)")
-	fs.StringVar(&m.Socket, "socket", "", "unix socket `PATH` (default: daemon.socket, else $CTXD_SOCKET, $XDG_RUNTIME_DIR/ctxd.sock or /tmp/ctxd-<uid>/ctxd.sock)")
-	fs.StringVar(&m.DataDir, "data-dir", "", "data `DIR` (default: storage.data_dir, else $XDG_STATE_HOME/ctxd or ~/.local/state/ctxd)")
-	fs.StringVar(&m.Listen, "listen", "", "optional TCP `ADDR` (host:port); loopback unless daemon.auth_token_env is set")
-	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (ctxd takes flags only)", fs.Arg(0))
-	}
-	m.ConfigFiles = files
-	if _, err := parseLevel(m.LogLevel); err != nil {
-		return err
-	}
-	if m.LogFormat != "text" && m.LogFormat != "json" {
-		return fmt.Errorf("--log-format: %q is not text or json", m.LogFormat)
-	}
-	return nil
 }
 
 func (m *Main) stderr() io.Writer {

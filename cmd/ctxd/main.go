@@ -6,7 +6,7 @@
 //	ctxd [--config FILE]... [--socket PATH] [--data-dir DIR] [--listen ADDR]
 //	     [--log-format text|json] [--log-level debug|info|warn|error]
 //	ctxd replay [--config FILE]... [--context-limit N] [--data-dir DIR] [--json] FILE
-//	ctxd compact-transcript [--config FILE]... [--context-limit N] [--json] FILE
+//	ctxd compact-transcript [--config FILE]... [--context-limit N] [--data-dir DIR] [--json] FILE
 //
 // The last two run the engine on a transcript in this process, with no
 // socket (issue 8); `ctxctl replay` and `ctxctl compact --transcript` exec
@@ -39,7 +39,7 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
-		fmt.Fprintln(os.Stderr, "ctxd:", err)
+		fmt.Fprintf(os.Stderr, "ctxd: %v\nRun 'ctxd --help' for usage.\n", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
