@@ -254,6 +254,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	level, _ := parseLevel(m.LogLevel)
 	m.redactor = redact.New(secretsOf(cfg, m.getenv)...)
 	m.logger = newLogger(m.stderr(), m.LogFormat, level, m.redactor)
+	m.onClose(captureStdLog(m.logger))
 	for _, w := range warnings {
 		m.logger.Warn("configuration", attrProblem, w.String())
 	}
@@ -325,7 +326,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Handler:           counted,
 			ConnContext:       m.srv.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
-			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
+			ErrorLog:          httpErrorLog(m.logger, name),
 		}
 		hs.RegisterOnShutdown(m.srv.BeginShutdown)
 		servers = append(servers, hs)
@@ -352,7 +353,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			Handler:           m.prx.Handler(),
 			ConnContext:       m.prx.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
-			ErrorLog:          slog.NewLogLogger(m.logger.Handler(), slog.LevelDebug),
+			ErrorLog:          httpErrorLog(m.logger, "proxy"),
 		}
 		servers = append(servers, hs)
 		wg.Go(func() {

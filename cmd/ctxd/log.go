@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"strings"
 
@@ -22,6 +23,8 @@ const (
 	attrErr           = "err"
 	attrKey           = "key"
 	attrListen        = "listen"
+	attrListener      = "listener"
+	attrOrigin        = "origin"
 	attrPID           = "pid"
 	attrProblem       = "problem"
 	attrReason        = "reason"
@@ -72,4 +75,33 @@ func secretsOf(cfg config.Config, getenv func(string) string) []string {
 		out = append(out, getenv(cfg.Daemon.AuthTokenEnv))
 	}
 	return out
+}
+
+// httpErrorLog is the ErrorLog of the daemon's http.Server on the listener
+// named name: net/http's own complaints — a panic in a handler, an accept
+// error such as too many open files, a superfluous WriteHeader — as warn
+// records of l (so through the redactor), never as bare lines on stderr.
+func httpErrorLog(l *slog.Logger, name string) *log.Logger {
+	return slog.NewLogLogger(l.With(attrOrigin, "net/http", attrListener, name).Handler(), slog.LevelWarn)
+}
+
+// captureStdLog sends what the standard library prints through its default
+// logger (log.Printf) to l as warn records, until the returned func
+// restores the previous output. net/http's Transport writes there, not to
+// any ErrorLog: "Unsolicited response received on idle HTTP channel
+// starting with …" when an upstream sends bytes on an idle connection
+// (bytes that may echo a credential, hence the redactor), as do its HTTP/2
+// and cookie code. Every line the daemon prints is then one structured,
+// redacted record.
+func captureStdLog(l *slog.Logger) (restore func() error) {
+	prevOut, prevFlags, prevPrefix := log.Writer(), log.Flags(), log.Prefix()
+	log.SetFlags(0)
+	log.SetPrefix("")
+	log.SetOutput(slog.NewLogLogger(l.With(attrOrigin, "go log").Handler(), slog.LevelWarn).Writer())
+	return func() error {
+		log.SetOutput(prevOut)
+		log.SetFlags(prevFlags)
+		log.SetPrefix(prevPrefix)
+		return nil
+	}
 }
