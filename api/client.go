@@ -27,7 +27,7 @@ import (
 //  2. $XDG_RUNTIME_DIR/ctxd.sock, when XDG_RUNTIME_DIR is set (that
 //     directory is the user's own, mode 0700);
 //  3. /tmp/ctxd-<uid>/ctxd.sock, a directory the daemon creates 0700
-//     (DESIGN.md §8b).
+//     (docs/design.md §8b).
 //
 // The daemon and the Client use this same function, so both agree with no
 // configuration at all.
@@ -46,7 +46,7 @@ func DefaultSocketPath(getenv func(string) string) string {
 }
 
 // unixHost is the Host of requests sent over the unix socket. The server
-// checks Host only on its TCP listener (DESIGN.md §8b).
+// checks Host only on its TCP listener (docs/design.md §8b).
 const unixHost = "ctxd"
 
 // maxErrorBody is the most of an error response body the Client reads.
@@ -71,7 +71,7 @@ type Client struct {
 	// instead of the socket.
 	BaseURL string
 	// Token is sent as "Authorization: Bearer <Token>" when set (required
-	// by a TCP listener with daemon.auth_token_env, DESIGN.md §8b).
+	// by a TCP listener with daemon.auth_token_env, docs/design.md §8b).
 	Token string
 	// Dial, when set, replaces the dialer: it is called with ("unix",
 	// socket path) in socket mode and with the transport's network and
@@ -379,7 +379,7 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, SessionPath(id), nil, nil)
 }
 
-// StartRun starts a new run of session id (RouteStartRun, DESIGN.md §5.5).
+// StartRun starts a new run of session id (RouteStartRun, docs/design.md §5.5).
 // Errors: NotFound.
 func (c *Client) StartRun(ctx context.Context, id string, req RunRequest) (*RunResponse, error) {
 	if err := checkID("session", id); err != nil {

@@ -8,14 +8,14 @@ import (
 )
 
 // QueryPreSend, "true" (default) or "false", says whether RouteContext is
-// the pre-send check (DESIGN.md §5.1). With "false" the context is returned
+// the pre-send check (docs/design.md §5.1). With "false" the context is returned
 // as it stands and no compaction is started or waited for: for inspection
 // (`ctxctl session context`), and for comparing two reads byte for byte.
 const QueryPreSend = "presend"
 
 // HeaderAnthropicBeta is the response header of RouteContext in
 // FormatAnthropic when the body carries "context_management" (the session's
-// context_editing mode is "server", DESIGN.md §6). Its value is what the
+// context_editing mode is "server", docs/design.md §6). Its value is what the
 // agent must send in Anthropic's "anthropic-beta" request header for the
 // parameter to be accepted.
 const HeaderAnthropicBeta = "Ctxd-Anthropic-Beta"

@@ -12,7 +12,7 @@ import (
 )
 
 // TestStandardLibraryOnly keeps api free of every non-standard import,
-// ctxd's own packages included (DESIGN.md §1): agents and ctxctl depend on
+// ctxd's own packages included (docs/design.md §1): agents and ctxctl depend on
 // it alone. Standard packages import only standard packages, so checking
 // the direct imports of the non-test files covers the whole graph.
 func TestStandardLibraryOnly(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package api is ctxd's wire contract (DESIGN.md §7): the route constants,
+// Package api is ctxd's wire contract (docs/design.md §7): the route constants,
 // the JSON types of every request and response, the error codes with the one
 // table mapping code ↔ HTTP status both ways, and the one Go Client that
 // ctxctl, the load generator and Go agents use.
@@ -26,7 +26,7 @@ const (
 	HeaderVersion = "Ctxd-Version"
 	// HeaderLastEventID is the standard server-sent-events reconnect header.
 	// The server treats "Last-Event-ID: N" like "from=N+1" when the from
-	// query parameter is absent (DESIGN.md §7: a reconnecting client misses
+	// query parameter is absent (docs/design.md §7: a reconnecting client misses
 	// nothing).
 	HeaderLastEventID = "Last-Event-ID"
 
@@ -42,9 +42,9 @@ const (
 
 // MaxRequestBytes is the largest request body the server accepts, in bytes
 // (32 MiB); a larger body is answered with TooLarge (413) and changes nothing
-// (DESIGN.md §7). It is sized for an append carrying several tool results of
+// (docs/design.md §7). It is sized for an append carrying several tool results of
 // a few MiB each (a tool result is stored whole before it is offloaded,
-// DESIGN.md §6). The Client refuses to send a larger body with the same
+// docs/design.md §6). The Client refuses to send a larger body with the same
 // error, without a round trip.
 const MaxRequestBytes = 32 << 20
 
@@ -57,6 +57,6 @@ const EventsHeartbeat = 15 * time.Second
 // DefaultSocketPath.
 const EnvSocket = "CTXD_SOCKET"
 
-// ArtifactScheme prefixes an artifact URI: "artifact://<id>" (DESIGN.md §6,
+// ArtifactScheme prefixes an artifact URI: "artifact://<id>" (docs/design.md §6,
 // §8). Client.Artifact accepts either form.
 const ArtifactScheme = "artifact://"

@@ -19,7 +19,7 @@ const (
 	// Unauthorized (401): TCP without a valid bearer token.
 	Unauthorized = "unauthorized"
 	// Forbidden (403): the peer's uid is not allowed, or the request
-	// carries Origin, Referer or a foreign Host (DESIGN.md §8b).
+	// carries Origin, Referer or a foreign Host (docs/design.md §8b).
 	Forbidden = "forbidden"
 	// NotFound (404): no such session, artifact or route.
 	NotFound = "not_found"
@@ -28,7 +28,7 @@ const (
 	// Conflict (409): the request conflicts with the session's state — the
 	// id of a new session exists, or a manual compaction while a tool round
 	// is open ("Not compacting now: a tool call is still waiting on its
-	// result.", DESIGN.md §5.1). Retry once the state changed.
+	// result.", docs/design.md §5.1). Retry once the state changed.
 	Conflict = "conflict"
 	// TooLarge (413): the body exceeds MaxRequestBytes, or one append does
 	// not fit one transaction. Nothing was stored.
@@ -44,7 +44,7 @@ const (
 	// and deletions still work. Nothing was stored. Retry once space was
 	// freed (docs/operating.md "Disk full").
 	InsufficientStorage = "insufficient_storage"
-	// Upstream (502): every summarizer binding failed (DESIGN.md §5.5);
+	// Upstream (502): every summarizer binding failed (docs/design.md §5.5);
 	// the message says how each one failed.
 	Upstream = "upstream"
 	// Unavailable (503): the daemon cannot take the request now — the
@@ -52,7 +52,7 @@ const (
 	// side) it cannot be reached at all.
 	Unavailable = "unavailable"
 	// Timeout (504): the work did not finish in its time limit (a
-	// summarizer timeout, DESIGN.md §5.4), or a context deadline passed.
+	// summarizer timeout, docs/design.md §5.4), or a context deadline passed.
 	Timeout = "timeout"
 )
 

@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// The message model of DESIGN.md §2 on the wire. These types have the same
+// The message model of docs/design.md §2 on the wire. These types have the same
 // fields and JSON tags as package history's (Message, Block, Usage,
 // ToolDef); a test keeps them in step. The server converts between the two.
 
-// Role is who wrote a message (DESIGN.md §2). One tool message answers
+// Role is who wrote a message (docs/design.md §2). One tool message answers
 // exactly one tool call.
 type Role string
 
@@ -23,13 +23,13 @@ const (
 // BlockType names the kind of one content block.
 type BlockType string
 
-// The content block types of DESIGN.md §2; the server rejects any other
+// The content block types of docs/design.md §2; the server rejects any other
 // with Invalid.
 const (
 	// BlockText is plain text: Text.
 	BlockText BlockType = "text"
 	// BlockThinking is model reasoning: Text plus the provider's
-	// Signature. Replayed byte-identical or not at all (DESIGN.md §4).
+	// Signature. Replayed byte-identical or not at all (docs/design.md §4).
 	BlockThinking BlockType = "thinking"
 	// BlockRedactedThinking is encrypted reasoning: Data is opaque.
 	BlockRedactedThinking BlockType = "redacted_thinking"
@@ -76,8 +76,8 @@ type Block struct {
 
 // Usage is what a provider reported for the request that produced an
 // assistant message, in tokens: ground truth for the size of that request
-// (DESIGN.md §2 "Tokens"). The post-check compares input + cache creation
-// + cache read + output with the threshold (DESIGN.md §5.1).
+// (docs/design.md §2 "Tokens"). The post-check compares input + cache creation
+// + cache read + output with the threshold (docs/design.md §5.1).
 type Usage struct {
 	InputTokens              uint64 `json:"input_tokens"`
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
@@ -85,7 +85,7 @@ type Usage struct {
 	OutputTokens             uint64 `json:"output_tokens"`
 }
 
-// Message is one message of a conversation (DESIGN.md §2).
+// Message is one message of a conversation (docs/design.md §2).
 type Message struct {
 	// Seq is the message's position in its session's event log, from 1.
 	// Leave it 0 when appending: the server assigns it and refuses a
@@ -106,7 +106,7 @@ type Message struct {
 	// Model is, on an assistant message, the model that wrote it.
 	Model string `json:"model,omitempty"`
 	// Usage is, on an assistant message, the provider's reported usage;
-	// reporting it is what drives the post-check (DESIGN.md §5.1).
+	// reporting it is what drives the post-check (docs/design.md §5.1).
 	Usage *Usage `json:"usage,omitempty"`
 	// Tokens is ctxd's o200k_base estimate of the message, before
 	// calibration, set by the server. Ignored on append.
@@ -115,7 +115,7 @@ type Message struct {
 
 // ToolDef is one tool definition a session offers the model, provider
 // neutral (close to Anthropic's): a name, a description and the JSON Schema
-// of the input (DESIGN.md §4).
+// of the input (docs/design.md §4).
 type ToolDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Routes of DESIGN.md §7, as net/http.ServeMux patterns ("METHOD /path",
+// Routes of docs/design.md §7, as net/http.ServeMux patterns ("METHOD /path",
 // with {id} as the one wildcard). The server registers exactly these; the
 // Client builds its paths with the *Path functions below. Statuses on
 // success are 200 OK unless noted.
@@ -24,26 +24,26 @@ const (
 	RouteGetSession = "GET /v1/sessions/{id}"
 	// RoutePatchSession changes the system prompt, tools, pinned context or
 	// model: PatchSessionRequest → Session. A change of system prompt or
-	// tool set is a recorded rewrite (DESIGN.md §4). Errors: Invalid,
+	// tool set is a recorded rewrite (docs/design.md §4). Errors: Invalid,
 	// NotFound.
 	RoutePatchSession = "PATCH /v1/sessions/{id}"
 	// RouteDeleteSession deletes a session with its events and
 	// checkpoints; artifacts stay (they are shared by content). 204 No
 	// Content. Errors: NotFound.
 	RouteDeleteSession = "DELETE /v1/sessions/{id}"
-	// RouteStartRun starts a new run (DESIGN.md §5.5): RunRequest →
+	// RouteStartRun starts a new run (docs/design.md §5.5): RunRequest →
 	// RunResponse. Errors: NotFound.
 	RouteStartRun = "POST /v1/sessions/{id}/runs"
 	// RouteAppendMessages appends messages: AppendMessagesRequest →
 	// AppendMessagesResponse, with the messages as stored (seq assigned,
-	// offload stubs applied). Acknowledged only once durable (DESIGN.md
+	// offload stubs applied). Acknowledged only once durable (docs/design.md
 	// §8). Errors: Invalid (nothing stored), NotFound, TooLarge.
 	RouteAppendMessages = "POST /v1/sessions/{id}/messages"
-	// RouteContext returns the assembled context (DESIGN.md §4). Query
+	// RouteContext returns the assembled context (docs/design.md §4). Query
 	// QueryFormat: FormatCanonical (default) → ContextResponse;
 	// FormatAnthropic or FormatOpenAI → the provider's request JSON
 	// (system, tools, messages), ready to send. May wait for a pre-send
-	// compaction (DESIGN.md §5.1). Errors: Invalid (format), NotFound.
+	// compaction (docs/design.md §5.1). Errors: Invalid (format), NotFound.
 	RouteContext = "GET /v1/sessions/{id}/context"
 	// RouteCompact compacts now: CompactRequest → CompactResponse, 200 OK
 	// when done (or nothing to do), 202 Accepted when queued. Errors:
@@ -60,7 +60,7 @@ const (
 	// Client.StreamEvents for the framing. Errors: NotFound.
 	RouteEvents = "GET /v1/sessions/{id}/events"
 	// RouteArtifact returns an artifact's bytes (ContentTypeArtifact).
-	// Possession of the id grants read (DESIGN.md §7, §8). Errors:
+	// Possession of the id grants read (docs/design.md §7, §8). Errors:
 	// NotFound.
 	RouteArtifact = "GET /v1/artifacts/{id}"
 	// RouteStatus describes the daemon: → Status.
@@ -69,7 +69,7 @@ const (
 	RouteMetrics = "GET /metrics"
 )
 
-// Routes returns every route constant above, in the order of DESIGN.md §7.
+// Routes returns every route constant above, in the order of docs/design.md §7.
 // The slice is new on each call.
 func Routes() []string {
 	return []string{
@@ -111,7 +111,7 @@ const (
 	MaxListLimit = 1000
 )
 
-// Context formats of RouteContext (DESIGN.md §4).
+// Context formats of RouteContext (docs/design.md §4).
 const (
 	// FormatCanonical is ctxd's own shape: a ContextResponse.
 	FormatCanonical = "canonical"

@@ -12,7 +12,7 @@ type CreateSessionRequest struct {
 	// Session.ID).
 	ID string `json:"id,omitempty"`
 	// Model is the model id the session talks to, looked up in the model
-	// catalog (DESIGN.md §3 [models]). Required.
+	// catalog (docs/design.md §3 [models]). Required.
 	Model string `json:"model"`
 	// ContextLimit is the session's context window in tokens. 0 means the
 	// catalog's; required when the catalog lacks Model (creation fails with
@@ -23,11 +23,11 @@ type CreateSessionRequest struct {
 	// Tools are the tool definitions offered to the model.
 	Tools []ToolDef `json:"tools,omitempty"`
 	// Pinned is context kept right after the tool definitions and never
-	// compacted (DESIGN.md §4), as canonical blocks (text, image, json); it
+	// compacted (docs/design.md §4), as canonical blocks (text, image, json); it
 	// is rendered as one user message. Text is [{"type":"text","text":…}].
 	Pinned []Block `json:"pinned,omitempty"`
 	// Config is a TOML overlay: the session's own layer on top of the
-	// daemon's configuration (DESIGN.md §3), decoded strictly, policy keys
+	// daemon's configuration (docs/design.md §3), decoded strictly, policy keys
 	// only. A problem is Invalid with field the TOML key it names (e.g.
 	// "summarizer.bindings", a key an overlay may not set), or "config"
 	// when it names none, and a message naming line and column.
@@ -39,7 +39,7 @@ type CreateSessionRequest struct {
 // PatchSessionRequest is the body of RoutePatchSession. A nil (absent or
 // JSON null) field is left unchanged; an empty value clears ("tools": []
 // removes every tool). A change of System or Tools is a recorded rewrite
-// (DESIGN.md §4).
+// (docs/design.md §4).
 type PatchSessionRequest struct {
 	// System replaces the system prompt.
 	System *string `json:"system,omitempty"`
@@ -58,7 +58,7 @@ type PatchSessionRequest struct {
 // Token figure sources (Tokens.Source).
 const (
 	// TokensReported: the figure is the provider's reported usage of the
-	// last request (DESIGN.md §2: ground truth), plus nothing since.
+	// last request (docs/design.md §2: ground truth), plus nothing since.
 	TokensReported = "reported"
 	// TokensEstimated: the figure includes ctxd's calibrated estimate of
 	// messages that usage does not cover yet (or after a checkpoint).
@@ -74,7 +74,7 @@ type Tokens struct {
 	Source string `json:"source"`
 }
 
-// Circuit is the state of a session's failure circuit (DESIGN.md §5.5).
+// Circuit is the state of a session's failure circuit (docs/design.md §5.5).
 type Circuit struct {
 	// Open is true once automatic compaction stopped for the current run
 	// (three consecutive failures). Manual and overflow compaction still
@@ -92,7 +92,7 @@ const (
 	CompactionRunning = "running"
 )
 
-// Trigger signals (DESIGN.md §5.1).
+// Trigger signals (docs/design.md §5.1).
 const (
 	SignalPostCheck = "post-check"
 	SignalPreSend   = "pre-send"
@@ -127,7 +127,7 @@ type Session struct {
 	// ContextLimit is the context window in effect, in tokens.
 	ContextLimit uint64 `json:"context_limit"`
 	// Threshold is the token count at which automatic compaction fires
-	// (DESIGN.md §3 trigger, §5.1).
+	// (docs/design.md §3 trigger, §5.1).
 	Threshold uint64 `json:"threshold"`
 	// Auto is the session's context_compaction.auto in effect.
 	Auto bool `json:"auto"`
@@ -147,7 +147,7 @@ type Session struct {
 	// Compaction is CompactionIdle, CompactionQueued or CompactionRunning.
 	Compaction string `json:"compaction"`
 	// OpenToolCalls is the number of tool calls still waiting on their
-	// result (an open tool round, DESIGN.md §2).
+	// result (an open tool round, docs/design.md §2).
 	OpenToolCalls int `json:"open_tool_calls"`
 	// Checkpoints is the number of checkpoints.
 	Checkpoints uint64 `json:"checkpoints"`
@@ -158,18 +158,18 @@ type Session struct {
 	LastCheck *TriggerCheck `json:"last_check,omitempty"`
 	// Shape is the compaction shape the session's next compaction will
 	// use, "auto" resolved for its model: ShapeKeepTail, ShapeSimple or
-	// ShapeServer (DESIGN.md §3 [compaction].shape). Empty from a daemon
+	// ShapeServer (docs/design.md §3 [compaction].shape). Empty from a daemon
 	// that does not report it.
 	Shape string `json:"shape,omitempty"`
 	// ServerShapeActive and ServerShapeWhy: with compaction.shape
 	// "server", whether the provider compacts this session (a proxied
 	// Anthropic Messages or OpenAI Responses session of a model with
 	// server_compaction whose upstream accepted it) or why it falls back to
-	// the summarizer bindings (DESIGN.md §10). Empty for the other shapes.
+	// the summarizer bindings (docs/design.md §10). Empty for the other shapes.
 	ServerShapeActive bool   `json:"server_shape_active,omitempty"`
 	ServerShapeWhy    string `json:"server_shape_why,omitempty"`
 	// ContextEditing is the context-editing mode in effect for the
-	// session's model: "off", "local" or "server" (DESIGN.md §6, "auto"
+	// session's model: "off", "local" or "server" (docs/design.md §6, "auto"
 	// resolved). Empty from a daemon that does not report it.
 	ContextEditing string `json:"context_editing,omitempty"`
 	// ContextEditingWhy says in one line why that mode is in effect (the
@@ -178,7 +178,7 @@ type Session struct {
 	// SystemDigest and ToolsDigest identify the system prompt and the tool
 	// set: 24 hex digits, the first 12 bytes of the SHA-256 of the prompt's
 	// bytes or of the tools' compact JSON; a change is a recorded rewrite
-	// (DESIGN.md §4). Empty when unset.
+	// (docs/design.md §4). Empty when unset.
 	SystemDigest string `json:"system_digest,omitempty"`
 	ToolsDigest  string `json:"tools_digest,omitempty"`
 	// Labels are the labels given at creation.
@@ -188,7 +188,7 @@ type Session struct {
 	LastError string `json:"last_error,omitempty"`
 	// Warnings, in the creation response only, say what in the session's
 	// settings works against it, e.g. a trigger whose threshold is 0 for
-	// the session's window (DESIGN.md §5.2 futility). Nothing was refused.
+	// the session's window (docs/design.md §5.2 futility). Nothing was refused.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -212,7 +212,7 @@ type RunResponse struct {
 	// Seq is the seq of the run_started event.
 	Seq uint64 `json:"seq"`
 	// Circuit is the circuit after the start of the run: closed, no
-	// failures (DESIGN.md §5.5: the count is per run).
+	// failures (docs/design.md §5.5: the count is per run).
 	Circuit Circuit `json:"circuit"`
 }
 
@@ -228,8 +228,8 @@ type AppendMessagesRequest struct {
 type AppendMessagesResponse struct {
 	// Messages are the messages stored by this request, in seq order, as
 	// stored: Seq and Tokens set, oversized tool results replaced by their
-	// offload stubs (DESIGN.md §6), and any error results ctxd appended
-	// first to close an abandoned round (DESIGN.md §2).
+	// offload stubs (docs/design.md §6), and any error results ctxd appended
+	// first to close an abandoned round (docs/design.md §2).
 	Messages []Message `json:"messages"`
 	// FirstSeq and LastSeq bound every event this request wrote, messages
 	// and others (offload, abandoned_round, run_started…).
@@ -240,7 +240,7 @@ type AppendMessagesResponse struct {
 	// Threshold is the session's threshold, in tokens.
 	Threshold uint64 `json:"threshold"`
 	// CompactionQueued is true when the post-check queued a background
-	// compaction (DESIGN.md §5.1); the append did not wait for it.
+	// compaction (docs/design.md §5.1); the append did not wait for it.
 	CompactionQueued bool `json:"compaction_queued"`
 	// Events are the events other than messages this request wrote, in seq
 	// order (offload, abandoned_round, run_started, diagnostic…).
@@ -248,7 +248,7 @@ type AppendMessagesResponse struct {
 }
 
 // ContextResponse is the RouteContext body for FormatCanonical: the
-// assembled context of DESIGN.md §4, ready to send. Messages is complete:
+// assembled context of docs/design.md §4, ready to send. Messages is complete:
 // the pinned context and the checkpoint summary appear in it as user
 // messages with Seq 0, in the order of §4.
 type ContextResponse struct {
@@ -271,7 +271,7 @@ type ContextResponse struct {
 	// LastSeq is the newest event seq this context reflects.
 	LastSeq uint64 `json:"last_seq"`
 	// Diagnostic is set when a pre-send compaction was needed and failed:
-	// the context is the uncompacted one (DESIGN.md §5.1).
+	// the context is the uncompacted one (docs/design.md §5.1).
 	Diagnostic *Diagnostic `json:"diagnostic,omitempty"`
 }
 
@@ -293,7 +293,7 @@ const (
 	// auto = false and with the circuit open.
 	ReasonManual = "manual"
 	// ReasonOverflow: the provider rejected the request as too long;
-	// compacts now, with auto = false or the circuit open (DESIGN.md §5.1).
+	// compacts now, with auto = false or the circuit open (docs/design.md §5.1).
 	ReasonOverflow = "overflow"
 	// ReasonAuto: a post-check or pre-send signal (never sent by clients).
 	ReasonAuto = "auto"
@@ -305,20 +305,20 @@ type CompactRequest struct {
 	Reason string `json:"reason,omitempty"`
 	// Wait makes the request return once the compaction finished (200)
 	// instead of once it is queued (202). The wait is bounded by the
-	// summarizer timeouts (DESIGN.md §5.4) and by the caller's context.
+	// summarizer timeouts (docs/design.md §5.4) and by the caller's context.
 	Wait bool `json:"wait,omitempty"`
 }
 
 // Compaction outcomes (CompactResponse.Status).
 const (
 	// CompactDone: the compaction finished; Checkpoint is set (it may be
-	// Stalled, DESIGN.md §5.5).
+	// Stalled, docs/design.md §5.5).
 	CompactDone = "compacted"
 	// CompactQueued: the compaction is queued or running (joined, if one
-	// was already under way, DESIGN.md §8a); watch the events.
+	// was already under way, docs/design.md §8a); watch the events.
 	CompactQueued = "queued"
 	// CompactNothing: a compaction would replace nothing (Reason says
-	// why); nothing was done, and it is not a failure (DESIGN.md §5.2).
+	// why); nothing was done, and it is not a failure (docs/design.md §5.2).
 	CompactNothing = "nothing_to_compact"
 )
 
@@ -334,14 +334,14 @@ type CompactResponse struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Compaction shapes (Checkpoint.Shape; DESIGN.md §3 [compaction].shape).
+// Compaction shapes (Checkpoint.Shape; docs/design.md §3 [compaction].shape).
 const (
 	ShapeKeepTail = "keep-tail"
 	ShapeSimple   = "simple"
 	ShapeServer   = "server"
 )
 
-// Checkpoint is one compaction's result (DESIGN.md §5.6). The assembled
+// Checkpoint is one compaction's result (docs/design.md §5.6). The assembled
 // context after it is Summary, the messages from FirstRetainedSeq to
 // SnapshotSeq, then every message after SnapshotSeq.
 type Checkpoint struct {
@@ -356,18 +356,18 @@ type Checkpoint struct {
 	// SummaryBytes is the summary's length in bytes.
 	SummaryBytes uint64 `json:"summary_bytes"`
 	// Stalled marks a checkpoint after which the context was still at or
-	// above the threshold; it counts as a failure (DESIGN.md §5.5).
+	// above the threshold; it counts as a failure (docs/design.md §5.5).
 	Stalled bool `json:"stalled"`
 	// SnapshotSeq is the last seq the summarized snapshot covered.
 	SnapshotSeq uint64 `json:"snapshot_seq"`
 	// FirstRetainedSeq is the first retained message's seq; 0 when nothing
-	// is retained (DESIGN.md §5.2).
+	// is retained (docs/design.md §5.2).
 	FirstRetainedSeq uint64 `json:"first_retained_seq"`
 	// SummarizedMessages is how many messages the summary replaces.
 	SummarizedMessages uint64 `json:"summarized_messages"`
 	// Binding is the name of the summarizer binding that produced it.
 	Binding string `json:"binding"`
-	// PrunedRetry says whether the pruned retry produced it (DESIGN.md
+	// PrunedRetry says whether the pruned retry produced it (docs/design.md
 	// §5.5).
 	PrunedRetry bool `json:"pruned_retry"`
 	// TokensBefore and TokensAfter are the assembled context's size in
@@ -380,11 +380,11 @@ type Checkpoint struct {
 	Reason string `json:"reason,omitempty"`
 	// RequestSeq is the seq of the current request carried after the
 	// summary, FirstRequestSeq that of the first request carried before it
-	// (DESIGN.md §5.2); 0 when none.
+	// (docs/design.md §5.2); 0 when none.
 	RequestSeq      uint64 `json:"request_seq,omitempty"`
 	FirstRequestSeq uint64 `json:"first_request_seq,omitempty"`
 	// Fallback: the summary came from the implicit extractive fallback
-	// binding after every configured binding failed (DESIGN.md §5.5).
+	// binding after every configured binding failed (docs/design.md §5.5).
 	Fallback bool `json:"fallback,omitempty"`
 }
 
@@ -409,7 +409,7 @@ const (
 	EventUsage EventKind = "usage"
 	// EventCheckpoint: a compaction finished and its checkpoint was
 	// committed. Data is a Checkpoint without its summary; Stalled marks
-	// a stall (DESIGN.md §5.5).
+	// a stall (docs/design.md §5.5).
 	EventCheckpoint EventKind = "checkpoint"
 	// EventCompactionStarted: a compaction began, e.g. {"reason",
 	// "snapshot_seq"}.
@@ -419,12 +419,12 @@ const (
 	// "consecutive"}.
 	EventCompactionFailed EventKind = "compaction_failed"
 	// EventCircuitOpen: automatic compaction stopped for the rest of the
-	// run (DESIGN.md §5.5), e.g. {"failures": 3}.
+	// run (docs/design.md §5.5), e.g. {"failures": 3}.
 	EventCircuitOpen EventKind = "circuit_open"
-	// EventContextEdit: a context-editing pass (DESIGN.md §6), e.g.
+	// EventContextEdit: a context-editing pass (docs/design.md §6), e.g.
 	// {"elided_count", "chars_saved", …}.
 	EventContextEdit EventKind = "context_edit"
-	// EventOffload: a tool result was offloaded (DESIGN.md §6), e.g.
+	// EventOffload: a tool result was offloaded (docs/design.md §6), e.g.
 	// {"tool_call_id", "artifact", "path", "bytes", "lines", "chars"}.
 	EventOffload EventKind = "offload"
 	// EventOffloadFailed: a tool result over the offload limit was kept
@@ -435,13 +435,13 @@ const (
 	// EventDiagnostic: something to see; Data is a Diagnostic.
 	EventDiagnostic EventKind = "diagnostic"
 	// EventPrefixReset: a recorded rewrite stopped the replay of thinking
-	// it invalidated (DESIGN.md §4), e.g. {"cause", "withheld_before"}.
+	// it invalidated (docs/design.md §4), e.g. {"cause", "withheld_before"}.
 	EventPrefixReset EventKind = "prefix_reset"
 	// EventAbandonedRound: error results were appended for open tool calls
-	// when a new user prompt arrived (DESIGN.md §2), e.g.
+	// when a new user prompt arrived (docs/design.md §2), e.g.
 	// {"tool_call_ids": [...]}.
 	EventAbandonedRound EventKind = "abandoned_round"
-	// EventRunStarted: a new run began (DESIGN.md §5.5), e.g. {"cause":
+	// EventRunStarted: a new run began (docs/design.md §5.5), e.g. {"cause":
 	// "user_prompt" | "api" | "restart"}.
 	EventRunStarted EventKind = "run_started"
 	// EventSessionUpdated: system prompt, tools, pinned context or model
@@ -466,7 +466,7 @@ type Event struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// Queue describes the compaction queue (DESIGN.md §3 [workers]).
+// Queue describes the compaction queue (docs/design.md §3 [workers]).
 type Queue struct {
 	// Depth is the number of compactions waiting.
 	Depth int `json:"depth"`
@@ -501,10 +501,10 @@ type Status struct {
 	// Disk is the free space of each guarded directory ("data", then
 	// "offload"); empty from a daemon without the guard.
 	Disk []Disk `json:"disk,omitempty"`
-	// Proxy is the provider proxy's listener (DESIGN.md §10); nil when the
+	// Proxy is the provider proxy's listener (docs/design.md §10); nil when the
 	// daemon runs none.
 	Proxy *ProxyStatus `json:"proxy,omitempty"`
-	// Storage is where sessions are kept (DESIGN.md §8, §9); nil from a
+	// Storage is where sessions are kept (docs/design.md §8, §9); nil from a
 	// daemon that does not report it.
 	Storage *StorageStatus `json:"storage,omitempty"`
 }
@@ -529,7 +529,7 @@ type StorageStatus struct {
 }
 
 // NATSStatus is a fleet node's connection to its NATS JetStream cluster
-// and the names of ctxd's streams and buckets there (DESIGN.md §9).
+// and the names of ctxd's streams and buckets there (docs/design.md §9).
 type NATSStatus struct {
 	// Servers are the configured client URLs, userinfo removed.
 	Servers []string `json:"servers"`
@@ -578,7 +578,7 @@ type Disk struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ProxyUpstream is one upstream of the provider proxy (DESIGN.md §10).
+// ProxyUpstream is one upstream of the provider proxy (docs/design.md §10).
 type ProxyUpstream struct {
 	// Name is the [proxy.upstreams.<name>] key: "anthropic" or "openai".
 	Name string `json:"name"`
@@ -589,7 +589,7 @@ type ProxyUpstream struct {
 	Endpoints []string `json:"endpoints"`
 }
 
-// ProxyStatus describes the provider proxy (DESIGN.md §10).
+// ProxyStatus describes the provider proxy (docs/design.md §10).
 type ProxyStatus struct {
 	// Enabled is proxy.enabled.
 	Enabled bool `json:"enabled"`
@@ -612,11 +612,11 @@ type ProxyStatus struct {
 	PassedThrough uint64 `json:"passed_through"`
 	Overflows     uint64 `json:"overflows"`
 	Branches      uint64 `json:"branches"`
-	// Violations counts assembled contexts that broke DESIGN.md §4a and
+	// Violations counts assembled contexts that broke docs/design.md §4a and
 	// were not sent (a bug; the client's own request went instead).
 	Violations uint64 `json:"violations"`
 	// ClientRuleBreaks counts client requests that themselves broke
-	// DESIGN.md §4a: forwarded as sent for the provider to judge, not
+	// docs/design.md §4a: forwarded as sent for the provider to judge, not
 	// recorded, not counted in Violations.
 	ClientRuleBreaks uint64 `json:"client_rule_breaks"`
 }

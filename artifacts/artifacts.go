@@ -1,5 +1,5 @@
 // Package artifacts is ctxd's content-addressed store of whole tool results
-// and other large content (DESIGN.md §5.5, §6, §8): Retain stores content
+// and other large content (docs/design.md §5.5, §6, §8): Retain stores content
 // once under an id derived from it, Get returns it verified, and
 // "artifact://<id>" URIs and reference markers name it in text a model
 // reads. It knows nothing about sessions: possession of an id grants read.
@@ -56,7 +56,7 @@ const SecretSize = 32
 // SecretFile is the name of the secret's file in the data directory.
 const SecretFile = "artifact-secret"
 
-// Format says how an artifact's bytes are to be read (DESIGN.md §5.5).
+// Format says how an artifact's bytes are to be read (docs/design.md §5.5).
 type Format string
 
 // The formats.
@@ -85,7 +85,7 @@ func byteFormat(b byte) (Format, bool) {
 }
 
 // ID is an artifact id: hex(HMAC-SHA256(daemon secret, content)), 64
-// lower-case hex digits (DESIGN.md §8 "Artifact ids"). It dedupes equal
+// lower-case hex digits (docs/design.md §8 "Artifact ids"). It dedupes equal
 // content within a daemon and cannot be computed without the secret. Ids
 // never go into metric labels or info-level logs.
 type ID string
@@ -147,7 +147,7 @@ func FindRefs(b []byte) []ID {
 }
 
 // Marker returns the reference marker that stands for an artifact in text a
-// model reads (DESIGN.md §5.5 pruned retry): its size in bytes, its format
+// model reads (docs/design.md §5.5 pruned retry): its size in bytes, its format
 // and a read hint with filePath="artifact://<id>".
 func Marker(id ID, size int, format Format) string {
 	return fmt.Sprintf("[tool result stored as an artifact: %d bytes, format %s; read it with filePath=%q]",
@@ -155,7 +155,7 @@ func Marker(id ID, size int, format Format) string {
 }
 
 // Backend is the artifact store as the engine, offload/ and summarizer/ use
-// it (DESIGN.md §9: behind an interface, so that a fleet can use an object
+// it (docs/design.md §9: behind an interface, so that a fleet can use an object
 // store instead). *Store is the embedded badger implementation.
 type Backend interface {
 	// Retain stores content and returns its id; idempotent.

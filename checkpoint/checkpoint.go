@@ -1,9 +1,9 @@
 // Package checkpoint owns each session's append-only event log and its
-// checkpoints (DESIGN.md §5.6, §8): what happened to a session, in order,
+// checkpoints (docs/design.md §5.6, §8): what happened to a session, in order,
 // durable before it is acknowledged, and enough of it to rebuild the
 // session's state after a restart. It never decides when to compact.
 //
-// The engine uses the Log interface (DESIGN.md §9: the store sits behind an
+// The engine uses the Log interface (docs/design.md §9: the store sits behind an
 // interface so that a fleet can move to another engine); Store is the
 // embedded badger implementation.
 package checkpoint
@@ -37,12 +37,12 @@ var (
 	// ErrCorrupt: a stored record could not be decoded.
 	ErrCorrupt = errors.New("corrupt record")
 	// ErrConflict: an AppendAt whose expected last seq is no longer the
-	// session's (another writer — another node sharing the log, DESIGN.md
+	// session's (another writer — another node sharing the log, docs/design.md
 	// §9 — appended first), or a checkpoint of a snapshot already
 	// checkpointed. Nothing was stored; reload the session and retry.
 	ErrConflict = errors.New("conflict")
 	// ErrUnavailable: the storage backend cannot be reached (a fleet's
-	// NATS servers are all down, DESIGN.md §9); the error's text names the
+	// NATS servers are all down, docs/design.md §9); the error's text names the
 	// backend and its servers. Nothing was done; try again once it is back.
 	// The daemon answers 503 unavailable.
 	ErrUnavailable = errors.New("storage unavailable")
@@ -75,7 +75,7 @@ type Log interface {
 	// AppendAt is Append at an expected position: it stores events only if
 	// the session's last seq is still after (0: no event yet), so two
 	// writers sharing the log can never both write the same position
-	// (DESIGN.md §9). Errors: Append's, and ErrConflict when the last seq
+	// (docs/design.md §9). Errors: Append's, and ErrConflict when the last seq
 	// differs (nothing is stored).
 	AppendAt(ctx context.Context, session string, after uint64, events []Event) (firstSeq uint64, err error)
 	// Range calls fn with each event of session whose seq ≥ fromSeq, in
@@ -91,7 +91,7 @@ type Log interface {
 	// waiting), ErrClosed, ctx's error.
 	Wait(ctx context.Context, session string, afterSeq uint64) (uint64, error)
 	// PutCheckpoint stores cp in one transaction with its checkpoint event
-	// and the metadata update (DESIGN.md §5.6), and returns it with Seq,
+	// and the metadata update (docs/design.md §5.6), and returns it with Seq,
 	// Time and SummaryBytes set. Errors: ErrInvalid, ErrNotFound,
 	// ErrTooLarge.
 	PutCheckpoint(ctx context.Context, session string, cp Checkpoint) (Checkpoint, error)
@@ -139,36 +139,36 @@ type Kind string
 
 // Event kinds.
 const (
-	// KindMessage: a message was appended (DESIGN.md §2). Message is
+	// KindMessage: a message was appended (docs/design.md §2). Message is
 	// required; Message.Seq is set to the event's seq.
 	KindMessage Kind = "message"
 	// KindUsage: usage reported apart from a message, e.g.
 	// {"seq": <message seq>, "usage": history.Usage}.
 	KindUsage Kind = "usage"
-	// KindCheckpoint: a checkpoint was committed (DESIGN.md §5.6). Written
+	// KindCheckpoint: a checkpoint was committed (docs/design.md §5.6). Written
 	// only by PutCheckpoint, never by Append; Data is a CheckpointEvent.
 	KindCheckpoint Kind = "checkpoint"
 	// KindCompactionStarted: a compaction began, e.g. {"reason": "auto",
-	// "snapshot_seq": N}; lets an event stream show it (DESIGN.md §7).
+	// "snapshot_seq": N}; lets an event stream show it (docs/design.md §7).
 	KindCompactionStarted Kind = "compaction_started"
 	// KindCompactionFailed: a compaction failed on every binding, e.g.
 	// {"reason", "errors": [{"binding", "class", "message"}],
-	// "consecutive": N} (DESIGN.md §5.5).
+	// "consecutive": N} (docs/design.md §5.5).
 	KindCompactionFailed Kind = "compaction_failed"
 	// KindCircuitOpen: automatic compaction stopped for the rest of the run
-	// after consecutive failures (DESIGN.md §5.5), e.g. {"failures": 3}.
+	// after consecutive failures (docs/design.md §5.5), e.g. {"failures": 3}.
 	KindCircuitOpen Kind = "circuit_open"
-	// KindContextEdit: a context-editing pass (DESIGN.md §6), e.g.
+	// KindContextEdit: a context-editing pass (docs/design.md §6), e.g.
 	// {"elided": [tool_call ids], "withheld_thinking": [seqs],
 	// "elided_count": N, "chars_saved": N}; replaying these rebuilds the
 	// ledger after a restart.
 	KindContextEdit Kind = "context_edit"
-	// KindOffload: a tool result was offloaded (DESIGN.md §6), e.g.
+	// KindOffload: a tool result was offloaded (docs/design.md §6), e.g.
 	// {"tool_call_id", "artifact": "artifact://…", "path", "bytes",
 	// "lines", "chars"}.
 	KindOffload Kind = "offload"
 	// KindOffloadFailed: a tool result over max_chars was kept whole
-	// because its offload could not be written (DESIGN.md §6: a full or
+	// because its offload could not be written (docs/design.md §6: a full or
 	// unwritable offload directory), e.g. {"tool_call_id", "tool_name",
 	// "bytes", "dir", "reason", "no_space"}.
 	KindOffloadFailed Kind = "offload_failed"
@@ -176,14 +176,14 @@ const (
 	// {"level", "code", "message"}.
 	KindDiagnostic Kind = "diagnostic"
 	// KindPrefixReset: a recorded rewrite stopped the replay of thinking it
-	// invalidated (DESIGN.md §4), e.g. {"cause": "context_edit" |
+	// invalidated (docs/design.md §4), e.g. {"cause": "context_edit" |
 	// "compaction" | "system_prompt" | "tools", "withheld_before": seq}.
 	KindPrefixReset Kind = "prefix_reset"
 	// KindAbandonedRound: a new user prompt arrived while tool calls were
-	// open; error results were appended for them (DESIGN.md §2), e.g.
+	// open; error results were appended for them (docs/design.md §2), e.g.
 	// {"tool_call_ids": [...]}.
 	KindAbandonedRound Kind = "abandoned_round"
-	// KindRunStarted: a new run began (DESIGN.md §5.5), explicitly or at a
+	// KindRunStarted: a new run began (docs/design.md §5.5), explicitly or at a
 	// user prompt, e.g. {"cause": "user_prompt" | "api" | "restart"}.
 	KindRunStarted Kind = "run_started"
 	// KindSessionUpdated: the system prompt, tool set, pinned context or
@@ -194,7 +194,7 @@ const (
 	// kept verbatim in Data for provenance.
 	KindImported Kind = "imported"
 	// KindClientState: what a provider-proxy client has sent so far
-	// (DESIGN.md §10), written in the same append as the messages it
+	// (docs/design.md §10), written in the same append as the messages it
 	// accounts for; Data belongs to the proxy (its shape is the proxy's).
 	KindClientState Kind = "client_state"
 )
@@ -281,7 +281,7 @@ type Meta struct {
 	Created time.Time `json:"created"`
 	// Updated is when the metadata was last written, UTC (log-owned).
 	Updated time.Time `json:"updated"`
-	// Model is the model id the session talks to (DESIGN.md §3 [models]).
+	// Model is the model id the session talks to (docs/design.md §3 [models]).
 	Model string `json:"model,omitempty"`
 	// ContextLimit is the session's context window in tokens; 0 means the
 	// model catalog's.
@@ -289,14 +289,14 @@ type Meta struct {
 	// SystemPrompt is the session's system prompt.
 	SystemPrompt string `json:"system_prompt,omitempty"`
 	// SystemPromptDigest is a digest of SystemPrompt, compared across
-	// restarts to detect a change (DESIGN.md §4).
+	// restarts to detect a change (docs/design.md §4).
 	SystemPromptDigest string `json:"system_prompt_digest,omitempty"`
 	// Tools is the session's tool definitions, as JSON.
 	Tools json.RawMessage `json:"tools,omitempty"`
-	// ToolsDigest is a digest of Tools (DESIGN.md §4).
+	// ToolsDigest is a digest of Tools (docs/design.md §4).
 	ToolsDigest string `json:"tools_digest,omitempty"`
 	// Overlay is the TOML configuration overlay sent at creation
-	// (DESIGN.md §3), verbatim.
+	// (docs/design.md §3), verbatim.
 	Overlay string `json:"overlay,omitempty"`
 	// Labels are free-form operator labels.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -318,7 +318,7 @@ func (m *Meta) validate() error {
 	return nil
 }
 
-// Checkpoint is one compaction's result (DESIGN.md §5.6), stored at
+// Checkpoint is one compaction's result (docs/design.md §5.6), stored at
 // s/<session>/c/<seq> where seq is that of its checkpoint event. The
 // assembled context after it is: Summary, the messages from
 // FirstRetainedSeq to SnapshotSeq, then every message after SnapshotSeq.
@@ -333,45 +333,45 @@ type Checkpoint struct {
 	// different non-zero value is rejected).
 	SummaryBytes uint64 `json:"summary_bytes"`
 	// Stalled marks a checkpoint after which the context was still at or
-	// above the threshold (DESIGN.md §5.5).
+	// above the threshold (docs/design.md §5.5).
 	Stalled bool `json:"stalled,omitempty"`
 	// SnapshotSeq is the last seq the summarized snapshot covered. Must
 	// exist in the log and not precede the previous checkpoint's.
 	SnapshotSeq uint64 `json:"snapshot_seq"`
 	// FirstRetainedSeq is the first retained message's seq, ≤ SnapshotSeq;
-	// 0 when nothing is retained (DESIGN.md §5.2).
+	// 0 when nothing is retained (docs/design.md §5.2).
 	FirstRetainedSeq uint64 `json:"first_retained_seq,omitempty"`
 	// SummarizedMessages is how many messages the summary replaces, for
-	// the "summary of N earlier messages" line (DESIGN.md §4).
+	// the "summary of N earlier messages" line (docs/design.md §4).
 	SummarizedMessages uint64 `json:"summarized_messages,omitempty"`
 	// Binding is the name of the summarizer binding that produced it.
 	Binding string `json:"binding"`
-	// PrunedRetry says whether the pruned retry produced it (DESIGN.md §5.5).
+	// PrunedRetry says whether the pruned retry produced it (docs/design.md §5.5).
 	PrunedRetry bool `json:"pruned_retry,omitempty"`
 	// TokensBefore and TokensAfter are the assembled context's size in
 	// tokens before and after the compaction.
 	TokensBefore uint64 `json:"tokens_before"`
 	TokensAfter  uint64 `json:"tokens_after"`
 	// Shape is the compaction shape used: "keep-tail", "simple" or
-	// "server" (DESIGN.md §3).
+	// "server" (docs/design.md §3).
 	Shape string `json:"shape,omitempty"`
 	// Reason is why it ran: "auto", "manual" or "overflow".
 	Reason string `json:"reason,omitempty"`
 	// Request is the current request — the user prompt that opened the
 	// run being compacted — carried after the summary when the summary
-	// covers it (DESIGN.md §5.2); nil when it is retained or there is none.
+	// covers it (docs/design.md §5.2); nil when it is retained or there is none.
 	Request *Carried `json:"request,omitempty"`
 	// FirstRequest is the session's first user request, carried as pinned
-	// context before the summary (DESIGN.md §5.2 keep_first_request); nil
+	// context before the summary (docs/design.md §5.2 keep_first_request); nil
 	// when it is off, retained, or the current request itself.
 	FirstRequest *Carried `json:"first_request,omitempty"`
 	// Fallback says the summary came from the implicit extractive fallback
-	// binding after every configured binding failed (DESIGN.md §5.5).
+	// binding after every configured binding failed (docs/design.md §5.5).
 	Fallback bool `json:"fallback,omitempty"`
 }
 
 // Carried is a user message a checkpoint keeps in the context outside the
-// summary (DESIGN.md §5.2): the message of the log with seq Seq, sent as it
+// summary (docs/design.md §5.2): the message of the log with seq Seq, sent as it
 // was stored when Stub is "", else as one text block holding Stub (its head
 // and tail with the artifact URI of the whole).
 type Carried struct {

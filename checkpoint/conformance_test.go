@@ -9,7 +9,7 @@ import (
 )
 
 // TestStoreConformance runs the checkpoint.Log suite shared with the NATS
-// log (DESIGN.md §9) on badger.
+// log (docs/design.md §9) on badger.
 func TestStoreConformance(t *testing.T) {
 	logtest.Run(t, func(t *testing.T) checkpoint.Log {
 		db, err := store.OpenInMemory()

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// Key layout (DESIGN.md §8). Session ids never contain '/', so one
+// Key layout (docs/design.md §8). Session ids never contain '/', so one
 // session's keys are contiguous and no other session's key starts with its
 // prefix.
 //
@@ -55,7 +55,7 @@ type eventHeader struct {
 // encodeEvent encodes e as: the format byte; the uvarint length and JSON of
 // the header; the uvarint length and history.Encode bytes of the message
 // (length 0: none); then Data verbatim. The message is in history's stable
-// encoding (DESIGN.md §2, §4), so what comes back re-encodes to the same
+// encoding (docs/design.md §2, §4), so what comes back re-encodes to the same
 // bytes. Data is kept out of any JSON envelope, which would compact and
 // escape it, so it comes back byte for byte.
 func encodeEvent(e *Event) ([]byte, error) {

@@ -6,7 +6,7 @@ import (
 )
 
 // The helpers below let another implementation of Log (the NATS one,
-// DESIGN.md §9) store events and checkpoints in the same encoding as Store,
+// docs/design.md §9) store events and checkpoints in the same encoding as Store,
 // so both serve the same bytes.
 
 // PrepareEvent validates e as an event to append (Event.Validate), sets a

@@ -23,7 +23,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store is the badger implementation of Log (DESIGN.md §8). Appends from
+// Store is the badger implementation of Log (docs/design.md §8). Appends from
 // all sessions go through one group committer: every append waiting at the
 // same moment is committed in one transaction with one sync. Each session's
 // next seq is kept in memory, loaded lazily from its last key.
@@ -74,7 +74,7 @@ const MaxSessionStates = 4096
 
 // Open returns a Store over db, which must have been opened by
 // internal/store (its value threshold and sync setting are the contract of
-// DESIGN.md §8). It starts the group committer.
+// docs/design.md §8). It starts the group committer.
 func Open(db *badger.DB, opts Options) *Store {
 	now := opts.Now
 	if now == nil {
@@ -532,7 +532,7 @@ func (cp *Checkpoint) validate() error {
 
 // PutCheckpoint implements Log: the checkpoint record, its event and the
 // metadata (LatestCheckpoint, Checkpoints) are written in one transaction,
-// so a crash leaves all three or none (DESIGN.md §5.6).
+// so a crash leaves all three or none (docs/design.md §5.6).
 func (st *Store) PutCheckpoint(ctx context.Context, session string, cp Checkpoint) (Checkpoint, error) {
 	if err := ValidSessionID(session); err != nil {
 		return Checkpoint{}, err

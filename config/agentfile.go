@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// Summarizer timeouts of DESIGN.md §5.4.
+// Summarizer timeouts of docs/design.md §5.4.
 const (
 	// DefaultSummarizerTimeout applies to each summarizer call when no
 	// compaction.md agent file is configured.
@@ -26,7 +26,7 @@ const (
 	MaxAgentTimeoutMS = 24 * 60 * 60 * 1000
 )
 
-// AgentFile is an authored compaction.md (DESIGN.md §5.4): TOML front
+// AgentFile is an authored compaction.md (docs/design.md §5.4): TOML front
 // matter between "+++" lines, then the compaction prompt.
 //
 //	+++
@@ -51,7 +51,7 @@ type AgentLimits struct {
 	TimeoutMS uint64 `toml:"timeout_ms" json:"timeout_ms"`
 }
 
-// SummarizerTimeout returns the timeout of each summarizer call (DESIGN.md
+// SummarizerTimeout returns the timeout of each summarizer call (docs/design.md
 // §5.4): 180 s without an agent file (a nil a), limits.timeout_ms when it is
 // > 0, else 30 s. It never depends on the history's size.
 func SummarizerTimeout(a *AgentFile) time.Duration {
@@ -65,7 +65,7 @@ func SummarizerTimeout(a *AgentFile) time.Duration {
 	}
 }
 
-// LoadAgentFile reads and validates the compaction.md at path (DESIGN.md
+// LoadAgentFile reads and validates the compaction.md at path (docs/design.md
 // §5.4). The front matter, when the file starts with a "+++" line, is
 // decoded strictly like the configuration: an unknown key fails with its
 // position. A file without front matter is all prompt. On failure it

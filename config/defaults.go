@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Default values of DESIGN.md §3, in the units named by each key.
+// Default values of docs/design.md §3, in the units named by each key.
 const (
 	DefaultTriggerPercent          = 70
 	DefaultMaxSummaryBytes         = 262144  // bytes
@@ -45,7 +45,7 @@ const (
 	TableProxy             = "proxy"
 )
 
-// Proxy defaults (DESIGN.md §10).
+// Proxy defaults (docs/design.md §10).
 const (
 	// DefaultProxyListen is the proxy's documented loopback address:
 	// ANTHROPIC_BASE_URL=http://127.0.0.1:7420.
@@ -73,7 +73,7 @@ var tables = []string{
 	TableSummarizer, TableDaemon, TableStorage, TableWorkers, TableProxy,
 }
 
-// Defaults returns the built-in configuration: every key of DESIGN.md §3 at
+// Defaults returns the built-in configuration: every key of docs/design.md §3 at
 // its default, the model catalog, and Sources saying "default" everywhere.
 // Each call returns fresh slices and maps.
 func Defaults() Config {
@@ -130,7 +130,7 @@ func defaultContextEditing() ContextEditing {
 	}
 }
 
-// Values of Compaction.Shape (DESIGN.md §3).
+// Values of Compaction.Shape (docs/design.md §3).
 const (
 	ShapeAuto     = "auto"
 	ShapeKeepTail = "keep-tail"
@@ -138,24 +138,24 @@ const (
 	ShapeServer   = "server"
 )
 
-// Values of Compaction.Fallback (DESIGN.md §5.5).
+// Values of Compaction.Fallback (docs/design.md §5.5).
 const (
 	FallbackExtractive = "extractive"
 	FallbackNone       = "none"
 )
 
 // FirstRequestMaxTokens is the size in tokens up to which the first request
-// is carried verbatim (DESIGN.md §5.2 keep_first_request).
+// is carried verbatim (docs/design.md §5.2 keep_first_request).
 const FirstRequestMaxTokens = 2000
 
-// Values of ContextEditing.Mode (DESIGN.md §6).
+// Values of ContextEditing.Mode (docs/design.md §6).
 const (
 	EditModeLocal  = "local"
 	EditModeServer = "server"
 	EditModeAuto   = "auto"
 )
 
-// Values of Binding.Provider (DESIGN.md §3).
+// Values of Binding.Provider (docs/design.md §3).
 const (
 	ProviderAnthropic = "anthropic"
 	ProviderOpenAI    = "openai"
@@ -166,7 +166,7 @@ const (
 )
 
 // claude is a catalog entry for Anthropic models: o200k_base undercounts
-// Claude's tokenizer by 15–45 %, hence 1.35 (DESIGN.md §2); thinking
+// Claude's tokenizer by 15–45 %, hence 1.35 (docs/design.md §2); thinking
 // signatures bind to the prefix and the API edits context server-side.
 func claude(limit uint64) Model {
 	return Model{ContextLimit: limit, ThinkingBinding: true, ServerContextEditing: true, TokenFactor: 1.35}
@@ -224,13 +224,13 @@ var catalog = map[string]Model{
 	"llama-3.3-70b-instruct": {ContextLimit: 131072, TokenFactor: 1.1},
 }
 
-// Catalog returns a copy of the built-in model catalog (DESIGN.md §3,
+// Catalog returns a copy of the built-in model catalog (docs/design.md §3,
 // [models."<id>"]), keyed by model id.
 func Catalog() map[string]Model {
 	return maps.Clone(catalog)
 }
 
-// Model returns the entry for model id (DESIGN.md §3): an exact key of
+// Model returns the entry for model id (docs/design.md §3): an exact key of
 // c.Models first; otherwise the longest key K such that id is K followed by
 // a date suffix — "-YYYYMMDD", "-YYYY-MM-DD" or "@YYYYMMDD" (Vertex AI), as
 // in "claude-sonnet-4-5-20250929" or "gpt-4o-2024-08-06". Any other suffix

@@ -82,7 +82,7 @@ func FuzzLoadAgentFile(f *testing.F) {
 	})
 }
 
-// FuzzApplyOverlay: a session overlay is client-supplied TOML (DESIGN.md §3).
+// FuzzApplyOverlay: a session overlay is client-supplied TOML (docs/design.md §3).
 // ApplyOverlay of arbitrary bytes never panics; an accepted overlay leaves
 // every capability — bindings, paths, listener, storage, workers, a
 // model's facts other than context_limit — exactly as the daemon's files

@@ -9,7 +9,7 @@ import (
 )
 
 // TestLayeringAuthoredTableTakesDefaultsForOmittedKeys is the rule of
-// DESIGN.md §3 shown with two files: the upper file authors
+// docs/design.md §3 shown with two files: the upper file authors
 // [context_compaction] with only auto = false, so keep_recent_tokens is the
 // default again, not the lower file's 100.
 func TestLayeringAuthoredTableTakesDefaultsForOmittedKeys(t *testing.T) {

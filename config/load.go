@@ -9,10 +9,10 @@ import (
 	"reflect"
 )
 
-// SystemPath is the system configuration layer (DESIGN.md §3).
+// SystemPath is the system configuration layer (docs/design.md §3).
 const SystemPath = "/etc/ctxd/config.toml"
 
-// UserPath returns the user configuration layer (DESIGN.md §3):
+// UserPath returns the user configuration layer (docs/design.md §3):
 // $XDG_CONFIG_HOME/ctxd/config.toml, or ~/.config/ctxd/config.toml when
 // XDG_CONFIG_HOME is unset or not absolute (per the XDG spec), or "" when
 // neither variable helps. getenv is os.Getenv outside tests.
@@ -39,7 +39,7 @@ type Options struct {
 	Files []string
 }
 
-// Load builds the effective configuration (DESIGN.md §3): built-in defaults,
+// Load builds the effective configuration (docs/design.md §3): built-in defaults,
 // then the system layer, the user layer and each of opts.Files in order. An
 // omitted table inherits from the layer below; an authored table replaces it
 // and takes defaults for the keys it omits; an authored [models."<id>"]
@@ -74,7 +74,7 @@ func Load(opts Options) (Config, []Warning, error) {
 }
 
 // ApplyOverlay applies the TOML overlay a session sends when it is created
-// (DESIGN.md §3) on top of base, a Config returned by Load, with the same
+// (docs/design.md §3) on top of base, a Config returned by Load, with the same
 // rules as a file layer, restricted to policy: a key outside OverlayKeys
 // (a binding's definition, a path, a listener, storage, workers) is a
 // problem "not allowed in a session overlay" naming it, and the keys an
@@ -174,7 +174,7 @@ func (s *state) layer(name string, data []byte, isFile bool) {
 		if !isFile {
 			// An overlay sets a model's context_limit only (overlayKeys):
 			// the rest of the entry — thinking binding, calibration — stays
-			// what the daemon knows of the model (DESIGN.md §3).
+			// what the daemon knows of the model (docs/design.md §3).
 			if base, ok := s.cfg.Model(id); ok {
 				base.ContextLimit = m.ContextLimit
 				m = base
@@ -199,7 +199,7 @@ func (s *state) layer(name string, data []byte, isFile bool) {
 }
 
 // foldLegacyBufferTokens turns the legacy context_compaction.buffer_tokens
-// alias into trigger = { buffer_tokens = N } (DESIGN.md §3).
+// alias into trigger = { buffer_tokens = N } (docs/design.md §3).
 func (s *state) foldLegacyBufferTokens(d *doc, authoredTrigger bool) {
 	const key = "context_compaction.buffer_tokens"
 	cc := &s.cfg.ContextCompaction

@@ -13,7 +13,7 @@ import (
 // session overlay`).
 const OverlayName = "session overlay"
 
-// overlayKeys is the allow-list of DESIGN.md §3 ("a session overlay
+// overlayKeys is the allow-list of docs/design.md §3 ("a session overlay
 // carries policy, never capabilities"): the only keys a session's overlay
 // may set, as dotted key paths where "*" stands for any model id. A key
 // under an allowed key (context_compaction.trigger.percent) is allowed;
@@ -52,7 +52,7 @@ var overlayKeys = []string{
 	"models.*.context_limit",
 }
 
-// OverlayKeys returns the keys a session overlay may set (DESIGN.md §3), in
+// OverlayKeys returns the keys a session overlay may set (docs/design.md §3), in
 // table order, as dotted paths; `models."<id>".context_limit` stands for
 // every model id. A key below one of them is allowed too.
 func OverlayKeys() []string {
@@ -103,7 +103,7 @@ func (d *doc) refuseInOverlay(segs []string, at pos) bool {
 }
 
 // SummarizerBindings returns the bindings a compaction tries, in order
-// (DESIGN.md §3, §5.5): summarizer.bindings starting at the one
+// (docs/design.md §3, §5.5): summarizer.bindings starting at the one
 // compaction.binding names (the ones before it are skipped, the ones after
 // it remain the fallback), or all of them when compaction.binding is "".
 // nil means none is configured: the summarizer's default, the embedded
@@ -128,7 +128,7 @@ func (c Config) SummarizerBindings() []Binding {
 // is not a problem of the overlay — the session must stay readable — so
 // the overlay's other keys apply, the returned Config's
 // compaction.binding is "" and missing is the name no binding has any
-// more (the caller decides what a compaction does: DESIGN.md §5.5). Every
+// more (the caller decides what a compaction does: docs/design.md §5.5). Every
 // other problem is an error, as in ApplyOverlay.
 func ApplyStoredOverlay(base Config, data []byte, name string) (cfg Config, missing string, warnings []Warning, err error) {
 	cfg, warnings, err = ApplyOverlay(base, data, name)

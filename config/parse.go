@@ -59,7 +59,7 @@ type doc struct {
 	// error, a header of the wrong type): nothing in it is rule-checked.
 	broken bool
 	// overlay: the document is a session overlay, which may set only the
-	// keys of overlayKeys (DESIGN.md §3).
+	// keys of overlayKeys (docs/design.md §3).
 	overlay bool
 }
 

@@ -349,7 +349,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		cfg.ContextCompaction.MaxSummaryBytes != 262144 || !cfg.ContextCompaction.Auto ||
 		cfg.Compaction.Shape != "auto" || cfg.Offload.MaxChars != 16000 || cfg.ContextEditing.Mode != "local" ||
 		cfg.Workers.Size != 4 || !cfg.Storage.SyncWrites || len(cfg.Summarizer.Bindings) != 0 {
-		t.Errorf("defaults differ from DESIGN.md §3: %+v", cfg)
+		t.Errorf("defaults differ from docs/design.md §3: %+v", cfg)
 	}
 	for table, src := range cfg.Sources {
 		if src != SourceDefault {

@@ -1,10 +1,10 @@
-// Package config owns ctxd's configuration (DESIGN.md §3): the TOML schema,
+// Package config owns ctxd's configuration (docs/design.md §3): the TOML schema,
 // built-in defaults, layering, strict decoding, validation, and authored
 // compaction.md agent files (§5.4). It reads only the files it is given and
 // has no other side effects.
 package config
 
-// Config is the effective configuration of ctxd: every table of DESIGN.md §3.
+// Config is the effective configuration of ctxd: every table of docs/design.md §3.
 // The TOML names of tables and keys are the toml struct tags.
 type Config struct {
 	ContextCompaction ContextCompaction `toml:"context_compaction" json:"context_compaction"`
@@ -18,7 +18,7 @@ type Config struct {
 	Daemon  Daemon           `toml:"daemon" json:"daemon"`
 	Storage Storage          `toml:"storage" json:"storage"`
 	Workers Workers          `toml:"workers" json:"workers"`
-	// Proxy is the provider proxy (DESIGN.md §10): daemon files only, never
+	// Proxy is the provider proxy (docs/design.md §10): daemon files only, never
 	// a session overlay.
 	Proxy Proxy `toml:"proxy" json:"proxy"`
 
@@ -30,7 +30,7 @@ type Config struct {
 	Sources map[string]string `toml:"-" json:"sources,omitempty"`
 }
 
-// Trigger is the compaction threshold rule (DESIGN.md §3): exactly one of
+// Trigger is the compaction threshold rule (docs/design.md §3): exactly one of
 // Percent (1..=99) or BufferTokens (> 0) is set.
 type Trigger struct {
 	// Percent: threshold = floor(context_limit × Percent / 100).
@@ -39,7 +39,7 @@ type Trigger struct {
 	BufferTokens uint64 `toml:"buffer_tokens,omitempty" json:"buffer_tokens,omitempty"`
 }
 
-// ContextCompaction is the [context_compaction] table (DESIGN.md §3).
+// ContextCompaction is the [context_compaction] table (docs/design.md §3).
 type ContextCompaction struct {
 	// Auto enables the automatic signals (post-check and pre-send). Manual
 	// and overflow compaction work regardless. Default true.
@@ -67,10 +67,10 @@ type Compaction struct {
 	// KeepFirstRequest carries the session's first user request as pinned
 	// context after every compaction, verbatim up to FirstRequestMaxTokens
 	// tokens, else its head and tail with the artifact URI of the whole
-	// (DESIGN.md §5.2). Default true. A session-overlay (policy) key.
+	// (docs/design.md §5.2). Default true. A session-overlay (policy) key.
 	KeepFirstRequest bool `toml:"keep_first_request" json:"keep_first_request"`
 	// Fallback is "extractive" (default: the embedded extractive
-	// summarizer is an implicit last binding, DESIGN.md §5.5) or "none".
+	// summarizer is an implicit last binding, docs/design.md §5.5) or "none".
 	// A session-overlay (policy) key.
 	Fallback string `toml:"fallback" json:"fallback"`
 	// ExtractiveSummaryBytes is the byte budget of the embedded extractive
@@ -84,11 +84,11 @@ type Compaction struct {
 	// The bindings before it are skipped, the ones after it stay the
 	// fallback (Config.SummarizerBindings). "" starts with the first. A
 	// session overlay chooses its summarizer with this key, never by
-	// defining a binding (DESIGN.md §3).
+	// defining a binding (docs/design.md §3).
 	Binding string `toml:"binding,omitempty" json:"binding,omitempty"`
 }
 
-// Offload is the [offload] table (DESIGN.md §6). Limits count characters
+// Offload is the [offload] table (docs/design.md §6). Limits count characters
 // (Unicode code points).
 type Offload struct {
 	// Enabled turns offloading on. Default true.
@@ -106,7 +106,7 @@ type Offload struct {
 	Dir string `toml:"dir,omitempty" json:"dir,omitempty"`
 }
 
-// ContextEditing is the [context_editing] table (DESIGN.md §6). Limits count
+// ContextEditing is the [context_editing] table (docs/design.md §6). Limits count
 // characters (Unicode code points).
 type ContextEditing struct {
 	// Enabled turns context editing on. Default true.
@@ -131,7 +131,7 @@ type ContextEditing struct {
 	ArtifactReadTools []string `toml:"artifact_read_tools" json:"artifact_read_tools"`
 	// ClearToolInputs: a pass also elides, in the calls it may edit, every
 	// top-level string field of a tool call's input of at least
-	// MinCharsToElide characters (DESIGN.md §6). Default true.
+	// MinCharsToElide characters (docs/design.md §6). Default true.
 	ClearToolInputs bool `toml:"clear_tool_inputs" json:"clear_tool_inputs"`
 }
 
@@ -142,7 +142,7 @@ type Summarizer struct {
 	Bindings []Binding `toml:"bindings" json:"bindings"`
 }
 
-// Binding is one [[summarizer.bindings]] entry (DESIGN.md §3).
+// Binding is one [[summarizer.bindings]] entry (docs/design.md §3).
 type Binding struct {
 	// Name identifies the binding in events and errors; required, unique.
 	Name string `toml:"name" json:"name"`
@@ -160,14 +160,14 @@ type Binding struct {
 	// provider's default.
 	MaxOutputTokens uint64 `toml:"max_output_tokens,omitempty" json:"max_output_tokens,omitempty"`
 	// Credential is set only in memory, by the provider proxy, on the
-	// binding it builds for a proxied session (DESIGN.md §10): the
+	// binding it builds for a proxied session (docs/design.md §10): the
 	// client's own credential, used instead of api_key_env. Never decoded
 	// from a file, never encoded, never logged.
 	Credential *Credential `toml:"-" json:"-"`
 }
 
 // Credential is a client's provider credential and prompt prefix, held in
-// memory for the summarizer calls of its session (DESIGN.md §10 "who pays
+// memory for the summarizer calls of its session (docs/design.md §10 "who pays
 // for the summary").
 type Credential struct {
 	// APIKey and Authorization are the client's x-api-key and
@@ -195,7 +195,7 @@ type Model struct {
 	ServerContextEditing bool `toml:"server_context_editing" json:"server_context_editing"`
 	// ServerCompaction: the provider compacts context server-side
 	// (Anthropic compact_20260112, the OpenAI Responses compaction), which
-	// compaction.shape "server" uses (DESIGN.md §10).
+	// compaction.shape "server" uses (docs/design.md §10).
 	ServerCompaction bool `toml:"server_compaction" json:"server_compaction"`
 	// TokenFactor is the calibration factor's starting value: provider
 	// tokens ÷ o200k_base tokens.
@@ -212,7 +212,7 @@ type Daemon struct {
 	// AuthTokenEnv names the environment variable holding the TCP bearer
 	// token.
 	AuthTokenEnv string `toml:"auth_token_env,omitempty" json:"auth_token_env,omitempty"`
-	// AllowedUIDs may connect besides the daemon's own uid (DESIGN.md §8b).
+	// AllowedUIDs may connect besides the daemon's own uid (docs/design.md §8b).
 	AllowedUIDs []uint32 `toml:"allowed_uids,omitempty" json:"allowed_uids,omitempty"`
 }
 
@@ -232,7 +232,7 @@ type Storage struct {
 	// Backend is where sessions, artifacts and compaction jobs live:
 	// "badger" (the default: embedded, in DataDir, with the local worker
 	// pool) or "nats" (a fleet of nodes sharing one NATS JetStream
-	// cluster, [storage.nats]; DESIGN.md §9).
+	// cluster, [storage.nats]; docs/design.md §9).
 	Backend string `toml:"backend,omitempty" json:"backend,omitempty"`
 	// NATS is the [storage.nats] table, used when Backend is "nats".
 	NATS StorageNATS `toml:"nats,omitempty" json:"nats,omitzero"`
@@ -244,7 +244,7 @@ const (
 	BackendNATS   = "nats"
 )
 
-// StorageNATS is the [storage.nats] table (DESIGN.md §9). Its keys are the
+// StorageNATS is the [storage.nats] table (docs/design.md §9). Its keys are the
 // daemon's only: a session overlay may not set them.
 type StorageNATS struct {
 	// Servers are the cluster's client URLs (nats://, tls://, ws://,
@@ -266,7 +266,7 @@ type StorageNATS struct {
 	Prefix string `toml:"prefix,omitempty" json:"prefix,omitempty"`
 	// AckWaitMS is how long a compaction job may go without its node's
 	// progress signal before the cluster gives it to another node, in
-	// milliseconds; above the 180 s summarizer call timeout (DESIGN.md
+	// milliseconds; above the 180 s summarizer call timeout (docs/design.md
 	// §5.4). Default 300000.
 	AckWaitMS uint64 `toml:"ack_wait_ms,omitempty" json:"ack_wait_ms,omitempty"`
 }
@@ -280,7 +280,7 @@ type Workers struct {
 }
 
 // Proxy is the [proxy] table: the provider proxy's listener and upstreams
-// (DESIGN.md §10). Its keys are capabilities (a listener, URLs): they come
+// (docs/design.md §10). Its keys are capabilities (a listener, URLs): they come
 // only from the daemon's own files.
 type Proxy struct {
 	// Enabled starts the proxy listener with the daemon. Default true.

@@ -116,7 +116,7 @@ func (s *state) unreliable(table string) bool {
 	return d != nil && d.broken
 }
 
-// validate checks every rule of DESIGN.md §3 on the layered configuration.
+// validate checks every rule of docs/design.md §3 on the layered configuration.
 func (s *state) validate() {
 	c := &s.cfg
 	check := func(table string, f func()) {
@@ -233,7 +233,7 @@ func (s *state) validateContextCompaction() {
 	if n := t.BufferTokens; n > 0 && t.Percent == 0 {
 		// A buffer at or above a model's window leaves it a threshold of 0:
 		// no compaction can get under it, so automatic compaction never runs
-		// for that model (DESIGN.md §5.2 futility).
+		// for that model (docs/design.md §5.2 futility).
 		var hit []string
 		for _, id := range slices.Sorted(maps.Keys(s.cfg.Models)) {
 			if l := s.cfg.Models[id].ContextLimit; l > 0 && n >= l {
@@ -392,7 +392,7 @@ func (s *state) validateDaemon() {
 		return
 	}
 	if d.AuthTokenEnv == "" {
-		// DESIGN.md §8b: loopback does not make TCP private — every local
+		// docs/design.md §8b: loopback does not make TCP private — every local
 		// user reaches it, bypassing the socket's peer-uid check.
 		where := "every local user can reach a loopback port"
 		if !isLoopback(host) {
@@ -408,7 +408,7 @@ const (
 	DefaultNATSReplicas = 3
 	// DefaultNATSAckWaitMS is storage.nats.ack_wait_ms when unset.
 	DefaultNATSAckWaitMS = 300_000
-	// MinNATSAckWaitMS is the summarizer call timeout (DESIGN.md §5.4):
+	// MinNATSAckWaitMS is the summarizer call timeout (docs/design.md §5.4):
 	// ack_wait_ms must exceed it.
 	MinNATSAckWaitMS = 180_000
 	// MaxNATSAckWaitMS (one day) bounds ack_wait_ms: a job's node silent
@@ -481,7 +481,7 @@ func (s *state) validateStorage() {
 		}
 	}
 	if n.AckWaitMS != 0 && n.AckWaitMS <= MinNATSAckWaitMS {
-		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must exceed %d (the summarizer call timeout, DESIGN.md §5.4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
+		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must exceed %d (the summarizer call timeout, docs/design.md §5.4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
 	} else if n.AckWaitMS > MaxNATSAckWaitMS {
 		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must be at most %d (one day), e.g. ack_wait_ms = %d", MaxNATSAckWaitMS, DefaultNATSAckWaitMS)
 	}

@@ -1,4 +1,4 @@
-// Package contextedit is ctxd's second context layer (DESIGN.md §6 "Context
+// Package contextedit is ctxd's second context layer (docs/design.md §6 "Context
 // editing"): old tool results already in a session's history are replaced by
 // one-line stubs, in rare recorded passes, so that between passes every
 // request is a byte-for-byte extension of the previous one and the prompt
@@ -11,7 +11,7 @@
 // byte-identical requests. Mode "server" makes no local edits: ServerEdit
 // gives the provider's equivalent parameter instead.
 //
-// Units (DESIGN.md §2 "Units"): every size is in characters, Unicode code
+// Units (docs/design.md §2 "Units"): every size is in characters, Unicode code
 // points. The package does no I/O and calls no summarizer.
 package contextedit
 
@@ -26,7 +26,7 @@ import (
 )
 
 // Pass is one recorded context-edit pass: the Data of the engine's
-// context_edit event (DESIGN.md §6).
+// context_edit event (docs/design.md §6).
 type Pass struct {
 	// Elided is the tool_call_ids of the results elided by this pass, in
 	// history order.
@@ -41,7 +41,7 @@ type Pass struct {
 	// replayed. Set only for models with thinking_binding; 0 otherwise.
 	WithheldThinkingBefore uint64 `json:"withheld_thinking_before,omitempty"`
 	// Inputs are the tool calls whose input string fields this pass
-	// cleared (clear_tool_inputs, DESIGN.md §6), in history order. The
+	// cleared (clear_tool_inputs, docs/design.md §6), in history order. The
 	// field names are recorded, not re-derived from the configuration, so a
 	// resume rebuilds byte-identical requests.
 	Inputs []ClearedInput `json:"inputs,omitempty"`
@@ -96,7 +96,7 @@ func (l *Ledger) Apply(p Pass) {
 
 // Withhold moves the withheld-thinking point forward to seq (never back):
 // the other recorded rewrites — a compaction, a new system prompt or tool
-// set — invalidate the thinking before them too (DESIGN.md §4).
+// set — invalidate the thinking before them too (docs/design.md §4).
 func (l *Ledger) Withhold(seq uint64) {
 	l.withheld = max(l.withheld, seq)
 }
@@ -294,7 +294,7 @@ func HasThinking(m history.Message) bool {
 }
 
 // ResultSaving returns the characters (code points) eliding the tool result
-// m would save now (DESIGN.md §6), or 0 when m is not eligible: already
+// m would save now (docs/design.md §6), or 0 when m is not eligible: already
 // elided, shorter than min_chars_to_elide, answering a call of the newest
 // keep_recent_turns turns (recent), from a tool in protect_tool_names
 // (compared without regard to case: agents spell "read" and "Read"), or no
@@ -319,7 +319,7 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 }
 
 // InputSaving is what one tool call's input counts for a pass
-// (clear_tool_inputs, DESIGN.md §6), given the lengths in characters of its
+// (clear_tool_inputs, docs/design.md §6), given the lengths in characters of its
 // input's string values (InputStrings): raw, the characters of those of at
 // least min_chars_to_elide (as stored, cleared or not); saved, what
 // clearing the eligible ones saves; and which of them (indexes into chars)
@@ -351,7 +351,7 @@ func InputSaving(cfg config.ContextEditing, l *Ledger, toolCallID, tool string, 
 	return raw, saved, clear
 }
 
-// Plan decides whether a context-edit pass fires now (DESIGN.md §6, mode
+// Plan decides whether a context-edit pass fires now (docs/design.md §6, mode
 // local), with no offload paths known: PlanPaths with a nil paths.
 func Plan(cfg config.ContextEditing, active []history.Message, l *Ledger, thinkingBinding bool) *Pass {
 	return PlanPaths(cfg, active, l, thinkingBinding, nil)

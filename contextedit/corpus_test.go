@@ -13,7 +13,7 @@ import (
 
 // TestCorpusSession replays a real Claude Code session message by message
 // with the default [context_editing] settings, planning after every append
-// as the engine does, and checks each pass against the rules of DESIGN.md §6
+// as the engine does, and checks each pass against the rules of docs/design.md §6
 // computed independently here. Between passes, every rendered message stays
 // byte-identical; at a pass only elided results and withheld thinking change.
 func TestCorpusSession(t *testing.T) {
@@ -99,7 +99,7 @@ func TestCorpusSession(t *testing.T) {
 	}
 }
 
-// checkPass checks p against DESIGN.md §6, recomputing the rules here.
+// checkPass checks p against docs/design.md §6, recomputing the rules here.
 func checkPass(t *testing.T, cfg config.ContextEditing, active []history.Message, l *Ledger, p *Pass) {
 	t.Helper()
 	if p.ElidedCount != len(p.Elided) || p.ElidedCount == 0 {

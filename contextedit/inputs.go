@@ -10,7 +10,7 @@ import (
 )
 
 // InputStub is the one-line string a cleared input value is sent as: its
-// size in characters (DESIGN.md §6 clear_tool_inputs). Same input, same
+// size in characters (docs/design.md §6 clear_tool_inputs). Same input, same
 // bytes.
 func InputStub(chars int) string {
 	return "[ctxd elided this " + strconv.Itoa(chars) + "-character input field to save context; the call ran with the whole value]"

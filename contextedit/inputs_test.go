@@ -30,7 +30,7 @@ func mustField(in []byte, k string) json.RawMessage {
 // an object of the same keys in the same order, the long string becomes a
 // one-line stub, the other fields keep their bytes; the pass records the
 // call and field, so a ledger rebuilt from it renders the same bytes; with
-// clear_tool_inputs = false nothing fires (DESIGN.md §6).
+// clear_tool_inputs = false nothing fires (docs/design.md §6).
 func TestPassClearsLongToolInputs(t *testing.T) {
 	cfg := config.Defaults().ContextEditing
 	cfg.MaxTotalToolResultChars = 30000

@@ -14,7 +14,7 @@ const ServerEditType = "clear_tool_uses_20250919"
 // CharsPerToken converts the character limits of [context_editing] to the
 // token values of the server edit: tokens = ceil(chars / CharsPerToken).
 // Tool output (code, logs, JSON) runs about 3 characters per o200k token —
-// DESIGN.md §2 measures chars/4 undercounting logs by ~40 % and JSON by
+// docs/design.md §2 measures chars/4 undercounting logs by ~40 % and JSON by
 // ~28 % — and the Anthropic tokenizer counts more tokens still, so 3 keeps
 // the server's trigger and clear_at_least at or below the local ones: the
 // server clears no later than a local pass would.
@@ -38,7 +38,7 @@ type quantity struct {
 }
 
 // ServerEdit returns the Anthropic context_management request parameter
-// equivalent to cfg, for mode "server" (DESIGN.md §6):
+// equivalent to cfg, for mode "server" (docs/design.md §6):
 //
 //	{"edits":[{"type":"clear_tool_uses_20250919",
 //	  "trigger":{"type":"input_tokens","value":N},
@@ -83,7 +83,7 @@ const (
 )
 
 // Mode returns the context-editing mode in effect for a model and why, for
-// ctxctl doctor (DESIGN.md §6): "off" when cfg.Enabled is false or the mode
+// ctxctl doctor (docs/design.md §6): "off" when cfg.Enabled is false or the mode
 // is unknown; "local" and "server" as configured ("server" on a model whose
 // catalog entry lacks server_context_editing is kept, with a warning in
 // why); "auto" gives "server" when serverSupported (the model's

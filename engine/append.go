@@ -13,7 +13,7 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
-// AppendResult is what an append stored (DESIGN.md §7 POST messages).
+// AppendResult is what an append stored (docs/design.md §7 POST messages).
 type AppendResult struct {
 	// Messages are the messages as stored, in order, with their seqs and
 	// token estimates, offload stubs in place of offloaded results, and any
@@ -43,7 +43,7 @@ type AppendResult struct {
 
 // Append validates and stores msgs, in order, after the session's history.
 // A user prompt arriving while tool calls are open is preceded by an error
-// result for each open call (an abandoned round, DESIGN.md §2). An assistant
+// result for each open call (an abandoned round, docs/design.md §2). An assistant
 // message carrying usage is the post-check (§5.1): at or above the threshold
 // a compaction is queued and Append returns at once. Nothing is stored when
 // any message is invalid. Append returns once the messages are durable.
@@ -59,7 +59,7 @@ type AppendOptions struct {
 	// ClientState, when set, is recorded as a client_state event after the
 	// messages, in the same durable write (all or nothing), and returned by
 	// ClientState from then on, across restarts: the provider proxy's
-	// record of what its client has sent (DESIGN.md §10). With it, msgs may
+	// record of what its client has sent (docs/design.md §10). With it, msgs may
 	// be empty.
 	ClientState json.RawMessage
 }
@@ -79,7 +79,7 @@ func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Messa
 }
 
 // maxAppendAttempts bounds the retries of an append that lost the race for
-// its position to another node (DESIGN.md §9).
+// its position to another node (docs/design.md §9).
 const maxAppendAttempts = 8
 
 // errStale: the loaded session was behind the log; it was dropped and the
@@ -122,7 +122,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	}
 
 	if s.model.ThinkingBinding {
-		// A thinking-bound model (DESIGN.md §4) rejects a thinking block
+		// A thinking-bound model (docs/design.md §4) rejects a thinking block
 		// whose signature is missing; storing one would break every later
 		// request of the session.
 		for i, m := range expanded {
@@ -159,7 +159,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		}
 		m.Time = m.Time.UTC()
 		// Keep in memory the form the store gives back, so a reload (a
-		// restart, an eviction) serves the same bytes (DESIGN.md §8).
+		// restart, an eviction) serves the same bytes (docs/design.md §8).
 		c, err := history.Canonical(m)
 		if err != nil {
 			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d]", origin[i]), "%v", err)
@@ -180,7 +180,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	first, err := e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
 	if errors.Is(err, checkpoint.ErrConflict) {
 		// Another writer took the position: validate again on the log's
-		// state (DESIGN.md §9).
+		// state (docs/design.md §9).
 		s.mu.Unlock()
 		e.drop(id, s)
 		s.mu.Lock() // for the deferred Unlock
@@ -205,7 +205,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		e.addActive(s, stored[i])
 		if history.LastCompaction(stored[i]) >= 0 {
 			// Shape server: the provider's compaction is the checkpoint
-			// (DESIGN.md §10).
+			// (docs/design.md §10).
 			e.recordServerCompaction(ctx, s, stored[i], before)
 		}
 		if stored[i].Role == history.RoleAssistant && stored[i].Usage != nil {
@@ -233,7 +233,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
 	res.Tokens, res.TokensSource = e.estimate(s)
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
-		// Post-check (DESIGN.md §5.1): the reported usage of the newest
+		// Post-check (docs/design.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch
 		// count too, so the check never lags the log.
 		d := e.check(ctx, s, trigger.PostCheck)

@@ -21,17 +21,17 @@ import (
 )
 
 // CircuitFailures is how many consecutive failed compactions in a run open
-// the circuit (DESIGN.md §5.5).
+// the circuit (docs/design.md §5.5).
 const CircuitFailures = 3
 
 // ErrOpenRound: a compaction was asked for while a tool call waits on its
 // result; its message is exactly trigger.NotCompactingOpenRound
-// (DESIGN.md §5.1).
+// (docs/design.md §5.1).
 var ErrOpenRound = fmt.Errorf("%w: %s", ErrConflict, trigger.NotCompactingOpenRound)
 
 // ErrNothingToCompact: the session has no message a summary could replace.
 // It is an answer, not a failure: it never counts toward the circuit
-// (DESIGN.md §5.2). The error's text after NothingToCompactReason says why.
+// (docs/design.md §5.2). The error's text after NothingToCompactReason says why.
 var ErrNothingToCompact = fmt.Errorf("%w: nothing to compact", ErrConflict)
 
 func nothingErr(why string) error { return fmt.Errorf("%w: %s", ErrNothingToCompact, why) }
@@ -50,7 +50,7 @@ func NothingToCompactReason(err error) string {
 }
 
 // nothingToCompact returns why a compaction asked for by sig would replace
-// nothing, or "" when it would (DESIGN.md §5.1, §5.2): the session has no
+// nothing, or "" when it would (docs/design.md §5.1, §5.2): the session has no
 // message; nothing was appended since the last checkpoint (manual; an
 // overflow may still cut into the retained messages); the active history is
 // the current request alone, which is kept verbatim — a request that fits
@@ -87,7 +87,7 @@ func (e *Engine) nothingToCompact(s *session, sig trigger.Signal) string {
 // most half the budget, and never so much that the summary would replace
 // nothing — it summarizes at least the oldest group holding a message that
 // is not carried beside the summary (carried: the current and the first
-// request, DESIGN.md §5.2). DESIGN.md §10 overflow recovery;
+// request, docs/design.md §5.2). docs/design.md §10 overflow recovery;
 // docs/decisions.md "An overflow compaction cuts into the retained tail".
 func retainedStart(sig trigger.Signal, msgs []history.Message, tokens []uint64, target uint64, carried func(seq uint64) bool) int {
 	groups := history.Groups(msgs).Groups
@@ -116,7 +116,7 @@ func retainedStart(sig trigger.Signal, msgs []history.Message, tokens []uint64, 
 
 // carriedFn reports whether a message seq is carried beside a summary
 // rather than summarized: the current request, and the first request with
-// keep_first_request (DESIGN.md §5.2). Called with s.mu held.
+// keep_first_request (docs/design.md §5.2). Called with s.mu held.
 func (e *Engine) carriedFn(s *session) func(uint64) bool {
 	var req, first uint64
 	if r := s.currentRequest(); r != nil {
@@ -143,7 +143,7 @@ func (s *session) currentRequest() *entry {
 	return nil
 }
 
-// retentionTarget is the retention budget (DESIGN.md §5.2) of a compaction
+// retentionTarget is the retention budget (docs/design.md §5.2) of a compaction
 // of shape whose summary has summaryTokens (uncalibrated), with the current
 // request and the first request counted as fixed content beside it.
 // Calibrated.
@@ -158,7 +158,7 @@ func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64)
 }
 
 // carriedEstimate is what the requests a compaction carries outside the
-// summary will take (DESIGN.md §5.2), uncalibrated: the current request
+// summary will take (docs/design.md §5.2), uncalibrated: the current request
 // (about config.FirstRequestMaxTokens when it cannot fit the window and is
 // carried bounded) and, with keep_first_request, the first one, at most
 // about config.FirstRequestMaxTokens. Called with s.mu held.
@@ -211,13 +211,13 @@ type CompactResult struct {
 	// Queued: the compaction runs in the background (no wait).
 	Queued bool
 	// Joined: a compaction of the session was already queued or running
-	// and this request joined it (DESIGN.md §8a).
+	// and this request joined it (docs/design.md §8a).
 	Joined bool
 	// Checkpoint is the checkpoint written, when waited for.
 	Checkpoint *checkpoint.Checkpoint
 }
 
-// Compact compacts session id now (DESIGN.md §5, §7 POST compact). reason is
+// Compact compacts session id now (docs/design.md §5, §7 POST compact). reason is
 // trigger.Manual or trigger.Overflow: both work with auto = false and with
 // the circuit open. A session with an open tool round answers ErrConflict
 // with exactly trigger.NotCompactingOpenRound. With wait, Compact returns
@@ -239,7 +239,7 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	if d.Compact {
 		if why := e.nothingToCompact(s, reason); why != "" {
 			// "Nothing to compact" is an answer, not a failure: it never
-			// counts toward the circuit (DESIGN.md §5.2).
+			// counts toward the circuit (docs/design.md §5.2).
 			s.lastCheck.Fired, s.lastCheck.Reason = false, "nothing to compact: "+why
 			s.mu.Unlock()
 			return CompactResult{}, nothingErr(why)
@@ -343,7 +343,7 @@ type snapshot struct {
 	messages     uint64 // messages in the log up to seq
 }
 
-// runCompaction is one compaction job (DESIGN.md §5): snapshot →
+// runCompaction is one compaction job (docs/design.md §5): snapshot →
 // summarizer → retention → checkpoint (one transaction) → events. Messages
 // appended while the summarizer runs follow the summary.
 func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signal) error {
@@ -401,7 +401,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if af != nil {
 		req.Prompt = af.Prompt
 	}
-	// From compaction.binding on (DESIGN.md §3), then the fallback.
+	// From compaction.binding on (docs/design.md §3), then the fallback.
 	bindings, fallback := withFallback(s.cfg.SummarizerBindings(), s.cfg.Compaction.Fallback)
 	missing := s.missingBinding
 	if missing != "" {
@@ -438,7 +438,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		shape = trigger.ShapeSimple
 	}
 	// A compaction inside an open tool loop of a thinking-bound model folds
-	// the loop into the summary (DESIGN.md §4a): retaining the loop would
+	// the loop into the summary (docs/design.md §4a): retaining the loop would
 	// send its final assistant message without the thinking the rewrite
 	// withholds, which the provider refuses. Shape simple for this one.
 	folded := s.inThinkingLoop()
@@ -478,7 +478,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	e.log.Debug("summarizer answered", "session", id, "binding", res.Binding, "elapsed", time.Since(start))
 
-	// 3. Retention (DESIGN.md §5.2) on the snapshot's own messages.
+	// 3. Retention (docs/design.md §5.2) on the snapshot's own messages.
 	summary := res.Summary
 	cp := checkpoint.Checkpoint{
 		Summary:            summary,
@@ -525,7 +525,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 	}
 
-	// 4. Tokens after, and the stall check (DESIGN.md §5.5).
+	// 4. Tokens after, and the stall check (docs/design.md §5.5).
 	var after uint64 = s.fixedTokens + summaryTokens
 	for _, en := range s.active {
 		if (cp.FirstRetainedSeq > 0 && en.msg.Seq >= cp.FirstRetainedSeq) || en.msg.Seq > snap.seq {
@@ -543,7 +543,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		// Every message since the last checkpoint fits in the retention
 		// budget and the new summary is no shorter than the old: committing
 		// would only grow the context. Nothing to compact — an answer, not
-		// a failure (DESIGN.md §5.2) — recorded so the event stream shows
+		// a failure (docs/design.md §5.2) — recorded so the event stream shows
 		// the compaction ended.
 		why := fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", target)
 		d, _ := json.Marshal(map[string]any{"level": "info", "code": diagNothingToCompact, "message": "nothing to compact: " + why})
@@ -562,7 +562,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	s.lastError = ""
 
 	// 5. Thinking the rewrite invalidated is no longer replayed
-	// (DESIGN.md §4): everything at or before the snapshot.
+	// (docs/design.md §4): everything at or before the snapshot.
 	var events []checkpoint.Event
 	if folded {
 		d, _ := json.Marshal(map[string]any{"level": "info", "code": "loop_folded", "checkpoint_seq": stored.Seq,
@@ -615,7 +615,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 const diagNothingToCompact = "nothing_to_compact"
 
 // FallbackBinding is the name of the implicit last binding that
-// [compaction] fallback = "extractive" adds (DESIGN.md §5.5).
+// [compaction] fallback = "extractive" adds (docs/design.md §5.5).
 const FallbackBinding = "extractive-fallback"
 
 // withFallback returns the bindings a compaction tries: the configured ones
@@ -635,7 +635,7 @@ func withFallback(bindings []config.Binding, fallback string) ([]config.Binding,
 }
 
 // carry decides what a checkpoint that keeps the messages from seq
-// keepFrom on carries outside its summary (DESIGN.md §5.2): the current
+// keepFrom on carries outside its summary (docs/design.md §5.2): the current
 // request, verbatim (or bounded when it alone cannot fit the window beside
 // the fixed prefix and the summary), and, with keep_first_request, the
 // session's first request, verbatim up to config.FirstRequestMaxTokens
@@ -754,7 +754,7 @@ func (e *Engine) failLocked(ctx context.Context, s *session, sig trigger.Signal,
 }
 
 // handBackLocked records a compaction this node stopped running because it
-// is shutting down, with a SharedQueue (DESIGN.md §9): the queue hands the
+// is shutting down, with a SharedQueue (docs/design.md §9): the queue hands the
 // job back and another node runs it, so it is no failure of the session's
 // run (not counted, no circuit); the event says so (reason "handback"), or
 // an event stream would show it running forever.

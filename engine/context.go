@@ -13,7 +13,7 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
-// Assembled is what the agent sends next (DESIGN.md §4), provider-neutral:
+// Assembled is what the agent sends next (docs/design.md §4), provider-neutral:
 // the system prompt, the tool definitions, then Messages — pinned context,
 // the latest checkpoint's summary, the retained recent messages and every
 // message appended after the checkpoint's snapshot, with context editing
@@ -46,7 +46,7 @@ type Assembled struct {
 	ContextEditMode string `json:"-"`
 	// ContextEditing is the session's [context_editing] configuration.
 	ContextEditing config.ContextEditing `json:"-"`
-	// Rules are the provider rules Messages satisfy (DESIGN.md §4a), for
+	// Rules are the provider rules Messages satisfy (docs/design.md §4a), for
 	// history.CheckRequest(history.Sendable(Messages), Rules): thinking on
 	// when the model binds thinking and the newest assistant message
 	// carries it; OpenTail while a tool call waits on its result.
@@ -74,7 +74,7 @@ type ContextOptions struct {
 	Unchecked bool
 }
 
-// Context returns the session's assembled context (DESIGN.md §4). Unless
+// Context returns the session's assembled context (docs/design.md §4). Unless
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
 // timeout, and on failure returns the uncompacted context with the
@@ -121,7 +121,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			case errors.Is(err, errQueuedBehind):
 				diagnostic = "pre-send compaction " + err.Error() + "; the context is served uncompacted and the compaction runs when a worker frees"
 			case errors.Is(err, ErrNothingToCompact):
-				// An answer, not a failure (DESIGN.md §5.2).
+				// An answer, not a failure (docs/design.md §5.2).
 				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
 			case err != nil:
 				diagnostic = "pre-send compaction failed: " + err.Error()
@@ -150,7 +150,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 }
 
 // enforceRules checks the assembled context against the provider rules
-// (DESIGN.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is
+// (docs/design.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is
 // logged with every violation and counted, and the context is withheld —
 // an error the agent sees instead of the provider's 400 (docs/decisions.md
 // "Provider rules: one validator"). Called with s.mu held.
@@ -336,7 +336,7 @@ func (e *Engine) assemble(s *session) *Assembled {
 
 // activeMessages is the message list of the assembled context: pinned
 // context, the first request the latest checkpoint carries, the summary,
-// the current request it carries (DESIGN.md §5.2), then the active history
+// the current request it carries (docs/design.md §5.2), then the active history
 // as it is sent. Called with s.mu held.
 func (e *Engine) activeMessages(s *session) []history.Message {
 	out := make([]history.Message, 0, len(s.active)+2)
@@ -359,7 +359,7 @@ func (e *Engine) activeMessages(s *session) []history.Message {
 }
 
 // render returns m as it is sent: an elided tool result as its stub
-// (DESIGN.md §6), thinking withheld after a recorded rewrite for
+// (docs/design.md §6), thinking withheld after a recorded rewrite for
 // thinking-bound models (§4), and an assistant message's trailing thinking
 // dropped (§4a: an interrupted response). Same state, same bytes.
 func (e *Engine) render(s *session, m history.Message) history.Message {
@@ -379,7 +379,7 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 			m, changed = s.ledger.Render(m, ""), true
 		}
 		// A response interrupted while reasoning ends with thinking, which
-		// the provider refuses (DESIGN.md §4a).
+		// the provider refuses (docs/design.md §4a).
 		if r, ok := history.DropTrailingThinking(m); ok {
 			m, changed = r, true
 		}

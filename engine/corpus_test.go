@@ -86,14 +86,14 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 				a := h.context("s")
 				checkValid(t, a.Messages)
 				// The current request survives, verbatim (or bounded when it
-				// alone cannot fit), and so does the first (DESIGN.md §5.2).
+				// alone cannot fit), and so does the first (docs/design.md §5.2).
 				for _, req := range []*history.Message{lastReq, firstReq} {
 					if req != nil && containsMessage(t, a.Messages, *req) < 0 && !carriedBounded(a.Messages, req.Seq) {
 						t.Fatalf("compaction after message %d: request seq %d is not in the context", i, req.Seq)
 					}
 				}
 				// A history smaller than keep_recent_tokens is retained whole
-				// (DESIGN.md §5.2), so only a larger one must shrink.
+				// (docs/design.md §5.2), so only a larger one must shrink.
 				if cp.TokensBefore > 4*cfg.ContextCompaction.KeepRecentTokens && cp.TokensAfter >= cp.TokensBefore {
 					t.Fatalf("compaction after message %d: tokens %d → %d", i, cp.TokensBefore, cp.TokensAfter)
 				}
@@ -111,7 +111,7 @@ func TestForcedCompactionsOnTheCorpus(t *testing.T) {
 // in the shapes simple and keep-tail, on the session's own model when the
 // catalog binds its thinking: every context the engine returns, and every
 // one after each later append, satisfies the provider rules
-// (history.CheckRequest, DESIGN.md §4a) — the engine withholds any that
+// (history.CheckRequest, docs/design.md §4a) — the engine withholds any that
 // does not, so h.context fails the test.
 func TestForcedCompactionAtEveryPositionOnTheCorpus(t *testing.T) {
 	files := append(append([]string(nil), corpusFiles...),

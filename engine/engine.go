@@ -1,4 +1,4 @@
-// Package engine owns a session's life (DESIGN.md §1): appends and their
+// Package engine owns a session's life (docs/design.md §1): appends and their
 // validation, abandoned rounds, token estimates, the assembled context (§4),
 // and compaction — the trigger signals, the worker pool, retention, the
 // checkpoint, the failure circuit and stalls (§5) — with every step recorded
@@ -45,7 +45,7 @@ var (
 	// shutting down; try again later.
 	ErrUnavailable = errors.New("unavailable")
 	// ErrProviderRule: the assembled context breaks a provider rule
-	// (DESIGN.md §4a) and was not returned; it wraps
+	// (docs/design.md §4a) and was not returned; it wraps
 	// history.ErrProviderRule. A bug of ctxd: logged and counted.
 	ErrProviderRule = history.ErrProviderRule
 )
@@ -78,7 +78,7 @@ type ArtifactStore interface {
 	Get(ctx context.Context, id artifacts.ID) ([]byte, artifacts.Format, error)
 }
 
-// Queue is the compaction queue as the engine uses it (DESIGN.md §9: behind
+// Queue is the compaction queue as the engine uses it (docs/design.md §9: behind
 // an interface). *workers.Pool, the local bounded pool, implements it.
 type Queue interface {
 	// SubmitPriority queues fn as the session's compaction, or joins the
@@ -97,7 +97,7 @@ type Queue interface {
 
 var _ Queue = (*workers.Pool)(nil)
 
-// SharedQueue is a Queue shared by several nodes (DESIGN.md §9): a job
+// SharedQueue is a Queue shared by several nodes (docs/design.md §9): a job
 // submitted on one node may run on another, which builds the job's work
 // with the function given to SetJobs. The engine uses SubmitJob instead of
 // SubmitPriority when its Pool is one.
@@ -126,11 +126,11 @@ type Metrics interface {
 	// CircuitOpened counts a session whose circuit opened.
 	CircuitOpened()
 	// ProviderRuleViolation counts an assembled context that broke a
-	// provider rule (DESIGN.md §4a), by rule name (history.Rule*): a bug,
+	// provider rule (docs/design.md §4a), by rule name (history.Rule*): a bug,
 	// and the context was not returned.
 	ProviderRuleViolation(rule string)
 	// OffloadFailed counts a tool result kept whole because its offload
-	// could not be written (DESIGN.md §6).
+	// could not be written (docs/design.md §6).
 	OffloadFailed()
 }
 
@@ -158,7 +158,7 @@ type Options struct {
 	// Pool runs compactions; the caller runs it (a *workers.Pool: Pool.Run).
 	Pool Queue
 	// Shared says other nodes write the same Log (the NATS backend,
-	// DESIGN.md §9): before acting on a loaded session the engine reads the
+	// docs/design.md §9): before acting on a loaded session the engine reads the
 	// log's last seq and reloads the session when another node appended.
 	Shared bool
 	// Logger receives the engine's logs; nil means slog.Default().
@@ -248,7 +248,7 @@ func New(opts Options) (*Engine, error) {
 // SessionBindingsFunc chooses the summarizer bindings of one session, from
 // its id and labels: ok false leaves the configured bindings; an error
 // means the session's own bindings cannot be built now (a proxied
-// session's client credential is held only in memory, DESIGN.md §10), and
+// session's client credential is held only in memory, docs/design.md §10), and
 // its compaction waits: an automatic one is skipped until the next check,
 // a manual or overflow one fails with ErrUnavailable.
 type SessionBindingsFunc func(id string, labels map[string]string) (bindings []config.Binding, ok bool, err error)
@@ -320,7 +320,7 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 		}
 		s.mu.Lock()
 		if !s.evicted && e.opts.Shared && !s.compacting {
-			// Another node may have appended (DESIGN.md §9): catch up by
+			// Another node may have appended (docs/design.md §9): catch up by
 			// reloading from the log.
 			last, err := e.opts.Log.LastSeq(ctx, id)
 			if err != nil {
@@ -441,7 +441,7 @@ func mapLogErr(session string, err error) error {
 }
 
 // digest returns a short hex digest of b, for detecting a change of system
-// prompt or tool set (DESIGN.md §4).
+// prompt or tool set (docs/design.md §4).
 func digest(b []byte) string {
 	if len(b) == 0 {
 		return ""

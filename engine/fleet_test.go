@@ -19,7 +19,7 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 )
 
-// node is one ctxd node of a fleet (DESIGN.md §9): an engine on the NATS
+// node is one ctxd node of a fleet (docs/design.md §9): an engine on the NATS
 // store with the shared compaction queue.
 type node struct {
 	e      *Engine

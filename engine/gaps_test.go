@@ -15,7 +15,7 @@ import (
 
 // Test gaps of issue 13 point 12.
 
-// A successful compaction resets the run's failure count (DESIGN.md §5.5).
+// A successful compaction resets the run's failure count (docs/design.md §5.5).
 func TestSuccessResetsTheFailureCount(t *testing.T) {
 	path := writeAgentFile(t, "+++\n[limits\n+++\nbroken front matter\n")
 	cfg := testConfig()
@@ -45,7 +45,7 @@ func TestSuccessResetsTheFailureCount(t *testing.T) {
 }
 
 // A compaction leaves the event log untouched: every original message stays
-// readable, byte for byte, after it (DESIGN.md §5.6).
+// readable, byte for byte, after it (docs/design.md §5.6).
 func TestOriginalsSurviveACompaction(t *testing.T) {
 	cfg := testConfig()
 	cfg.ContextCompaction.KeepRecentTokens = 0
@@ -97,7 +97,7 @@ func (m *callMetrics) SummarizerCall(binding string, d time.Duration, err error)
 }
 
 // The engine gives the summarizer the agent file's limits.timeout_ms
-// (DESIGN.md §5.4): a provider that never answers fails that binding after
+// (docs/design.md §5.4): a provider that never answers fails that binding after
 // 300 ms, not the flat 180 s.
 func TestAgentFileTimeoutReachesTheSummarizer(t *testing.T) {
 	f := newFakeAnthropic(t, okSummary("## Goal\nnever sent"))

@@ -48,7 +48,7 @@ func quietLogger() *slog.Logger {
 }
 
 // writeAgentFile writes a compaction agent file (front matter and
-// prompt, DESIGN.md §5.4) holding src in a fresh temporary directory and
+// prompt, docs/design.md §5.4) holding src in a fresh temporary directory and
 // returns its path.
 func writeAgentFile(t *testing.T, src string) string {
 	t.Helper()
@@ -302,7 +302,7 @@ func (f *fakeAnthropic) count() int {
 }
 
 // checkValid fails the test when msgs breaks a provider rule
-// (history.CheckRequest, DESIGN.md §4a): a tool result without its call, a
+// (history.CheckRequest, docs/design.md §4a): a tool result without its call, a
 // call without its result, an empty block or message, thinking out of place.
 func checkValid(t *testing.T, msgs []history.Message) {
 	t.Helper()

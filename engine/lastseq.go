@@ -4,7 +4,7 @@ import "context"
 
 // LastSeq returns the seq of session id's newest event (0 when it has
 // none) without loading the session: the bound of an event stream's
-// ?from and Last-Event-ID (DESIGN.md §7). Errors: ErrInvalid, ErrNotFound,
+// ?from and Last-Event-ID (docs/design.md §7). Errors: ErrInvalid, ErrNotFound,
 // the log's.
 func (e *Engine) LastSeq(ctx context.Context, id string) (uint64, error) {
 	if err := validID(id); err != nil {
@@ -15,6 +15,6 @@ func (e *Engine) LastSeq(ctx context.Context, id string) (uint64, error) {
 }
 
 // Shared says other nodes write the engine's log (Options.Shared, the NATS
-// backend of DESIGN.md §9): a caller keeping its own state derived from a
+// backend of docs/design.md §9): a caller keeping its own state derived from a
 // session (the proxy's lanes) must check it against the log before use.
 func (e *Engine) Shared() bool { return e.opts.Shared }

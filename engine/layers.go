@@ -9,7 +9,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// offloadMessages runs layer 1 (DESIGN.md §6 "Offload") over the messages of
+// offloadMessages runs layer 1 (docs/design.md §6 "Offload") over the messages of
 // an append: each oversized tool result is stored whole and replaced by its
 // stub. It returns the messages to store and, for each offloaded one, its
 // offload event, keyed by index. A failed write leaves the result whole and
@@ -25,7 +25,7 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 		m, rec, fail := s.offloader.Try(ctx, s.id, msgs[i])
 		if fail != nil {
 			// The result stays whole; say so in the log and the append's
-			// response (DESIGN.md §6 "A failed write … says so").
+			// response (docs/design.md §6 "A failed write … says so").
 			e.metrics.OffloadFailed()
 			if d, err := json.Marshal(fail); err == nil {
 				if events == nil {
@@ -51,19 +51,19 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 	return msgs, events
 }
 
-// planPass runs layer 2 (DESIGN.md §6 "Context editing", mode local) after an
+// planPass runs layer 2 (docs/design.md §6 "Context editing", mode local) after an
 // append: when a pass fires it is recorded in the log, then applied. It
 // returns the events it wrote, with their seqs. Called with s.mu held.
 func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	if s.editMode != contextedit.ModeLocal || s.inThinkingLoop() {
 		// A pass inside an open tool loop of a thinking-bound model waits
-		// for the loop's end (DESIGN.md §4a).
+		// for the loop's end (docs/design.md §4a).
 		return nil
 	}
 	// A pass needs raw tool-result text over the limit and eliding the
 	// eligible results (not elided, older than keep_recent_turns, long
 	// enough, tool not protected) to save at least min_chars_per_pass
-	// (DESIGN.md §6). Both sums come from counts made once at append,
+	// (docs/design.md §6). Both sums come from counts made once at append,
 	// so the common case — no pass — costs no re-counting of the history's
 	// text on every append; contextedit.PlanPaths decides exactly.
 	cfg := s.cfg.ContextEditing
@@ -111,7 +111,7 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	events := []checkpoint.Event{{Kind: checkpoint.KindContextEdit, Data: d}}
 	if s.model.ThinkingBinding && e.thinkingBefore(s, p.WithheldThinkingBefore) {
 		// One event saying the rewrite stopped the replay of earlier
-		// thinking (DESIGN.md §4).
+		// thinking (docs/design.md §4).
 		r, _ := json.Marshal(prefixReset{Cause: "context_edit", WithheldBefore: p.WithheldThinkingBefore})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: r})
 	}

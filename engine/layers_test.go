@@ -173,7 +173,7 @@ func TestResumeRebuildsTheSameContextWithLayers(t *testing.T) {
 
 // After a pass in a session with signed thinking, no request carries
 // thinking produced before the rewrite point. The pass waits for the end of
-// the tool loop (DESIGN.md §4a).
+// the tool loop (docs/design.md §4a).
 func TestPassWithholdsEarlierThinking(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Offload.Enabled = false
@@ -286,7 +286,7 @@ func TestMixedResultIsOffloadedByItsText(t *testing.T) {
 }
 
 // A 40 KB write input is not re-sent verbatim forever (clear_tool_inputs,
-// DESIGN.md §6): once its turn is older than keep_recent_turns a pass sends
+// docs/design.md §6): once its turn is older than keep_recent_turns a pass sends
 // its content as a one-line stub, the input an object of the same keys;
 // the pass is recorded, and a restart serves byte-identical context.
 func TestPassClearsA40KBWriteInput(t *testing.T) {

@@ -39,7 +39,7 @@ func containsMessage(t *testing.T, msgs []history.Message, want history.Message)
 // A default Claude session (shape simple) and a keep-tail one cross the
 // threshold with a new 61-line user prompt: after the pre-send compaction,
 // with an LLM summarizer or the extractive one, that prompt is in the
-// context verbatim, right after the summary (DESIGN.md §5.2).
+// context verbatim, right after the summary (docs/design.md §5.2).
 func TestCurrentRequestSurvivesCompaction(t *testing.T) {
 	for _, tc := range []struct {
 		name, model, shape string
@@ -130,7 +130,7 @@ func (h *harness) firstMessage(id string) history.Message {
 // A session whose only content is one request that fits the window (14.2k
 // tokens on a 20k window, threshold 14k) is sent whole: no compaction
 // replaces it with a summary of itself, automatic or manual, and neither
-// counts as a failure (DESIGN.md §5.2).
+// counts as a failure (docs/design.md §5.2).
 func TestLoneRequestThatFitsIsSentWhole(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.create("s", 20000) // threshold 14,000
@@ -208,7 +208,7 @@ func TestKeepFirstRequestOff(t *testing.T) {
 // A 7,600-token system prompt on a 10k window (threshold 7,000): the fixed
 // prefix alone reaches the threshold, so ten turns run no compaction (they
 // gave 7 stalled ones, each discarding history) and each run gets one
-// futility diagnostic however often it asks (DESIGN.md §5.2).
+// futility diagnostic however often it asks (docs/design.md §5.2).
 func TestFutileCompactionDoesNotRun(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: "test-model", ContextLimit: 10000, System: words(7600)}); err != nil {
@@ -265,7 +265,7 @@ func TestBufferAtOrAboveTheWindowWarnsAtCreation(t *testing.T) {
 
 // Repeated manual compactions of a small session are answers, not
 // failures: no compaction_failed, no circuit; a real overflow afterwards
-// still compacts automatically (DESIGN.md §5.2, §5.5).
+// still compacts automatically (docs/design.md §5.2, §5.5).
 func TestNothingToCompactNeverOpensTheCircuit(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
 	h.create("s", 20000)
@@ -312,7 +312,7 @@ func TestNothingToCompactReasons(t *testing.T) {
 	}
 }
 
-// A successful checkpoint of any reason closes an open circuit (DESIGN.md
+// A successful checkpoint of any reason closes an open circuit (docs/design.md
 // §5.5): three failures open it, a manual compaction that succeeds (through
 // the fallback) closes it.
 func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
@@ -357,7 +357,7 @@ func TestSuccessfulCheckpointClosesTheCircuit(t *testing.T) {
 // which the pruned retry cannot shrink: it only trims tool results) with
 // Anthropic's recorded "prompt is too long": the overflow compaction
 // succeeds through the implicit extractive fallback, and says so in its
-// checkpoint event and a diagnostic (DESIGN.md §5.5). With fallback =
+// checkpoint event and a diagnostic (docs/design.md §5.5). With fallback =
 // "none" it fails as before.
 func TestExtractiveFallbackIsTheWayOut(t *testing.T) {
 	status, body := corpustest.ErrorBodyOf(t, "anthropic_400_prompt_too_long_with_request_id_1")

@@ -188,7 +188,7 @@ type ruleMetrics struct {
 
 func (m *ruleMetrics) ProviderRuleViolation(rule string) { m.rules = append(m.rules, rule) }
 
-// A context that breaks a provider rule is never returned (DESIGN.md §4a):
+// A context that breaks a provider rule is never returned (docs/design.md §4a):
 // Context answers ErrProviderRule and the violation is counted; Unchecked
 // returns it with its violations (replay). A history that opens with an
 // assistant message is one Anthropic refuses ("first message must use the

@@ -11,23 +11,23 @@ import (
 )
 
 // BindingServer is the Binding of a checkpoint that records the provider's
-// own compaction (shape "server", DESIGN.md §10): its summary is the
+// own compaction (shape "server", docs/design.md §10): its summary is the
 // compaction block the provider returned.
 const BindingServer = "server"
 
 // LabelProxy is the session label naming the wire API of a proxied
-// session ("anthropic", "responses" or "chat"; DESIGN.md §10).
+// session ("anthropic", "responses" or "chat"; docs/design.md §10).
 const LabelProxy = "proxy"
 
 // ServerShape says whether shape "server" is in effect for a session
-// (DESIGN.md §10): the provider compacts, ctxd adds the provider's
+// (docs/design.md §10): the provider compacts, ctxd adds the provider's
 // compaction to the session's requests and records the block it returns as
 // a checkpoint with binding BindingServer.
 type ServerShape struct {
 	// Active: the provider compacts this session's context.
 	Active bool `json:"active"`
 	// Trigger is the session's threshold in tokens, the provider's
-	// compaction trigger (DESIGN.md §5.1).
+	// compaction trigger (docs/design.md §5.1).
 	Trigger uint64 `json:"trigger,omitempty"`
 	// API is the proxied wire API ("anthropic", "responses"), "" for a
 	// session of the daemon API.
@@ -42,7 +42,7 @@ type ServerShape struct {
 // (context_management compaction). Chat Completions has none.
 var serverAPIs = map[string]bool{"anthropic": true, "responses": true}
 
-// serverShape resolves shape "server" for s (DESIGN.md §10): in effect when
+// serverShape resolves shape "server" for s (docs/design.md §10): in effect when
 // the configured shape is "server", the session is proxied to an API with
 // server compaction, its model lists server_compaction and the upstream
 // has not refused it. Otherwise the session falls back to the summarizer
@@ -82,7 +82,7 @@ func apiName(api string) string {
 }
 
 // ServerShape returns whether shape "server" is in effect for session id
-// and why (DESIGN.md §10). Errors: ErrNotFound, ctx's.
+// and why (docs/design.md §10). Errors: ErrNotFound, ctx's.
 func (e *Engine) ServerShape(ctx context.Context, id string) (ServerShape, error) {
 	s, err := e.lock(ctx, id)
 	if err != nil {
@@ -134,7 +134,7 @@ func (e *Engine) serverSkips(s *session, sig trigger.Signal, tokens uint64) (str
 }
 
 // recordServerCompaction writes the checkpoint of a provider compaction
-// (DESIGN.md §10): the newest stored message m is an assistant answer
+// (docs/design.md §10): the newest stored message m is an assistant answer
 // holding a compaction block, and shape server is in effect. The
 // checkpoint's summary is the block's text (or, for an opaque block, a line
 // naming it), its binding BindingServer, and it retains m itself: the

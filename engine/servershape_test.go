@@ -31,7 +31,7 @@ func serverShapeConfig() config.Config {
 // records every block as a checkpoint with binding server, the estimate
 // falls back under the threshold after each, and the assembled context —
 // a user line, then the answer that carries the block — stays valid
-// (DESIGN.md §4a).
+// (docs/design.md §4a).
 func TestServerShapeOnTheCorpus(t *testing.T) {
 	tr, err := transcript.Import(bytes.NewReader(corpustest.Read(t, "claude-code/autocompact-150tools.jsonl")), transcript.Options{})
 	if err != nil {

@@ -29,7 +29,7 @@ type entry struct {
 	// (contextedit.ResultChars), counted once at append; 0 otherwise.
 	chars uint64
 	// turn is, for a tool result, the ordinal (from 1) of the assistant
-	// message that made its call: a turn of context editing (DESIGN.md §2);
+	// message that made its call: a turn of context editing (docs/design.md §2);
 	// tool is its tool name, the call's when the message names none.
 	turn uint64
 	tool string
@@ -96,7 +96,7 @@ type session struct {
 	summaryMsg    *history.Message
 	summaryTokens uint64
 
-	// The requests that survive compaction (DESIGN.md §5.2): first is the
+	// The requests that survive compaction (docs/design.md §5.2): first is the
 	// session's first user message and req the newest one (the prompt that
 	// opened the current run), as appended; firstPinned and keptReq are
 	// what the latest checkpoint carries of them outside the summary (nil:
@@ -104,7 +104,7 @@ type session struct {
 	first, req           *entry
 	firstPinned, keptReq *entry
 	// futilityRun: the futility diagnostic was given in this run
-	// (DESIGN.md §5.2: one per run).
+	// (docs/design.md §5.2: one per run).
 	futilityRun bool
 
 	active       []entry
@@ -128,7 +128,7 @@ type session struct {
 	sinceUsage       uint64
 	editedSinceUsage uint64
 
-	// Failure circuit of the current run (DESIGN.md §5.5).
+	// Failure circuit of the current run (docs/design.md §5.5).
 	failures    int
 	circuitOpen bool
 
@@ -136,7 +136,7 @@ type session struct {
 	// compaction (shape server falls back), "" when it did not.
 	serverRefused string
 
-	// Layers 1 and 2 (DESIGN.md §6): the offloader, the offload file of each
+	// Layers 1 and 2 (docs/design.md §6): the offloader, the offload file of each
 	// offloaded result by tool_call_id, the context-edit ledger and the
 	// mode in effect ("local", "server" or "off") with its reason.
 	offloader *offload.Offloader
@@ -150,7 +150,7 @@ type session struct {
 	editMode   string
 	editWhy    string
 
-	// cal is the session's token calibrator for its model (DESIGN.md §2
+	// cal is the session's token calibrator for its model (docs/design.md §2
 	// "Tokens"), rebuilt from the session's own log on load, so the
 	// estimate — and every response carrying it — is a pure function of the
 	// log, the same before and after a restart or an eviction.
@@ -169,14 +169,14 @@ type session struct {
 	// missingBinding is the summarizer binding the session's overlay
 	// names (compaction.binding) when the daemon's configuration no longer
 	// defines it: compaction then uses the extractive fallback only, or
-	// fails naming it with fallback "none" (DESIGN.md §5.5).
+	// fails naming it with fallback "none" (docs/design.md §5.5).
 	missingBinding string
 
 	// pending is a patch of the system prompt or tool set waiting for the
-	// end of an open tool loop (DESIGN.md §4a); nil when none.
+	// end of an open tool loop (docs/design.md §4a); nil when none.
 	pending *checkpoint.Meta
 	// clientState is the Data of the newest client_state event (the
-	// provider proxy's record, DESIGN.md §10), nil when none.
+	// provider proxy's record, docs/design.md §10), nil when none.
 	clientState json.RawMessage
 
 	lastCheck  Check
@@ -214,7 +214,7 @@ func (s *session) updated() time.Time {
 // load rebuilds a session from its log: meta, validation state, the latest
 // checkpoint and the active history after it, the ledger of recorded
 // rewrites, and the newest usage. A restart begins a new run: the failure
-// circuit starts closed (DESIGN.md §5.5).
+// circuit starts closed (docs/design.md §5.5).
 func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	meta, err := e.opts.Log.GetMeta(ctx, id)
 	if err != nil {
@@ -289,13 +289,13 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, mapLogErr(id, err)
 	}
-	// A restart begins a new run (DESIGN.md §5.5).
+	// A restart begins a new run (docs/design.md §5.5).
 	s.failures = 0
 	s.circuitOpen = false
 	if _, fleet := e.opts.Pool.(SharedQueue); started > ended && !fleet {
 		// The daemon stopped during a compaction: it wrote nothing, so say
 		// so in the log, or an event stream would show it running forever.
-		// Not with a shared queue (DESIGN.md §9): another node may be
+		// Not with a shared queue (docs/design.md §9): another node may be
 		// running it now, and a dead node's job is redelivered, which ends it.
 		d, _ := json.Marshal(map[string]any{"reason": "restart", "message": "interrupted: the daemon stopped during this compaction; nothing was committed", "started_seq": started})
 		if seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindCompactionFailed, Data: d}}); err == nil {
@@ -348,7 +348,7 @@ func (e *Engine) configure(s *session) error {
 		}
 		if err != nil {
 			// The field is the first key the overlay got wrong (a key it
-			// may not set, DESIGN.md §3), else the config field itself.
+			// may not set, docs/design.md §3), else the config field itself.
 			field := "config"
 			if ce, ok := errors.AsType[*config.Error](err); ok && len(ce.Problems) > 0 && ce.Problems[0].Key != "" {
 				field = ce.Problems[0].Key
@@ -398,7 +398,7 @@ func (e *Engine) configure(s *session) error {
 	s.model = model
 	s.limit = limit
 	// config.Load and ApplyOverlay fold the legacy buffer_tokens alias into
-	// Trigger (DESIGN.md §3).
+	// Trigger (docs/design.md §3).
 	s.threshold = trigger.Threshold(limit, cfg.ContextCompaction.Trigger)
 	s.shape = trigger.ResolveShape(cfg.Compaction.Shape, model.ThinkingBinding)
 	s.system = s.meta.SystemPrompt
@@ -427,7 +427,7 @@ func (e *Engine) configure(s *session) error {
 	}
 	s.offloader = offload.New(cfg.Offload, dir, retainer, e.log)
 	// A result of an excluded tool (a file read) that alone exceeds a
-	// quarter of the window — what retention keeps at most (DESIGN.md §5.2)
+	// quarter of the window — what retention keeps at most (docs/design.md §5.2)
 	// — can never stay in the context: offload it all the same.
 	s.offloader.ExcludedMaxChars = limit / 4 * contextedit.CharsPerToken
 	if r := cfg.Storage.MinFreeBytes; r > 0 && dir != "" {
@@ -529,7 +529,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	s.sinceUsage += t
 	if m.Role == history.RoleUser {
-		// A user prompt begins a new run (DESIGN.md §5.5).
+		// A user prompt begins a new run (docs/design.md §5.5).
 		s.failures = 0
 		s.circuitOpen = false
 		s.futilityRun = false
@@ -553,7 +553,7 @@ func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
 // observeUsage feeds the model's calibrator with the growth between two
 // consecutive reported usages: reported (this request's context − the
 // previous request's context − the previous response's output) against the
-// estimate of the messages appended between them (DESIGN.md §2 "Tokens").
+// estimate of the messages appended between them (docs/design.md §2 "Tokens").
 // Growth, not whole requests, so a system prompt the agent never gave ctxd
 // does not bias the factor.
 func (e *Engine) observeUsage(s *session, m history.Message) {
@@ -586,7 +586,7 @@ func (e *Engine) outputTokens(s *session, m history.Message) uint64 {
 // applyCheckpoint makes cp the session's latest checkpoint: the summary
 // replaces everything before FirstRetainedSeq (or after SnapshotSeq when
 // nothing is retained); reported usage before it is never used again
-// (DESIGN.md §2 "Tokens"). Called with s.mu held (or during load).
+// (docs/design.md §2 "Tokens"). Called with s.mu held (or during load).
 func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	c := cp
 	s.cp = &c
@@ -619,14 +619,14 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 		s.failures++
 	} else {
 		// A successful checkpoint of any reason closes the circuit
-		// (DESIGN.md §5.5).
+		// (docs/design.md §5.5).
 		s.failures = 0
 		s.circuitOpen = false
 	}
 }
 
 // carried returns the entry a checkpoint carries outside its summary
-// (DESIGN.md §5.2): the stored message with c.Seq as it is sent, or its
+// (docs/design.md §5.2): the stored message with c.Seq as it is sent, or its
 // stub. nil for nil c or a message no longer known. Called with s.mu held
 // (or during load), before the checkpoint drops what it covers.
 func (e *Engine) carried(s *session, c *checkpoint.Carried) *entry {
@@ -671,7 +671,7 @@ const (
 // source: the newest reported usage (input + cache + output) plus the
 // calibrated estimate of what was appended since, less what context editing
 // removed; or, with no usage since the latest checkpoint, the calibrated
-// estimate of the whole assembled context (DESIGN.md §2, §5.1). Called with
+// estimate of the whole assembled context (docs/design.md §2, §5.1). Called with
 // s.mu held.
 func (e *Engine) estimate(s *session) (uint64, string) {
 	if s.usage != nil {
@@ -704,7 +704,7 @@ func (s *session) carriedTokens() uint64 {
 
 // check decides signal sig for the session now and records it as the last
 // check. An automatic signal over the threshold does not compact when
-// nothing could be compacted or when compaction is futile (DESIGN.md §5.2);
+// nothing could be compacted or when compaction is futile (docs/design.md §5.2);
 // the first futile check of a run records one diagnostic event. Called with
 // s.mu held.
 func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trigger.Decision {
@@ -726,7 +726,7 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 }
 
 // decide is trigger.Decide with the engine's two further rules for the
-// automatic signals (DESIGN.md §5.2): no compaction that would replace
+// automatic signals (docs/design.md §5.2): no compaction that would replace
 // nothing, and none that cannot get under the threshold — when the fixed
 // prefix (system prompt, tools, pinned context, the carried first request
 // and the current request) alone reaches it (futile). Called with s.mu held.
@@ -753,7 +753,7 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 }
 
 // fixedPrefix is what no compaction can remove, calibrated: system prompt,
-// tools, pinned context and the requests a compaction carries (DESIGN.md
+// tools, pinned context and the requests a compaction carries (docs/design.md
 // §5.2). Called with s.mu held.
 func (e *Engine) fixedPrefix(s *session) uint64 {
 	return e.calibrate(s, s.fixedTokens+e.carriedEstimate(s))
@@ -795,7 +795,7 @@ func (s *session) openRound() bool { return len(s.state.Open()) > 0 }
 // is in progress: the newest message is a tool result or an assistant
 // message whose calls wait on their results, and the newest assistant
 // message carries thinking. The provider then requires that message to be
-// sent with its thinking first, so no rewrite may withhold it (DESIGN.md
+// sent with its thinking first, so no rewrite may withhold it (docs/design.md
 // §4a): passes and prompt or tool changes wait for the loop's end (the next
 // user prompt), and a compaction folds the loop.
 func (s *session) inThinkingLoop() bool {
@@ -814,7 +814,7 @@ func (s *session) inThinkingLoop() bool {
 }
 
 // newGroupSinceCheckpoint: something was appended after the latest
-// checkpoint's snapshot (the no-loop rule of DESIGN.md §5.1).
+// checkpoint's snapshot (the no-loop rule of docs/design.md §5.1).
 func (s *session) newGroupSinceCheckpoint() bool {
 	if s.cp == nil {
 		return len(s.active) > 0
@@ -834,7 +834,7 @@ func (s *session) triggerState(tokens uint64) trigger.State {
 }
 
 // SummaryPreamble begins the text of the summary message that stands for the
-// messages a checkpoint replaced (DESIGN.md §4).
+// messages a checkpoint replaced (docs/design.md §4).
 const SummaryPreamble = "This is a summary of the %d earlier messages of this conversation, written when its context was compacted. The conversation continues after it."
 
 func summaryMessage(cp checkpoint.Checkpoint) history.Message {
@@ -850,7 +850,7 @@ func summaryMessage(cp checkpoint.Checkpoint) history.Message {
 }
 
 // pinnedMessage is the user message that carries a session's pinned context
-// (DESIGN.md §4): its blocks as given.
+// (docs/design.md §4): its blocks as given.
 func pinnedMessage(pinned []history.Block) history.Message {
 	return history.Message{Role: history.RoleUser, Content: pinned}
 }

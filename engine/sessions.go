@@ -15,7 +15,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// CreateParams is a new session (DESIGN.md §7 POST /v1/sessions).
+// CreateParams is a new session (docs/design.md §7 POST /v1/sessions).
 type CreateParams struct {
 	// ID is the session id; "" generates one.
 	ID string
@@ -31,14 +31,14 @@ type CreateParams struct {
 	// Pinned is pinned context, sent as one user message after the tools
 	// and before any summary: text, image and json blocks.
 	Pinned []history.Block
-	// Overlay is a TOML configuration overlay (DESIGN.md §3), the highest
+	// Overlay is a TOML configuration overlay (docs/design.md §3), the highest
 	// layer for this session.
 	Overlay string
 	// Labels are free-form operator labels, kept with the session.
 	Labels map[string]string
 }
 
-// Info describes a session (DESIGN.md §7 GET /v1/sessions/{id}).
+// Info describes a session (docs/design.md §7 GET /v1/sessions/{id}).
 type Info struct {
 	ID      string    `json:"id"`
 	Created time.Time `json:"created"`
@@ -79,7 +79,7 @@ type Info struct {
 	// Shape is the compaction shape in effect.
 	Shape string `json:"shape"`
 	// ServerShape says, for shape "server", whether the provider compacts
-	// this session or why it falls back to the summarizer (DESIGN.md §10);
+	// this session or why it falls back to the summarizer (docs/design.md §10);
 	// nil for the other shapes.
 	ServerShape *ServerShape `json:"server_shape,omitempty"`
 	// SystemDigest and ToolsDigest identify the system prompt and tool set.
@@ -96,7 +96,7 @@ type Info struct {
 	// from the active messages as stored, in uncalibrated tokens.
 	EditedTokens uint64 `json:"edited_tokens,omitempty"`
 	// ContextEditMode is the context-editing mode in effect ("local",
-	// "server" or "off") and ContextEditWhy the reason (DESIGN.md §6).
+	// "server" or "off") and ContextEditWhy the reason (docs/design.md §6).
 	ContextEditMode string `json:"context_edit_mode"`
 	ContextEditWhy  string `json:"context_edit_why,omitempty"`
 	// ContextEditPasses is the number of context-edit passes recorded.
@@ -104,7 +104,7 @@ type Info struct {
 	// Offloads is the number of tool results offloaded.
 	Offloads int `json:"offloads,omitempty"`
 	// Warnings, set by CreateSession only, say what in the session's
-	// settings works against it (DESIGN.md §5.2 futility).
+	// settings works against it (docs/design.md §5.2 futility).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -162,7 +162,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 
 // createWarnings says what in a new session's settings works against it:
 // a trigger whose buffer_tokens reaches the window leaves a threshold of 0,
-// where every compaction is futile (DESIGN.md §5.2).
+// where every compaction is futile (docs/design.md §5.2).
 func createWarnings(s *session) []string {
 	var out []string
 	if b := s.cfg.ContextCompaction.Trigger.BufferTokens; b > 0 && b >= s.limit {
@@ -466,7 +466,7 @@ func (e *Engine) Exists(ctx context.Context, id string) (bool, error) {
 }
 
 // Patch changes a session's system prompt, tools, pinned context or model;
-// a nil field is left as it is (DESIGN.md §7 PATCH).
+// a nil field is left as it is (docs/design.md §7 PATCH).
 type Patch struct {
 	System       *string
 	Tools        *[]history.ToolDef
@@ -478,7 +478,7 @@ type Patch struct {
 // UpdateSession applies p. A changed system prompt or tool set (detected by
 // digest) is a recorded rewrite: a session_updated event and, for models
 // that bind thinking to the prefix, a prefix_reset that stops the replay of
-// earlier thinking (DESIGN.md §4). Inside an open tool loop of such a model
+// earlier thinking (docs/design.md §4). Inside an open tool loop of such a model
 // (see inThinkingLoop) a change of system prompt or tool set takes effect
 // when the loop ends (§4a): the whole patch is recorded as pending (a
 // session_updated event with deferred_meta) and applied by the append that
@@ -526,7 +526,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		return e.info(s), nil // nothing changed: nothing to record
 	}
 	if (meta.SystemPromptDigest != s.meta.SystemPromptDigest || meta.ToolsDigest != s.meta.ToolsDigest) && s.inThinkingLoop() {
-		d, _ := json.Marshal(deferredUpdate{DeferredMeta: &meta, Message: "the system prompt or tool set changes when the open tool loop ends (DESIGN.md §4a)"})
+		d, _ := json.Marshal(deferredUpdate{DeferredMeta: &meta, Message: "the system prompt or tool set changes when the open tool loop ends (docs/design.md §4a)"})
 		seq, err := e.opts.Log.Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindSessionUpdated, Data: d}})
 		if err != nil {
 			return Info{}, mapLogErr(id, err)
@@ -602,7 +602,7 @@ func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.M
 }
 
 // applyPending applies a patch deferred by an open tool loop once the loop
-// has ended (DESIGN.md §4a), returning the events written. A failure is
+// has ended (docs/design.md §4a), returning the events written. A failure is
 // logged; the next append retries. Called with s.mu held.
 func (e *Engine) applyPending(ctx context.Context, s *session) []checkpoint.Event {
 	if s.pending == nil || s.inThinkingLoop() {
@@ -660,7 +660,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// StartRun begins a new run of the session (DESIGN.md §5.5 POST
+// StartRun begins a new run of the session (docs/design.md §5.5 POST
 // /v1/sessions/{id}/runs): the failure circuit closes and its count resets.
 // It returns the run_started event's seq. Errors: ErrInvalid, ErrNotFound.
 func (e *Engine) StartRun(ctx context.Context, id string) (uint64, error) {

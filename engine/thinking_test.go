@@ -15,7 +15,7 @@ import (
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
-// A thinking-bound catalog model (DESIGN.md §3): Claude.
+// A thinking-bound catalog model (docs/design.md §3): Claude.
 const thinkingModel = "claude-sonnet-4-5"
 
 func thinkingCall(thought string, ids ...string) history.Message {
@@ -286,7 +286,7 @@ func eagerEditing(c *config.Config) {
 }
 
 // A context-edit pass never lands inside an open thinking tool loop: it
-// waits for the loop's end (DESIGN.md §4a).
+// waits for the loop's end (docs/design.md §4a).
 func TestPassWaitsForTheThinkingLoopEnd(t *testing.T) {
 	cfg := testConfig()
 	eagerEditing(&cfg)

@@ -12,7 +12,7 @@ import (
 )
 
 // claudeFactor is the model catalog's default token factor for Claude models
-// (DESIGN.md §2): where every method starts, nothing fitted on the corpus.
+// (docs/design.md §2): where every method starts, nothing fitted on the corpus.
 const claudeFactor = 1.35
 
 // chosen is the growth estimate ctxd uses (docs/decisions.md "Estimator

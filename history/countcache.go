@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Counting through a cache of pieces (DESIGN.md §2 "Tokens"). o200k's BPE
+// Counting through a cache of pieces (docs/design.md §2 "Tokens"). o200k's BPE
 // merges bytes only within one piece of its split pattern (pretoken.go), so
 // a text's count is the sum of its pieces' counts. Real tool output (code,
 // logs, JSON) repeats its pieces — identifiers, keys, indentation — so a

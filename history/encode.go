@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// Encode returns the stable JSON encoding of m (DESIGN.md §2, §4
+// Encode returns the stable JSON encoding of m (docs/design.md §2, §4
 // "Append-only"): the same message always encodes to the same bytes, so an
 // assembled context is a byte-for-byte extension of the previous one.
 //
@@ -48,7 +48,7 @@ func Encode(m Message) ([]byte, error) {
 // UTC, raw JSON values (tool-call inputs, json blocks) compacted, empty
 // Content nil. Keep this form in memory, so what is sent from memory and
 // what is rebuilt from the store after a restart are the same bytes
-// (DESIGN.md §8). Errors: as Encode's.
+// (docs/design.md §8). Errors: as Encode's.
 func Canonical(m Message) (Message, error) {
 	m, err := canonical(m)
 	if err != nil {
@@ -160,7 +160,7 @@ func blockInvalidUTF8(b *Block) (field string, bad bool) {
 // Time is in UTC, so Encode(Decode(Encode(m))) equals Encode(m) byte for byte.
 //
 // Decode checks the JSON shape only; use State.Check for the rules of
-// DESIGN.md §2.
+// docs/design.md §2.
 func Decode(data []byte) (Message, error) {
 	var m Message
 	if !utf8.Valid(data) {

@@ -9,7 +9,7 @@ type Call struct {
 	Index int    `json:"index"`
 }
 
-// Group is the unit nothing may split (DESIGN.md §2): the messages
+// Group is the unit nothing may split (docs/design.md §2): the messages
 // msgs[Start:End]. Open marks an open tool round: a group some of whose calls
 // have no result yet (only ever the last group).
 type Group struct {
@@ -22,7 +22,7 @@ type Group struct {
 func (g Group) Len() int { return g.End - g.Start }
 
 // Abandoned is a tool call that a user message (At, an index) left without a
-// result: an abandoned round (DESIGN.md §2).
+// result: an abandoned round (docs/design.md §2).
 type Abandoned struct {
 	Call
 	At int `json:"at"`
@@ -57,7 +57,7 @@ func (a Analysis) Valid() bool {
 	return len(a.Orphans) == 0 && len(a.Unanswered) == 0 && len(a.Duplicates) == 0
 }
 
-// Groups splits msgs into groups (DESIGN.md §2) in one pass, in O(n) time for
+// Groups splits msgs into groups (docs/design.md §2) in one pass, in O(n) time for
 // n messages and their blocks.
 //
 // How a group is delimited, since real transcripts interleave:

@@ -1,5 +1,5 @@
 // Package history owns ctxd's canonical, provider-neutral message model
-// (DESIGN.md §2): messages and their content blocks, tool-call groups, open
+// (docs/design.md §2): messages and their content blocks, tool-call groups, open
 // tool rounds, validation of appends, and the token estimate kept with each
 // message. It knows nothing of HTTP or storage.
 package history
@@ -11,7 +11,7 @@ import (
 )
 
 // Role is who wrote a message. One tool message answers exactly one tool call
-// (DESIGN.md §2).
+// (docs/design.md §2).
 type Role string
 
 // The three roles of the canonical model.
@@ -24,7 +24,7 @@ const (
 // BlockType names the kind of one content block.
 type BlockType string
 
-// The content block types of DESIGN.md §2. Any other type is rejected by
+// The content block types of docs/design.md §2. Any other type is rejected by
 // validation.
 const (
 	// BlockText is plain text: Text.
@@ -81,7 +81,7 @@ type Block struct {
 
 // Usage is what a provider reported for the request that produced an
 // assistant message, in tokens. It is ground truth for the size of that
-// request (DESIGN.md §2 "Tokens").
+// request (docs/design.md §2 "Tokens").
 type Usage struct {
 	InputTokens              uint64 `json:"input_tokens"`
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
@@ -98,7 +98,7 @@ func (u Usage) ContextTokens() uint64 {
 }
 
 // TotalTokens is ContextTokens plus the output tokens, saturating: what the
-// post-check compares with the threshold (DESIGN.md §5.1).
+// post-check compares with the threshold (docs/design.md §5.1).
 func (u Usage) TotalTokens() uint64 {
 	return satAdd(u.ContextTokens(), u.OutputTokens)
 }
@@ -112,7 +112,7 @@ func satAdd(a, b uint64) uint64 {
 }
 
 // Message is one message of a conversation in the canonical model
-// (DESIGN.md §2).
+// (docs/design.md §2).
 type Message struct {
 	// Seq is the message's position in its session's event log, from 1;
 	// 0 before it is stored.

@@ -7,18 +7,18 @@ import (
 	"strings"
 )
 
-// The provider rules of DESIGN.md §4a: what a context must satisfy for a
+// The provider rules of docs/design.md §4a: what a context must satisfy for a
 // provider to accept it. CheckRequest is the one validator; the engine runs
 // it before a context is returned, and every test that renders a context
 // runs it too. Its messages quote the providers' own 400 texts, so a
 // violation reads like the refusal it prevents.
 
 // ErrProviderRule is matched (errors.Is) by the error of Violations.Err: a
-// context breaks a rule of DESIGN.md §4a and must not be sent.
+// context breaks a rule of docs/design.md §4a and must not be sent.
 var ErrProviderRule = errors.New("the context breaks a provider rule")
 
 // Thinking says whether a request enables extended thinking
-// (DESIGN.md §4a): the thinking rules differ.
+// (docs/design.md §4a): the thinking rules differ.
 type Thinking int
 
 const (
@@ -87,7 +87,7 @@ func (vs Violations) Err() error {
 	return fmt.Errorf("%w: %s%s", ErrProviderRule, vs[0].Error(), more)
 }
 
-// Provider texts, quoted from the 400 bodies (../shared/agents/README.md,
+// Provider texts, quoted from the 400 bodies (docs/testing.md,
 // testdata/corpus/providers/error-bodies.json); %s is a call id.
 const (
 	textMissingResult = "`tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
@@ -104,7 +104,7 @@ const (
 
 // CheckRequest checks msgs — the messages of a context as they are sent,
 // after the system prompt and tool definitions (see Sendable) — against the
-// provider rules of DESIGN.md §4a, the strictest provider's (Anthropic's,
+// provider rules of docs/design.md §4a, the strictest provider's (Anthropic's,
 // which OpenAI's accept), and returns every violation in message order:
 //
 //   - every tool call has its result in the next message (the tool messages
@@ -143,7 +143,7 @@ type Checker struct {
 	tail    tailState
 }
 
-// tailState is what the rules at the end of the list (DESIGN.md §4a:
+// tailState is what the rules at the end of the list (docs/design.md §4a:
 // thinking, an open tool loop) read of the list.
 type tailState struct {
 	lastRole     Role
@@ -376,7 +376,7 @@ const InterruptedText = "[a response interrupted while reasoning; its reasoning 
 // DropTrailingThinking returns m without the thinking and redacted_thinking
 // blocks that end it, and true, when m is an assistant message ending with
 // one: providers refuse it ("The final block in an assistant message cannot
-// be `thinking`", DESIGN.md §4a) — an agent stores one when a response was
+// be `thinking`", docs/design.md §4a) — an agent stores one when a response was
 // interrupted while reasoning. Whole blocks are dropped, never edited; a
 // message left empty holds one text block, InterruptedText. The copy shares
 // no slice with m and has Tokens 0. Any other message is returned as is,

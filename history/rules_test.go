@@ -12,7 +12,7 @@ func thinking(s string) Block { return Block{Type: BlockThinking, Text: s, Signa
 
 func asst(bs ...Block) Message { return Message{Role: RoleAssistant, Content: bs} }
 
-// TestCheckRequest: each rule of DESIGN.md §4a, broken and kept; and the
+// TestCheckRequest: each rule of docs/design.md §4a, broken and kept; and the
 // incremental Checker gives the same answer for every split of each list.
 func TestCheckRequest(t *testing.T) {
 	u := text(RoleUser, "do it")

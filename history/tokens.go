@@ -13,7 +13,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 )
 
-// Token estimation (DESIGN.md §2 "Tokens"). Each message is counted once, at
+// Token estimation (docs/design.md §2 "Tokens"). Each message is counted once, at
 // append, with the o200k_base encoding whose tables are compiled into the
 // binary (nothing is downloaded), plus small fixed overheads for the framing
 // a provider adds around messages and blocks. A per-model Calibrator scales
@@ -189,7 +189,7 @@ func CompactionIndex(msgs []Message) int {
 }
 
 // Fill sets m.Tokens to Message(*m) when it is 0 (not counted yet) and
-// returns m.Tokens: a message is counted once, at append (DESIGN.md §2).
+// returns m.Tokens: a message is counted once, at append (docs/design.md §2).
 func (e Estimator) Fill(m *Message) uint64 {
 	if m.Tokens == 0 {
 		m.Tokens = e.Message(*m)
@@ -197,7 +197,7 @@ func (e Estimator) Fill(m *Message) uint64 {
 	return m.Tokens
 }
 
-// Calibration limits (DESIGN.md §2 "Tokens").
+// Calibration limits (docs/design.md §2 "Tokens").
 const (
 	// CalibrationAlpha is the weight of a new sample in the factor's
 	// exponentially weighted moving average: the factor moves 30 % of the
@@ -219,7 +219,7 @@ const (
 // ErrFactor is returned for a factor outside [MinFactor, MaxFactor].
 var ErrFactor = errors.New("token factor out of range")
 
-// Calibrator learns one model's token factor (DESIGN.md §2 "Tokens"): the
+// Calibrator learns one model's token factor (docs/design.md §2 "Tokens"): the
 // model's reported input tokens ÷ the o200k estimate of the same request,
 // smoothed. Keep one per model. It starts at the model catalog's factor
 // (config `token_factor`, e.g. 1.35 for Claude models). All methods are

@@ -11,10 +11,10 @@ import (
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError: the message
-// breaks a rule of DESIGN.md §2. The API layer maps it to a 400.
+// breaks a rule of docs/design.md §2. The API layer maps it to a 400.
 var ErrInvalid = errors.New("invalid message")
 
-// ValidationError says which message broke which rule of DESIGN.md §2, and in
+// ValidationError says which message broke which rule of docs/design.md §2, and in
 // which field, so an API error body can point at it.
 type ValidationError struct {
 	// Index is the message's index in the batch given to ValidateBatch, or
@@ -45,7 +45,7 @@ func invalid(field, format string, args ...any) *ValidationError {
 
 // State is what validation needs to know of a session's history: the open
 // tool calls (in call order) and every tool call id used so far
-// (DESIGN.md §2). Its zero value is the state of an empty history. Rebuild
+// (docs/design.md §2). Its zero value is the state of an empty history. Rebuild
 // it after a restart with NewState.
 //
 // A State is not safe for concurrent use; a session serializes its appends.
@@ -103,7 +103,7 @@ func (s *State) openIndex(id string) int {
 }
 
 // Check reports whether m may be appended after the state's history, without
-// changing the state. The rules (DESIGN.md §2):
+// changing the state. The rules (docs/design.md §2):
 //   - role is user, assistant or tool;
 //   - every string field, and Input and JSON, is valid UTF-8;
 //   - every block has a known type and only the fields of that type;
@@ -120,7 +120,7 @@ func (s *State) openIndex(id string) int {
 //     Abandon returns first (an abandoned round);
 //   - an assistant message is refused while calls are open, naming the
 //     first: the provider wants every result in the message right after
-//     its call (DESIGN.md §4a; docs/decisions.md).
+//     its call (docs/design.md §4a; docs/decisions.md).
 //
 // It returns a *ValidationError (Index -1) for the first rule broken.
 func (s *State) Check(m Message) error {
@@ -145,7 +145,7 @@ func (s *State) Check(m Message) error {
 	case RoleAssistant:
 		if len(s.open) > 0 {
 			// The provider wants every call's result in the next message
-			// (DESIGN.md §4a); a response can only follow the results.
+			// (docs/design.md §4a); a response can only follow the results.
 			return invalid("role", "an assistant message while tool call %q (%s) is open: append its result first", s.open[0].ID, s.open[0].Name)
 		}
 		var ids map[string]bool
@@ -281,7 +281,7 @@ func validBase64(s string) bool {
 // ImageMediaTypes are the media types of an image block: the ones both
 // providers accept (Anthropic's image source and OpenAI's image_url take
 // JPEG, PNG, GIF and WebP only). Any other is refused at append, so no
-// rendered context carries an image the provider refuses (DESIGN.md §4a).
+// rendered context carries an image the provider refuses (docs/design.md §4a).
 var ImageMediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 // ArtifactScheme prefixes an artifact reference in an image block.
@@ -437,12 +437,12 @@ func overlay(s *State) *State {
 }
 
 // AbandonedText is the text of the error result that closes an abandoned
-// tool call (DESIGN.md §2).
+// tool call (docs/design.md §2).
 const AbandonedText = "tool call abandoned: no result was recorded"
 
 // Abandon returns the error tool results to append before next when next is
 // a user message arriving while tool calls are open (an abandoned round,
-// DESIGN.md §2): one per open call, in call order, each with role tool,
+// docs/design.md §2): one per open call, in call order, each with role tool,
 // is_error, tool_call_id and tool_name set, the text AbandonedText, and
 // next's Time. It returns nil when next is not a user message or no call is
 // open. It does not change s: append and Apply the results, then next.
@@ -469,7 +469,7 @@ func abandonedResult(c Call, next Message) Message {
 }
 
 // CloseAbandoned returns msgs with the abandoned-round results of
-// DESIGN.md §2 inserted before every user message that arrives while tool
+// docs/design.md §2 inserted before every user message that arrives while tool
 // calls are open, as Abandon builds them, and the calls it closed. s is the
 // state before msgs (nil for an empty history) and is not changed; a Call's
 // Index counts from the start of s's history, so with a nil s it is an index

@@ -24,7 +24,7 @@ const secretKey = "artifact-secret"
 // pauses in all).
 const secretAttempts = 23
 
-// Secret returns the fleet's artifact secret (DESIGN.md §8: ids are
+// Secret returns the fleet's artifact secret (docs/design.md §8: ids are
 // HMAC-SHA256(secret, content)), creating it on first use: every node
 // shares it, so an id names the same content on any node. It is created
 // with the bucket's create-if-absent, so two nodes starting together agree
@@ -67,7 +67,7 @@ func (st *Store) Secret(ctx context.Context) ([]byte, error) {
 	return nil, errors.New("artifact secret: created and deleted concurrently")
 }
 
-// Artifacts is artifacts.Backend on the JetStream object store (DESIGN.md
+// Artifacts is artifacts.Backend on the JetStream object store (docs/design.md
 // §9): an object per artifact, named by its keyed id, its format in the
 // object's metadata. Content is verified against its id on read.
 type Artifacts struct {

@@ -31,7 +31,7 @@ const (
 // its position (another node wrote first) before it gives up.
 const maxConflictRetries = 64
 
-// Log is checkpoint.Log on JetStream (DESIGN.md §9). Event seqs are
+// Log is checkpoint.Log on JetStream (docs/design.md §9). Event seqs are
 // per-session and contiguous as in the badger store; each record's stream
 // sequence is only used as the expected last subject sequence of the next
 // write. A node keeps, per session it touched, an index of the records it
@@ -611,7 +611,7 @@ func (l *Log) Range(ctx context.Context, session string, fromSeq uint64, fn func
 // (its event, then the whole checkpoint) written with the expected last
 // subject sequence. A checkpoint of a snapshot a previous checkpoint
 // already covers is refused with checkpoint.ErrConflict: two nodes that
-// compacted the same snapshot commit one checkpoint (DESIGN.md §9).
+// compacted the same snapshot commit one checkpoint (docs/design.md §9).
 func (l *Log) PutCheckpoint(ctx context.Context, session string, cp checkpoint.Checkpoint) (checkpoint.Checkpoint, error) {
 	if err := checkpoint.ValidSessionID(session); err != nil {
 		return checkpoint.Checkpoint{}, err

@@ -15,14 +15,14 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
-// Queue is the compaction queue shared by every node of a fleet (DESIGN.md
+// Queue is the compaction queue shared by every node of a fleet (docs/design.md
 // §9), an engine.SharedQueue: a job is a message of the work-queue stream
 // <P>_JOBS, on a subject per session, taken by whichever node's Run pulls
 // it from the one durable consumer. Its message id is (session, the
 // session's last seq when it was queued), so two nodes queueing the same
 // compaction queue one job; and the stream keeps at most one message per
 // subject, so a session has at most one job queued or running in the whole
-// fleet (DESIGN.md §8a: compactions of one session are serialized) — a
+// fleet (docs/design.md §8a: compactions of one session are serialized) — a
 // second submission joins it. A node
 // signals progress while it runs a job (every AckWait/4); a node that dies
 // stops signalling and JetStream gives the job to another node after

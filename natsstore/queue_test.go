@@ -83,7 +83,7 @@ func TestQueueDedupAndRedelivery(t *testing.T) {
 		t.Fatal("node 2 did not learn the job started")
 	}
 	// A compaction asked at a later position while the job runs joins it:
-	// one job per session in the fleet (DESIGN.md §8a).
+	// one job per session in the fleet (docs/design.md §8a).
 	if _, err := n2.Log().Append(ctx, id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package natsstore is ctxd's fleet backend on NATS JetStream (DESIGN.md
+// Package natsstore is ctxd's fleet backend on NATS JetStream (docs/design.md
 // §9, `[storage] backend = "nats"`): every node of a fleet shares one
 // cluster, and any node serves any session. It implements the engine's
 // interfaces with the official client (github.com/nats-io/nats.go and its
@@ -57,7 +57,7 @@ type Options struct {
 	Prefix string
 	// AckWait is how long a compaction job may run without a progress
 	// signal before JetStream redelivers it to another node; it must exceed
-	// the summarizer timeout (DESIGN.md §5.4). 0 means 5 minutes.
+	// the summarizer timeout (docs/design.md §5.4). 0 means 5 minutes.
 	AckWait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -363,7 +363,7 @@ func (st *Store) setup(ctx context.Context) error {
 		// Reads go to the stream's leader, which has every acknowledged
 		// record: a direct get may be answered by a replica that lags, and
 		// a node must never act on a session without the records others
-		// appended (DESIGN.md §9).
+		// appended (docs/design.md §9).
 		AllowDirect: false,
 	}); err != nil {
 		return fmt.Errorf("create stream %s_EVENTS: %w", up, err)
@@ -400,7 +400,7 @@ func (st *Store) setup(ctx context.Context) error {
 		Replicas:    r,
 		Duplicates:  10 * time.Minute,
 		// One job per session queued or running in the whole fleet
-		// (DESIGN.md §8a): a second is refused while the first is unacked.
+		// (docs/design.md §8a): a second is refused while the first is unacked.
 		MaxMsgsPerSubject:    1,
 		Discard:              jetstream.DiscardNew,
 		DiscardNewPerSubject: true,

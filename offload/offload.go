@@ -1,11 +1,11 @@
-// Package offload is ctxd's first context layer (DESIGN.md §6 "Offload"):
+// Package offload is ctxd's first context layer (docs/design.md §6 "Offload"):
 // a tool result whose text is longer than [offload] max_chars is stored whole,
 // as an artifact and as a file under <dir>/<session>/, and the model sees a
 // stub instead — the head and tail of the text, its exact size, where the rest
 // is, and a line asking the model to read or grep the file rather than re-run
 // the tool. It calls no summarizer and never deletes a file.
 //
-// Units (DESIGN.md §2 "Units"): limits count characters, that is Unicode code
+// Units (docs/design.md §2 "Units"): limits count characters, that is Unicode code
 // points; byte counts are exact; every cut falls on a code-point boundary, so
 // every stub is valid UTF-8.
 package offload
@@ -32,7 +32,7 @@ import (
 	"github.com/ctxd/ctxd/internal/store"
 )
 
-// File and directory modes (DESIGN.md §8b): tool output may hold secrets, so
+// File and directory modes (docs/design.md §8b): tool output may hold secrets, so
 // only the daemon's user reads it.
 const (
 	DirMode  os.FileMode = 0o700
@@ -94,7 +94,7 @@ type Record struct {
 }
 
 // Failure describes a tool result that should have been offloaded and was
-// kept whole because the write failed (DESIGN.md §6): the Data of the
+// kept whole because the write failed (docs/design.md §6): the Data of the
 // engine's offload_failed event. Reason is one line without the file's
 // path beyond the offload directory (a full disk, a directory that cannot
 // be created, the artifact store's refusal).
@@ -159,7 +159,7 @@ func New(cfg config.Offload, dir string, store Retainer, logger *slog.Logger) *O
 // one text block, and its text — its text blocks joined with BlockSeparator
 // — is valid UTF-8 longer than max_chars characters. A result with non-text
 // blocks (an image beside text) is measured and offloaded by its text; the
-// non-text blocks stay as they are (DESIGN.md §6).
+// non-text blocks stay as they are (docs/design.md §6).
 //
 // Otherwise it stores the text whole as an artifact (format text) and as the
 // file Path(session, m.ToolCallID), creating <dir>/<session>/ (mode DirMode)

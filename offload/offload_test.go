@@ -526,7 +526,7 @@ func TestExcludedToolOffloadedOnlyOverItsOwnLimit(t *testing.T) {
 
 // A tool result with an image beside 940k characters of text (in two text
 // blocks) is measured and offloaded by its text: the text blocks become one
-// stub where the first was, the image stays, in place (DESIGN.md §6).
+// stub where the first was, the image stays, in place (docs/design.md §6).
 func TestOffloadMixedResultByItsText(t *testing.T) {
 	image := history.Block{Type: history.BlockImage, MediaType: "image/png", Data: "iVBORw0KGgo="}
 	part1 := strings.Repeat("line of build output with a path /src/x.go:12\n", 10000)

@@ -289,7 +289,7 @@ func valueStart(b []byte, off int) int {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // withMessages returns the client's body with the messages value replaced
-// by msgs: every other byte is the client's (DESIGN.md §10).
+// by msgs: every other byte is the client's (docs/design.md §10).
 func (r *request) withMessages(msgs []byte) []byte {
 	out := make([]byte, 0, len(r.body)-(r.msgEnd-r.msgStart)+len(msgs))
 	out = append(out, r.body[:r.msgStart]...)
@@ -503,7 +503,7 @@ func hasMarker(b []byte) bool {
 
 // normalize returns a message's bytes with every "cache_control" member
 // removed, so a message hashes the same whether or not the client's moving
-// prompt-cache marker sits on it (DESIGN.md §10). Bytes without the key are
+// prompt-cache marker sits on it (docs/design.md §10). Bytes without the key are
 // returned as they are; otherwise the member is cut textually (no
 // re-encoding), which gives the same bytes as a client that never wrote it.
 func normalize(b []byte) []byte {
@@ -784,7 +784,7 @@ var (
 )
 
 // matchForm is the form a message (markers already removed: normalize) is
-// matched and keyed by (DESIGN.md §10): a content of one bare text block
+// matched and keyed by (docs/design.md §10): a content of one bare text block
 // written as the block's string, as textContent does, the block's type
 // being "text" or the Responses API's "input_text" / "output_text"; and a
 // Responses item's "type":"message" member (the API's default type) cut.

@@ -138,7 +138,7 @@ func TestPreSendCompaction(t *testing.T) {
 }
 
 // A proxied session is summarized through its own upstream, with its own
-// model and the client's credential and prompt prefix (DESIGN.md §10); the
+// model and the client's credential and prompt prefix (docs/design.md §10); the
 // checkpoint names that binding.
 func TestSummaryPaidByTheClient(t *testing.T) {
 	f := newFixture(t, testConfig())

@@ -11,7 +11,7 @@ import (
 )
 
 // ClientBinding is the name of the summarizer binding a proxied session
-// gets: its own upstream, model and client credential (DESIGN.md §10).
+// gets: its own upstream, model and client credential (docs/design.md §10).
 const ClientBinding = "proxy-client"
 
 // errNoCredential: the session's client credential is not held (the daemon

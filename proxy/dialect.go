@@ -16,7 +16,7 @@ import (
 )
 
 // dialect is what differs between the wire APIs the proxy manages
-// (DESIGN.md §10): the key of the conversation in the body, how its items
+// (docs/design.md §10): the key of the conversation in the body, how its items
 // convert to and from canonical messages, how an answer and an error are
 // read, and the error shape ctxd answers with. Everything else — the
 // listener, identity, matching, recording, pre-send and overflow — is the
@@ -38,7 +38,7 @@ type dialect interface {
 	// (0: they are not).
 	answerLen(s *answerSig, items []json.RawMessage, n int) int
 	// render builds the outgoing conversation array; errors wrap
-	// errViolation when it breaks DESIGN.md §4a.
+	// errViolation when it breaks docs/design.md §4a.
 	render(p *Proxy, b *branch, msgs []history.Message, req *request) ([]byte, error)
 	// systemText and tools read the request's prefix for the engine's
 	// estimate.
@@ -440,7 +440,7 @@ func prefixDigest(req *request) digest {
 	return d
 }
 
-// withIncludeUsage asks a Chat upstream for the usage chunk (DESIGN.md §5.1
+// withIncludeUsage asks a Chat upstream for the usage chunk (docs/design.md §5.1
 // post-check): "stream_options":{"include_usage":true} inserted as the
 // body's first member; the client's members keep their bytes.
 func withIncludeUsage(body []byte) []byte {

@@ -13,7 +13,7 @@ import (
 	"github.com/ctxd/ctxd/summarizer"
 )
 
-// fleetNode is one ctxd node of a fleet (DESIGN.md §9): an engine on the
+// fleetNode is one ctxd node of a fleet (docs/design.md §9): an engine on the
 // shared NATS store and its proxy, on a loopback port.
 func fleetNode(t *testing.T, c *natstest.Cluster, up *upstream) *fixture {
 	t.Helper()

@@ -3,11 +3,11 @@ package proxy
 import "testing"
 
 // TestHeaderSafeSpellsSectionSign (issue 22): the Ctxd-Diagnostic header
-// showed "DESIGN.md ?4a"; header values spell § and the other characters
+// showed "docs/design.md ?4a"; header values spell § and the other characters
 // of ctxd's diagnostics in ASCII, and stay one line of ASCII.
 func TestHeaderSafeSpellsSectionSign(t *testing.T) {
 	for in, want := range map[string]string{
-		errClientRule.Error():                 "the client's own request breaks DESIGN.md section 4a; forwarded as sent for the provider to judge",
+		errClientRule.Error():                 "the client's own request breaks docs/design.md section 4a; forwarded as sent for the provider to judge",
 		"fixed prefix 9 tokens ≥ threshold 8": "fixed prefix 9 tokens >= threshold 8",
 		"a\nb — c… d é":                       "a b - c... d ?",
 	} {

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Headers that name a session (DESIGN.md §10), most explicit first.
+// Headers that name a session (docs/design.md §10), most explicit first.
 const (
 	// HeaderSession is ctxd's own: a client that sets it chooses its
 	// session's identity.
@@ -28,8 +28,8 @@ const (
 )
 
 // headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
-// use, for header values only ("DESIGN.md §4a" becomes "DESIGN.md section
-// 4a", not "DESIGN.md ?4a"); bodies and events keep them.
+// use, for header values only ("docs/design.md §4a" becomes "docs/design.md section
+// 4a", not "docs/design.md ?4a"); bodies and events keep them.
 var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
 
 // mac is HMAC-SHA256 under the daemon secret of the parts, each followed by

@@ -240,7 +240,7 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 }
 
 // fresh makes the lane the log's when another node of a fleet served the
-// conversation (DESIGN.md §9): a branch whose client_state in the log is
+// conversation (docs/design.md §9): a branch whose client_state in the log is
 // not the one this proxy last read or wrote, or a branch it has not seen,
 // means the lane is stale, and it is rebuilt from the log as after a
 // restart. Without a shared log nobody else writes, and nothing is read.
@@ -274,15 +274,15 @@ func (p *Proxy) fresh(ctx context.Context, l *lane) error {
 	return nil
 }
 
-// errViolation: the assembled context breaks DESIGN.md §4a; it is never
+// errViolation: the assembled context breaks docs/design.md §4a; it is never
 // sent.
-var errViolation = errors.New("the assembled context breaks DESIGN.md §4a, not sent")
+var errViolation = errors.New("the assembled context breaks docs/design.md §4a, not sent")
 
-// errClientRule: the client's own request breaks DESIGN.md §4a. It is
+// errClientRule: the client's own request breaks docs/design.md §4a. It is
 // forwarded as sent (the provider judges it) and is not a ctxd violation.
-var errClientRule = errors.New("the client's own request breaks DESIGN.md §4a; forwarded as sent for the provider to judge")
+var errClientRule = errors.New("the client's own request breaks docs/design.md §4a; forwarded as sent for the provider to judge")
 
-// clientViolations checks what of DESIGN.md §4a a Messages API client's
+// clientViolations checks what of docs/design.md §4a a Messages API client's
 // own request decides, without parsing the history ctxd already holds: the rules of
 // one message on the new messages (no empty text or message, thinking
 // first and not last), and the rules of the request's tail (the final
@@ -391,13 +391,13 @@ type plan struct {
 	beta             string
 }
 
-// messages serves POST /v1/messages (DESIGN.md §10).
+// messages serves POST /v1/messages (docs/design.md §10).
 func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 	p.serveManaged(w, r, dialectAnthropic)
 }
 
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
-// /v1/responses or /v1/chat/completions (DESIGN.md §10).
+// /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
 	body, bb, err := readBody(w, r)
 	defer bb.release()
@@ -448,7 +448,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		} else if errors.Is(err, errViolation) || errors.Is(err, engine.ErrProviderRule) {
 			outcome = outcomeViolation
 			p.violations.Add(1)
-			p.log.Error("assembled context not sent: it breaks DESIGN.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
+			p.log.Error("assembled context not sent: it breaks docs/design.md §4a (a bug); the client's request goes instead", "session", l.key[:12], "err", err)
 		} else {
 			p.log.Warn("request passed through unmanaged", "err", err)
 		}
@@ -659,7 +659,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 }
 
 // syncPrefix gives the engine a changed system prompt or tool set (a
-// recorded rewrite, DESIGN.md §4), so its estimate counts them.
+// recorded rewrite, docs/design.md §4), so its estimate counts them.
 func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 	sd, td := prefixDigest(req), sha256.Sum256(req.tools)
 	if sd == b.sysDigest && td == b.toolsDigest {
@@ -678,7 +678,7 @@ func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 	return nil
 }
 
-// assemble asks the engine for the context (the pre-send check, DESIGN.md
+// assemble asks the engine for the context (the pre-send check, docs/design.md
 // §5.1, may compact first) and renders the outgoing body: the client's
 // body with only messages replaced.
 func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody, string, error) {
@@ -711,7 +711,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 	return out, a.Diagnostic, nil
 }
 
-// renderAnthropic checks DESIGN.md §4a for the thinking setting the client
+// renderAnthropic checks docs/design.md §4a for the thinking setting the client
 // sent (the engine checked the rules that hold either way; its check is
 // reused when req.checked is set), renders the messages, places the
 // client's cache markers and encodes them.
@@ -770,7 +770,7 @@ const markerReach = 8
 
 // renderWire is anthropic.Render(msgs).Messages. When the messages the
 // branch rendered last are a prefix of msgs, unchanged (between recorded
-// rewrites, DESIGN.md §4), only the rest is rendered, after the cached
+// rewrites, docs/design.md §4), only the rest is rendered, after the cached
 // rendering (anthropic.AppendMessages). The last markerReach messages of
 // the result have their own copy of their blocks, for placeMarkers; the
 // rest share the cache's and must not be changed. Called under the lane's
@@ -1002,7 +1002,7 @@ func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
 
 // encode is json.Marshal(wire), reusing the encoding of every message equal
 // to one the branch sent before: between recorded rewrites the context is
-// an extension of the previous one (DESIGN.md §4), so only the new messages
+// an extension of the previous one (docs/design.md §4), so only the new messages
 // (and those whose cache markers moved) are encoded. A message's encoding
 // depends on nothing but the message, so equality is the whole rule.
 //
@@ -1143,7 +1143,7 @@ func equalBlocks(a, b []anthropic.Block) bool {
 	return true
 }
 
-// recoverOverflow is the overflow recovery (DESIGN.md §10): compact with
+// recoverOverflow is the overflow recovery (docs/design.md §10): compact with
 // reason overflow, rebuild the body and retry once. False when the
 // compaction failed; the caller then passes the provider's error on.
 func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
@@ -1172,7 +1172,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 }
 
 // recordAnswer appends the answer, rebuilt from what passed, with its
-// usage (the post-check, DESIGN.md §5.1), or records the upstream's error.
+// usage (the post-check, docs/design.md §5.1), or records the upstream's error.
 func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 	var (
 		m       history.Message
@@ -1296,7 +1296,7 @@ func headerSafe(s string) string {
 }
 
 // placeMarkers puts the client's prompt-cache markers on the outgoing
-// messages (DESIGN.md §10): aligned from the end, a message of the same
+// messages (docs/design.md §10): aligned from the end, a message of the same
 // role and block count takes the client's markers block by block; the
 // marker of the client's last message, if it could not be aligned, goes
 // on the last cacheable block of the last outgoing message.

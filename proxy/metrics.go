@@ -13,11 +13,11 @@ import (
 // engine's (docs/operating.md). Labels are bounded: api is "anthropic",
 // "responses", "chat" or "other" (an endpoint ctxd does not manage);
 // outcome and class are fixed sets. No session id, model or credential is
-// a label (DESIGN.md §8).
+// a label (docs/design.md §8).
 const (
 	// MetricRequests counts proxy requests by api and outcome: managed,
 	// passed_through (forwarded untouched), client_rule (the client's own
-	// request broke DESIGN.md §4a; forwarded as sent), violation (ctxd's
+	// request broke docs/design.md §4a; forwarded as sent), violation (ctxd's
 	// assembled context broke it; the client's request went instead),
 	// refused (Origin, Referer or a foreign Host; a body too large).
 	MetricRequests = "ctxd_proxy_requests_total"

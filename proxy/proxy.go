@@ -1,4 +1,4 @@
-// Package proxy is ctxd's provider proxy (DESIGN.md §10): an agent that
+// Package proxy is ctxd's provider proxy (docs/design.md §10): an agent that
 // speaks the Anthropic Messages API points its base URL at the proxy's
 // loopback listener and gets ctxd's three layers with no other change. The
 // proxy matches each request to what it recorded for that conversation,
@@ -39,7 +39,7 @@ type Options struct {
 	// Engine records and assembles the sessions.
 	Engine *engine.Engine
 	// Secret is the daemon secret: the key of the credential fingerprints
-	// and session ids (DESIGN.md §8).
+	// and session ids (docs/design.md §8).
 	Secret []byte
 	// Config is the [proxy] table.
 	Config config.Proxy
@@ -181,11 +181,11 @@ type Stats struct {
 	// Overflows counts upstream context-length refusals recovered by an
 	// overflow compaction; Branches the client rewrites recorded.
 	Overflows, Branches uint64
-	// Violations counts assembled contexts that broke DESIGN.md §4a and
+	// Violations counts assembled contexts that broke docs/design.md §4a and
 	// were not sent (the client's own request went instead): each is a bug.
 	Violations uint64
 	// ClientRuleBreaks counts client requests that themselves broke
-	// DESIGN.md §4a: forwarded as sent for the provider to judge, not
+	// docs/design.md §4a: forwarded as sent for the provider to judge, not
 	// counted in Violations.
 	ClientRuleBreaks uint64
 }
@@ -241,7 +241,7 @@ func (p *Proxy) Handler() http.Handler {
 	})
 }
 
-// refuse applies DESIGN.md §8b to the proxy listener: no Origin or Referer
+// refuse applies docs/design.md §8b to the proxy listener: no Origin or Referer
 // (a web page), and a Host that names loopback on this listener's port (a
 // DNS-rebinding page keeps its own name in Host). A Host without a port
 // names port 80 (HTTP's default), refused on any other port.

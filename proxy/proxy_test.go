@@ -45,7 +45,7 @@ type upstream struct {
 	reqs    []seen
 	replies []reply
 	// refused lists the requests the upstream refused for breaking a
-	// provider rule (DESIGN.md §4a), as the real provider would with a 400.
+	// provider rule (docs/design.md §4a), as the real provider would with a 400.
 	refused []string
 	// allowRefusals: a test that sends a broken request on purpose.
 	allowRefusals bool

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Shape "server" (DESIGN.md §10): where the engine says it is in effect
+// Shape "server" (docs/design.md §10): where the engine says it is in effect
 // (engine.ServerShape: compaction.shape "server", a model with
 // server_compaction, an API that has it, an upstream that did not refuse
 // it), the outgoing request carries the provider's own compaction and the

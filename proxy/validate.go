@@ -6,7 +6,7 @@ import (
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
-// checkRequest applies the rules of DESIGN.md §4a to outgoing messages, for
+// checkRequest applies the rules of docs/design.md §4a to outgoing messages, for
 // the thinking setting the client sent: the provider would refuse a request
 // that breaks them with a 400, so such a request is never sent. Errors name
 // the message.

@@ -147,7 +147,7 @@ func TestReportShowsProviderRuleViolations(t *testing.T) {
 	}
 }
 
-// clear_tool_inputs on a real session (DESIGN.md §6): a Claude Code session
+// clear_tool_inputs on a real session (docs/design.md §6): a Claude Code session
 // whose agent wrote files replays with more saved by context editing and a
 // smaller final context than with it off, and stays clean (no orphan, no
 // unanswered call, every non-append request a recorded rewrite). (The pi

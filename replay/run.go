@@ -92,7 +92,7 @@ type Report struct {
 	OrphanToolResults   int `json:"orphan_tool_results"`
 	UnansweredToolCalls int `json:"unanswered_tool_calls"`
 	// ProviderRuleViolations counts the violations of a provider rule
-	// (history.CheckRequest, DESIGN.md §4a) in those requests: always 0;
+	// (history.CheckRequest, docs/design.md §4a) in those requests: always 0;
 	// Violations lists the first MaxViolations of them, each naming the
 	// response before which it was found.
 	ProviderRuleViolations int      `json:"provider_rule_violations"`

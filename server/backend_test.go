@@ -13,7 +13,7 @@ import (
 // testBackend is the store the server suite runs on: "" (badger) or
 // "nats" (CTXD_TEST_BACKEND=nats: an in-process 3-server JetStream
 // cluster, one per test binary, R1 streams under a prefix per fixture;
-// DESIGN.md §9). .ci/run runs the suite on both.
+// docs/design.md §9). .ci/run runs the suite on both.
 var testBackend = os.Getenv("CTXD_TEST_BACKEND")
 
 func TestMain(m *testing.M) { natstest.Main(m) }

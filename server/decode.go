@@ -32,7 +32,7 @@ var decodeOptions = jsonv2.JoinOptions(
 	jsontext.AllowInvalidUTF8(false),
 )
 
-// decode reads the request body into v strictly (DESIGN.md §7, STYLE.md):
+// decode reads the request body into v strictly (docs/design.md §7, STYLE.md):
 // at most api.MaxRequestBytes (else too_large), a JSON content type when one
 // is given, with no charset or utf-8 (else unsupported_media_type, Field
 // "Content-Type"; no Content-Type at all is read as JSON), exactly one JSON value decoded

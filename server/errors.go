@@ -58,7 +58,7 @@ func ToAPIError(err error) (*api.Error, bool) {
 	case errors.Is(err, engine.ErrExists), errors.Is(err, checkpoint.ErrExists):
 		return &api.Error{Code: api.Conflict, Message: err.Error()}, false
 	case errors.Is(err, engine.ErrOpenRound):
-		// The exact sentence of DESIGN.md §5.1, however the error was wrapped.
+		// The exact sentence of docs/design.md §5.1, however the error was wrapped.
 		return &api.Error{Code: api.Conflict, Message: trigger.NotCompactingOpenRound}, false
 	case errors.Is(err, engine.ErrConflict):
 		return &api.Error{Code: api.Conflict, Message: strings.TrimPrefix(err.Error(), engine.ErrConflict.Error()+": ")}, false

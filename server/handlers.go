@@ -21,7 +21,7 @@ import (
 
 // AnthropicContextManagementBeta is the "anthropic-beta" value that
 // Anthropic's Messages API requires for the context_management parameter
-// (context_editing mode "server", DESIGN.md §6). It is sent to the agent in
+// (context_editing mode "server", docs/design.md §6). It is sent to the agent in
 // api.HeaderAnthropicBeta.
 const AnthropicContextManagementBeta = "context-management-2025-06-27"
 
@@ -107,7 +107,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue(api.PathValueID)
 	if field := patchOwnedField(req); field != "" {
 		// A proxied session's prompt, tools and model are its client's
-		// (DESIGN.md §10, docs/decisions.md).
+		// (docs/design.md §10, docs/decisions.md).
 		if err := s.refuseProxyOwned(r.Context(), id, field); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -174,7 +174,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := r.PathValue(api.PathValueID)
-	// A proxied session's history is its client's (DESIGN.md §10,
+	// A proxied session's history is its client's (docs/design.md §10,
 	// docs/decisions.md).
 	if err := s.refuseProxyOwned(r.Context(), id, "messages"); err != nil {
 		s.writeError(w, r, err)
@@ -213,7 +213,7 @@ type anthropicContext struct {
 	ContextManagement json.RawMessage `json:"context_management,omitempty"`
 }
 
-// context serves GET …/context. It is the pre-send check (DESIGN.md §5.1)
+// context serves GET …/context. It is the pre-send check (docs/design.md §5.1)
 // unless presend=false.
 func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -306,7 +306,7 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {
 }
 
 // artifact serves an artifact's bytes. Possession of the id grants read
-// (DESIGN.md §7); the id is never logged above debug.
+// (docs/design.md §7); the id is never logged above debug.
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	id, err := artifacts.ParseRef(r.PathValue(api.PathValueID))
 	if err != nil {
@@ -419,7 +419,7 @@ func boolParam(q map[string][]string, name string, def bool) (bool, error) {
 }
 
 // headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
-// use ("DESIGN.md §4a" becomes "DESIGN.md section 4a").
+// use ("docs/design.md §4a" becomes "docs/design.md section 4a").
 var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
 
 // headerSafe makes s one ASCII header line: header values are bytes that

@@ -7,8 +7,8 @@ import "testing"
 // values are ASCII, § spelled "section".
 func TestHeaderSafeIsASCII(t *testing.T) {
 	for in, want := range map[string]string{
-		"the system prompt changes when the loop ends (DESIGN.md §4a)": "the system prompt changes when the loop ends (DESIGN.md section 4a)",
-		"fixed prefix 9 tokens ≥ threshold 8\r\nx":                     "fixed prefix 9 tokens >= threshold 8  x",
+		"the system prompt changes when the loop ends (docs/design.md §4a)": "the system prompt changes when the loop ends (docs/design.md section 4a)",
+		"fixed prefix 9 tokens ≥ threshold 8\r\nx":                          "fixed prefix 9 tokens >= threshold 8  x",
 		"naïve": "na?ve",
 	} {
 		if got := headerSafe(in); got != want {

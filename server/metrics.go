@@ -13,7 +13,7 @@ import (
 // Metric names served on GET /metrics (issue 6). Labels are bounded:
 // outcome, binding (configured names), route (the api.Route* pattern, never
 // a path with an id) and status code. Session and artifact ids never appear
-// in a label (DESIGN.md §8).
+// in a label (docs/design.md §8).
 const (
 	MetricAppends        = "ctxd_appended_messages_total"
 	MetricCompactions    = "ctxd_compactions_total"
@@ -28,7 +28,7 @@ const (
 	MetricRequestSeconds = "ctxd_http_request_duration_seconds"
 	MetricBuildInfo      = "ctxd_build_info"
 	// MetricOffloadFailed counts tool results kept whole because their
-	// offload could not be written (DESIGN.md §6).
+	// offload could not be written (docs/design.md §6).
 	MetricOffloadFailed = "ctxd_offload_failed_total"
 	// MetricDiskLow is 1 while the file system of a guarded directory
 	// (label dir: "data" or "offload") has less free space than
@@ -42,7 +42,7 @@ const (
 const sessionsScrapeTimeout = 5 * time.Second
 
 // Metrics implements engine.Metrics with Prometheus collectors on a private
-// registry (DESIGN.md §7 GET /metrics). Create it with NewMetrics before the
+// registry (docs/design.md §7 GET /metrics). Create it with NewMetrics before the
 // engine, pass it as engine.Options.Metrics and as Options.Metrics. It is
 // safe for concurrent use.
 type Metrics struct {
@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricCircuitOpen, Help: "Sessions whose failure circuit opened (three consecutive failed compactions in a run).",
 		}),
 		rules: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricProviderRule, Help: "Assembled contexts withheld because they broke a provider rule (DESIGN.md §4a), by rule: always 0 unless ctxd has a bug.",
+			Name: MetricProviderRule, Help: "Assembled contexts withheld because they broke a provider rule (docs/design.md §4a), by rule: always 0 unless ctxd has a bug.",
 		}, []string{"rule"}),
 		offloadFail: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricOffloadFailed, Help: "Tool results kept whole because their offload could not be written (full or unwritable offload directory).",

@@ -8,7 +8,7 @@ import (
 )
 
 // peerUID returns the uid of the process at the other end of c, from
-// SO_PEERCRED (the credentials at connect time, DESIGN.md §8b).
+// SO_PEERCRED (the credentials at connect time, docs/design.md §8b).
 func peerUID(c *net.UnixConn) (uint32, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {

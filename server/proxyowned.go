@@ -12,7 +12,7 @@ import (
 // proxyOwned is the phrase every refusal of a write to a proxied session
 // says (docs/api.md "Proxied sessions"): such a
 // session's history, system prompt, tools and model are its client's,
-// which resends them with every request (DESIGN.md §10).
+// which resends them with every request (docs/design.md §10).
 const proxyOwned = "is owned by the proxy"
 
 // proxyOwnedWhy says, per field the daemon API may not write on a proxied
@@ -68,7 +68,7 @@ func reservedLabel(labels map[string]string) error {
 		return nil
 	}
 	field := "labels." + engine.LabelProxy
-	return api.Errorf(api.Invalid, field, "%s: reserved: the proxy sets it on the sessions it creates, whose history belongs to its client (DESIGN.md §10); choose another label name", field)
+	return api.Errorf(api.Invalid, field, "%s: reserved: the proxy sets it on the sessions it creates, whose history belongs to its client (docs/design.md §10); choose another label name", field)
 }
 
 // ProxyIDPrefix begins the id of every session the provider proxy creates
@@ -78,7 +78,7 @@ const ProxyIDPrefix = "p-"
 // reservedID refuses a session id the proxy may later derive for one of its
 // conversations: a daemon-API session created under it would be taken for
 // the client's recorded history, and its messages sent upstream with the
-// client's credential (DESIGN.md §10). Error: invalid, field id.
+// client's credential (docs/design.md §10). Error: invalid, field id.
 func reservedID(id string) error {
 	if !strings.HasPrefix(id, ProxyIDPrefix) {
 		return nil

@@ -32,7 +32,7 @@ import (
 // fakeAnthropic is an Anthropic Messages upstream that records every
 // request body and answers each, not streamed, with "answer <n>". Like the
 // provider, it refuses (400, and fails the test) a request that breaks
-// the rules of DESIGN.md §4a (internal/strict).
+// the rules of docs/design.md §4a (internal/strict).
 type fakeAnthropic struct {
 	srv    *httptest.Server
 	mu     sync.Mutex

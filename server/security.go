@@ -30,7 +30,7 @@ type connInfo struct {
 type connInfoKey struct{}
 
 // ConnContext records the listener kind and, on a unix socket, the peer's
-// credentials of c (DESIGN.md §8b). Set it as http.Server.ConnContext on
+// credentials of c (docs/design.md §8b). Set it as http.Server.ConnContext on
 // every listener serving Handler; a request whose connection was not
 // recorded is checked like a TCP request.
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
@@ -49,7 +49,7 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // secure wraps next with the version header, the request metrics and the
-// checks of DESIGN.md §8b, in that order: every response, refusals
+// checks of docs/design.md §8b, in that order: every response, refusals
 // included, carries Ctxd-Version.
 func (s *Server) secure(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +73,7 @@ func (s *Server) secure(next http.Handler) http.Handler {
 	})
 }
 
-// check refuses what DESIGN.md §8b refuses. Browsers can reach loopback
+// check refuses what docs/design.md §8b refuses. Browsers can reach loopback
 // and (through DNS rebinding) present any name, but they always send Origin
 // or Referer on the requests a page makes, and keep the page's name in Host.
 func (s *Server) check(r *http.Request) *api.Error {
@@ -93,7 +93,7 @@ func (s *Server) check(r *http.Request) *api.Error {
 	if !hostAllowed(r.Host, info) {
 		return api.Errorf(api.Forbidden, "", "Host %q is not a loopback name of this listener", r.Host)
 	}
-	// DESIGN.md §8b: TCP always needs the bearer token, loopback included
+	// docs/design.md §8b: TCP always needs the bearer token, loopback included
 	// (every local user reaches a loopback port). A server given no token
 	// refuses every TCP request; config and ctxd refuse such a listener
 	// before it exists.

@@ -1,7 +1,7 @@
-// Package server is ctxd's HTTP layer (DESIGN.md §7): handlers on a
+// Package server is ctxd's HTTP layer (docs/design.md §7): handlers on a
 // net/http.ServeMux with the api.Route* method patterns that decode strictly
 // (size-capped), call the engine and encode; the one mapping from engine
-// errors to api error codes; the local-security checks of DESIGN.md §8b
+// errors to api error codes; the local-security checks of docs/design.md §8b
 // (peer uid on the unix socket, Origin/Referer/Host and bearer token on
 // TCP); and the Prometheus metrics of /metrics. It holds no business rules.
 package server
@@ -33,7 +33,7 @@ type ArtifactGetter interface {
 
 // PoolInfo describes the compaction pool for GET /v1/status and the queue
 // metrics: Stats is read on each request; Size and Capacity are fixed
-// (workers.size and workers.queue, DESIGN.md §3).
+// (workers.size and workers.queue, docs/design.md §3).
 type PoolInfo struct {
 	Stats    func() workers.Stats
 	Size     int
@@ -62,7 +62,7 @@ type Options struct {
 	// in GET /v1/status; "" means api.Version.
 	Version string
 	// AuthToken is the bearer token every TCP request must carry
-	// ("Authorization: Bearer <token>", DESIGN.md §8b), compared in
+	// ("Authorization: Bearer <token>", docs/design.md §8b), compared in
 	// constant time. "" refuses every TCP request (401); the unix socket
 	// never needs it. Never logged.
 	AuthToken string
@@ -80,7 +80,7 @@ type Options struct {
 	OwnUID    uint32
 	OwnUIDSet bool
 	// Redactor masks secrets in the message of every error answer and
-	// its log line (DESIGN.md §8b); nil masks key-shaped strings only.
+	// its log line (docs/design.md §8b); nil masks key-shaped strings only.
 	Redactor *redact.Redactor
 	// Heartbeat is the interval of ": ping" comments on an event stream;
 	// 0 means api.EventsHeartbeat.
@@ -102,7 +102,7 @@ type GuardedDir struct {
 	Space *store.Space
 }
 
-// Server answers the API of DESIGN.md §7. Create it with New; it is safe for
+// Server answers the API of docs/design.md §7. Create it with New; it is safe for
 // concurrent use.
 type Server struct {
 	eng       *engine.Engine
@@ -186,7 +186,7 @@ func New(opts Options) *Server {
 }
 
 // Handler returns the HTTP handler of every route, wrapped in the checks of
-// DESIGN.md §8b. Serve it from an http.Server whose ConnContext is
+// docs/design.md §8b. Serve it from an http.Server whose ConnContext is
 // (*Server).ConnContext, so that each request knows its listener and peer.
 func (s *Server) Handler() http.Handler { return s.handler }
 

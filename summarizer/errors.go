@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Class is the class of a summarizer failure (DESIGN.md §5.5). It decides
+// Class is the class of a summarizer failure (docs/design.md §5.5). It decides
 // what happens next: a context-length failure permits the one pruned retry,
 // a transient one is retried with backoff inside the call's timeout, a
 // permanent one moves on to the next binding.
@@ -60,7 +60,7 @@ var (
 	ErrPermanent = errors.New("summarizer: permanent provider failure")
 
 	// ErrToolCallAnswer: the summarizer answered with a tool call, which is
-	// non-text output (DESIGN.md §5.3).
+	// non-text output (docs/design.md §5.3).
 	ErrToolCallAnswer = errors.New("summarizer: answer contains a tool call")
 	// ErrEmptyAnswer: the summarizer answered with no text.
 	ErrEmptyAnswer = errors.New("summarizer: answer is empty")
@@ -100,7 +100,7 @@ var (
 // Message is the provider's own error message (or the start of its body),
 // at most 1 KiB; it never contains the request, and a Summarizer has
 // passed it (and Err's text) through its redactor: a key the provider
-// echoed reads "[REDACTED]" (DESIGN.md §8b).
+// echoed reads "[REDACTED]" (docs/design.md §8b).
 type ProviderError struct {
 	// Binding is the binding's name.
 	Binding string
@@ -195,7 +195,7 @@ var transientPhrases = []string{
 	"rate_limit_exceeded",
 }
 
-// Classify returns the class of a provider's error response (DESIGN.md
+// Classify returns the class of a provider's error response (docs/design.md
 // §5.5). status is the HTTP status (0 when no response arrived: a
 // connection error, which is transient); body is the response body, JSON or
 // not. Rules, first match wins:

@@ -138,7 +138,7 @@ type exUser struct {
 	request bool   // a request, not injected or notification text
 }
 
-// ExtractiveSummary is the embedded, network-free summarizer (DESIGN.md
+// ExtractiveSummary is the embedded, network-free summarizer (docs/design.md
 // §3): a deterministic, structured summary of msgs with the same section
 // headings as BuiltinPrompt, at most maxBytes bytes (0 means
 // DefaultExtractiveBytes), valid UTF-8, every cut on a code-point boundary.

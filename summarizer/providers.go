@@ -15,7 +15,7 @@ import (
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
-// The providers a binding may name (DESIGN.md §3).
+// The providers a binding may name (docs/design.md §3).
 const (
 	ProviderAnthropic  = "anthropic"
 	ProviderOpenAI     = "openai"
@@ -133,7 +133,7 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 		anthropic.FlattenToolBlocks(&ar)
 	}
 	// The summarizer call does not enable thinking, and then the provider
-	// refuses thinking in the final assistant message (DESIGN.md §4a).
+	// refuses thinking in the final assistant message (docs/design.md §4a).
 	anthropic.DropFinalThinking(&ar)
 	if !pruned {
 		// A breakpoint at the end of the history reads the session's cache
@@ -334,7 +334,7 @@ func openAIText(raw json.RawMessage) string {
 	return ""
 }
 
-// checkAnswer applies the answer checks (DESIGN.md §3, §5.3): a tool call,
+// checkAnswer applies the answer checks (docs/design.md §3, §5.3): a tool call,
 // an empty answer, a cut answer, a refusal or an answer over maxBytes fails
 // the binding. It returns the sentinel of the first failed check, or nil.
 func checkAnswer(a answer, maxBytes uint64) error {
@@ -372,7 +372,7 @@ func rawOrNil(b []byte) json.RawMessage {
 
 // openAIHeader is the header of a request to an OpenAI API: the binding's
 // key as a bearer token, or a proxied session's own client credential
-// when it has one (DESIGN.md §10).
+// when it has one (docs/design.md §10).
 func openAIHeader(b config.Binding, key string) http.Header {
 	h := http.Header{}
 	if key != "" {

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// The formats of retained tool content (DESIGN.md §5.5).
+// The formats of retained tool content (docs/design.md §5.5).
 const (
 	// FormatText is a tool result made of exactly one text block, retained
 	// as that text's bytes.
@@ -43,7 +43,7 @@ func PruneMarker(size int, format, uri string) string {
 	return fmt.Sprintf("[tool result pruned for compaction: %d bytes, format %s; read it with filePath=%q]", size, format, uri)
 }
 
-// Prune returns the request of the pruned retry (DESIGN.md §5.5): a copy of
+// Prune returns the request of the pruned retry (docs/design.md §5.5): a copy of
 // req whose tool results are each retained in store and replaced by a
 // PruneMarker, whose artifact read outputs are ArtifactReadOmitted, and
 // which has no tool definitions. A result with no content is left as it

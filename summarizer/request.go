@@ -1,5 +1,5 @@
 // Package summarizer turns a session's active history into a summary
-// (DESIGN.md §5.3–§5.5): it assembles the summarizer request, speaks to the
+// (docs/design.md §5.3–§5.5): it assembles the summarizer request, speaks to the
 // providers (anthropic, openai and the embedded extractive summarizer),
 // classifies their failures, tries the configured bindings in order and runs
 // the one pruned retry a context-length failure permits. It stores nothing
@@ -14,15 +14,15 @@ import (
 )
 
 // DefaultTimeout is the flat per-call timeout when no agent file sets one
-// (DESIGN.md §5.4). It never scales with history size.
+// (docs/design.md §5.4). It never scales with history size.
 const DefaultTimeout = 180 * time.Second
 
 // DefaultMaxSummaryBytes is max_summary_bytes when a Request leaves it 0
-// (DESIGN.md §3), in bytes.
+// (docs/design.md §3), in bytes.
 const DefaultMaxSummaryBytes uint64 = 262144
 
 // DefaultArtifactReadTools is artifact_read_tools when a Request leaves it
-// nil (DESIGN.md §3).
+// nil (docs/design.md §3).
 var DefaultArtifactReadTools = []string{"read"}
 
 // The section headings of a summary, in order. BuiltinPrompt asks for them
@@ -39,14 +39,14 @@ const (
 )
 
 // Headings returns the section headings of a summary, in order
-// (DESIGN.md §5.3).
+// (docs/design.md §5.3).
 func Headings() []string {
 	return []string{HeadingGoal, HeadingState, HeadingFiles, HeadingDecisions,
 		HeadingErrors, HeadingReasoning, HeadingNextSteps}
 }
 
 // BuiltinPrompt is the compaction prompt used when no agent file gives one
-// (DESIGN.md §5.3). It is sent as a trailing user message after the whole
+// (docs/design.md §5.3). It is sent as a trailing user message after the whole
 // active history, never as a system prompt.
 const BuiltinPrompt = `Your task now is to write a checkpoint summary of the conversation above. The earlier messages will be removed from your context and replaced by this summary, so it must let work continue without them. Do not call any tools: answer with the summary as plain text (Markdown) and nothing else.
 
@@ -75,7 +75,7 @@ The concrete next actions in order, starting with the one in progress, and any q
 
 Be specific and complete: exact names, paths, identifiers, commands, values and error messages. Prefer facts over narrative; omit pleasantries.`
 
-// Request is what a summarizer is asked (DESIGN.md §5.3). The caller keeps
+// Request is what a summarizer is asked (docs/design.md §5.3). The caller keeps
 // ownership: nothing in this package modifies a Request or its messages.
 type Request struct {
 	// System is the session's own system prompt, kept so the request
@@ -154,7 +154,7 @@ func (r *Request) artifactReadTools() []string {
 
 // Assemble returns the messages a provider is sent for r: a copy of
 // r.Messages followed by one user message holding the compaction prompt
-// (DESIGN.md §5.3). When r.Messages holds a provider compaction block
+// (docs/design.md §5.3). When r.Messages holds a provider compaction block
 // (history.BlockCompaction), the messages before it — which that provider
 // dropped — are left out, and its summary opens the request as a user
 // message (ProviderSummaryText), so any binding can read it. The message slice is new; blocks are shared with r and

@@ -10,7 +10,7 @@ import (
 )
 
 // ProviderOpenAIResponses names the OpenAI Responses API as a binding's
-// provider (DESIGN.md §3): the API Codex speaks, and the one a proxied
+// provider (docs/design.md §3): the API Codex speaks, and the one a proxied
 // Responses session is summarized through (§10 "who pays").
 const ProviderOpenAIResponses = config.ProviderOpenAIResponses
 

@@ -16,7 +16,7 @@ import (
 	"github.com/ctxd/ctxd/internal/redact"
 )
 
-// Retry defaults of Options (DESIGN.md §5.5: transient failures are retried
+// Retry defaults of Options (docs/design.md §5.5: transient failures are retried
 // with backoff inside the call's timeout).
 const (
 	DefaultRetryMax     = 4
@@ -40,7 +40,7 @@ type Options struct {
 	// retries when the server sends no Retry-After; 0 means the defaults.
 	// A Retry-After header is honored as sent, 0 included.
 	RetryWaitMin, RetryWaitMax time.Duration
-	// Redactor knows the daemon's configured secrets (DESIGN.md §8b); a
+	// Redactor knows the daemon's configured secrets (docs/design.md §8b); a
 	// provider's error text and body pass through it, and through the key
 	// of the binding called, before they reach a ProviderError — hence any
 	// log line, event or API error. nil redacts key-shaped strings and the
@@ -48,7 +48,7 @@ type Options struct {
 	Redactor *redact.Redactor
 }
 
-// Summarizer runs compactions' summarizer calls (DESIGN.md §5.3–§5.5). It
+// Summarizer runs compactions' summarizer calls (docs/design.md §5.3–§5.5). It
 // is safe for concurrent use; one Summarizer serves every session.
 type Summarizer struct {
 	client *retryablehttp.Client
@@ -91,7 +91,7 @@ func (s *Summarizer) redactorFor(b config.Binding) *redact.Redactor {
 
 // DefaultBindings is the binding list used when none is configured: the
 // embedded extractive summarizer alone, so ctxd works with no network
-// (DESIGN.md §3).
+// (docs/design.md §3).
 func DefaultBindings() []config.Binding {
 	return []config.Binding{{Name: ProviderExtractive, Provider: ProviderExtractive}}
 }
@@ -101,7 +101,7 @@ type Attempt struct {
 	// Binding is the binding's name; Provider its provider.
 	Binding  string
 	Provider string
-	// Pruned marks the pruned retry (DESIGN.md §5.5).
+	// Pruned marks the pruned retry (docs/design.md §5.5).
 	Pruned bool
 	// Err is nil on success, else the failure (a *ProviderError, or the
 	// artifact store's error when pruning failed).
@@ -148,7 +148,7 @@ type Result struct {
 	Prune *PruneStats
 }
 
-// Summarize asks the bindings, in order, for a summary of req (DESIGN.md
+// Summarize asks the bindings, in order, for a summary of req (docs/design.md
 // §5.3–§5.5); no bindings means DefaultBindings. Each call gets its own
 // req.Timeout. The first answer that passes the answer checks is returned.
 //

@@ -7,7 +7,7 @@ import (
 )
 
 // AbandonedText is the text of the error tool result that closes a call
-// which never got a result (DESIGN.md §2 "abandoned round").
+// which never got a result (docs/design.md §2 "abandoned round").
 const AbandonedText = history.AbandonedText
 
 // CloseAbandoned returns msgs with every unanswered tool call closed: for each

@@ -84,7 +84,7 @@ type oaiUsage struct {
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
 }
 
-// canonical maps OpenAI usage to DESIGN.md §2's: prompt tokens less the
+// canonical maps OpenAI usage to docs/design.md §2's: prompt tokens less the
 // cached ones (and cache writes) are input, cached ones cache reads.
 func (u *oaiUsage) canonical() *history.Usage {
 	if u == nil {

@@ -1,7 +1,7 @@
 // Package transcript imports sessions that agents wrote — Claude Code, pi and
 // Codex CLI session JSONL, SWE-agent trajectories, and plain JSON arrays of
 // Anthropic or OpenAI chat messages — into ctxd's canonical message model
-// (DESIGN.md §1 "transcript/", §2). It reads bytes and returns messages; it
+// (docs/design.md §1 "transcript/", §2). It reads bytes and returns messages; it
 // knows nothing of storage.
 package transcript
 
@@ -107,7 +107,7 @@ func readAll(r io.Reader, opts Options) ([]byte, error) {
 }
 
 // OriginalCompaction is a compaction the original agent performed, as its
-// transcript records it (DESIGN.md §2; the replay of issue 8 compares ctxd's
+// transcript records it (docs/design.md §2; the replay of issue 8 compares ctxd's
 // compactions with these).
 type OriginalCompaction struct {
 	// BeforeResponse is the number of assistant responses (after merging)
@@ -131,7 +131,7 @@ type Transcript struct {
 	// Format is one of the Format* constants.
 	Format string
 	// System is the system prompt (SWE-agent and chat arrays, Codex developer
-	// messages); DESIGN.md §2 has no system role. "" when none.
+	// messages); docs/design.md §2 has no system role. "" when none.
 	System string
 	// Messages is the conversation in order. Assistant messages carry the
 	// Usage of their response when the agent recorded one; tool results are
@@ -272,7 +272,7 @@ func importBytes(format string, data []byte, opts Options) (*Transcript, error) 
 // text block holding the thinking between <thinking> tags: a provider that
 // binds thinking to signatures refuses an unsigned thinking block, so the
 // agent cannot have sent it as one (pi, for one, sends such blocks as text),
-// and ctxd refuses to store one for such a model (DESIGN.md §4).
+// and ctxd refuses to store one for such a model (docs/design.md §4).
 func unsignedThinkingToText(msgs []history.Message) {
 	for i := range msgs {
 		for j := range msgs[i].Content {

@@ -2,7 +2,7 @@ package trigger
 
 import "fmt"
 
-// Signal names what asked for a compaction (DESIGN.md §5.1, §5.5).
+// Signal names what asked for a compaction (docs/design.md §5.1, §5.5).
 type Signal string
 
 // The four signals. PostCheck and PreSend are automatic: they obey auto,
@@ -46,11 +46,11 @@ type Decision struct {
 }
 
 // NotCompactingOpenRound is the exact answer to a compaction asked for while
-// a tool round is open (DESIGN.md §5.1).
+// a tool round is open (docs/design.md §5.1).
 const NotCompactingOpenRound = "Not compacting now: a tool call is still waiting on its result."
 
 // Decide says whether signal s compacts the session in state st
-// (DESIGN.md §5.1, §5.5):
+// (docs/design.md §5.1, §5.5):
 //
 //   - never while a tool round is open (for every signal: a summary cannot
 //     cover a call whose result is still coming);

@@ -2,7 +2,7 @@ package trigger
 
 import "github.com/ctxd/ctxd/history"
 
-// Shapes of a compaction (DESIGN.md §3 [compaction].shape), resolved: "auto"
+// Shapes of a compaction (docs/design.md §3 [compaction].shape), resolved: "auto"
 // is never passed here, the engine resolves it first with ResolveShape.
 const (
 	ShapeKeepTail = "keep-tail"
@@ -11,7 +11,7 @@ const (
 	ShapeAuto     = "auto"
 )
 
-// ResolveShape turns the configured shape into the one used (DESIGN.md §3):
+// ResolveShape turns the configured shape into the one used (docs/design.md §3):
 // "auto" is "simple" where the model binds thinking to the prefix (a retained
 // tail would carry thinking whose signature no longer matches), else
 // "keep-tail". Any other value is returned as is.
@@ -25,7 +25,7 @@ func ResolveShape(configured string, thinkingBinding bool) string {
 	return ShapeKeepTail
 }
 
-// Retention is what the retention target is computed from (DESIGN.md §5.2).
+// Retention is what the retention target is computed from (docs/design.md §5.2).
 // All figures are tokens.
 type Retention struct {
 	// KeepRecentTokens is [context_compaction].keep_recent_tokens; 0 retains
@@ -42,7 +42,7 @@ type Retention struct {
 
 // Target is min(keep_recent_tokens, context_limit / 4, available), where
 // available = context_limit − FixedTokens saturating at 0; 0 for the shapes
-// simple and server (DESIGN.md §5.2).
+// simple and server (docs/design.md §5.2).
 func (r Retention) Target() uint64 {
 	if r.Shape == ShapeSimple || r.Shape == ShapeServer {
 		return 0
@@ -56,7 +56,7 @@ func (r Retention) Target() uint64 {
 
 // RetainGroups walks groupTokens (one entry per group, oldest first, in
 // tokens) from the newest back, keeping whole groups while their sum stays
-// ≤ target, and stops at the first group that does not fit (DESIGN.md §5.2).
+// ≤ target, and stops at the first group that does not fit (docs/design.md §5.2).
 // It returns how many trailing groups are kept: 0 when the newest group alone
 // exceeds target or target is 0. It runs in O(kept groups).
 func RetainGroups(groupTokens []uint64, target uint64) int {

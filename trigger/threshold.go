@@ -1,4 +1,4 @@
-// Package trigger owns ctxd's compaction trigger (DESIGN.md §5.1, §5.2):
+// Package trigger owns ctxd's compaction trigger (docs/design.md §5.1, §5.2):
 // threshold arithmetic, post-check and pre-send decisions, and
 // keep_recent_tokens retention. It never calls a summarizer.
 package trigger
@@ -10,7 +10,7 @@ import (
 )
 
 // Threshold returns the token count at or above which a session of
-// contextLimit tokens compacts (DESIGN.md §3, §5.1):
+// contextLimit tokens compacts (docs/design.md §3, §5.1):
 //
 //   - t.Percent = N: floor(contextLimit × N / 100), exact for every uint64
 //     limit (the product is taken in 128 bits, so nothing overflows);

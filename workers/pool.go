@@ -1,4 +1,4 @@
-// Package workers owns the bounded compaction pool (DESIGN.md §1, §8a): a
+// Package workers owns the bounded compaction pool (docs/design.md §1, §8a): a
 // fixed number of workers, a bounded queue that rejects instead of growing,
 // at most one job per session at a time (a second request joins the first),
 // and a graceful drain on shutdown. It knows nothing of providers.
@@ -169,7 +169,7 @@ func (p *Pool) Submit(session string, fn Func) (*Ticket, error) {
 // the job session already has queued or running (the returned Ticket then
 // has Joined set and fn is not used); a Waited request raises a queued
 // Background job of the session to Waited (it takes it over). Jobs are keyed
-// by session alone so that running one twice is impossible (DESIGN.md
+// by session alone so that running one twice is impossible (docs/design.md
 // §8a). A BackgroundFirst job is queued (or a queued Background job of the
 // session moved) first among the Background jobs. When the queue holds
 // Queue jobs, a Waited or BackgroundFirst job takes the place of the newest
@@ -414,7 +414,7 @@ func safeCall(ctx context.Context, fn Func) (err error) {
 }
 
 // NewTicket returns a Ticket for a job that runs outside any Pool (a queue
-// shared by several nodes, DESIGN.md §9), with start, which closes Started,
+// shared by several nodes, docs/design.md §9), with start, which closes Started,
 // and finish, which records err and closes Done. Each may be called more
 // than once; only the first call counts.
 func NewTicket(session string) (t *Ticket, start func(), finish func(err error)) {

@@ -1,5 +1,5 @@
 // Package logtest is the conformance suite of checkpoint.Log: the behaviour
-// every implementation (badger's Store, the NATS log of DESIGN.md §9) must
+// every implementation (badger's Store, the NATS log of docs/design.md §9) must
 // have, run by each implementation's tests with Run.
 package logtest
 

@@ -175,7 +175,7 @@ func readLog(ctx context.Context, c *api.Client, id string, oc *Outcomes) ([]sto
 
 // Outcomes counts finished compactions.
 type Outcomes struct {
-	// OK, Stalled and Failed count compactions by outcome (DESIGN.md §5.5).
+	// OK, Stalled and Failed count compactions by outcome (docs/design.md §5.5).
 	OK      int `json:"ok"`
 	Stalled int `json:"stalled"`
 	Failed  int `json:"failed"`

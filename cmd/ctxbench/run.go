@@ -544,7 +544,7 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 
 	// The check: every acknowledged message once, in order. Compactions
 	// still running in the background do not matter: they never rewrite
-	// the log (DESIGN.md §5.6).
+	// the log (docs/design.md §5.6).
 	in, oc, err := checkSessions(context.WithoutCancel(ctx), t.client(), sessions, o.checkConcurrency)
 	if err != nil {
 		return err

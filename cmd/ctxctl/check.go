@@ -16,7 +16,7 @@ import (
 )
 
 // checkCommand is `ctxctl check [--config FILE]... [--agent-file FILE]
-// [--json]`: it validates the layered configuration (DESIGN.md §3) and the
+// [--json]`: it validates the layered configuration (docs/design.md §3) and the
 // compaction.md agent file (§5.4), like `nginx -t`.
 func checkCommand(e *env) *cli.Command {
 	return &cli.Command{
@@ -167,7 +167,7 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// checkOffloadDir verifies that the offload directory (DESIGN.md §6: created
+// checkOffloadDir verifies that the offload directory (docs/design.md §6: created
 // on first use) exists as a writable directory or can be created: its
 // nearest existing ancestor is a directory ctxd's user may write to. It
 // creates nothing. A directory that cannot be created would make every

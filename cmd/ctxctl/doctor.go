@@ -17,7 +17,7 @@ import (
 
 // doctorCommand is `ctxctl doctor [--config FILE]... [--json] [SESSION]`:
 // what is in effect and why, from the configuration ctxctl reads and from
-// the daemon when it answers (DESIGN.md §3, §5, §6).
+// the daemon when it answers (docs/design.md §3, §5, §6).
 func doctorCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "doctor",
@@ -125,7 +125,7 @@ func runDoctor(c *cli.Context, e *env) error {
 	var rep doctorReport
 	failed := false
 
-	// Configuration: the layers of DESIGN.md §3, read as ctxd reads them.
+	// Configuration: the layers of docs/design.md §3, read as ctxd reads them.
 	opts := config.Options{SystemPath: e.systemConfig, UserPath: config.UserPath(e.getenv), Files: c.StringSlice("config")}
 	for _, l := range []struct{ name, path string }{{"system", opts.SystemPath}, {"user", opts.UserPath}} {
 		if l.path == "" {
@@ -255,7 +255,7 @@ func runDoctor(c *cli.Context, e *env) error {
 }
 
 // summarizerTimeout reads the agent file the configuration names, if any,
-// and returns the timeout it implies (DESIGN.md §5.4).
+// and returns the timeout it implies (docs/design.md §5.4).
 func summarizerTimeout(cfg config.Config, failed *bool, dc *doctorConfig) doctorTimeout {
 	path := cfg.Compaction.AgentFile
 	if path == "" {

@@ -1,4 +1,4 @@
-// Command ctxctl is ctxd's command line (DESIGN.md §1): `ctxctl check`
+// Command ctxctl is ctxd's command line (docs/design.md §1): `ctxctl check`
 // validates configuration; status, session, compact, checkpoint, artifact,
 // doctor and import talk to the running daemon through api.Client only;
 // replay and compact --transcript run the engine in the ctxd binary (found

@@ -10,7 +10,7 @@ import (
 )
 
 // serverShapeReport describes compaction.shape "server" for a
-// configuration (DESIGN.md §10): which models use the provider's
+// configuration (docs/design.md §10): which models use the provider's
 // compaction and which fall back to the summarizer bindings. Fields are
 // only ever added.
 type serverShapeReport struct {

@@ -65,10 +65,10 @@ func proxyLine(p *api.ProxyStatus) string {
 	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
 		p.Listen, ups, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
 	if p.ClientRuleBreaks > 0 {
-		line += fmt.Sprintf("; %d client requests broke DESIGN.md §4a themselves (forwarded as sent, not recorded)", p.ClientRuleBreaks)
+		line += fmt.Sprintf("; %d client requests broke docs/design.md §4a themselves (forwarded as sent, not recorded)", p.ClientRuleBreaks)
 	}
 	if p.Violations > 0 {
-		line += fmt.Sprintf("; %d assembled contexts broke DESIGN.md §4a and were not sent (a bug: see the log)", p.Violations)
+		line += fmt.Sprintf("; %d assembled contexts broke docs/design.md §4a and were not sent (a bug: see the log)", p.Violations)
 	}
 	return line
 }

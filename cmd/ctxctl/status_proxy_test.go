@@ -15,7 +15,7 @@ func TestProxyLineShowsClientRuleBreaks(t *testing.T) {
 		t.Errorf("no breaks, yet: %s", got)
 	}
 	p.ClientRuleBreaks = 2
-	if got := proxyLine(p); !strings.Contains(got, "(5 requests, 4 managed,") || !strings.Contains(got, "; 2 client requests broke DESIGN.md §4a themselves") {
+	if got := proxyLine(p); !strings.Contains(got, "(5 requests, 4 managed,") || !strings.Contains(got, "; 2 client requests broke docs/design.md §4a themselves") {
 		t.Errorf("proxy line %q", got)
 	}
 }

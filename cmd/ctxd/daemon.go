@@ -73,7 +73,7 @@ const badgerSubdir = "db"
 // then drains; Close releases what Run opened. Tests may set the fields
 // instead of calling ParseFlags.
 type Main struct {
-	// ConfigFiles are the --config files, lowest layer first (DESIGN.md §3).
+	// ConfigFiles are the --config files, lowest layer first (docs/design.md §3).
 	ConfigFiles []string
 	// Socket, DataDir, Listen override daemon.socket, storage.data_dir and
 	// daemon.listen when set (the flags given on the command line).
@@ -106,7 +106,7 @@ type Main struct {
 	// and the proxy's collectors).
 	reg *prometheus.Registry
 
-	// The provider proxy (DESIGN.md §10): nil when disabled or not
+	// The provider proxy (docs/design.md §10): nil when disabled or not
 	// listening (proxyErr says why).
 	prx       *proxy.Proxy
 	proxyAddr string
@@ -157,7 +157,7 @@ func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
 		cfg.Daemon.Listen = m.Listen
 	}
 	// config.Load checks daemon.listen, but --listen bypasses it: check
-	// again (DESIGN.md §8b: TCP always needs a bearer token; loopback does
+	// again (docs/design.md §8b: TCP always needs a bearer token; loopback does
 	// not make it private).
 	if cfg.Daemon.Listen != "" {
 		lo, err := isLoopback(cfg.Daemon.Listen)
@@ -456,7 +456,7 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		storage func() *api.StorageStatus
 	)
 	if cfg.Storage.Backend == config.BackendNATS {
-		// A fleet node (DESIGN.md §9): sessions, artifacts and compaction
+		// A fleet node (docs/design.md §9): sessions, artifacts and compaction
 		// jobs live in the NATS JetStream cluster; the data directory keeps
 		// only offloaded files.
 		st, q, secret, err := m.openNATS(ctx, cfg)

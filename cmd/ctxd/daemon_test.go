@@ -336,7 +336,7 @@ func TestAgentLoop(t *testing.T) {
 		t.Fatalf("canonical context: %s", raw)
 	}
 	// The session's first request is carried before the summary
-	// (keep_first_request, DESIGN.md §5.2).
+	// (keep_first_request, docs/design.md §5.2).
 	sum := canon.Messages[0]
 	if sum.Seq == 1 && len(canon.Messages) > 1 {
 		sum = canon.Messages[1]
@@ -416,7 +416,7 @@ func containsKind(ks []api.EventKind, k api.EventKind) bool {
 func TestCrashRecovery(t *testing.T) {
 	t.Run("badger", func(t *testing.T) { crashRecovery(t, baseConfig) })
 	t.Run("nats", func(t *testing.T) {
-		// The same crashes of a fleet node (DESIGN.md §9): its state is
+		// The same crashes of a fleet node (docs/design.md §9): its state is
 		// in an R3 cluster, which survives it.
 		c, err := natstest.Start(t.TempDir(), 3)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 var errOpenDir = errors.New("directory open to other users")
 
 // privateDirMode is the mode of every directory ctxd keeps data in
-// (DESIGN.md §8b): sessions, offloaded tool results and the artifact secret
+// (docs/design.md §8b): sessions, offloaded tool results and the artifact secret
 // are the owner's alone.
 const privateDirMode = 0o700
 

@@ -16,7 +16,7 @@ import (
 // file.
 const probeTimeout = time.Second
 
-// listenUnix creates the unix socket at path (DESIGN.md §8b): the parent
+// listenUnix creates the unix socket at path (docs/design.md §8b): the parent
 // directory is created 0700 (an existing one must belong to this user or
 // root and not be writable by others); an existing socket file is dialled
 // first, and a live daemon answering it stops this one; a stale file is
@@ -72,7 +72,7 @@ func checkSocketDir(dir string) error {
 		return fmt.Errorf("socket directory %s belongs to uid %d, not to this user (%d); choose another --socket", dir, st.Uid, os.Getuid())
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("socket directory %s is mode %04o: others could replace the socket; use a 0700 directory (DESIGN.md §8b), e.g. run: chmod 700 %s", dir, fi.Mode().Perm(), dir)
+		return fmt.Errorf("socket directory %s is mode %04o: others could replace the socket; use a 0700 directory (docs/design.md §8b), e.g. run: chmod 700 %s", dir, fi.Mode().Perm(), dir)
 	}
 	return nil
 }

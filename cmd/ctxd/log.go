@@ -50,7 +50,7 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // newLogger writes to w as text (logfmt) or JSON lines at level, every
-// line passed through red (DESIGN.md §8b: no secret in a log line, whoever
+// line passed through red (docs/design.md §8b: no secret in a log line, whoever
 // wrote it).
 func newLogger(w io.Writer, format string, level slog.Level, red *redact.Redactor) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}

@@ -1,4 +1,4 @@
-// Command ctxd is the context-management daemon (DESIGN.md §1, §7): it
+// Command ctxd is the context-management daemon (docs/design.md §1, §7): it
 // serves the local HTTP API on a unix socket (and optionally loopback TCP),
 // keeps sessions in badger under its data directory, and compacts them in a
 // bounded worker pool.

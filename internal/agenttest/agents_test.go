@@ -146,7 +146,7 @@ func TestAgentFinishesTask(t *testing.T) {
 }
 
 // identityHeader is the header that carries each agent's session id
-// (../shared/agents/README.md), "" for pi on Anthropic Messages, which sends
+// (docs/testing.md), "" for pi on Anthropic Messages, which sends
 // none.
 var identityHeader = map[string]string{
 	"claude": "X-Claude-Code-Session-Id", "codex": "Session-Id", "codex-code": "Session-Id", "pi-openai": "Session_id",

@@ -52,7 +52,7 @@ type Pin struct {
 	Package, Version string
 }
 
-// Pins are the pinned versions (the ones ../shared/agents/README.md
+// Pins are the pinned versions (the ones docs/testing.md
 // describes).
 var Pins = map[Agent]Pin{
 	ClaudeCode: {"@anthropic-ai/claude-code", "2.1.197"},
@@ -254,7 +254,7 @@ func (r Run) piDir() string    { return filepath.Join(r.Home, ".pi-agent") }
 func (r Run) codexDir() string { return filepath.Join(r.Home, ".codex") }
 
 // command returns the agent's arguments and environment (and writes its
-// configuration files), following ../shared/agents/README.md.
+// configuration files), following docs/testing.md.
 func (r Run) command() ([]string, []string, error) {
 	switch r.Agent {
 	case ClaudeCode:

@@ -78,7 +78,7 @@ func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 		// The small windows leave room for the agent's fixed prefix (Claude
 		// Code's system prompt and tools are ~19,000 tokens of 24,000):
 		// at the default 70 % that prefix alone reaches the threshold and
-		// automatic compaction is futile (DESIGN.md §5.2).
+		// automatic compaction is futile (docs/design.md §5.2).
 		cfg.ContextCompaction.Trigger = config.Trigger{Percent: 85}
 	}
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream

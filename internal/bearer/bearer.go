@@ -1,5 +1,5 @@
 // Package bearer checks bearer tokens ("Authorization: Bearer <token>",
-// RFC 6750) in constant time: the daemon API on TCP (DESIGN.md §8b) and any
+// RFC 6750) in constant time: the daemon API on TCP (docs/design.md §8b) and any
 // other listener of ctxd that authenticates a caller by a shared secret.
 package bearer
 

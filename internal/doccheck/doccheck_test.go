@@ -59,9 +59,8 @@ func designSections(t *testing.T) map[string]bool {
 	return out
 }
 
-// citation matches a cited design section: "docs/design.md §5.2", the
-// older "DESIGN.md §4a", and within docs/design.md a bare "§8b".
-var citation = regexp.MustCompile(`(?:docs/design\.md|DESIGN\.md|DESIGN) ?§ ?(\d+[a-z]?(?:\.\d+)?)`)
+// citation matches a cited design section: "docs/design.md §5.2", and within docs/design.md a bare "§8b".
+var citation = regexp.MustCompile(`docs/design\.md ?§ ?(\d+[a-z]?(?:\.\d+)?)`)
 
 // TestDesignCitationsExist: every design section the code and the
 // documents cite is a section of docs/design.md, so that the citations

@@ -7,7 +7,7 @@ import (
 )
 
 // Anthropic's server-side compaction as the fake implements it (ctxd's
-// shape "server", DESIGN.md §10): the request's context_management edit
+// shape "server", docs/design.md §10): the request's context_management edit
 // {"type":"compact_20260112","trigger":{"type":"input_tokens","value":N}}
 // under the anthropic-beta CompactBeta. A request whose billed tokens
 // exceed N is answered with a "compaction" block (Config.CompactionSummary)

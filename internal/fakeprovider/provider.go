@@ -4,7 +4,7 @@
 // httptest server on loopback that streams SSE exactly as the real APIs do,
 // scripts a small coding task from the tools each request declares, enforces
 // a configurable context window with the real 400 body, refuses (400, the
-// real texts) every request that breaks DESIGN.md §4a, simulates the prompt
+// real texts) every request that breaks docs/design.md §4a, simulates the prompt
 // cache, injects faults on demand, and records every request for assertions.
 // docs/testing.md describes it.
 //

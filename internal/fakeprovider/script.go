@@ -156,7 +156,7 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 	}
 	// A prompt directly preceded by other user messages without results (a
 	// compaction's summary, a carried first request: ctxd keeps the current
-	// request verbatim after the summary, DESIGN.md §5.2) is read with
+	// request verbatim after the summary, docs/design.md §5.2) is read with
 	// them, as a model reads the summary before the request it carries.
 	for start > 0 && r.Messages[start-1].Role == "user" && !hasToolResult(r.Messages[start-1]) {
 		start--

@@ -8,7 +8,7 @@ import (
 )
 
 // The texts of the real API's 400 answers, copied from public reports of
-// them (../shared/agents/README.md quotes most). %d is a message index, %s an
+// them (docs/testing.md quotes most). %d is a message index, %s an
 // id or a block type. Tests compare the fake's answers against these.
 const (
 	msgFirstNotUser        = `messages: first message must use the "user" role`
@@ -49,7 +49,7 @@ func Sign(thinking string) string {
 }
 
 // Validate checks a Messages request against the shape rules the real API
-// enforces and DESIGN.md §4a names: the first message is a user message; no
+// enforces and docs/design.md §4a names: the first message is a user message; no
 // message without content and no empty text block; every tool_use answered
 // by a tool_result in the next message, every tool_result answering a
 // tool_use of the message before, ids unique; thinking blocks signed by this

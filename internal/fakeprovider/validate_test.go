@@ -82,7 +82,7 @@ type validateCase struct {
 	want     string // "" = accepted
 }
 
-// validateCases are requests that each break one rule of DESIGN.md §4a, with
+// validateCases are requests that each break one rule of docs/design.md §4a, with
 // the real 400 text, and valid variants.
 func validateCases() []validateCase {
 	sig := Sign("t1")
@@ -141,7 +141,7 @@ func validateCases() []validateCase {
 }
 
 // TestValidateRefuses sends hand-made requests that each break one rule of
-// DESIGN.md §4a (or a basic field rule) and checks the fake answers the real
+// docs/design.md §4a (or a basic field rule) and checks the fake answers the real
 // API's 400 with its exact text; the valid variants pass.
 func TestValidateRefuses(t *testing.T) {
 	tests := validateCases()

@@ -28,7 +28,7 @@ type ThinkingConfig struct {
 }
 
 // Enabled reports whether the request turns thinking on ("enabled" or
-// "adaptive"): the rules of DESIGN.md §4a for thinking then apply.
+// "adaptive"): the rules of docs/design.md §4a for thinking then apply.
 func (r *MessagesRequest) Enabled() bool {
 	return r.Thinking != nil && (r.Thinking.Type == "enabled" || r.Thinking.Type == "adaptive")
 }

@@ -1,5 +1,5 @@
 // Package redact removes secrets from text before it reaches a log line,
-// an event or an API error (DESIGN.md §8b): strings shaped like provider
+// an event or an API error (docs/design.md §8b): strings shaped like provider
 // keys and bearer tokens, and the exact values of the secrets the daemon
 // was configured with (the api_key_env variables' values, the TCP token).
 // Provider error texts are its main input: a provider may echo the key it

@@ -27,7 +27,7 @@ type Write struct {
 	Delete bool
 }
 
-// Committer group-commits writes (DESIGN.md §8): every Commit call waiting at
+// Committer group-commits writes (docs/design.md §8): every Commit call waiting at
 // the same moment goes into one badger transaction, so one write-ahead-log
 // sync acknowledges all of them. Badger batches concurrent transactions on its
 // own, but it syncs its write-ahead log once per transaction, so many small

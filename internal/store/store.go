@@ -1,7 +1,7 @@
 // Package store opens ctxd's embedded badger database with the small-memory
-// profile of DESIGN.md §8 and routes badger's logging to slog. It also
+// profile of docs/design.md §8 and routes badger's logging to slog. It also
 // provides the group committer that turns many concurrent writers into one
-// badger commit and one sync (DESIGN.md §8 "group-committed"). It knows
+// badger commit and one sync (docs/design.md §8 "group-committed"). It knows
 // nothing about sessions or artifacts: checkpoint/ and artifacts/ own their
 // keys.
 package store
@@ -16,7 +16,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-// The small-memory profile (DESIGN.md §8). Badger's defaults hold ~86 MiB of
+// The small-memory profile (docs/design.md §8). Badger's defaults hold ~86 MiB of
 // Go heap for an empty store, mostly a 64 MiB memtable arena and a 256 MiB
 // block cache budget; a daemon holding thousands of mostly idle sessions needs
 // far less. Each figure below is the reason it was chosen.

@@ -1,5 +1,5 @@
 // Package natstest starts NATS JetStream servers in process, on loopback,
-// for tests of the NATS backend (DESIGN.md §9): a cluster of real servers
+// for tests of the NATS backend (docs/design.md §9): a cluster of real servers
 // (github.com/nats-io/nats-server/v2), no external service. Only tests
 // import it.
 package natstest

@@ -155,7 +155,7 @@ func Main(m *testing.M) {
 var fixtureN atomic.Int64
 
 // Fixture is one test harness's store on the shared cluster: R1 streams
-// and buckets under a prefix of its own (DESIGN.md §9), as the engine and
+// and buckets under a prefix of its own (docs/design.md §9), as the engine and
 // server suites use under CTXD_TEST_BACKEND=nats.
 type Fixture struct {
 	Store     *natsstore.Store

@@ -216,7 +216,7 @@ type WireMessage struct {
 }
 
 // ParseMessage converts one request message into canonical messages
-// (DESIGN.md §2): an assistant message into one assistant message; a user
+// (docs/design.md §2): an assistant message into one assistant message; a user
 // message into one tool message per tool_result block (in order, named from
 // toolNames, the tool_use ids seen so far → tool name) followed by a user
 // message holding its other blocks, if any. A "system" message inside the

@@ -118,7 +118,7 @@ var Ephemeral = json.RawMessage(`{"type":"ephemeral"}`)
 var emptyObject = json.RawMessage(`{}`)
 
 // Render renders a system prompt, tool definitions and canonical
-// messages (DESIGN.md §2) as an Anthropic Messages request:
+// messages (docs/design.md §2) as an Anthropic Messages request:
 //
 //   - the system prompt is the top-level "system";
 //   - tool definitions become Anthropic tool definitions (a missing schema
@@ -138,7 +138,7 @@ var emptyObject = json.RawMessage(`{}`)
 // and a user or assistant message left with no block is omitted (the API
 // joins the turns around it). Nothing else is dropped, and messages are
 // rendered in order, so a longer history renders to an extension of a
-// shorter one's rendering (DESIGN.md §4). The
+// shorter one's rendering (docs/design.md §4). The
 // caller sets Model and MaxTokens. Render does not validate the
 // history; see CheckClosed.
 func Render(system string, tools []history.ToolDef, msgs []history.Message) Request {
@@ -338,7 +338,7 @@ func MarkCacheBreakpoint(r *Request, i int) {
 // DropFinalThinking removes the thinking and redacted_thinking blocks of
 // the last assistant message of r, for a request that does not enable
 // thinking: the provider refuses "an `assistant` message in the final
-// position" that contains thinking then (DESIGN.md §4a). Earlier assistant
+// position" that contains thinking then (docs/design.md §4a). Earlier assistant
 // messages keep theirs (the provider ignores them). A message left with no
 // block is removed.
 func DropFinalThinking(r *Request) {

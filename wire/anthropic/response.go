@@ -41,7 +41,7 @@ type APIError struct {
 	Message string `json:"message"`
 }
 
-// Message returns the answer as a canonical assistant message (DESIGN.md
+// Message returns the answer as a canonical assistant message (docs/design.md
 // §2) with its usage. Empty text blocks (a model's empty answer) are
 // dropped: the API refuses them when they are sent back.
 func (r *Response) Message() history.Message {
@@ -277,7 +277,7 @@ func (s *StreamReader) event(data []byte) {
 			if len(bytes.TrimSpace(in)) == 0 {
 				in = json.RawMessage("{}")
 			}
-			// A tool call's input is a JSON object (DESIGN.md §2); anything
+			// A tool call's input is a JSON object (docs/design.md §2); anything
 			// else cannot be recorded, so the answer is malformed.
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(in, &obj) != nil || obj == nil {

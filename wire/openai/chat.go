@@ -73,7 +73,7 @@ type imageURL struct {
 }
 
 // RenderChat renders a system prompt, tool definitions and canonical
-// messages (DESIGN.md §2) as a Chat Completions request:
+// messages (docs/design.md §2) as a Chat Completions request:
 //
 //   - the system prompt is a leading "system" message;
 //   - tool definitions become function tools (a missing schema becomes

@@ -31,7 +31,7 @@ func IsChatPrefix(raw json.RawMessage) bool {
 }
 
 // ParseChat converts Chat Completions messages msgs[from:] to canonical
-// messages (DESIGN.md §2): user → user (string or text / image_url parts),
+// messages (docs/design.md §2): user → user (string or text / image_url parts),
 // assistant → assistant (content as text, reasoning_content as a thinking
 // block, tool_calls as tool calls whose input is the arguments' bytes when
 // they are a compact JSON object, else the arguments under

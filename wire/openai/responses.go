@@ -61,7 +61,7 @@ func IsPrefixItem(raw json.RawMessage) bool {
 }
 
 // ParseItems converts Responses input items items[from:] to canonical
-// messages (DESIGN.md §2), without loss:
+// messages (docs/design.md §2), without loss:
 //
 //   - a user message becomes a user message (input_text as text,
 //     input_image data URLs as images);
@@ -527,7 +527,7 @@ func JoinItems(items []json.RawMessage) []byte {
 // them, when the canonical model cannot hold them as they are: not a JSON
 // object (text that is not JSON, a truncated object, a string or an
 // array), or an object whose bytes a stored history would change (the
-// canonical form compacts tool call inputs: spacing, DESIGN.md §2). The
+// canonical form compacts tool call inputs: spacing, docs/design.md §2). The
 // renderers send the string back as the arguments, byte for byte, so a
 // request that carries such a call is forwarded as sent and the next
 // extends it (Arguments).

@@ -11,7 +11,7 @@ import (
 
 // Recorded items: Codex CLI writes each Responses item of a conversation
 // to its rollout file as a response_item line's payload. RecordedItem
-// converts one such item to canonical form (DESIGN.md §2); which message
+// converts one such item to canonical form (docs/design.md §2); which message
 // it joins — consecutive assistant-side items make one assistant message,
 // closed by a user message, a tool output or the response's usage — is the
 // caller's (transcript's Codex importer keeps that state with the
