@@ -253,7 +253,8 @@ func BenchmarkHeap(b *testing.B) {
 // BenchmarkListing compares one page of the session listing (ListPage,
 // 100 sessions with their metadata, row and last seq) with listing every
 // id (ListSessions, what GET /v1/sessions built its answer from before
-// pages) over the same store (issue 19 §2): the page's cost does not grow
+// pages) over the same store (docs/decisions.md "Listing sessions a page
+// at a time"): the page's cost does not grow
 // with the sessions stored. 2,000 sessions, or 50,000 with
 // CTXD_BENCH_FULL=1.
 func BenchmarkListing(b *testing.B) {
@@ -291,7 +292,7 @@ func BenchmarkListing(b *testing.B) {
 			}
 		}
 	})
-	// /v1/status and every metrics scrape count the sessions (issue 19):
+	// /v1/status and every metrics scrape count the sessions:
 	// the kept count against the full scan it replaced (a fresh Store's
 	// first count), same store, same run.
 	b.Run(fmt.Sprintf("CountSessionsKept%d", n), func(b *testing.B) {

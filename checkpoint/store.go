@@ -39,12 +39,12 @@ type Store struct {
 	closed   chan struct{}
 	once     sync.Once
 
-	// The number of sessions, counted once by a full scan and kept up to
-	// date by CreateSession and DeleteSession, so that CountSessions (every
-	// /v1/status and metrics scrape) costs nothing per session stored
-	// (issue 19). countMu is read-locked by a create or delete around its
-	// commit and count update, and write-locked by the one full count, so
-	// the scan's snapshot and the count agree.
+	// The number of sessions, counted once by a full scan and kept up to date
+	// by CreateSession and DeleteSession, so that CountSessions (every
+	// /v1/status and metrics scrape) costs nothing per session stored (it used
+	// to scan every session). countMu is read-locked by a create or delete
+	// around its commit and count update, and write-locked by the one full
+	// count, so the scan's snapshot and the count agree.
 	countMu sync.RWMutex
 	counted atomic.Bool
 	count   atomic.Int64
@@ -69,7 +69,7 @@ type sessionState struct {
 // beyond those in use: past it, states nobody holds are dropped (at
 // random, down to 7/8 of the bound) and rebuilt from the store on their
 // session's next call (one seek). A state is ~200 bytes: kept for every
-// session, a million idle sessions would hold ~250 MB (issue 19).
+// session, a million idle sessions would hold ~250 MB.
 const MaxSessionStates = 4096
 
 // Open returns a Store over db, which must have been opened by
@@ -715,8 +715,8 @@ func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
 // CountSessions implements Log. The first call counts by visiting one key
 // per session, as ListSessions does, while creates and deletes wait; from
 // then on the count is kept by CreateSession and DeleteSession and a call
-// costs nothing per session stored (issue 19: /v1/status and every metrics
-// scrape count).
+// costs nothing per session stored (/v1/status and every metrics scrape
+// count).
 func (st *Store) CountSessions(ctx context.Context) (int, error) {
 	if st.counted.Load() {
 		return int(st.count.Load()), nil

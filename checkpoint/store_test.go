@@ -685,7 +685,8 @@ func TestListPage(t *testing.T) {
 	}
 }
 
-// TestSessionStatesAreBounded (issue 19 §3): the store keeps at most
+// TestSessionStatesAreBounded (docs/decisions.md "Memory per stored
+// session"): the store keeps at most
 // MaxSessionStates session states whatever the number of sessions touched,
 // and a session whose state was dropped carries on at the right seq, its
 // waiters woken.
@@ -726,7 +727,7 @@ func TestSessionStatesAreBounded(t *testing.T) {
 	}
 }
 
-// TestCountSessionsKeptByCreateAndDelete (issue 19): after the first full
+// TestCountSessionsKeptByCreateAndDelete: after the first full
 // count, CreateSession and DeleteSession keep the count, which always
 // equals a fresh scan of the store — also when creates and deletes run
 // while the first count scans — and a refused create or delete changes

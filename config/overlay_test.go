@@ -44,7 +44,8 @@ func overlayBaseConfig(t *testing.T) Config {
 	return base
 }
 
-// TestOverlayRefusesCapabilities is issue 12's first reproduction: a
+// TestOverlayRefusesCapabilities (docs/decisions.md "Session overlays
+// carry policy, never capabilities"): a
 // session overlay that defines a binding with its own URL and key variable,
 // points agent_file at any file or offload.dir at any directory — or
 // reaches the listener, storage or pool — is refused, naming the key.

@@ -44,11 +44,11 @@ func TestProxyDefaultsAndOmittedKeys(t *testing.T) {
 	}
 }
 
-// TestRuleBaseURLHasNoUserInfoQueryOrFragment (a fresh tester's finding
-// 3): a base_url with user:pass@ was shown by status and doctor, one with
-// a query was mangled by the appended API path. Both tables refuse user
-// info, a query and a fragment at the key's position, never repeating the
-// URL (it may hold a password).
+// TestRuleBaseURLHasNoUserInfoQueryOrFragment (docs/decisions.md "URLs carry no
+// credentials"): a base_url with user:pass@ was shown by status and doctor, one
+// with a query was mangled by the appended API path. Both tables refuse user
+// info, a query and a fragment at the key's position, never repeating the URL
+// (it may hold a password).
 func TestRuleBaseURLHasNoUserInfoQueryOrFragment(t *testing.T) {
 	binding := func(u string) string {
 		return "[[summarizer.bindings]]\nname = \"gw\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"" + u + "\"\napi_key_env = \"K\"\n"
@@ -84,7 +84,7 @@ func TestRuleBaseURLHasNoUserInfoQueryOrFragment(t *testing.T) {
 	}
 }
 
-// TestRuleUpstreamBaseURLWithoutV1 (fresh tester, issue 22): a proxy
+// TestRuleUpstreamBaseURLWithoutV1: a proxy
 // upstream's base_url ending in /v1 made the upstream receive
 // /v1/v1/chat/completions (the proxy appends the client's whole path). It
 // is refused at the key's position, saying to drop the /v1; a binding's
@@ -103,7 +103,7 @@ func TestRuleUpstreamBaseURLWithoutV1(t *testing.T) {
 	})
 }
 
-// TestRuleListenPort (issue 22): a listen port above 65535 passed check
+// TestRuleListenPort: a listen port above 65535 passed check
 // and ctxd failed at start; 0 (any free port) stays accepted.
 func TestRuleListenPort(t *testing.T) {
 	runRuleCases(t, []ruleCase{

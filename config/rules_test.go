@@ -249,7 +249,7 @@ func TestRuleWorkersBounded(t *testing.T) {
 
 func TestRuleDaemonListenNeedsToken(t *testing.T) {
 	runRuleCases(t, []ruleCase{
-		// Issue 12: loopback without a token was accepted, and every local
+		// Loopback without a token used to be accepted, and every local
 		// user could use the daemon over it.
 		{name: "ipv4 loopback without token", src: "[daemon]\nlisten = \"127.0.0.1:7411\"\n",
 			key: "daemon.listen", pos: "2:1", msg: "TCP needs a bearer token (every local user can reach a loopback port): set auth_token_env"},

@@ -58,7 +58,7 @@ ack_wait_ms = 1000
 	})
 }
 
-// TestRuleStorageNATSBounds (issue 22): an out-of-range server port, an
+// TestRuleStorageNATSBounds: an out-of-range server port, an
 // ack_wait_ms that would overflow its duration, an empty prefix and an
 // empty servers list each get file:line:col and the key; [storage.nats]
 // under the badger backend is a warning.
@@ -89,7 +89,7 @@ ack_wait_ms = 9223372036854775807
 	}
 }
 
-// TestStorageNATSIgnoredUnderBadgerWarns (issue 22): [storage.nats] with
+// TestStorageNATSIgnoredUnderBadgerWarns: [storage.nats] with
 // the default backend loads but warns at the table that it is ignored.
 func TestStorageNATSIgnoredUnderBadgerWarns(t *testing.T) {
 	_, warnings, problems := loadSrc(t, "[storage]\nbackend = \"badger\"\n[storage.nats]\nservers = [\"nats://n:4222\"]\n")

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestApplyStoredOverlayMissingBinding (a fresh tester's finding 1): an
+// TestApplyStoredOverlayMissingBinding (docs/decisions.md "A session whose
+// binding was removed"): an
 // overlay stored with a session names a binding a reload removed. Applied
 // as stored, its other keys still apply, compaction.binding is cleared,
 // the daemon's bindings are untouched and the missing name is returned;

@@ -27,8 +27,8 @@ func TestEscapePointer(t *testing.T) {
 }
 
 // BenchmarkEscapePointer: the keys of a typical tool input escaped with a
-// replacer built per call (before issue 19) and with escapePointer, same
-// run.
+// replacer built per call (as before pointerEscaper) and with escapePointer,
+// same run.
 func BenchmarkEscapePointer(b *testing.B) {
 	keys := []string{"file_path", "old_string", "new_string", "replace_all", "command", "a/b"}
 	b.Run("replacer-per-call", func(b *testing.B) {

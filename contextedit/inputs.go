@@ -70,9 +70,10 @@ func escapePointer(k string) string {
 	return pointerEscaper.Replace(k)
 }
 
-// pointerEscaper is built once: a Replacer builds its lookup tables on
-// first use, which per key was most of a context-edit plan's allocation
-// (issue 19). A Replacer is safe for concurrent use.
+// pointerEscaper is built once: a Replacer builds its lookup tables on first
+// use, which per key was most of a context-edit plan's allocation (a profile of
+// the 500-agent run, docs/performance.md). A Replacer is safe for concurrent
+// use.
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 type member struct {

@@ -157,7 +157,7 @@ func BenchmarkContextAssembly(b *testing.B) {
 // BenchmarkAppendToLargeSession measures one append (a user prompt and an
 // answer) to a session of ~2,000 messages holding ~1.5 MB of tool results,
 // with the default layers on: the per-append cost that must not grow with
-// the history (issue 9, "Profiles").
+// the history (docs/performance.md "Profiles").
 func BenchmarkAppendToLargeSession(b *testing.B) {
 	cfg := config.Defaults()
 	cfg.Offload.Enabled = false

@@ -304,7 +304,7 @@ func (s *session) lastCheckpointSeq() uint64 {
 // submit queues a compaction of the session in the worker pool, or joins the
 // one queued or running. prio is workers.Waited when a request waits on the
 // result (a pre-send check, wait=true): it then starts before background
-// compactions and takes over the session's queued one (issue 19).
+// compactions and takes over the session's queued one.
 // Errors: ErrUnavailable.
 func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*workers.Ticket, error) {
 	var t *workers.Ticket

@@ -623,7 +623,7 @@ func TestDeletedSessionIsNotUsedThroughAHeldCopy(t *testing.T) {
 // TestOverflowCutsIntoRetainedTail: the provider refused the prompt as too
 // long although every message fits the retention budget by ctxd's
 // estimate; the overflow compaction still summarizes (retention does not
-// block it) and keeps at most half the budget (issue 15: overflow
+// block it) and keeps at most half the budget (overflow
 // recovery).
 func TestOverflowCutsIntoRetainedTail(t *testing.T) {
 	f := newFakeAnthropic(t, okSummary("## Goal\nthe task"))
@@ -653,7 +653,7 @@ func TestOverflowCutsIntoRetainedTail(t *testing.T) {
 // TestOverflowNothingToCompactBeforeTheSummarizer: an overflow compaction
 // of a session whose every message is carried beside a summary (the first
 // and the current request) finds nothing to compact without calling the
-// summarizer (issue 15: overflow recovery).
+// summarizer (overflow recovery).
 func TestOverflowNothingToCompactBeforeTheSummarizer(t *testing.T) {
 	f := newFakeAnthropic(t, okSummary("## Goal\nthe task"))
 	cfg := testConfig()

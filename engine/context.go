@@ -77,18 +77,17 @@ type ContextOptions struct {
 // Context returns the session's assembled context (docs/design.md §4). Unless
 // opts.NoPreSend, it is the pre-send check (§5.1): when the estimate is at or
 // above the threshold it waits for a compaction, bounded by the summarizer
-// timeout, and on failure returns the uncompacted context with the
-// diagnostic. The compaction runs ahead of background ones (issue 19), and
-// the check waits at most one round of the pool: a context that still fits
-// the window (estimate ≤ context limit) waits only when a worker takes its
-// compaction within a short grace (250 ms), and a context over the window
-// waits unless workers.size or more compactions other requests wait on are
-// queued ahead of it; otherwise the uncompacted context is served at once
-// with a diagnostic and the compaction stays queued, first among background
-// work. A context
-// that breaks a provider rule (§4a) is never returned: the violation is
-// logged and counted, and Context returns ErrProviderRule.
-// Errors: ErrInvalid, ErrNotFound, ErrProviderRule, ctx's.
+// timeout, and on failure returns the uncompacted context with the diagnostic.
+// The compaction runs ahead of background ones (workers.Waited), and the check
+// waits at most one round of the pool: a context that still fits the window
+// (estimate ≤ context limit) waits only when a worker takes its compaction
+// within a short grace (250 ms), and a context over the window waits unless
+// workers.size or more compactions other requests wait on are queued ahead of
+// it; otherwise the uncompacted context is served at once with a diagnostic and
+// the compaction stays queued, first among background work. A context that
+// breaks a provider rule (§4a) is never returned: the violation is logged and
+// counted, and Context returns ErrProviderRule. Errors: ErrInvalid,
+// ErrNotFound, ErrProviderRule, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
 	var diagnostic string
 	compacted := false
@@ -172,7 +171,7 @@ func (e *Engine) enforceRules(s *session, a *Assembled) error {
 // ruleCache is the §4a check (history.Checker) of the messages of the
 // last assembled context, as keys that identify each message: between
 // recorded rewrites a context only grows, and then only the new messages
-// are read (issue 15: the proxy's time to first byte).
+// are read (the proxy's time to first byte).
 type ruleCache struct {
 	keys []msgKey
 	chk  history.Checker
@@ -276,7 +275,7 @@ var errQueuedBehind = errors.New("compaction queued behind others")
 // worker takes it within startGrace. A request whose context cannot be sent
 // as it is submits a Waited job and waits unless workers.size or more
 // Waited jobs are queued ahead of it, which are then only such requests and
-// explicit waits (issue 19; docs/decisions.md "A pre-send read waits at
+// explicit waits (docs/decisions.md "A pre-send read waits at
 // most one round of the pool"). Not waiting returns an error wrapping
 // errQueuedBehind, with the job left queued as background work.
 func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Signal, fits bool) error {

@@ -181,7 +181,7 @@ type Options struct {
 
 // DefaultMaxLoadedSessions is the default bound on sessions kept in memory.
 // A loaded session holds its active history; an idle fleet of thousands of
-// sessions must stay small (issue 9), and a reload replays the session's log.
+// sessions must stay small, and a reload replays the session's log.
 const DefaultMaxLoadedSessions = 512
 
 // Engine runs every session of a daemon. It is safe for concurrent use.

@@ -271,7 +271,7 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 
 // TestFleetLoadDuringOtherNodesCompaction: a node loading a session while
 // another node is compacting it (compaction_started, no end yet) writes no
-// compaction_failed "restart" into the shared log (issue 21): the
+// compaction_failed "restart" into the shared log: the
 // compaction is the other node's, and a dead node's job is redelivered.
 func TestFleetLoadDuringOtherNodesCompaction(t *testing.T) {
 	a, b := runningPair(t)
@@ -307,7 +307,7 @@ func TestFleetLoadDuringOtherNodesCompaction(t *testing.T) {
 }
 
 // TestFleetCleanStopHandsBack: a node stopped cleanly (SIGTERM) during a
-// compaction hands the job back (issue 21): the log says "handback", not a
+// compaction hands the job back: the log says "handback", not a
 // failure counted toward the circuit ("consecutive").
 func TestFleetCleanStopHandsBack(t *testing.T) {
 	c, prefix := fleetCluster(t)

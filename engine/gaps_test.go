@@ -13,7 +13,8 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 )
 
-// Test gaps of issue 13 point 12.
+// Compaction behaviour no other test covered: the failure count's reset,
+// the original messages kept across a compaction, the agent file's timeout.
 
 // A successful compaction resets the run's failure count (docs/design.md §5.5).
 func TestSuccessResetsTheFailureCount(t *testing.T) {

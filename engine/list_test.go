@@ -29,10 +29,10 @@ func listAll(t *testing.T, e *Engine, limit int) []Info {
 	}
 }
 
-// TestListingAfterRestart (issue 14 §3): after a restart, the listing shows
-// every session with the message count, tokens and threshold it had, with
-// no session loaded; a compaction's figures too; a session stored before
-// listing rows existed is read once and described truly.
+// TestListingAfterRestart (docs/decisions.md "Listing rows"): after a restart,
+// the listing shows every session with the message count, tokens and threshold
+// it had, with no session loaded; a compaction's figures too; a session stored
+// before listing rows existed is read once and described truly.
 func TestListingAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarness(t, testConfig(), dir)

@@ -12,7 +12,8 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
-// priorityPool is the set-up of the pool-priority tests (issue 19 §1): a
+// priorityPool is the set-up of the pool-priority tests (docs/decisions.md
+// "A pre-send read waits at most one round of the pool"): a
 // harness whose pool has the given workers and queue places, a fake
 // provider whose summaries wait for release, and busy sessions whose
 // compactions hold workers until release is closed.
@@ -113,7 +114,7 @@ func (p *priorityPool) checkpoints(id string, want int, what string) {
 	}
 }
 
-// TestPreSendTakesTheQueuePlaceOfBackgroundWork (issue 19 §1): with the
+// TestPreSendTakesTheQueuePlaceOfBackgroundWork: with the
 // only worker busy and the queue full of a background compaction, an
 // agent's pre-send check is not refused: its compaction takes the
 // background job's place, runs next, and the context comes back
@@ -146,7 +147,7 @@ func TestPreSendTakesTheQueuePlaceOfBackgroundWork(t *testing.T) {
 	p.checkpoints("bg", 0, "the yielded background compaction ran")
 }
 
-// TestPreSendDoesNotWaitBehindOtherSessions (issue 19 §1): with every
+// TestPreSendDoesNotWaitBehindOtherSessions: with every
 // worker busy, a pre-send check whose context still fits the window (below
 // the midpoint between threshold and window) is answered at once with the
 // uncompacted context and a diagnostic; its compaction stays queued as
@@ -183,7 +184,7 @@ func TestPreSendDoesNotWaitBehindOtherSessions(t *testing.T) {
 	p.checkpoints("agent", 1, "after the queued compaction ran")
 }
 
-// TestPreSendWaitsAtMostOneRoundOfThePool (issue 19 §1, docs/decisions.md
+// TestPreSendWaitsAtMostOneRoundOfThePool (docs/decisions.md
 // "A pre-send read waits at most one round of the pool"): with the only
 // worker busy and one compaction another request waits on already queued,
 // a pre-send check whose context is over the window does not queue behind
@@ -270,7 +271,7 @@ func fillUntil(t *testing.T, h *harness, id string, done func(tokens, threshold,
 	}
 }
 
-// TestPreSendWaitedSlotsGoToOverWindowReads (issue 19 §1, docs/decisions.md
+// TestPreSendWaitedSlotsGoToOverWindowReads (docs/decisions.md
 // "A pre-send read waits at most one round of the pool"): with both workers
 // busy, a pre-send check past the midpoint but still within the window is
 // served at once, uncompacted, and its compaction takes no waited slot;

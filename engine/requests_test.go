@@ -14,8 +14,8 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 )
 
-// prompt61 is a 61-line user prompt: the case of issue 13, whose tail the
-// extractive summarizer cut at 40 lines and an LLM summary dropped.
+// prompt61 is a 61-line user prompt, whose tail the extractive summarizer
+// used to cut at 40 lines and an LLM summary dropped.
 func prompt61() string {
 	var b strings.Builder
 	for i := 1; i <= 61; i++ {

@@ -36,11 +36,11 @@ func sameAsFullCheck(t *testing.T, h *harness, id string, a *Assembled, when str
 // Rules is history.Rules, short for the table above.
 type Rules = history.Rules
 
-// The §4a check of an assembled context reads only the messages appended
-// since the last context (issue 15 point 8: the proxy's time to first
-// byte) and answers as a full check does; a context-edit pass, a
-// compaction and a restart make it read everything again, and it still
-// answers the same.
+// The §4a check of an assembled context reads only the messages appended since
+// the last context (the proxy's time to first byte, docs/decisions.md
+// "Incremental §4a check and rendering") and
+// answers as a full check does; a context-edit pass, a compaction and a restart
+// make it read everything again, and it still answers the same.
 func TestTheRuleCheckReadsOnlyWhatIsNew(t *testing.T) {
 	cfg := testConfig()
 	eagerEditing(&cfg)

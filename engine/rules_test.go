@@ -16,7 +16,8 @@ import (
 )
 
 // An assistant message while an earlier call is open is refused, naming the
-// call, and nothing is stored (issue 13 point 8): the Anthropic context can
+// call, and nothing is stored (docs/decisions.md "An assistant message while a
+// tool call is open"): the Anthropic context can
 // never put c2's result after a later assistant message.
 func TestAssistantWhileACallIsOpenIsRefused(t *testing.T) {
 	h := newHarness(t, testConfig(), "")
@@ -78,7 +79,8 @@ func readCassette(t *testing.T, id string) cassette {
 }
 
 // An Anthropic assistant message starting with a server-side compaction
-// block (issue 13 point 11): the message model carries the block through
+// block (docs/decisions.md "Provider compaction blocks and tool
+// definitions in the estimate"): the message model carries the block through
 // import, storage and the Anthropic rendering, and the estimate counts only
 // what follows it — near what Anthropic billed for the compacted context,
 // not the 50,000 tokens of the text it replaced.
@@ -140,7 +142,7 @@ func TestProviderCompactionBlockFromTheCassette(t *testing.T) {
 	}
 }
 
-// Tool definitions count in every estimate (issue 13 point 11), with the
+// Tool definitions count in every estimate, with the
 // framing the provider adds around them. The recorded tool-chain request of
 // pydantic-ai's test_anthropic_tool_output cassette (claude-sonnet-4-5, two
 // tools, one prompt; the cassettes of the corpus have no tools) was billed

@@ -308,7 +308,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 
 // restoreLastCheck rebuilds the last trigger check after a load (a restart,
 // an eviction): the check itself is not stored, and `ctxctl doctor` must
-// still say why compaction did or did not fire (issue 14). It is the
+// still say why compaction did or did not fire. It is the
 // post-check decision the state rebuilt from the log gives; nothing is
 // queued here, so Fired is false and the reason says what the next check
 // will do.

@@ -278,9 +278,9 @@ func (e *Engine) ListSessions(ctx context.Context) ([]string, error) {
 }
 
 // listRow is what a listing shows of a session not in memory (its message
-// count, tokens and threshold, issue 14 §3), kept in the log beside the
-// metadata (checkpoint.Log.PutRow) after every change of those figures:
-// creation, an append, a compaction, a PATCH, a load.
+// count, tokens and threshold; docs/decisions.md "Listing rows"), kept in the
+// log beside the metadata (checkpoint.Log.PutRow) after every change of those
+// figures: creation, an append, a compaction, a PATCH, a load.
 type listRow struct {
 	Messages       uint64 `json:"messages"`
 	ActiveMessages int    `json:"active_messages"`

@@ -51,7 +51,8 @@ func checkRules(t *testing.T, h *harness, id string, presend bool, where string)
 	return a
 }
 
-// The issue's case (issue 13 point 2): claude-sonnet-4-5, default shape,
+// A thinking tool loop (docs/decisions.md "Rewrites inside a thinking tool
+// loop"): claude-sonnet-4-5, default shape,
 // user → assistant(thinking, tool_call) → result, twice, then a PATCH of the
 // tools. The final assistant message must keep its thinking in the
 // Anthropic rendering; the new tools take effect when the loop ends, with a
@@ -99,7 +100,7 @@ func TestToolChangeInsideAThinkingLoopWaitsForItsEnd(t *testing.T) {
 
 // A change deferred by a tool loop survives a restart, and takes effect at
 // the loop's end; a change outside a loop records prefix_reset, also when
-// the engine restarted since the last one (issue 13 point 12).
+// the engine restarted since the last one.
 func TestToolChangeRecordsPrefixResetAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarness(t, testConfig(), dir)
@@ -168,9 +169,9 @@ func thinkingScript() []history.Message {
 	}
 }
 
-// Each rewrite kind at every position of a thinking tool loop (issue 13
-// point 2): the context the engine returns after the rewrite and after
-// every later message is one the provider accepts with thinking on.
+// Each rewrite kind at every position of a thinking tool loop: the context the
+// engine returns after the rewrite and after every later message is one the
+// provider accepts with thinking on.
 func TestRewritesAtEveryPositionOfAThinkingLoop(t *testing.T) {
 	script := thinkingScript()
 	type kind struct {

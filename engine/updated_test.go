@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestUpdatedSurvivesRestart (a fresh tester's finding 5): Info.Updated
+// TestUpdatedSurvivesRestart: Info.Updated
 // moves with appends and PATCHes, and after a restart both the listing
 // (from its row, nothing loaded) and a loaded session report the same time.
 func TestUpdatedSurvivesRestart(t *testing.T) {

@@ -21,7 +21,8 @@ const claudeFactor = 1.35
 // online from earlier growths.
 var chosen = accuracy.Method{Factor: claudeFactor, Online: true, ReportedOutput: true}
 
-// TestEstimatorAccuracy computes issue 3's estimator table on the corpus:
+// TestEstimatorAccuracy computes the estimator table on the corpus
+// (docs/decisions.md "Estimator accuracy"):
 // |relative error| of the estimated growth between consecutive responses
 // (recorded growth > 500 tokens, before the first original compaction),
 // beside chars/4's on the same pairs. It asserts the goal (p50 ≤ 10 %, p90 ≤

@@ -70,15 +70,15 @@ func BenchmarkEstimateVsRawCount(b *testing.B) {
 	})
 }
 
-// BenchmarkCountCorpus counts every text of the corpus (each JSON string
-// of every file, as corpusTexts gives them; issue 19's goal: ≥ 20 MB/s per
-// core with identical counts) three ways in the same run: the Estimator
-// with the piece cache warm (a running daemon's steady state), with the
-// cache emptied before each pass (its worst case: nothing seen before), and
-// the tokenizer's own Count. Each checks that its total is the
-// tokenizer's. MB/s is per core (the benchmark is one goroutine). The
-// whole corpus (6.6 MB of text) with CTXD_BENCH_FULL=1; else its first
-// MiB, so that CI's -benchtime 1x pass stays quick.
+// BenchmarkCountCorpus counts every text of the corpus (each JSON string of
+// every file, as corpusTexts gives them; the goal in docs/performance.md: ≥ 20
+// MB/s per core with identical counts) three ways in the same run: the
+// Estimator with the piece cache warm (a running daemon's steady state), with
+// the cache emptied before each pass (its worst case: nothing seen before), and
+// the tokenizer's own Count. Each checks that its total is the tokenizer's.
+// MB/s is per core (the benchmark is one goroutine). The whole corpus (6.6 MB
+// of text) with CTXD_BENCH_FULL=1; else its first MiB, so that CI's -benchtime
+// 1x pass stays quick.
 func BenchmarkCountCorpus(b *testing.B) {
 	codec()
 	limit := int64(1 << 20)

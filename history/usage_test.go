@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestUsageBeyondTheBoundIsRefused (finding 4 of a fresh tester): a count
+// TestUsageBeyondTheBoundIsRefused: a count
 // near 2^64 made the post-check's sum wrap; each count above
 // MaxUsageTokens is refused naming its field, the bound itself accepted.
 func TestUsageBeyondTheBoundIsRefused(t *testing.T) {

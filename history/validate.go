@@ -221,7 +221,7 @@ func checkFields(m *Message) error {
 // a hundred times the largest context window a model offers today. A
 // larger count is not a measurement but a client bug (or 2^64-1 sent to
 // make the sums wrap), and is refused with its field named, so that the
-// post-check's sum of four counts (at most 4·10^9) never wraps (issue 14).
+// post-check's sum of four counts (at most 4·10^9) never wraps.
 const MaxUsageTokens = 1_000_000_000
 
 // checkUsage refuses a count above MaxUsageTokens.

@@ -84,7 +84,7 @@ func BenchmarkDurableAppend64Sessions(b *testing.B) {
 
 // BenchmarkArtifactGet: reading an artifact through another server of the
 // R3 cluster than the one it was retained through, by size (chunks of 128
-// KiB): Artifacts.Get (H22: info from the stream's leader; one chunk by a
+// KiB): Artifacts.Get (info from the stream's leader; one chunk by a
 // message get from the leader, more through an ordered consumer read to
 // the info's chunk count, from the leader when that comes out short)
 // against the object store's Get (an ordered consumer on any replica,
@@ -136,7 +136,7 @@ func BenchmarkArtifactGet(b *testing.B) {
 // BenchmarkCountSessions: counting the sessions of the R3 cluster through
 // another server than the one they were created through, by count (every
 // fifth deleted): Log.CountSessions (the key lister checked against the
-// stream leader's subjects, H22) against the key lister alone, the
+// stream leader's subjects) against the key lister alone, the
 // baseline, in the same run.
 func BenchmarkCountSessions(b *testing.B) {
 	ctx := context.Background()

@@ -12,9 +12,9 @@ func Indexes(l *Log) int {
 	return len(l.sessions)
 }
 
-// GetByObjectStore reads artifact id as Artifacts.Get did before H22:
-// the object store's Get (its chunks through an ordered consumer on any
-// replica), for the benchmark's baseline. Returns the content.
+// GetByObjectStore reads artifact id as Artifacts.Get did before reads went to
+// the stream's leader: the object store's Get (its chunks through an ordered
+// consumer on any replica), for the benchmark's baseline. Returns the content.
 func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, error) {
 	res, err := a.st.objects.Get(ctx, id)
 	if err != nil {
@@ -24,9 +24,9 @@ func GetByObjectStore(ctx context.Context, a *Artifacts, id string) ([]byte, err
 	return io.ReadAll(res)
 }
 
-// CountByLister counts the sessions as Log.ids did before H22: the
-// meta bucket's key lister alone (an ordered consumer on any replica), for
-// the benchmark's baseline.
+// CountByLister counts the sessions as Log.ids did before reads went to the
+// stream's leader: the meta bucket's key lister alone (an ordered consumer on
+// any replica), for the benchmark's baseline.
 func CountByLister(ctx context.Context, l *Log) (int, error) {
 	lister, err := l.st.meta.ListKeysFiltered(ctx, "m.>")
 	if err != nil {

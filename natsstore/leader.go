@@ -1,6 +1,6 @@
 package natsstore
 
-// Reads that must see every acknowledged write (H22; docs/decisions.md
+// Reads that must see every acknowledged write (docs/decisions.md
 // "Fleet reads that see every acknowledged write").
 //
 // A write is acknowledged once its stream's leader applied it and a quorum

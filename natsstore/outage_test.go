@@ -30,7 +30,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestOutageIsUnavailableAndLoggedOnce (H20 point 7): with every server
+// TestOutageIsUnavailableAndLoggedOnce (docs/decisions.md "Status, doctor
+// and a NATS outage"): with every server
 // of the cluster down, each operation fails at once — long before its
 // generous time limit — with an error wrapping checkpoint.ErrUnavailable
 // that names the backend ("storage: nats: no servers available") and the

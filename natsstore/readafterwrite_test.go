@@ -31,7 +31,7 @@ func pinned(t *testing.T, prefix string) []*natsstore.Store {
 	return nodes
 }
 
-// TestReadAfterWriteAcrossNodes (H22): on the R3 cluster, a write
+// TestReadAfterWriteAcrossNodes: on the R3 cluster, a write
 // acknowledged through one server is seen at once through another, in a
 // loop: a session created on node A is listed and counted by node B (and
 // no longer listed once deleted), and an artifact of several chunks

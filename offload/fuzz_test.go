@@ -10,7 +10,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 )
 
-// FuzzOffloadRoundTrip (issue 14): any tool result text round-trips through
+// FuzzOffloadRoundTrip: any tool result text round-trips through
 // an offload: the file and the artifact hold it byte for byte, the stub is
 // valid UTF-8, keeps the exact head and tail, names the artifact exactly once
 // (artifacts.FindRefs), and states the exact sizes. Text that is not

@@ -136,7 +136,7 @@ func TestOpenAIAgentsOverflowThroughCtxd(t *testing.T) {
 			if comps == 0 && st.Overflows == 0 {
 				t.Logf("no compaction was needed (the offload layer kept the task in the window)")
 			}
-			// Who pays (issue 16 point 3): a Codex session is summarized
+			// Who pays: a Codex session is summarized
 			// through its own upstream's Responses API.
 			for _, r := range p.Messages(false) {
 				if r.Step == fakeprovider.StepSummary && ac.run.Agent == agenttest.Codex && r.Path != "/v1/responses" {

@@ -95,7 +95,7 @@ func TestOverflowCompactsAndRetries(t *testing.T) {
 
 // When the retry is refused too, the client gets the provider's error
 // unchanged, and the overflow retries metric counts the recovery as
-// retried, then failed (issue 22: it stayed "retried" only).
+// retried, then failed (it used to stay "retried" only).
 func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	f := newFixture(t, testConfig())
 	c := longConversation(f, 6, 300, nil)
@@ -223,8 +223,7 @@ func TestCompactionWaitsForTheClientAfterRestart(t *testing.T) {
 // The estimate of a proxied session after a restart is the one before it:
 // the newest reported usage and the calibration are rebuilt from the log,
 // and the client's next request (which Claude Code's --continue resends
-// with its first prompt as a string) stays on its branch (issue 15: the
-// restart scenario).
+// with its first prompt as a string) stays on its branch.
 func TestEstimateSurvivesRestart(t *testing.T) {
 	f := newFixture(t, testConfig())
 	hdr := map[string]string{HeaderContextLimit: "200000"}

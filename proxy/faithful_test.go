@@ -15,8 +15,8 @@ import (
 
 // A client's resend after a failed upstream answer (a 529, a 502) is the
 // same turn: the answer that succeeds is recorded once, with its usage;
-// a further resend records nothing (issue 15, a tester's finding: the
-// retried answer was lost).
+// a further resend records nothing (the retried answer used to be
+// lost).
 func TestRetryAfterUpstreamErrorRecordsTheAnswer(t *testing.T) {
 	for _, status := range []int{529, 502} {
 		f := newFixture(t, testConfig())
@@ -63,7 +63,7 @@ func TestRetryAfterUpstreamErrorRecordsTheAnswer(t *testing.T) {
 // OpenAI Responses: an input given as a plain string (the API allows it) is
 // managed as a one-message input: a session, the prompt and the answer
 // recorded, and the client's next request — the whole input as items —
-// extends it on the same branch (issue 15: it was forwarded unmanaged).
+// extends it on the same branch (it used to be forwarded unmanaged).
 func TestResponsesStringInputManaged(t *testing.T) {
 	f := newOpenAIFixture(t, openAIConfig(nil))
 	const tail = `,"tools":[],"store":false,"stream":true}`
@@ -116,7 +116,7 @@ func TestResponsesStringInputManaged(t *testing.T) {
 // OpenAI Responses: a function_call whose arguments are not valid JSON goes
 // upstream with its arguments as sent, on the first request and on every
 // later one — after a restart too, from the stored history — and each
-// request extends the one before byte for byte (issue 15: they went out
+// request extends the one before byte for byte (they used to go out
 // as {"input": …}).
 func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 	f := newOpenAIFixture(t, openAIConfig(nil))
@@ -177,7 +177,8 @@ func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 // rule break: forwarded byte for byte — never with that message dropped,
 // which would end the request on the assistant's message (a prefill) —
 // with a diagnostic, not recorded, counted apart; the conversation then
-// goes on on its branch (issue 15, a tester's finding).
+// goes on on its branch (docs/decisions.md "The proxy forwards what the
+// client sent").
 func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 	for _, empty := range []string{`{"role":"user","content":[]}`, `{"role":"user","content":[ ]}`, `{"role":"user","content":""}`, `{"role":"user","content":null}`, `{"role":"system","content":[{"type":"text","text":""}]}`} {
 		f := newFixture(t, testConfig())
@@ -222,7 +223,7 @@ func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 // A role "system" message inside messages (Claude Code sends one as
 // messages[1]) goes upstream as the client's bytes — role system, its
 // cache marker intact — on every request, as the newest message too
-// (issue 15: it went out as role user without its marker).
+// (it used to go out as role user without its marker).
 func TestSystemMessageForwardedAsSent(t *testing.T) {
 	f := newFixture(t, testConfig())
 	sys := `{"role":"system","content":[{"type":"text","text":"<system-reminder>agents: Explore, Plan</system-reminder>","cache_control":{"type":"ephemeral"}}]}`
@@ -269,7 +270,7 @@ func TestSystemMessageForwardedAsSent(t *testing.T) {
 // surrogate escape, invalid UTF-8, HTML characters and other escapes in a
 // plain text message, a message of two text blocks and a tool result,
 // each byte-identical to the client's message in the forwarded body, on
-// the request that brings it and the next (issue 15: they were replaced
+// the request that brings it and the next (they used to be replaced
 // with U+FFFD and \u003c). A prompt sent as a string goes out in the block
 // form with the client's text bytes.
 func TestTextForwardedByteIdentical(t *testing.T) {

@@ -47,7 +47,7 @@ func fleetNode(t *testing.T, c *natstest.Cluster, up *upstream) *fixture {
 }
 
 // TestFleetProxiesAlternateTurns: two nodes on one NATS store, each with
-// its proxy, serve one conversation turn by turn alternately (issue 21):
+// its proxy, serve one conversation turn by turn alternately:
 // each proxy catches up on what the other recorded, so the upstream
 // receives exactly the client's messages every turn and the log holds
 // each message once, in one session.

@@ -2,8 +2,8 @@ package proxy
 
 import "testing"
 
-// TestHeaderSafeSpellsSectionSign (issue 22): the Ctxd-Diagnostic header
-// showed "docs/design.md ?4a"; header values spell § and the other characters
+// TestHeaderSafeSpellsSectionSign: the Ctxd-Diagnostic header used to
+// show "docs/design.md ?4a"; header values spell § and the other characters
 // of ctxd's diagnostics in ASCII, and stay one line of ASCII.
 func TestHeaderSafeSpellsSectionSign(t *testing.T) {
 	for in, want := range map[string]string{

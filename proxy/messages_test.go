@@ -318,7 +318,7 @@ func TestTextContent(t *testing.T) {
 // a string in one request and as one text block in the next (Claude Code
 // does, and its moving cache marker turns the string into a block) stays
 // on its branch: no new branch, each request one more turn of the same
-// session (issue 15: string content and one text block match).
+// session (string content and one text block match).
 func TestStringAndTextBlockSameBranch(t *testing.T) {
 	f := newFixture(t, testConfig())
 	const head = `{"model":"claude-opus-4-8","max_tokens":1000,"stream":true,"metadata":{"user_id":"{\"session_id\":\"aaaaaaaa-2222-3333-4444-555555555555\"}"},"messages":[`
@@ -354,7 +354,7 @@ func TestStringAndTextBlockSameBranch(t *testing.T) {
 
 // Document blocks and text citations pass through byte-identical on every
 // managed request while ctxd has not rewritten their message; so do the
-// client's own key order and spacing (issue 15: they were turned into
+// client's own key order and spacing (they used to be turned into
 // text and dropped).
 func TestUnrewrittenMessagesPassThroughByteIdentical(t *testing.T) {
 	f := newFixture(t, testConfig())

@@ -43,7 +43,7 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
-// The proxy's counters on /metrics (issue 15): requests by api and
+// The proxy's counters on /metrics (docs/design.md §10): requests by api and
 // outcome, upstream status classes, overflow retries, bytes streamed and
 // the added latency; they survive a restart on the same registry.
 func TestProxyMetrics(t *testing.T) {

@@ -90,7 +90,8 @@ func cassetteConversation(c compactionCassette, stream bool) *conversation {
 	return conv.user("Remember this context: " + strings.Repeat(fox, c.contentLength/len(fox)) + "\n\nNow say hello.")
 }
 
-// Shape server on the Anthropic Messages API (issue 16): ctxd adds the
+// Shape server on the Anthropic Messages API (docs/decisions.md "Shape
+// server"): ctxd adds the
 // recorded compact_20260112 edit (the session's threshold as its trigger)
 // with the compact-2026-01-12 beta; the strict fake answers, streamed and
 // not, with the recorded compaction block first; ctxd passes it to the
@@ -387,7 +388,7 @@ func TestServerShapeResponsesUpstreamRefuses(t *testing.T) {
 
 // Upstreams lists both upstreams with their endpoints; a base URL's
 // userinfo (which the configuration refuses, but Options may carry) is
-// never shown (issue 16 point 2).
+// never shown.
 func TestUpstreamsShown(t *testing.T) {
 	f := newFixture(t, testConfig())
 	cfg := f.cfg.Proxy

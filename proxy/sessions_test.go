@@ -341,8 +341,8 @@ func TestLargeToolResultOffloaded(t *testing.T) {
 // A client request that itself breaks a provider rule for its thinking
 // setting (thinking on, and its tool loop's assistant message has no
 // thinking) is forwarded as sent for the provider to judge, with a
-// diagnostic; it is not a ctxd violation (issue 15: Violations counts what
-// ctxd produced) and is not recorded.
+// diagnostic; it is not a ctxd violation (Violations counts what ctxd
+// produced) and is not recorded.
 func TestProviderRuleViolationNotSent(t *testing.T) {
 	f := newFixture(t, testConfig())
 	c := newConversation().user("go")
@@ -367,8 +367,7 @@ func TestProviderRuleViolationNotSent(t *testing.T) {
 }
 
 // A rewrite names the branch it was forked from — the one sharing the
-// longest prefix with it — not merely the newest branch (issue 15:
-// branch_of).
+// longest prefix with it (branch_of) — not merely the newest branch.
 func TestBranchOfNamesTheForkedBranch(t *testing.T) {
 	f := newFixture(t, testConfig())
 	c := newConversation().user("u1")

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 )
 
-// CompactResult is what `ctxctl compact --transcript` reports (issue 8).
+// CompactResult is what `ctxctl compact --transcript` reports (docs/cli.md).
 type CompactResult struct {
 	Format           string `json:"format"`
 	Messages         int    `json:"messages"`
@@ -27,7 +27,7 @@ type CompactResult struct {
 }
 
 // CompactTranscript loads tr into a session and compacts the whole of it
-// once, as `ctxctl compact SESSION` would (issue 8). Automatic compaction is
+// once, as `ctxctl compact SESSION` would. Automatic compaction is
 // off while loading, so the one compaction covers everything.
 // Errors: ErrNoContextLimit, the engine's (a transcript whose last tool call
 // has no result cannot be compacted: engine.ErrConflict).

@@ -1,5 +1,5 @@
 // Package replay runs a recorded agent session through ctxd as if the agent
-// were connected (issue 8): for each assistant response a pre-send check,
+// were connected: for each assistant response a pre-send check,
 // then the response appended with its recorded usage (the post-check), then
 // the messages that follow it — in process, on an embedded badger store, with
 // the configured summarizer (the extractive one by default). It reports where
@@ -105,7 +105,7 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 	env.db = db
 	// A throwaway store uses a fixed artifact secret: artifact URIs appear
 	// in offload stubs, and random ids would change the token counts of two
-	// replays of the same file (issue 14). Nobody else reads that store.
+	// replays of the same file. Nobody else reads that store.
 	secret := bytes.Repeat([]byte{0x5a}, artifacts.SecretSize)
 	if !env.temp {
 		if secret, err = artifacts.LoadSecret(env.dir); err != nil {
@@ -149,7 +149,7 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 // stableTempDir creates the first free directory of os.TempDir()/
 // ctxd-replay-0, -1, …: the offload stubs of a replay carry its path, so two
 // replays of one file run one after the other see the same path and print
-// the same report (issue 14), where os.MkdirTemp's random name changed the
+// the same report, where os.MkdirTemp's random name changed the
 // stubs' token counts. Concurrent replays get different numbers.
 func stableTempDir() (string, error) {
 	for n := 0; n < 1000; n++ {
@@ -216,7 +216,7 @@ func openSession(ctx context.Context, cfg config.Config, tr *transcript.Transcri
 	return env, info, nil
 }
 
-// ContextLimit resolves the context window of a replay (issue 8): the
+// ContextLimit resolves the context window of a replay: the
 // override, else the transcript's, else the model catalog's.
 // Errors: ErrNoContextLimit.
 func ContextLimit(cfg config.Config, override, recorded uint64, model string) (uint64, error) {

@@ -179,7 +179,7 @@ func TestClearToolInputsOnTheCorpus(t *testing.T) {
 	}
 }
 
-// TestReplayIsDeterministic (issue 14): two replays of the same file, one
+// TestReplayIsDeterministic: two replays of the same file, one
 // after the other, give the same report. The temporary data directory's
 // path and the artifact ids are in the offload stubs, and their random parts
 // used to change the token counts.
@@ -203,7 +203,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestReplayFinalSubmitCall (issue 14): a file that ends with a tool call and
+// TestReplayFinalSubmitCall: a file that ends with a tool call and
 // no result (a final submit) replays without an unanswered call; the report
 // counts the call as trailing.
 func TestReplayFinalSubmitCall(t *testing.T) {

@@ -50,7 +50,7 @@ type ErrorStats struct {
 }
 
 // Report is the result of a replay: the `ctxctl replay --json` object
-// (issue 8).
+// (docs/cli.md).
 type Report struct {
 	Format              string               `json:"format"`
 	Responses           int                  `json:"responses"`
@@ -104,7 +104,7 @@ type Report struct {
 // MaxViolations bounds Report.Violations.
 const MaxViolations = 10
 
-// Run replays tr (issue 8). tr is not modified.
+// Run replays tr. tr is not modified.
 // Errors: ErrNoContextLimit, the engine's (a transcript that fails
 // validation names the message).
 func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report, error) {
@@ -255,8 +255,8 @@ func (rp *run) response(ctx context.Context, k int, m history.Message) error {
 				rp.estimateErrs = append(rp.estimateErrs, (float64(a.Tokens)-float64(recorded))/float64(recorded))
 			}
 		} else {
-			// Recorded usage describes a context that no longer exists
-			// (issue 8): the calibrated estimate stands.
+			// Recorded usage describes a context that no longer exists (ctxd or
+			// the original agent compacted it): the calibrated estimate stands.
 			m.Usage = nil
 		}
 	}

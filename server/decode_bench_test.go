@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkDecodeAppend compares the strict json/v2 decoding of an append
-// body (issue 14) with the encoding/json decoding it replaced, on a batch of
+// body (docs/decisions.md "Strict request decoding with json/v2
+// semantics") with the encoding/json decoding it replaced, on a batch of
 // 20 messages with a 30 KB tool result.
 func BenchmarkDecodeAppend(b *testing.B) {
 	var msgs []api.Message

@@ -152,10 +152,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // responseBuffers holds the buffers writeJSON encodes answers into. Each
 // pre-send read answers with a whole assembled context (tens to hundreds of
-// KB); encoded into a fresh buffer that doubles as it grows, those answers
-// were over a third of the daemon's allocation in the 500-agent run, and
-// the garbage collector's work competed with appends for the CPU (issue 19,
-// docs/performance.md "Append p99").
+// KB); encoded into a fresh buffer that doubles as it grows, those answers were
+// over a third of the daemon's allocation in the 500-agent run, and the garbage
+// collector's work competed with appends for the CPU (docs/performance.md
+// "Append p99").
 var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooledResponse bounds, in bytes, the capacity of a buffer put back in

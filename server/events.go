@@ -57,7 +57,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// A resume point past the log is a client's mistake (another session's
 	// id, a corrupted header), never "from the start": a Last-Event-ID of
-	// 2^64−1 used to wrap to 0 and replay the whole log (issue 12). ?from
+	// 2^64−1 used to wrap to 0 and replay the whole log. ?from
 	// may name the next seq (last+1) to wait for it; Last-Event-ID must be
 	// an event that was sent.
 	switch {

@@ -1,6 +1,6 @@
 package server
 
-// Fuzz targets of every request a client controls (issue 14): the bodies of
+// Fuzz targets of every request a client controls: the bodies of
 // create, patch, append, compact and run, the query parameters of context
 // and events, and Last-Event-ID. The property: the answer is never a 5xx
 // (bad input is the client's fault, answered 4xx with the envelope) and a

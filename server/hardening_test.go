@@ -1,7 +1,7 @@
 package server
 
-// Findings of a fresh tester after issues 12 and 14 (daemon hardening):
-// each test failed on main before its fix.
+// Daemon hardening: a null body, a malformed time, an absurd usage count,
+// Updated on append and PATCH. Each test failed before its fix.
 
 import (
 	"context"

@@ -2,7 +2,7 @@ package server
 
 import "testing"
 
-// TestHeaderSafeIsASCII (issue 22): the daemon's Ctxd-Diagnostic header
+// TestHeaderSafeIsASCII: the daemon's Ctxd-Diagnostic header
 // carried "§" and "≥" as UTF-8 bytes, read by clients as Latin-1; header
 // values are ASCII, § spelled "section".
 func TestHeaderSafeIsASCII(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metric names served on GET /metrics (issue 6). Labels are bounded:
+// Metric names served on GET /metrics (docs/design.md §7). Labels are bounded:
 // outcome, binding (configured names), route (the api.Route* pattern, never
 // a path with an id) and status code. Session and artifact ids never appear
 // in a label (docs/design.md §8).

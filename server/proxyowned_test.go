@@ -1,10 +1,10 @@
 package server
 
-// A fresh tester's finding: a session the provider proxy created (p-…)
-// took appends and PATCHes of its system prompt through the daemon API
-// (200); the injected message then went upstream inside the client's next
-// turn, and the stored system prompt disagreed with the one sent. Each
-// test failed on main before the fix.
+// A session the provider proxy created (p-…) used to take appends and PATCHes
+// of its system prompt through the daemon API (200); the injected message then
+// went upstream inside the client's next turn, and the stored system prompt
+// disagreed with the one sent. Each test failed before the fix
+// (docs/decisions.md "A proxied session is its client's").
 
 import (
 	"context"

@@ -87,10 +87,10 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-// BenchmarkWriteContextAnswer: a pre-send read's answer encoded into a
-// pooled buffer (writeJSON) against a fresh buffer per answer (what
-// writeJSON did before issue 19), same run. B/op is the point: the
-// garbage collector's work under the 500-agent load.
+// BenchmarkWriteContextAnswer: a pre-send read's answer encoded into a pooled
+// buffer (writeJSON) against a fresh buffer per answer (what writeJSON did
+// before the buffers were pooled), same run. B/op is the point: the garbage
+// collector's work under the 500-agent load.
 func BenchmarkWriteContextAnswer(b *testing.B) {
 	v := contextAnswer()
 	w := &discardWriter{h: http.Header{}}

@@ -40,7 +40,7 @@ func toolResult(id, s string) api.Message {
 	return api.Message{Role: api.RoleTool, ToolCallID: id, ToolName: "read", Content: []api.Block{{Type: api.BlockText, Text: s}}}
 }
 
-// The issue's case over HTTP (issue 13 point 2): claude-sonnet-4-5, default
+// A thinking tool loop over HTTP: claude-sonnet-4-5, default
 // shape, two thinking tool rounds, a PATCH of the tools, then
 // ?format=anthropic: the strict provider accepts it, the final assistant
 // message starting with its thinking.
@@ -72,7 +72,8 @@ func TestAnthropicContextAfterAToolPatchInsideAThinkingLoop(t *testing.T) {
 }
 
 // An assistant message while an earlier call is open: 400 naming the call
-// (issue 13 point 8), and the context stays one the provider accepts.
+// (docs/decisions.md "An assistant message while a tool call is open"),
+// and the context stays one the provider accepts.
 func TestAssistantWhileACallIsOpenIs400(t *testing.T) {
 	f := newFixture(t, nil)
 	f.create(t, "s1")

@@ -295,7 +295,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{name: "limit too large", method: "GET", path: "/v1/sessions?limit=1001", status: 400, code: api.Invalid, field: "limit"},
 		{name: "limit not a number", method: "GET", path: "/v1/sessions?limit=ten", status: 400, code: api.Invalid, field: "limit"},
 		{name: "bad after", method: "GET", path: "/v1/sessions?after=a%2Fb", status: 400, code: api.Invalid, field: "after"},
-		// Issue 12: 2^64−1 wrapped to 0 and replayed the whole log.
+		// 2^64−1 used to wrap to 0 and replay the whole log.
 		{name: "Last-Event-ID 2^64-1", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "18446744073709551615"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
 		{name: "Last-Event-ID past the log", method: "GET", path: "/v1/sessions/s1/events", hdr: map[string]string{api.HeaderLastEventID: "2"}, status: 400, code: api.Invalid, field: api.HeaderLastEventID},
 		{name: "from 2^64-1", method: "GET", path: "/v1/sessions/s1/events?from=18446744073709551615", status: 400, code: api.Invalid, field: "from"},
@@ -321,7 +321,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 }
 
-// TestStrictDecoding (issue 14): what docs/api.md promises of a request
+// TestStrictDecoding: what docs/api.md promises of a request
 // body — valid UTF-8, no duplicate key, case-sensitive keys, no unknown key,
 // the right types — is refused with 400 naming the full path of the value,
 // without Go type names, and nothing is stored.
@@ -798,7 +798,7 @@ func TestUncleanPathGetsTheEnvelope(t *testing.T) {
 	}
 }
 
-// TestOversizedBodyWholeFirst (issue 14): a client that writes its whole
+// TestOversizedBodyWholeFirst: a client that writes its whole
 // oversized body before reading the answer (Python's http.client does)
 // gets the 413, not a broken pipe or a reset, with and without a
 // Content-Length.
@@ -839,9 +839,10 @@ func TestOversizedBodyWholeFirst(t *testing.T) {
 	}
 }
 
-// TestOverlayRefusalNamesTheKey: issue 12's overlay reproduction answers
-// 400 with the key as the field and the configuration's own problem line,
-// and stores nothing.
+// TestOverlayRefusalNamesTheKey: an overlay that defines its own summarizer
+// binding (a capability, never policy: docs/decisions.md "Session overlays
+// carry policy, never capabilities") is answered 400 with the key as the field
+// and the configuration's own problem line, and stores nothing.
 func TestOverlayRefusalNamesTheKey(t *testing.T) {
 	f := newFixture(t, nil)
 	overlay := "[offload]\nmax_chars = 20000\n[[summarizer.bindings]]\nname = \"x\"\nprovider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9\"\napi_key_env = \"CTXD_AUTH_TOKEN\"\n"

@@ -12,9 +12,10 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// DefaultExtractiveBytes is the extractive summary's byte budget when none
-// is configured ([compaction] extractive_summary_bytes): about what an LLM
-// summary of a 150k–170k-token coding session takes (issue 17).
+// DefaultExtractiveBytes is the extractive summary's byte budget when none is
+// configured ([compaction] extractive_summary_bytes): about what an LLM summary
+// of a 150k–170k-token coding session takes (docs/decisions.md "What the
+// extractive summary keeps").
 const DefaultExtractiveBytes uint64 = 10240
 
 // Limits of single items, in code points. They keep each item readable;
@@ -79,7 +80,7 @@ var (
 // exNotRequest are prefixes of user-role text that is not a request: agent
 // notifications, injected skill, hook and environment text, command
 // caveats, interruption markers and earlier compaction summaries. Such text
-// never fills a request slot of the Goal (issue 17).
+// never fills a request slot of the Goal.
 var exNotRequest = []string{
 	"<task-notification>", "<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>",
 	"Caveat: The messages below were generated", "<environment_context>", "<user_instructions>",
@@ -168,7 +169,7 @@ func ExtractiveSummary(msgs []history.Message, maxBytes uint64) string {
 	// The title names the range of seqs read, not a count: the messages
 	// read here include the previous summary and the recent ones retention
 	// may keep, so their number is not what the checkpoint records as
-	// summarized (issue 14).
+	// summarized.
 	title := fmt.Sprintf("# Checkpoint summary (extractive%s)\n\n", x.seqRange())
 	return fitItems(title, items, int(maxBytes))
 }
@@ -1254,7 +1255,7 @@ type exFailure struct {
 // same action (the same tool on the same file, or the same command)
 // succeeded: the edits and commands applied in between and the succeeding
 // call itself. It never quotes the assistant's plan: only applied changes
-// count as a fix (issue 17).
+// count as a fix.
 func (x *extraction) errorsAndFixes() []exItem {
 	var groups []*exFailure
 	byKey := map[string]*exFailure{}

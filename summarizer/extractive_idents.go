@@ -9,12 +9,12 @@ import (
 )
 
 // What an edit changed, read from the tool call's input: Claude Code's Edit,
-// Write and MultiEdit (file_path, old_string/new_string, content, edits),
-// pi's edit and write (path, oldText/newText, content), SWE-agent's and
-// Anthropic's editors (path, old_str/new_str, file_text; search/replace),
-// and Codex apply_patch (a patch text in input, patch or cmd). The summary
-// names the definitions an edit added or removed, so an agent continuing
-// from it knows the names it wrote (docs/decisions.md, issue 17).
+// Write and MultiEdit (file_path, old_string/new_string, content, edits), pi's
+// edit and write (path, oldText/newText, content), SWE-agent's and Anthropic's
+// editors (path, old_str/new_str, file_text; search/replace), and Codex
+// apply_patch (a patch text in input, patch or cmd). The summary names the
+// definitions an edit added or removed, so an agent continuing from it knows
+// the names it wrote (docs/decisions.md "What the extractive summary keeps").
 
 // exEdit is one file change parsed from a tool call's input.
 type exEdit struct {

@@ -9,7 +9,7 @@ import (
 
 // Paths in the extractive summary are written relative to the session's
 // working directory, named once in State: 35–45 % of a summary used to be
-// file lists with full absolute paths (issue 17). The directory is the one
+// file lists with full absolute paths. The directory is the one
 // the history states (a Codex <environment_context> <cwd>, a SWE-agent
 // "(Current directory: …)" line, a tool call's workdir/cwd input, a leading
 // "cd DIR &&"), else the deepest directory holding the files the agent

@@ -350,7 +350,7 @@ func TestExtractiveBudgetConfigured(t *testing.T) {
 	}
 }
 
-// TestExtractiveTitleNamesTheSeqRange (issue 14): the title names the seqs
+// TestExtractiveTitleNamesTheSeqRange: the title names the seqs
 // read and no message count, since the messages read (previous summary,
 // recent ones retention may keep) are not what the checkpoint records as
 // summarized.

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// FuzzPrune (issue 14): the pruned retry's rewriting, on any tool results:
+// FuzzPrune: the pruned retry's rewriting, on any tool results:
 // every message keeps its role, ids, tool name and error flag; every result
 // that is not an artifact read becomes one PruneMarker whose URI reads back
 // exactly the content that was retained (its text, or the JSON of its

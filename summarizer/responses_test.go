@@ -11,7 +11,7 @@ import (
 )
 
 // A binding with provider openai-responses summarizes through the Responses
-// API (issue 16 point 3): the strict fake provider accepts the request —
+// API: the strict fake provider accepts the request —
 // instructions, the history as input items (function calls paired with
 // their outputs), function tools with tool_choice "none", store false, the
 // key as a bearer token — and its answer's text is the summary. A proxied

@@ -1,6 +1,6 @@
 package transcript
 
-// Transcripts as more agents write them (issue 14): mini-swe-agent
+// Transcripts as more agents write them: mini-swe-agent
 // trajectories, OpenAI Responses API request bodies, OpenHands event streams
 // (recognised and refused clearly), JSONL lines holding several records, and
 // the tool calls a file ends with.
@@ -239,7 +239,8 @@ type TrailingCall struct {
 }
 
 // dropTrailingCalls is the one rule for a file that ends with tool calls and
-// no results (issue 14; used by import, replay and compact --transcript
+// no results (docs/decisions.md "Tool calls a transcript ends with are
+// left out"; used by import, replay and compact --transcript
 // alike, since they all read transcripts through Import): those calls are
 // removed from the last assistant message (the message itself too, when
 // nothing else is left) and listed in Transcript.TrailingCalls. No result

@@ -11,7 +11,7 @@ import (
 	"github.com/ctxd/ctxd/internal/corpustest"
 )
 
-// TestGluedRecords (issue 14): real pi files sometimes hold two JSON
+// TestGluedRecords: real pi files sometimes hold two JSON
 // records on one line; they import as if each had its own line.
 func TestGluedRecords(t *testing.T) {
 	data := corpustest.Read(t, "pi/454tools-2compactions.jsonl")

@@ -107,7 +107,7 @@ func readAll(r io.Reader, opts Options) ([]byte, error) {
 }
 
 // OriginalCompaction is a compaction the original agent performed, as its
-// transcript records it (docs/design.md §2; the replay of issue 8 compares ctxd's
+// transcript records it (docs/design.md §2; `ctxctl replay` compares ctxd's
 // compactions with these).
 type OriginalCompaction struct {
 	// BeforeResponse is the number of assistant responses (after merging)

@@ -667,8 +667,8 @@ func fuzzSeeds(f *testing.F) {
 	if data, err := os.ReadFile(codexFixture); err == nil {
 		f.Add(data)
 	}
-	// Issue 14's shapes: mini-swe-agent, a Responses body, glued records,
-	// an OpenHands event array.
+	// The shapes of more agents' files: mini-swe-agent, a Responses body, glued
+	// records, an OpenHands event array.
 	f.Add([]byte(miniTraj))
 	f.Add([]byte(`{"instructions":"i","input":[{"role":"user","content":"x"},{"type":"function_call","call_id":"c","name":"n","arguments":"{}"}]}`))
 	f.Add([]byte(`{"type":"session","id":"x"}{"type":"message","message":{"role":"user","content":"hi"}}` + "\n" + `{"type":"message","message":{"role":"assistant","content":[{"type":"thinking","thinking":"t"}]}}{"type":"mess`))

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkWaitedBehindBackground measures how long a job a request waits
 // on takes, submit to done, while background jobs keep the pool's 4
-// workers busy and its queue full (issue 19 §1): "waited" submits it as
+// workers busy and its queue full: "waited" submits it as
 // Waited, "baseline" as Background, as every job was before priorities.
 // Each job takes 2 ms; ns/op is the waited job's latency.
 func BenchmarkWaitedBehindBackground(b *testing.B) {

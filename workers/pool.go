@@ -3,7 +3,8 @@
 // at most one job per session at a time (a second request joins the first),
 // and a graceful drain on shutdown. It knows nothing of providers.
 //
-// Jobs have a priority (issue 19): a job some request waits on (Waited: a
+// Jobs have a priority (docs/decisions.md "A pre-send read waits at most
+// one round of the pool"): a job some request waits on (Waited: a
 // pre-send check, a compaction asked for with wait=true, the proxy) starts
 // before every queued Background job (a post-check's, nobody waiting), takes
 // over a queued Background job of the same session, and, when the queue is
@@ -45,7 +46,7 @@ const (
 	Waited
 	// BackgroundFirst is a job a request would take if a worker is free but
 	// will not wait for (a pre-send check whose context still fits the
-	// window, issue 19): it is queued as Background work, first among the
+	// window): it is queued as Background work, first among the
 	// Background jobs (a queued Background job of the same session moves to
 	// the front), and, like a Waited job, takes the place of the newest
 	// queued Background job when the queue is full. It is never counted by
@@ -228,7 +229,7 @@ func (p *Pool) SubmitPriority(session string, prio Priority, fn Func) (*Ticket, 
 // SubmitPriority or a join) no longer waits on it. When no request waits
 // any more and the job has not started, it becomes Background work again,
 // first among the background jobs (it was asked for before them): a
-// request that does wait goes ahead of it (issue 19). Unwait once per
+// request that does wait goes ahead of it. Unwait once per
 // Waited request, at most.
 func (p *Pool) Unwait(t *Ticket) {
 	p.mu.Lock()
@@ -261,7 +262,7 @@ func (p *Pool) Size() int { return p.opts.Size }
 // runs, has run, or is queued as Background reports 0 ahead; only a queued
 // Waited job has Waited jobs ahead of it. Since every worker takes the
 // oldest Waited job first, a Waited job with fewer than Size jobs ahead of
-// it starts at the latest when one of the running jobs ends (issue 19).
+// it starts at the latest when one of the running jobs ends.
 func (p *Pool) Ahead(t *Ticket) (ahead int, queued bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -444,7 +444,7 @@ func TestUnwaitedJobGoesBackBehindWaitedOnes(t *testing.T) {
 	}
 }
 
-// TestAheadCountsQueuedWaitedJobsBefore (issue 19): Ahead is the number
+// TestAheadCountsQueuedWaitedJobsBefore: Ahead is the number
 // of Waited jobs queued before a job; a Background job or one a worker
 // took has none, and an Unwait moves the job out of the count.
 func TestAheadCountsQueuedWaitedJobsBefore(t *testing.T) {
@@ -496,7 +496,7 @@ func TestAheadCountsQueuedWaitedJobsBefore(t *testing.T) {
 	<-done
 }
 
-// TestBackgroundFirstQueuesAheadOfBackgroundBehindWaited (issue 19): a
+// TestBackgroundFirstQueuesAheadOfBackgroundBehindWaited: a
 // BackgroundFirst job starts after the queued Waited jobs and before the
 // other Background ones, moves a queued Background job of its session to
 // the front, is never counted by Ahead, and in a full queue takes the

@@ -1,8 +1,8 @@
-// Command ctxbench is ctxd's load generator (issue 9): simulated agents
-// replay recorded or generated transcripts against a real ctxd over its
-// socket, through package api only, and report throughput, latency,
-// compactions, queue depth, the daemon's memory, and any acknowledged
-// message the daemon lost or reordered (which must be none).
+// Command ctxbench is ctxd's load generator (docs/decisions.md "Load
+// generator"): simulated agents replay recorded or generated transcripts
+// against a real ctxd over its socket, through package api only, and report
+// throughput, latency, compactions, queue depth, the daemon's memory, and any
+// acknowledged message the daemon lost or reordered (which must be none).
 //
 //	ctxbench [--ctxd PATH | --socket PATH] [--agents N] [--transcript FILE]...
 //	         [--generated] [--rate R] [--arrivals fixed|poisson]

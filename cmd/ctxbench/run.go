@@ -250,7 +250,8 @@ type LoadReport struct {
 	// ContextOverWindow counts the context reads answered with more tokens
 	// than the session's context window (a provider would refuse them);
 	// ContextQueuedBehind those served uncompacted because their pre-send
-	// compaction was queued behind others (issue 19).
+	// compaction was queued behind others (docs/decisions.md "A pre-send
+	// read waits at most one round of the pool").
 	ContextOverWindow   int `json:"context_over_window"`
 	ContextQueuedBehind int `json:"context_queued_behind"`
 	// AppendsPerSecond and MessagesPerSec are over the whole run.

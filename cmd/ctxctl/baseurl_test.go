@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestCheckRefusesBaseURLUserInfoQueryFragment (a fresh tester's finding
-// 3): check refuses a base_url with user info, a query or a fragment with
-// file:line:col and the key, and neither check nor doctor prints the
-// password.
+// TestCheckRefusesBaseURLUserInfoQueryFragment (docs/decisions.md "URLs carry
+// no credentials"): check refuses a base_url with user info, a query or a
+// fragment with file:line:col and the key, and neither check nor doctor prints
+// the password.
 func TestCheckRefusesBaseURLUserInfoQueryFragment(t *testing.T) {
 	const toml = `[[summarizer.bindings]]
 name = "gw"

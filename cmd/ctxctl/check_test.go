@@ -255,7 +255,7 @@ func TestConfigFlagKeepsCommas(t *testing.T) {
 	}
 }
 
-// TestCheckReportsEverything (issue 14): a missing agent file is reported
+// TestCheckReportsEverything: a missing agent file is reported
 // together with the configuration's other problems, and an offload
 // directory that cannot be created is a problem naming the key.
 func TestCheckReportsEverything(t *testing.T) {
@@ -322,7 +322,7 @@ func TestDoctorDiskLow(t *testing.T) {
 	}
 }
 
-// TestCheckRefusesUpstreamV1AndBadPorts (issue 22): ctxctl check passed a
+// TestCheckRefusesUpstreamV1AndBadPorts: ctxctl check used to pass a
 // proxy upstream base_url ending in /v1 (the upstream then got
 // /v1/v1/chat/completions), a NATS server on port 99999 and proxy.listen
 // on localhost:99999; each is now an error at file:line:col naming the

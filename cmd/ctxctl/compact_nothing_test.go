@@ -10,7 +10,7 @@ import (
 
 // `ctxctl compact` on a session with no checkpoint gives that session's
 // reason (not "no message since the last checkpoint"), --json carries it,
-// and repeating it neither fails nor opens the circuit (issue 13 point 6).
+// and repeating it neither fails nor opens the circuit.
 func TestCompactNothingSaysWhy(t *testing.T) {
 	d := startDaemon(t)
 	ctx := context.Background()

@@ -94,7 +94,7 @@ func startDaemonConfig(t *testing.T, extra string) *daemon {
 		logs:    &syncbuf.Buffer{},
 	}
 	// t.TempDir's directories are 0755 under the usual umask; ctxd refuses
-	// a data directory other users can read (issue 12).
+	// a data directory other users can read.
 	if err := os.Chmod(d.dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestDeps keeps ctxctl a thin client (issue 6, docs/decisions.md "Replay
+// TestDeps keeps ctxctl a thin client (docs/decisions.md "Replay
 // runs in the ctxd binary"): it must not link the store, the summarizer's
 // HTTP stack, the worker pool or the summarizer.
 func TestDeps(t *testing.T) {

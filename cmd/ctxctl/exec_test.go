@@ -165,7 +165,7 @@ func TestBuiltBinaryFindsCtxd(t *testing.T) {
 	}
 }
 
-// TestImportCompactContext is issue 8's import test: a transcript imported
+// TestImportCompactContext: a transcript imported
 // into a real daemon, then compacted and read: a valid, smaller context.
 func TestImportCompactContext(t *testing.T) {
 	d := startDaemon(t)

@@ -153,7 +153,7 @@ func TestGoldenCommands(t *testing.T) {
 			t.Errorf("artifact get %s: exit %d, %d bytes (want %d), stderr %q", ref, code, len(stdout), len(bigLog()), stderr)
 		}
 	}
-	// --json, as docs/cli.md promises of every read command (issue 14).
+	// --json, as docs/cli.md promises of every read command.
 	code, stdout, stderr := d.run(t, "artifact", "get", "--json", uri)
 	var aj struct {
 		ID, URI, Text string

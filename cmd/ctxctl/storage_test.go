@@ -14,7 +14,8 @@ import (
 	"github.com/ctxd/ctxd/natsstore/natstest"
 )
 
-// TestStatusAndDoctorShowNATS (H20 points 6 and 7), on a real daemon of a
+// TestStatusAndDoctorShowNATS (docs/decisions.md "Status, doctor and a
+// NATS outage"), on a real daemon of a
 // one-server NATS fleet (the configuration refuses credentials in a server
 // URL; natsstore's TestOutageIsUnavailableAndLoggedOnce shows they are cut
 // from errors, logs and status all the same):

@@ -9,7 +9,7 @@ import (
 )
 
 // ctxctl status and doctor show every upstream the daemon reports with its
-// base URL and endpoints (issue 16 point 2); a daemon that reports only
+// base URL and endpoints; a daemon that reports only
 // the Anthropic one still shows it.
 func TestStatusShowsEveryUpstream(t *testing.T) {
 	p := &api.ProxyStatus{Enabled: true, Listen: "127.0.0.1:7420", Upstream: "https://api.anthropic.com", Upstreams: []api.ProxyUpstream{

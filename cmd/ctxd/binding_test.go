@@ -10,12 +10,12 @@ import (
 	"github.com/ctxd/ctxd/api"
 )
 
-// TestOverlayBindingRemovedByReload (a fresh tester's finding 1): a
-// session whose overlay names a binding that a SIGHUP removed could only
-// be deleted. It stays readable (session, context, checkpoints) before and
-// after a restart, and writable (PATCH, append); a compaction uses the extractive fallback with a
-// binding_missing diagnostic naming the binding, or, with fallback
-// "none", fails naming it.
+// TestOverlayBindingRemovedByReload (docs/decisions.md "A session whose binding
+// was removed"): a session whose overlay names a binding that a SIGHUP removed
+// used to be only deletable. It stays readable (session, context, checkpoints)
+// before and after a restart, and writable (PATCH, append); a compaction uses
+// the extractive fallback with a binding_missing diagnostic naming the binding,
+// or, with fallback "none", fails naming it.
 func TestOverlayBindingRemovedByReload(t *testing.T) {
 	const withBinding = baseConfig + `
 [[summarizer.bindings]]

@@ -53,7 +53,7 @@ const (
 	readHeaderTimeout = 10 * time.Second
 	// idleTrimAfter is how long the daemon must have served no request
 	// before it returns the memory it no longer uses to the system, once
-	// per idle period (issue 19: a fleet's idle daemon stays small; the Go
+	// per idle period (a fleet's idle daemon stays small; the Go
 	// runtime alone returns it over minutes). idleTrimCheck is how often it
 	// looks.
 	idleTrimAfter = 10 * time.Second
@@ -278,7 +278,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	// The directories that hold sessions and tool results are the user's
-	// alone (issue 12): checked before anything is written into them.
+	// alone: checked before anything is written into them.
 	if err := m.checkDirs(cfg); err != nil {
 		return err
 	}

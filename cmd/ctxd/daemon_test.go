@@ -1,6 +1,6 @@
 package main
 
-// Integration tests of the real daemon process (issue 6): the binary is
+// Integration tests of the real daemon process: the binary is
 // built once in TestMain, started on a socket in a temporary directory with
 // a configuration file written by the test, and driven only through
 // api.Client (raw HTTP over the same socket where a request must be
@@ -841,7 +841,7 @@ func TestTCPListener(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (it is not even a loopback address)") {
 		t.Fatalf("a public listener without a token started: %v\n%s", err, out)
 	}
-	// Issue 12: a loopback listener without a token was open to every
+	// A loopback listener without a token used to be open to every
 	// local user (another uid listed and created sessions over it).
 	out, err = refusedOutput(t, e2.command("--listen", "127.0.0.1:0"))
 	if err == nil || !strings.Contains(string(out), "TCP needs a bearer token (every local user can reach a loopback port)") {
@@ -889,7 +889,7 @@ func TestTCPListener(t *testing.T) {
 	}
 }
 
-// TestDirectoryModes (issue 12): an existing data directory or configured
+// TestDirectoryModes: an existing data directory or configured
 // offload.dir open to other users stops the daemon with the chmod that
 // fixes it; ctxd's own <data_dir>/offload is tightened; a fresh data
 // directory is created 0700.

@@ -20,7 +20,8 @@ var errOpenDir = errors.New("directory open to other users")
 const privateDirMode = 0o700
 
 // privateDir makes sure dir is a directory that only this user can enter
-// (issue 12): a missing one is created 0700 (with its missing parents); an
+// (docs/decisions.md "No unauthenticated TCP; directory modes; event
+// resume points"): a missing one is created 0700 (with its missing parents); an
 // existing one must belong to this user, and must grant nothing to group
 // or others. One that does is tightened to 0700 when ours is true (a
 // directory ctxd itself creates and owns, such as <data_dir>/offload),

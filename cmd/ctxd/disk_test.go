@@ -1,6 +1,7 @@
 package main
 
-// Full-disk tests (issue 14): the data directory on a small tmpfs. They need
+// Full-disk tests (docs/decisions.md "A full disk: a free-space reserve
+// checked before every write"): the data directory on a small tmpfs. They need
 // root to mount; without it they skip, except under CI=true, where CI runs
 // as root and a skip would hide a regression.
 
@@ -63,13 +64,13 @@ func fill(t *testing.T, path string) {
 	}
 }
 
-// TestDiskFull: on a small tmpfs (12 MB: a race-enabled daemon takes
-// seconds per 900 KB append on a loaded machine), 900 KB appends (on 20 MB
-// the 24th killed ctxd with SIGBUS before issue 14) are refused with 507 insufficient_storage once the
-// reserve is reached, while reads, contexts and the status keep working;
-// the daemon stops cleanly; a start on a full disk fails with one line
-// naming the directory and the space needed (exit 1, no signal); once
-// space is freed it starts with every acknowledged message.
+// TestDiskFull: on a small tmpfs (12 MB: a race-enabled daemon takes seconds
+// per 900 KB append on a loaded machine), 900 KB appends (on 20 MB the 24th
+// killed ctxd with SIGBUS before the free-space reserve) are refused with 507
+// insufficient_storage once the reserve is reached, while reads, contexts and
+// the status keep working; the daemon stops cleanly; a start on a full disk
+// fails with one line naming the directory and the space needed (exit 1, no
+// signal); once space is freed it starts with every acknowledged message.
 func TestDiskFull(t *testing.T) {
 	fs := mountTmpfs(t, "12m")
 	e := newEnv(t, baseConfig+"\n[storage]\nmin_free_bytes = 4194304\n")
@@ -240,7 +241,7 @@ func TestOffloadFailed(t *testing.T) {
 	}
 }
 
-// TestAppendLimitAsDocumented (issue 14): docs/api.md "Limits" says about
+// TestAppendLimitAsDocumented: docs/api.md "Limits" says about
 // 5,000 one-line messages fit one append and 10,000 do not; the refusal is
 // 413 too_large telling the client to split, and stores nothing.
 func TestAppendLimitAsDocumented(t *testing.T) {

@@ -12,14 +12,13 @@ import (
 	"github.com/ctxd/ctxd/api"
 )
 
-// TestStopOnAFullDisk (a fresh tester's finding 9): another process fills
-// the data directory's file system to the last byte while ctxd runs; a
-// SIGTERM then made badger flush its memtable into a new memory-mapped
-// table on the full file system, and the page write killed ctxd with
-// SIGBUS. ctxd now leaves the store unclosed when the space a flush
-// needs is not there (the write-ahead log holds every acknowledged
-// write): exit 0 with a warning, and after space is freed every message
-// is there.
+// TestStopOnAFullDisk (docs/decisions.md "A stop on a full disk"): another
+// process fills the data directory's file system to the last byte while ctxd
+// runs; a SIGTERM then made badger flush its memtable into a new memory-mapped
+// table on the full file system, and the page write killed ctxd with SIGBUS.
+// ctxd now leaves the store unclosed when the space a flush needs is not there
+// (the write-ahead log holds every acknowledged write): exit 0 with a warning,
+// and after space is freed every message is there.
 func TestStopOnAFullDisk(t *testing.T) {
 	fs := mountTmpfs(t, "24m")
 	e := newEnv(t, baseConfig+"\n[storage]\nmin_free_bytes = 1048576\n")

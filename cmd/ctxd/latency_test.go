@@ -14,7 +14,7 @@ import (
 
 // TestLatency200k reports p50/p99 latency of an append and of a context read
 // (pre-send check included) over the socket for a session holding about
-// 200,000 tokens (issue 6's closing note). It is a measurement, not a
+// 200,000 tokens. It is a measurement, not a
 // check: run it with CTXD_LATENCY=1 (and without -race).
 func TestLatency200k(t *testing.T) {
 	if os.Getenv("CTXD_LATENCY") == "" {

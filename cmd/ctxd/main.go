@@ -9,7 +9,7 @@
 //	ctxd compact-transcript [--config FILE]... [--context-limit N] [--data-dir DIR] [--json] FILE
 //
 // The last two run the engine on a transcript in this process, with no
-// socket (issue 8); `ctxctl replay` and `ctxctl compact --transcript` exec
+// socket; `ctxctl replay` and `ctxctl compact --transcript` exec
 // them.
 //
 // SIGINT and SIGTERM stop it gracefully (exit 0); SIGHUP reloads the

@@ -15,7 +15,7 @@ import (
 )
 
 // Offline subcommands: the engine run in this process on a transcript file,
-// with no socket (issue 8). `ctxctl replay` and `ctxctl compact --transcript`
+// with no socket. `ctxctl replay` and `ctxctl compact --transcript`
 // exec them (docs/decisions.md "Replay runs in the ctxd binary").
 const (
 	cmdReplay            = "replay"
@@ -55,7 +55,7 @@ func runOffline(ctx context.Context, name string, args []string, stdout, stderr 
 		return 1
 	}
 	// The same notes as ctxctl import: one rule for every command that
-	// reads a transcript (issue 14).
+	// reads a transcript.
 	for _, n := range tr.Notes() {
 		fmt.Fprintf(stderr, "ctxd %s: %s: note: %s\n", name, file, n)
 	}

@@ -37,7 +37,7 @@ func TestProxyListener(t *testing.T) {
 	if err != nil || st.Proxy == nil || st.Proxy.Listen == "" || st.Proxy.Upstream != up.URL {
 		t.Fatalf("status proxy %+v, %v", st.Proxy, err)
 	}
-	// Every upstream (issue 16 point 2).
+	// Every upstream, with its base URL and endpoints.
 	if u := st.Proxy.Upstreams; len(u) != 2 || u[0].Name != "anthropic" || u[0].BaseURL != up.URL ||
 		u[1].Name != "openai" || u[1].BaseURL != "http://127.0.0.1:9" || strings.Join(u[1].Endpoints, " ") != "/v1/responses /v1/chat/completions" {
 		t.Fatalf("status upstreams %+v", st.Proxy.Upstreams)

@@ -19,8 +19,8 @@ func waitCount(t *testing.T, p *proc, s string, n int) {
 	}
 }
 
-// TestReloadComparesTheEffectiveDataDir (a fresh tester's finding 6): a
-// daemon started with a relative --data-dir warned at every SIGHUP that
+// TestReloadComparesTheEffectiveDataDir: a daemon started with a relative
+// --data-dir used to warn at every SIGHUP that
 // storage.data_dir had changed. The reload compares the directory the
 // daemon uses; a real change still warns.
 func TestReloadComparesTheEffectiveDataDir(t *testing.T) {

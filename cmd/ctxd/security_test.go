@@ -1,6 +1,6 @@
 package main
 
-// Issue 12's reproductions against the real daemon: a session overlay
+// Security against the real daemon (docs/design.md §8b): a session overlay
 // cannot send the daemon's keys or files anywhere, and no secret reaches a
 // log line, an event, an API error or /metrics when a provider echoes it.
 
@@ -54,9 +54,10 @@ func echoProvider(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	return ts, &n
 }
 
-// TestSecretsNeverLogged (issue 12, point 3): a provider that echoes the
-// key in its error; every log level, the events, the API errors, the
-// session's last_error and /metrics are searched for the keys and token.
+// TestSecretsNeverLogged (docs/decisions.md "Secrets never logged"): a provider
+// that echoes the key in its error; every log level, the events, the API
+// errors, the session's last_error and /metrics are searched for the keys and
+// token.
 func TestSecretsNeverLogged(t *testing.T) {
 	prov, calls := echoProvider(t)
 	// fallback = "none": the compaction fails, so the provider's words
@@ -157,7 +158,8 @@ func listenAddr(t *testing.T, p *proc) string {
 	return addr
 }
 
-// TestOverlayCannotExfiltrate (issue 12, point 1): over the daemon's API, a
+// TestOverlayCannotExfiltrate (docs/decisions.md "Session overlays carry
+// policy, never capabilities"): over the daemon's API, a
 // session overlay defining a binding that points at a listener with the
 // daemon's key variable, an agent_file naming a private file, or an
 // offload.dir of the caller's choosing is a 400 naming the key, stores

@@ -9,7 +9,7 @@ import (
 	"github.com/ctxd/ctxd/api"
 )
 
-// TestLastCheckSurvivesRestart (issue 14): after a restart, a session still
+// TestLastCheckSurvivesRestart: after a restart, a session still
 // says why compaction did or did not fire (what ctxctl doctor prints),
 // rebuilt from the log.
 func TestLastCheckSurvivesRestart(t *testing.T) {

@@ -9,13 +9,14 @@ import (
 	"syscall"
 )
 
-// releaseMappedFiles tells the kernel that the daemon no longer needs the
-// pages it has mapped from files under dir (badger's memory-mapped tables,
-// value log and write-ahead logs): madvise(MADV_DONTNEED) on each such
-// mapping. The mappings are shared, so nothing is lost: the data stays in
-// the page cache (and on disk) and is faulted back in when read. It only
-// stops the idle daemon's resident set from counting every table compaction
-// ever wrote (issue 19). It returns the bytes of mappings advised.
+// releaseMappedFiles tells the kernel that the daemon no longer needs the pages
+// it has mapped from files under dir (badger's memory-mapped tables, value log
+// and write-ahead logs): madvise(MADV_DONTNEED) on each such mapping. The
+// mappings are shared, so nothing is lost: the data stays in the page cache
+// (and on disk) and is faulted back in when read. It only stops the idle
+// daemon's resident set from counting every table compaction ever wrote
+// (docs/decisions.md "Memory per stored session"). It returns the bytes of
+// mappings advised.
 func releaseMappedFiles(dir string) uint64 {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package accuracy measures ctxd's token estimate against the usage an agent
-// recorded: the growth_error of issue 8 and the estimator table of issue 3
-// ("Estimator accuracy on the corpus"). The reported usage of a response
+// recorded: the growth_error of `ctxctl replay` and the estimator table of
+// docs/decisions.md "Estimator accuracy". The reported usage of a response
 // covers the whole request that produced it, so what ctxd has to estimate is
 // the growth of the next request: the previous response plus the messages
 // appended since. GrowthPairs pairs consecutive responses, estimates each
@@ -21,7 +21,7 @@ import (
 )
 
 // MinRecordedGrowth is the smallest recorded growth, in tokens, of a pair
-// that Summarize counts (issue 3): below it, text the agent injects without
+// that Summarize counts: below it, text the agent injects without
 // logging it (Claude Code's system reminders) dominates the difference and
 // a relative error says little about the estimator.
 const MinRecordedGrowth = 500

@@ -138,7 +138,7 @@ var proxyAgents = []struct {
 }
 
 // TestAgentThroughCtxd runs each agent, unchanged, with its base URL on
-// ctxd's proxy in front of the strict fake provider (issue 15 point 7):
+// ctxd's proxy in front of the strict fake provider:
 //
 //   - the scripted task: it finishes, the fake refuses nothing, and every
 //     request extends the one before (the prompt cache stays valid);

@@ -134,6 +134,38 @@ func TestDocumentLinksResolve(t *testing.T) {
 	}
 }
 
+// trackerTag matches what only the project's tracker can explain: an
+// issue's number after the word, a tracker handle (H and two digits), or
+// a finding credited to a test person. The pattern is written so that
+// this file does not match it.
+var trackerTag = regexp.MustCompile(`(?i:\bissues? \d+)|\bH\d{2}\b|(?i:\bte[s]ters?\b)`)
+
+// TestNoTrackerTagsInCode: the Go files say what a comment or a test
+// holds in plain words, citing docs/design.md or docs/decisions.md; a
+// reader of the repository cannot follow an issue number or a tracker
+// handle.
+func TestNoTrackerTagsInCode(t *testing.T) {
+	files := 0
+	for _, f := range sourceFiles(t) {
+		if !strings.HasSuffix(f, ".go") {
+			continue
+		}
+		files++
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := trackerTag.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q names the tracker; say the point itself (cite docs/design.md §N or a docs/decisions.md entry)", f, i+1, m)
+			}
+		}
+	}
+	if files < 100 {
+		t.Fatalf("found %d Go files under %s; the walk is wrong", files, root)
+	}
+}
+
 // anchors returns the anchors GitHub gives the headings of a Markdown
 // document: lower case, punctuation dropped, spaces as hyphens, "-1", "-2"
 // after repeats.

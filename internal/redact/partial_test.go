@@ -12,8 +12,9 @@ func rev(s string) string {
 	return string(b)
 }
 
-// TestPartialEchoes (a fresh tester's finding 2): a 12-character prefix of
-// a configured key and the key reversed passed the redactor. Any run of
+// TestPartialEchoes (docs/decisions.md "Partial and reversed echoes of a
+// secret"): a 12-character prefix of a configured key and the key
+// reversed used to pass the redactor. Any run of
 // PartialLen bytes of a configured secret, forwards or backwards, is
 // masked; a shorter run is not; an unconfigured key reversed is caught by
 // its shape.

@@ -7,13 +7,12 @@ import (
 	"testing"
 )
 
-// BenchmarkCommitValueLog: one synced commit (sync_writes = true, on disk)
-// of a 1 KiB event, which stays inline in the write-ahead log, against one
-// of a 6 KiB event, which goes to the value log, so that badger syncs two
-// files with new data instead of one (issue 19: in the 500-agent run a
-// group carrying a value-log value took ~4× as long as one without, p50).
-// Same run, same database; ns/op is the commit's latency with no other
-// writer.
+// BenchmarkCommitValueLog: one synced commit (sync_writes = true, on disk) of a
+// 1 KiB event, which stays inline in the write-ahead log, against one of a 6
+// KiB event, which goes to the value log, so that badger syncs two files with
+// new data instead of one (docs/performance.md: in the 500-agent run a group
+// carrying a value-log value took ~4× as long as one without, p50). Same run,
+// same database; ns/op is the commit's latency with no other writer.
 func BenchmarkCommitValueLog(b *testing.B) {
 	db, err := Open(b.TempDir(), Options{SyncWrites: true})
 	if err != nil {

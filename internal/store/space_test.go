@@ -10,7 +10,7 @@ import (
 
 // TestSpaceGuard: a write that would leave less than the reserve is refused
 // with a *SpaceError naming the directory, deletions always pass, and Open
-// refuses to start below the reserve (issue 14).
+// refuses to start below the reserve.
 func TestSpaceGuard(t *testing.T) {
 	dir := t.TempDir()
 	free := uint64(10 << 20)

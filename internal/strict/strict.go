@@ -1,4 +1,4 @@
-// Package strict is the strict fake provider of the tests (issue 13): it
+// Package strict is the strict fake provider of the tests: it
 // reads a request body in a provider's wire format and refuses, with the
 // provider's own words, what the real provider refuses for its shape — the
 // rules of docs/design.md §4a, checked by history.CheckRequest.

@@ -8,7 +8,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// FuzzStreamReader (issue 14 point 5: the proxy's SSE parser): any bytes,
+// FuzzStreamReader (the proxy's SSE parser): any bytes,
 // cut anywhere, never panic the reader; how the stream is cut never changes
 // what it rebuilds; and a rebuilt answer's tool calls carry valid JSON
 // objects as input.

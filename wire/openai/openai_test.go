@@ -320,7 +320,7 @@ func TestCompactionItemRoundTrip(t *testing.T) {
 }
 
 // The recorded items of both Codex rollouts convert with RecordedItem (the
-// rollout importer's conversion, issue 16 point 4): every call is an
+// rollout importer's conversion): every call is an
 // assistant-side tool call and every output answers a call recorded before
 // it; reasoning keeps its encrypted content; a custom tool's input is a
 // JSON string; developer messages are instructions.

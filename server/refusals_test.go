@@ -1,7 +1,9 @@
 package server
 
-// Findings of a fresh tester on the daemon API after issue 18: each test
-// failed on main before its fix.
+// Requests the daemon API used to accept or answer wrongly: image media
+// types the providers refuse, an empty assistant message, content types,
+// an empty label key, an append carrying seq. Each test failed before its
+// fix (docs/decisions.md "Daemon API details found by outside testing").
 
 import (
 	"context"

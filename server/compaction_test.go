@@ -17,7 +17,7 @@ import (
 // One LLM binding that refuses 60 KB and 90 KB of plain text: POST compact
 // {"reason":"overflow"} answered 502 (every binding failed, the pruned
 // retry only trims tool results); with the default fallback it succeeds
-// through the extractive fallback and says so (issue 13 point 7).
+// through the extractive fallback and says so.
 func TestOverflowCompactionFallsBackToExtractive(t *testing.T) {
 	status, body := corpustest.ErrorBodyOf(t, "anthropic_400_prompt_too_long_no_request_id") // Anthropic's recorded context-length refusal
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +63,7 @@ func TestOverflowCompactionFallsBackToExtractive(t *testing.T) {
 }
 
 // Creating a session whose trigger leaves it a threshold of 0 returns a
-// warning with the session (issue 13 point 5).
+// warning with the session.
 func TestCreateSessionWarnsOfAZeroThreshold(t *testing.T) {
 	f := newFixture(t, nil)
 	s, err := f.client.CreateSession(context.Background(), api.CreateSessionRequest{ID: "s1", Model: "claude-sonnet-4-5",
