@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/offload"
+	"github.com/ctxd/ctxd/recall"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/workers"
@@ -479,9 +482,17 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	e.log.Debug("summarizer answered", "session", id, "binding", res.Binding, "elapsed", time.Since(start))
 
 	// 3. Retention (docs/design.md §5.2) on the snapshot's own messages.
+	// The summary ends with where the full text of what it replaces is
+	// (docs/design.md §5.6 "Recall"); the footer is sized here with the
+	// snapshot's range and written with the range retention leaves.
 	summary := res.Summary
+	var rangeFirst uint64
+	if len(snap.raw) > 0 {
+		rangeFirst = snap.raw[0].msg.Seq
+	}
+	recallDir, recallErr := s.offloader.SessionDir(id)
 	cp := checkpoint.Checkpoint{
-		Summary:            summary,
+		Summary:            summary + recall.Footer(recallDir+"/"+recall.FileName(rangeFirst, snap.seq), recallDir, rangeFirst, snap.seq),
 		SnapshotSeq:        snap.seq,
 		SummarizedMessages: snap.messages,
 		Binding:            res.Binding,
@@ -553,6 +564,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return nothingErr(why)
 	}
 
+	cp.Summary = summary + e.writeRecall(s, covered[:start2], recallDir, recallErr)
 	stored, err := e.opts.Log.PutCheckpoint(ctx, id, cp)
 	if err != nil {
 		return e.failLocked(ctx, s, sig, fmt.Errorf("writing the checkpoint: %w", err), res.Attempts)
@@ -790,4 +802,44 @@ func (a artifactAdapter) Retain(ctx context.Context, content []byte, format stri
 		return "", err
 	}
 	return id.URI(), nil
+}
+
+// writeRecall writes the recall file of a checkpoint replacing the entries
+// replaced (docs/design.md §5.6 "Recall"): their full text, offloaded
+// results whole, in dir (the session's offload directory, or dirErr why
+// there is none), before the checkpoint is written. It returns the footer
+// the summary ends with: the file's path and how to search it, or that the
+// history is not available as a file when it could not be written — a
+// failed write changes nothing else. Called with s.mu held.
+func (e *Engine) writeRecall(s *session, replaced []entry, dir string, dirErr error) string {
+	if len(replaced) == 0 {
+		return recall.Unavailable
+	}
+	if dirErr != nil {
+		e.log.Warn("recall file not written", "session", s.id, "err", dirErr)
+		return recall.Unavailable
+	}
+	first, last := replaced[0].msg.Seq, replaced[len(replaced)-1].msg.Seq
+	var buf bytes.Buffer
+	buf.WriteString(recall.Header(s.id, first, last, time.Now()))
+	full := func(callID string) (string, bool) {
+		path, ok := s.offloads[callID]
+		if !ok || path == "" {
+			return "", false
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", false
+		}
+		return string(b), true
+	}
+	for _, en := range replaced {
+		recall.RenderMessage(&buf, en.msg, full)
+	}
+	path, err := s.offloader.WriteFile(s.id, recall.FileName(first, last), buf.String())
+	if err != nil {
+		e.log.Warn("recall file not written", "session", s.id, "err", err)
+		return recall.Unavailable
+	}
+	return recall.Footer(path, dir, first, last)
 }

@@ -291,14 +291,48 @@ var errNoDir = errors.New("offload directory not set")
 // id's SHA-256 are appended, so ids differing only in unsafe bytes get
 // distinct names. Errors: none beyond an Offloader with no directory.
 func (o *Offloader) Path(session, toolCallID string) (string, error) {
+	dir, err := o.SessionDir(session)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, hashedName(toolCallID)+FileExt), nil
+}
+
+// SessionDir returns the directory of session's offloaded results,
+// <dir>/<session>/, named as Path names it. Errors: none beyond an
+// Offloader with no directory.
+func (o *Offloader) SessionDir(session string) (string, error) {
 	if o.dir == "" {
 		return "", errNoDir
 	}
-	sessDir := session
 	if !safeComponent(session) {
-		sessDir = hashedName(session)
+		return filepath.Join(o.dir, hashedName(session)), nil
 	}
-	return filepath.Join(o.dir, sessDir, hashedName(toolCallID)+FileExt), nil
+	return filepath.Join(o.dir, session), nil
+}
+
+// WriteFile writes text to the file name in SessionDir(session) as an
+// offloaded result is written (mode FileMode, synced, renamed into place,
+// behind the free-space guard) and returns its path: the recall file of a
+// checkpoint lies beside the session's offloaded results (docs/design.md
+// §5.6). name must be a plain file name. Errors: no directory, a name with a
+// separator, the space guard's refusal, the file system's.
+func (o *Offloader) WriteFile(session, name, text string) (string, error) {
+	dir, err := o.SessionDir(session)
+	if err != nil {
+		return "", err
+	}
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return "", fmt.Errorf("offload file name %q is not a plain file name", name)
+	}
+	path := filepath.Join(dir, name)
+	if err := o.Space.Check(uint64(len(text))); err != nil {
+		return "", err
+	}
+	if err := o.writeFile(path, text); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // safeComponent reports whether s is usable as a path component as is.

@@ -1,7 +1,6 @@
 package summarizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,135 +10,14 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/internal/corpustest"
-	"github.com/ctxd/ctxd/transcript"
+	"github.com/ctxd/ctxd/internal/facttest"
 )
 
-// A fact file (testdata/facts/*.json) lists, for one corpus session, what
-// an agent needs to continue at each point where it was cut: the task, the
-// names it wrote, the errors and their fixes, the decisions and the next
-// step. The facts were written by hand from reading the history; a fact is
-// kept when the summary contains one of its patterns (case-insensitive;
-// "re:" marks a regular expression).
-type factFile struct {
-	Session string `json:"session"`
-	// MinPercent is the share of fact weight the extractive summary must
-	// keep at every point.
-	MinPercent float64 `json:"min_percent"`
-	Facts      []fact  `json:"facts"`
-}
+// loadFacts reads the fact lists (internal/facttest).
+func loadFacts(t *testing.T) []*facttest.File { return facttest.Load(t) }
 
-type fact struct {
-	ID     string   `json:"id"`
-	Kind   string   `json:"kind"` // task, identifier, error, fix, decision, next, command, file
-	Weight float64  `json:"weight"`
-	Any    []string `json:"any"`
-	// At lists the points the fact belongs to: "compaction1", … for the
-	// original agent's compactions, "end" for the whole history; empty
-	// means every point.
-	At []string `json:"at,omitempty"`
-}
-
-func (f fact) kept(summary string) bool {
-	low := strings.ToLower(summary)
-	for _, p := range f.Any {
-		if re, ok := strings.CutPrefix(p, "re:"); ok {
-			if regexp.MustCompile("(?i)" + re).MatchString(summary) {
-				return true
-			}
-			continue
-		}
-		if strings.Contains(low, strings.ToLower(p)) {
-			return true
-		}
-	}
-	return false
-}
-
-func (f fact) applies(point string) bool {
-	if len(f.At) == 0 {
-		return true
-	}
-	for _, a := range f.At {
-		if a == point {
-			return true
-		}
-	}
-	return false
-}
-
-// score returns the kept share of the weight of the facts that apply at
-// point, in percent, and the ids of the facts lost.
-func (ff *factFile) score(point, summary string) (float64, []string) {
-	var total, kept float64
-	var lost []string
-	for _, f := range ff.Facts {
-		if !f.applies(point) {
-			continue
-		}
-		total += f.Weight
-		if f.kept(summary) {
-			kept += f.Weight
-		} else {
-			lost = append(lost, f.ID)
-		}
-	}
-	if total == 0 {
-		return 100, nil
-	}
-	return 100 * kept / total, lost
-}
-
-func loadFacts(t *testing.T) []*factFile {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "facts", "*.json"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no fact files: %v", err)
-	}
-	var out []*factFile
-	for _, p := range paths {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ff factFile
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ff); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, f := range ff.Facts {
-			if f.ID == "" || f.Weight <= 0 || len(f.Any) == 0 {
-				t.Fatalf("%s: fact %q needs an id, a weight and patterns", p, f.ID)
-			}
-		}
-		out = append(out, &ff)
-	}
-	return out
-}
-
-// factPoint is one place a session is summarized: before one of the
-// original agent's compactions, or at the end.
-type factPoint struct {
-	name string
-	msgs []history.Message
-	llm  string // the original agent's own summary there, "" when none
-}
-
-func factPoints(t *testing.T, rel string) []factPoint {
-	t.Helper()
-	tr, err := transcript.Import(bytes.NewReader(corpustest.Read(t, rel)), transcript.Options{IncludeSidechains: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pts []factPoint
-	for k, c := range tr.OriginalCompactions {
-		msgs, _ := transcript.CloseAbandoned(tr.Messages[:c.MessageIndex])
-		pts = append(pts, factPoint{name: fmt.Sprintf("compaction%d", k+1), msgs: msgs, llm: c.Summary})
-	}
-	msgs, _ := transcript.CloseAbandoned(tr.Messages)
-	return append(pts, factPoint{name: "end", msgs: msgs})
-}
+// factPoints are the points of a corpus session (internal/facttest).
+func factPoints(t *testing.T, rel string) []facttest.Point { return facttest.Points(t, rel) }
 
 // TestExtractiveKeepsFacts: on every shared-corpus session with a fact
 // file, the extractive summary at the default budget, where the original
@@ -151,26 +29,26 @@ func TestExtractiveKeepsFacts(t *testing.T) {
 	for _, ff := range loadFacts(t) {
 		t.Run(ff.Session, func(t *testing.T) {
 			for _, pt := range factPoints(t, ff.Session) {
-				s := ExtractiveSummary(pt.msgs, 0)
+				s := ExtractiveSummary(pt.Msgs, 0)
 				if uint64(len(s)) > DefaultExtractiveBytes {
-					t.Errorf("%s: %d bytes > budget %d", pt.name, len(s), DefaultExtractiveBytes)
+					t.Errorf("%s: %d bytes > budget %d", pt.Name, len(s), DefaultExtractiveBytes)
 				}
-				pct, lost := ff.score(pt.name, s)
-				line := fmt.Sprintf("%s: extractive %d bytes, %.0f %% of facts", pt.name, len(s), pct)
-				if pt.llm != "" {
-					lpct, llost := ff.score(pt.name, pt.llm)
-					line += fmt.Sprintf("; LLM summary %d bytes, %.0f %% (lost %v)", len(pt.llm), lpct, llost)
+				pct, lost := ff.Score(pt.Name, s)
+				line := fmt.Sprintf("%s: extractive %d bytes, %.0f %% of facts", pt.Name, len(s), pct)
+				if pt.LLM != "" {
+					lpct, llost := ff.Score(pt.Name, pt.LLM)
+					line += fmt.Sprintf("; LLM summary %d bytes, %.0f %% (lost %v)", len(pt.LLM), lpct, llost)
 					// The same facts at the LLM summary's own size.
-					at := ExtractiveSummary(pt.msgs, uint64(len(pt.llm)))
-					apct, alost := ff.score(pt.name, at)
-					line += fmt.Sprintf("; extractive at the LLM's %d bytes: %d bytes, %.0f %% (lost %v)", len(pt.llm), len(at), apct, alost)
+					at := ExtractiveSummary(pt.Msgs, uint64(len(pt.LLM)))
+					apct, alost := ff.Score(pt.Name, at)
+					line += fmt.Sprintf("; extractive at the LLM's %d bytes: %d bytes, %.0f %% (lost %v)", len(pt.LLM), len(at), apct, alost)
 				}
 				t.Logf("%s; lost %v", line, lost)
 				if pct < ff.MinPercent {
-					t.Errorf("%s: kept %.1f %% < %.0f %%; lost %v", pt.name, pct, ff.MinPercent, lost)
+					t.Errorf("%s: kept %.1f %% < %.0f %%; lost %v", pt.Name, pct, ff.MinPercent, lost)
 				}
 				if dir := os.Getenv("CTXD_DUMP_SUMMARIES"); dir != "" {
-					name := strings.NewReplacer("/", "_").Replace(ff.Session) + "." + pt.name + ".md"
+					name := strings.NewReplacer("/", "_").Replace(ff.Session) + "." + pt.Name + ".md"
 					_ = os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
 				}
 			}
@@ -235,14 +113,14 @@ func TestExtractiveCorpusFixesApplied(t *testing.T) {
 	for _, ff := range loadFacts(t) {
 		t.Run(ff.Session, func(t *testing.T) {
 			for _, pt := range factPoints(t, ff.Session) {
-				x := newExtraction(pt.msgs)
+				x := newExtraction(pt.Msgs)
 				written := map[string]bool{}
 				for _, c := range x.calls {
 					if c.done && !c.failed() && isWrite(c) {
 						written[x.rel(editTarget(c))] = true
 					}
 				}
-				s := ExtractiveSummary(pt.msgs, 0)
+				s := ExtractiveSummary(pt.Msgs, 0)
 				n := 0
 				for _, l := range strings.Split(s, "\n") {
 					if !strings.Contains(l, "fixed:") {
@@ -251,11 +129,11 @@ func TestExtractiveCorpusFixesApplied(t *testing.T) {
 					for _, m := range exFixedEditRe.FindAllStringSubmatch(l, -1) {
 						n++
 						if !written[m[1]] {
-							t.Errorf("%s: fix names %q, which no successful call wrote: %s", pt.name, m[1], l)
+							t.Errorf("%s: fix names %q, which no successful call wrote: %s", pt.Name, m[1], l)
 						}
 					}
 				}
-				t.Logf("%s: %d edits named in fixes, all applied", pt.name, n)
+				t.Logf("%s: %d edits named in fixes, all applied", pt.Name, n)
 			}
 		})
 	}
@@ -281,25 +159,25 @@ func TestExtractiveKeepsFactsChained(t *testing.T) {
 				}
 				// Points are prefixes of one history: continue after the
 				// last one, from a closed round boundary.
-				rest := pt.msgs[from:]
+				rest := pt.Msgs[from:]
 				for len(rest) > 0 && rest[0].Role == history.RoleTool {
 					rest = rest[1:]
 				}
 				msgs = append(msgs, rest...)
 				s := ExtractiveSummary(msgs, 0)
-				pct, lost := ff.score(pt.name, s)
-				t.Logf("%s (chained): %d bytes, %.0f %% of facts; lost %v", pt.name, len(s), pct, lost)
+				pct, lost := ff.Score(pt.Name, s)
+				t.Logf("%s (chained): %d bytes, %.0f %% of facts; lost %v", pt.Name, len(s), pct, lost)
 				if dir := os.Getenv("CTXD_DUMP_SUMMARIES"); dir != "" {
-					name := strings.NewReplacer("/", "_").Replace(ff.Session) + "." + pt.name + ".chained.md"
+					name := strings.NewReplacer("/", "_").Replace(ff.Session) + "." + pt.Name + ".chained.md"
 					_ = os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
 				}
 				if uint64(len(s)) > DefaultExtractiveBytes {
-					t.Errorf("%s (chained): %d bytes > budget %d", pt.name, len(s), DefaultExtractiveBytes)
+					t.Errorf("%s (chained): %d bytes > budget %d", pt.Name, len(s), DefaultExtractiveBytes)
 				}
 				if pct < ff.MinPercent {
-					t.Errorf("%s (chained): kept %.1f %% < %.0f %%; lost %v", pt.name, pct, ff.MinPercent, lost)
+					t.Errorf("%s (chained): kept %.1f %% < %.0f %%; lost %v", pt.Name, pct, ff.MinPercent, lost)
 				}
-				prev, from = s, len(pt.msgs)
+				prev, from = s, len(pt.Msgs)
 			}
 		})
 	}

@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/facttest"
+	"github.com/ctxd/ctxd/recall"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// recallConfig is testConfig with offloading on into dir.
+func recallConfig(dir string) config.Config {
+	cfg := testConfig()
+	cfg.Offload.Enabled = true
+	cfg.Offload.Dir = dir
+	cfg.Offload.MaxChars = 2000
+	cfg.Offload.Exclude = nil
+	return cfg
+}
+
+// fullCheckpoint is the stored checkpoint cp with its summary.
+func (h *harness) fullCheckpoint(id string, cp *checkpoint.Checkpoint) checkpoint.Checkpoint {
+	h.t.Helper()
+	if cp == nil {
+		h.t.Fatal("no checkpoint")
+	}
+	full, err := h.e.opts.Log.GetCheckpoint(context.Background(), id, cp.Seq)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return full
+}
+
+// footerPathRe finds the recall file a summary names.
+var footerPathRe = regexp.MustCompile(`is in the file (\S+recall-\d+-\d+\.txt);`)
+
+// A compaction writes the full text of what it replaced — every message
+// with its seq and role, tool calls with their inputs verbatim, an
+// offloaded result whole rather than its stub — to a recall file beside the
+// session's offloaded results, before the checkpoint is stored, and the
+// summary ends with its path and how to search it (docs/design.md §5.6).
+func TestRecallFileHoldsWhatTheCheckpointReplaced(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, recallConfig(dir), "")
+	h.create("s", 20000)
+	big := words(3000) + "\nneedle: the flaky test is TestWidgetRace in widget_test.go\n" + words(3000)
+	call := history.Message{Role: history.RoleAssistant, Content: []history.Block{
+		{Type: history.BlockText, Text: "Running the suite."},
+		{Type: history.BlockToolCall, ID: "c1", Name: "Bash", Input: []byte(`{"command":"go test -run 'Widget' ./...\ngo vet ./..."}`)}}}
+	h.append("s", user("find the flaky test"), call,
+		history.Message{Role: history.RoleTool, ToolCallID: "c1", ToolName: "Bash", Content: []history.Block{{Type: history.BlockText, Text: big}}},
+		assistant("Found it: "+words(7000)), user("now fix it"), assistant("Fixing."))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := h.fullCheckpoint("s", res.Checkpoint)
+	m := footerPathRe.FindStringSubmatch(cp.Summary)
+	if m == nil {
+		t.Fatalf("the summary names no recall file; it ends %q", tail(cp.Summary, 400))
+	}
+	path := m[1]
+	if !strings.HasSuffix(strings.TrimSpace(cp.Summary), "read the lines around a match.") {
+		t.Errorf("the summary does not end with how to search: %q", tail(cp.Summary, 200))
+	}
+	if filepath.Dir(path) != filepath.Join(dir, "s") {
+		t.Errorf("recall file %s is not beside the offloaded results in %s", path, filepath.Join(dir, "s"))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the recall file the summary names: %v", err)
+	}
+	text := string(b)
+	for _, want := range []string{
+		"=== seq 1 · user", "find the flaky test",
+		"=== seq 2 · assistant", "[tool call Bash id=c1]", "command: go test -run 'Widget' ./...\ngo vet ./...",
+		"· tool result · Bash · call c1",
+		"needle: the flaky test is TestWidgetRace in widget_test.go", // only in the offloaded whole, not the stub
+		"Found it:",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("recall file lacks %q", want)
+		}
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o600 {
+		t.Errorf("recall file mode %v, want 0600", fi.Mode().Perm())
+	}
+	// The retained messages are not in it: they are still in the context.
+	if res.Checkpoint.FirstRetainedSeq > 0 && strings.Contains(text, "Fixing.") {
+		t.Errorf("recall file holds a retained message")
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// A recall file that cannot be written (the offload directory is a file)
+// leaves the checkpoint as it would be, its summary saying the history is
+// not available as a file.
+func TestRecallWriteFailureSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, recallConfig(notDir), "")
+	h.create("s", 20000)
+	h.append("s", user("go"), assistant(words(5000)), user("again"), assistant(words(5000)), user("last"), assistant("ok"))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := h.fullCheckpoint("s", res.Checkpoint)
+	if !strings.HasSuffix(cp.Summary, recall.Unavailable) {
+		t.Fatalf("summary ends %q, want the unavailable note", tail(cp.Summary, 200))
+	}
+	if strings.Contains(cp.Summary, "grep") {
+		t.Errorf("a summary without a recall file tells the agent to grep one")
+	}
+	if cp.Stalled || cp.TokensAfter >= cp.TokensBefore {
+		t.Errorf("checkpoint changed by the failed write: %+v", cp)
+	}
+}
+
+// corpusRun appends a corpus session to the engine in n segments and
+// compacts (manually, with the extractive summarizer) at the end of each,
+// returning the summaries in order, the session's offload directory, the
+// messages as stored and the last checkpoint.
+type corpusRun struct {
+	summaries []string
+	dir       string
+	stored    []history.Message
+	last      checkpoint.Checkpoint
+	h         *harness
+}
+
+func runCorpusCompactions(t *testing.T, msgs []history.Message, n int) corpusRun {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := recallConfig(dir)
+	cfg.Offload.MaxChars = 16000
+	cfg.ContextCompaction.Auto = false
+	cfg.ContextCompaction.KeepRecentTokens = 2000
+	h := newHarness(t, cfg, "")
+	h.create("s", 1000000)
+	run := corpusRun{dir: filepath.Join(dir, "s"), h: h}
+	state := &history.State{}
+	next := 1
+	for i, m := range msgs {
+		ar := h.append("s", m)
+		run.stored = append(run.stored, ar.Messages...)
+		state.Apply(m)
+		if i+1 < next*len(msgs)/n || len(state.Open()) > 0 || m.Role == history.RoleUser {
+			continue
+		}
+		next++
+		res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+		if err != nil {
+			t.Logf("compaction after message %d: %v", i, err)
+			continue
+		}
+		run.last = h.fullCheckpoint("s", res.Checkpoint)
+		run.summaries = append(run.summaries, run.last.Summary)
+	}
+	return run
+}
+
+// recallText is every recall file of the run, concatenated.
+func (r corpusRun) recallText(t *testing.T) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(r.dir, recall.FileGlob))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recall files in %s: %v", r.dir, err)
+	}
+	var b strings.Builder
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// After compactions of every corpus session with a fact list, a plain text
+// search of the recall files finds every line of every message a summary
+// replaced, and every fact of the list that the history up to the last
+// compaction holds (docs/design.md §5.6).
+func TestRecallFilesHoldEveryFact(t *testing.T) {
+	for _, ff := range facttest.Load(t) {
+		t.Run(ff.Session, func(t *testing.T) {
+			pts := facttest.Points(t, ff.Session)
+			msgs := pts[len(pts)-1].Msgs
+			run := runCorpusCompactions(t, msgs, 3)
+			if len(run.summaries) == 0 {
+				t.Fatal("no compaction ran")
+			}
+			text := run.recallText(t)
+			low := strings.ToLower(text)
+			// Every line of every replaced message.
+			replacedTo := run.last.SnapshotSeq
+			if run.last.FirstRetainedSeq > 0 {
+				replacedTo = run.last.FirstRetainedSeq - 1
+			}
+			var replaced strings.Builder
+			lines := 0
+			for _, m := range run.stored {
+				if m.Seq > replacedTo {
+					break
+				}
+				for _, b := range m.Content {
+					if b.Type != history.BlockText && b.Type != history.BlockThinking {
+						continue
+					}
+					replaced.WriteString(b.Text + "\n")
+					for _, l := range strings.Split(b.Text, "\n") {
+						if l = strings.TrimSpace(l); l == "" {
+							continue
+						}
+						lines++
+						if !strings.Contains(text, l) {
+							t.Fatalf("seq %d: line %q is in no recall file", m.Seq, l)
+						}
+					}
+				}
+			}
+			// Every fact the replaced history holds (the lists were
+			// written for summaries, so some name the retained tail).
+			found, held := 0, 0
+			for _, f := range ff.Facts {
+				if !f.Kept(replaced.String()) && !f.Kept(originalText(msgs, run.stored, replacedTo)) {
+					continue
+				}
+				held++
+				if !f.Kept(low) {
+					t.Errorf("fact %s (%v) is in the replaced history but not found in the recall files", f.ID, f.Any)
+					continue
+				}
+				found++
+			}
+			t.Logf("%d compactions, %d recall bytes, %d lines checked, %d/%d facts of the replaced history found", len(run.summaries), len(text), lines, found, held)
+		})
+	}
+}
+
+// originalText is the text of the corpus messages up to seq to (msgs[i]
+// was stored as stored[i]), tool inputs included, as the agent
+// wrote them (before offloading).
+func originalText(msgs, stored []history.Message, to uint64) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i >= len(stored) || stored[i].Seq > to {
+			break
+		}
+		for _, bl := range m.Content {
+			b.WriteString(bl.Text)
+			b.Write(bl.Input)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,162 @@
+// Package facttest holds the fact lists the summary and recall tests
+// measure against (testdata/facts/*.json, one per corpus session): what an
+// agent needs to continue at each point where a session was cut — the
+// task, the names it wrote, the errors and their fixes, the decisions and
+// the next step — written by hand from reading the history. A fact is kept
+// by a text when the text contains one of its patterns (case-insensitive;
+// "re:" marks a regular expression).
+package facttest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/transcript"
+)
+
+// File is one fact list: the corpus session it is about, the share of fact
+// weight the extractive summary must keep at every point, and the facts.
+type File struct {
+	// Session is the corpus file, relative to the corpus directory.
+	Session string `json:"session"`
+	// MinPercent is the share of fact weight, in percent, the extractive
+	// summary must keep at every point.
+	MinPercent float64 `json:"min_percent"`
+	Facts      []Fact  `json:"facts"`
+}
+
+// Fact is one thing an agent needs to continue.
+type Fact struct {
+	ID     string   `json:"id"`
+	Kind   string   `json:"kind"` // task, identifier, error, fix, decision, next, command, file
+	Weight float64  `json:"weight"`
+	Any    []string `json:"any"`
+	// At lists the points the fact belongs to: "compaction1", … for the
+	// original agent's compactions, "end" for the whole history; empty
+	// means every point.
+	At []string `json:"at,omitempty"`
+}
+
+// Kept reports whether text holds one of the fact's patterns.
+func (f Fact) Kept(text string) bool {
+	low := strings.ToLower(text)
+	for _, p := range f.Any {
+		if re, ok := strings.CutPrefix(p, "re:"); ok {
+			if regexp.MustCompile("(?i)" + re).MatchString(text) {
+				return true
+			}
+			continue
+		}
+		if strings.Contains(low, strings.ToLower(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Applies reports whether the fact belongs to point.
+func (f Fact) Applies(point string) bool {
+	if len(f.At) == 0 {
+		return true
+	}
+	for _, a := range f.At {
+		if a == point {
+			return true
+		}
+	}
+	return false
+}
+
+// Score returns the kept share of the weight of the facts that apply at
+// point, in percent, and the ids of the facts lost.
+func (ff *File) Score(point, text string) (float64, []string) {
+	var total, kept float64
+	var lost []string
+	for _, f := range ff.Facts {
+		if !f.Applies(point) {
+			continue
+		}
+		total += f.Weight
+		if f.Kept(text) {
+			kept += f.Weight
+		} else {
+			lost = append(lost, f.ID)
+		}
+	}
+	if total == 0 {
+		return 100, nil
+	}
+	return 100 * kept / total, lost
+}
+
+// Dir is the directory of the fact files.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata", "facts")
+}
+
+// Load reads every fact file, strictly; it fails tb on none, on an unknown
+// field, and on a fact with no id, weight or pattern.
+func Load(tb testing.TB) []*File {
+	tb.Helper()
+	paths, err := filepath.Glob(filepath.Join(Dir(), "*.json"))
+	if err != nil || len(paths) == 0 {
+		tb.Fatalf("no fact files in %s: %v", Dir(), err)
+	}
+	var out []*File
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var ff File
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ff); err != nil {
+			tb.Fatalf("%s: %v", p, err)
+		}
+		for _, f := range ff.Facts {
+			if f.ID == "" || f.Weight <= 0 || len(f.Any) == 0 {
+				tb.Fatalf("%s: fact %q needs an id, a weight and patterns", p, f.ID)
+			}
+		}
+		out = append(out, &ff)
+	}
+	return out
+}
+
+// Point is one place a session is summarized: before one of the original
+// agent's compactions, or at the end.
+type Point struct {
+	Name string
+	// Msgs is the history up to the point, abandoned rounds closed.
+	Msgs []history.Message
+	// LLM is the original agent's own summary there, "" when none.
+	LLM string
+}
+
+// Points returns the points of corpus session rel: one per compaction of
+// the original agent ("compaction1", …), then "end".
+func Points(tb testing.TB, rel string) []Point {
+	tb.Helper()
+	tr, err := transcript.Import(bytes.NewReader(corpustest.Read(tb, rel)), transcript.Options{IncludeSidechains: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var pts []Point
+	for k, c := range tr.OriginalCompactions {
+		msgs, _ := transcript.CloseAbandoned(tr.Messages[:c.MessageIndex])
+		pts = append(pts, Point{Name: fmt.Sprintf("compaction%d", k+1), Msgs: msgs, LLM: c.Summary})
+	}
+	msgs, _ := transcript.CloseAbandoned(tr.Messages)
+	return append(pts, Point{Name: "end", Msgs: msgs})
+}
