@@ -461,6 +461,33 @@ func (c *Client) Checkpoints(ctx context.Context, id string) ([]Checkpoint, erro
 	return r.Checkpoints, nil
 }
 
+// Search finds the lines holding q in session id's stored history
+// (RouteSearch): at most limit hits (0: the default) after the first
+// offset. Errors: Invalid, NotFound.
+func (c *Client) Search(ctx context.Context, id, q string, limit, offset int) (*SearchResponse, error) {
+	if err := checkID("session", id); err != nil {
+		return nil, err
+	}
+	var r SearchResponse
+	if err := c.do(ctx, http.MethodGet, SearchPath(id, q, limit, offset), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ReadMessages reads a range of session id's original messages as text
+// (RouteReadMessages). Errors: Invalid, NotFound.
+func (c *Client) ReadMessages(ctx context.Context, id string, req ReadMessagesRequest) (*MessagesPage, error) {
+	if err := checkID("session", id); err != nil {
+		return nil, err
+	}
+	var r MessagesPage
+	if err := c.do(ctx, http.MethodGet, ReadMessagesPath(id, req), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Artifact returns the bytes of an artifact, by id or "artifact://<id>" URI
 // (RouteArtifact). Errors: NotFound.
 func (c *Client) Artifact(ctx context.Context, id string) ([]byte, error) {

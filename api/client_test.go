@@ -243,6 +243,22 @@ func TestClientMethods(t *testing.T) {
 			want: []Checkpoint{{Seq: 4, Summary: "x", Binding: "extractive"}},
 		},
 		{
+			name:   "Search",
+			call:   func() (any, error) { return c.Search(ctx, "s1", "go test ./...", 5, 10) },
+			status: 200, body: `{"hits":[{"seq":7,"source":"offloaded","role":"tool result","tool":"Bash","artifact":"artifact://ab","line":3,"text":"FAIL x"}],"total":12,"next":11,"working_dir":"/w"}`,
+			pattern: RouteSearch, uri: "/v1/sessions/s1/search?limit=5&offset=10&q=go+test+.%2F...",
+			want: &SearchResponse{Hits: []SearchHit{{Seq: 7, Source: SearchOffloaded, Role: "tool result", Tool: "Bash", Artifact: "artifact://ab", Line: 3, Text: "FAIL x"}}, Total: 12, Next: 11, WorkingDir: "/w"},
+		},
+		{
+			name: "ReadMessages",
+			call: func() (any, error) {
+				return c.ReadMessages(ctx, "s1", ReadMessagesRequest{From: 3, To: 9, Offset: 100, MaxChars: 50})
+			},
+			status: 200, body: `{"from":3,"to":9,"offset":100,"next":150,"text":"=== seq 3 · user\nhi\n"}`,
+			pattern: RouteReadMessages, uri: "/v1/sessions/s1/messages?from=3&max_chars=50&offset=100&to=9",
+			want: &MessagesPage{From: 3, To: 9, Offset: 100, Next: 150, Text: "=== seq 3 · user\nhi\n"},
+		},
+		{
 			name:   "Artifact by id",
 			call:   func() (any, error) { return c.Artifact(ctx, "abc123") },
 			status: 200, ctype: ContentTypeArtifact, body: "raw\x00bytes",

@@ -59,6 +59,19 @@ const (
 	// it then waits for new events until the client goes away. See
 	// Client.StreamEvents for the framing. Errors: NotFound.
 	RouteEvents = "GET /v1/sessions/{id}/events"
+	// RouteSearch searches a session's stored history (docs/design.md
+	// §5.6 "Recall"): the lines holding query QuerySearch in its original
+	// messages, its checkpoints' summaries and the whole text of its
+	// offloaded results, at most QueryLimit (default 20, at most 100) after
+	// QueryOffset; → SearchResponse. Errors: Invalid (q, limit, offset),
+	// NotFound.
+	RouteSearch = "GET /v1/sessions/{id}/search"
+	// RouteReadMessages reads a range of a session's original messages,
+	// compacted or not, as text (the recall file's format): seq QueryFrom
+	// to QueryTo (0 or absent: the newest), QueryMaxChars characters
+	// (default 20000, at most 200000) from character QueryOffset; →
+	// MessagesPage. Errors: Invalid, NotFound.
+	RouteReadMessages = "GET /v1/sessions/{id}/messages"
 	// RouteArtifact returns an artifact's bytes (ContentTypeArtifact).
 	// Possession of the id grants read (docs/design.md §7, §8). Errors:
 	// NotFound.
@@ -76,7 +89,8 @@ func Routes() []string {
 		RouteCreateSession, RouteListSessions, RouteGetSession,
 		RoutePatchSession, RouteDeleteSession, RouteStartRun,
 		RouteAppendMessages, RouteContext, RouteCompact, RouteCheckpoints,
-		RouteEvents, RouteArtifact, RouteStatus, RouteMetrics,
+		RouteEvents, RouteSearch, RouteReadMessages, RouteArtifact,
+		RouteStatus, RouteMetrics,
 	}
 }
 
@@ -101,6 +115,18 @@ const (
 	// QueryAfter is the cursor of RouteListSessions: the id of the last
 	// session of the previous page (its Next); absent for the first page.
 	QueryAfter = "after"
+	// QuerySearch is the text RouteSearch looks for (case-insensitive; a
+	// line holding every word of it matches too).
+	QuerySearch = "q"
+	// QueryOffset skips that many hits of RouteSearch, or characters of
+	// RouteReadMessages (decimal ≥ 0): the Next of the previous page.
+	QueryOffset = "offset"
+	// QueryTo is the last message seq RouteReadMessages renders
+	// (inclusive; 0 or absent: the newest).
+	QueryTo = "to"
+	// QueryMaxChars is the most characters one RouteReadMessages page
+	// holds.
+	QueryMaxChars = "max_chars"
 )
 
 // Listing page sizes of RouteListSessions.
@@ -183,6 +209,42 @@ func EventsPath(id string, from uint64, follow bool) string {
 	p := SessionPath(id) + "/events"
 	if len(q) > 0 {
 		p += "?" + q.Encode()
+	}
+	return p
+}
+
+// SearchPath is the path and query of RouteSearch: query q, at most
+// limit hits (0: the default) after the first offset.
+func SearchPath(id, q string, limit, offset int) string {
+	v := url.Values{}
+	v.Set(QuerySearch, q)
+	if limit > 0 {
+		v.Set(QueryLimit, strconv.Itoa(limit))
+	}
+	if offset > 0 {
+		v.Set(QueryOffset, strconv.Itoa(offset))
+	}
+	return SessionPath(id) + "/search?" + v.Encode()
+}
+
+// ReadMessagesPath is the path and query of RouteReadMessages.
+func ReadMessagesPath(id string, r ReadMessagesRequest) string {
+	v := url.Values{}
+	if r.From > 0 {
+		v.Set(QueryFrom, strconv.FormatUint(r.From, 10))
+	}
+	if r.To > 0 {
+		v.Set(QueryTo, strconv.FormatUint(r.To, 10))
+	}
+	if r.Offset > 0 {
+		v.Set(QueryOffset, strconv.Itoa(r.Offset))
+	}
+	if r.MaxChars > 0 {
+		v.Set(QueryMaxChars, strconv.Itoa(r.MaxChars))
+	}
+	p := MessagesPath(id)
+	if len(v) > 0 {
+		p += "?" + v.Encode()
 	}
 	return p
 }

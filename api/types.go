@@ -395,6 +395,72 @@ type CheckpointsResponse struct {
 	Checkpoints []Checkpoint `json:"checkpoints"`
 }
 
+// SearchHit is one matching line of RouteSearch.
+type SearchHit struct {
+	// Seq is the message's seq (for a summary, the checkpoint's; for an
+	// offloaded result, its tool message's): read it with
+	// RouteReadMessages.
+	Seq uint64 `json:"seq"`
+	// Source is SearchMessage, SearchSummary or SearchOffloaded.
+	Source string `json:"source"`
+	// Role ("user", "assistant", "tool result", …), Tool and ToolCallID
+	// describe the message; empty for a summary.
+	Role       string `json:"role,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Artifact is the "artifact://<id>" URI of an offloaded result's whole
+	// text (RouteArtifact).
+	Artifact string `json:"artifact,omitempty"`
+	// Line is the line's number, from 1, in the message as
+	// RouteReadMessages renders it, in the summary, or in the artifact.
+	Line int `json:"line"`
+	// Text is the line, cut to 300 characters around the match.
+	Text string `json:"text"`
+}
+
+// Sources of a SearchHit.
+const (
+	SearchMessage   = "message"
+	SearchSummary   = "summary"
+	SearchOffloaded = "offloaded"
+)
+
+// SearchResponse is the body of RouteSearch.
+type SearchResponse struct {
+	// Hits are the page's hits in seq order.
+	Hits []SearchHit `json:"hits"`
+	// Total is the number of matching lines in the session.
+	Total int `json:"total"`
+	// Next is the QueryOffset of the following page, 0 on the last.
+	Next int `json:"next,omitempty"`
+	// WorkingDir is the working directory the session's agent stated (in
+	// its system prompt or first messages), "" when none.
+	WorkingDir string `json:"working_dir,omitempty"`
+}
+
+// ReadMessagesRequest is the query of RouteReadMessages; zero fields take
+// their defaults.
+type ReadMessagesRequest struct {
+	From, To uint64
+	Offset   int
+	MaxChars int
+}
+
+// MessagesPage is the body of RouteReadMessages.
+type MessagesPage struct {
+	// From and To are the range read (To resolved to the newest message).
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+	// Offset is the character offset of Text in the range's rendering;
+	// Next the QueryOffset of the following page, 0 on the last.
+	Offset int `json:"offset"`
+	Next   int `json:"next,omitempty"`
+	// Text is the messages, each opened by a line "=== seq N · role".
+	Text string `json:"text"`
+	// WorkingDir is as in SearchResponse.
+	WorkingDir string `json:"working_dir,omitempty"`
+}
+
 // EventKind is the type of an event of a session's log. The values are
 // those of the log itself (package checkpoint), so a stream resumed from a
 // seq is exactly the log.

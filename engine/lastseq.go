@@ -18,3 +18,14 @@ func (e *Engine) LastSeq(ctx context.Context, id string) (uint64, error) {
 // backend of docs/design.md §9): a caller keeping its own state derived from a
 // session (the proxy's lanes) must check it against the log before use.
 func (e *Engine) Shared() bool { return e.opts.Shared }
+
+// SystemPrompt returns session id's system prompt as it stands ("" when it
+// has none). Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) SystemPrompt(ctx context.Context, id string) (string, error) {
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	return s.system, nil
+}

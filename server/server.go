@@ -225,6 +225,8 @@ func (s *Server) routes() *http.ServeMux {
 		api.RouteCompact:        s.compact,
 		api.RouteCheckpoints:    s.checkpoints,
 		api.RouteEvents:         s.events,
+		api.RouteSearch:         s.search,
+		api.RouteReadMessages:   s.readMessages,
 		api.RouteArtifact:       s.artifact,
 		api.RouteStatus:         s.status,
 		api.RouteMetrics:        s.metricsHandler(),
