@@ -25,6 +25,10 @@ const (
 	NotFound = "not_found"
 	// MethodNotAllowed (405): the route exists with other methods.
 	MethodNotAllowed = "method_not_allowed"
+	// RequestTimeout (408): the request body arrived too slowly
+	// (daemon.limits.body_timeout_ms and body_min_rate); the connection
+	// is closed. Nothing was stored.
+	RequestTimeout = "request_timeout"
 	// Conflict (409): the request conflicts with the session's state — the
 	// id of a new session exists, or a manual compaction while a tool round
 	// is open ("Not compacting now: a tool call is still waiting on its
@@ -64,6 +68,7 @@ var codeStatus = map[string]int{
 	Forbidden:            http.StatusForbidden,
 	NotFound:             http.StatusNotFound,
 	MethodNotAllowed:     http.StatusMethodNotAllowed,
+	RequestTimeout:       http.StatusRequestTimeout,
 	Conflict:             http.StatusConflict,
 	TooLarge:             http.StatusRequestEntityTooLarge,
 	UnsupportedMediaType: http.StatusUnsupportedMediaType,
@@ -87,7 +92,7 @@ var statusCode = func() map[int]string {
 func Codes() []string {
 	return []string{
 		Invalid, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-		Conflict, TooLarge, UnsupportedMediaType, Internal, Upstream,
+		RequestTimeout, Conflict, TooLarge, UnsupportedMediaType, Internal, Upstream,
 		Unavailable, Timeout, InsufficientStorage,
 	}
 }

@@ -17,6 +17,7 @@ func TestCodeStatusTable(t *testing.T) {
 		Forbidden:            403,
 		NotFound:             404,
 		MethodNotAllowed:     405,
+		RequestTimeout:       408,
 		Conflict:             409,
 		TooLarge:             413,
 		UnsupportedMediaType: 415,

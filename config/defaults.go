@@ -58,6 +58,9 @@ const (
 	// timeouts, in milliseconds.
 	DefaultDialTimeoutMS   = 10000
 	DefaultHeaderTimeoutMS = 600000
+	// DefaultStreamIdleTimeoutMS is an upstream's stream idle timeout, in
+	// milliseconds.
+	DefaultStreamIdleTimeoutMS = 300000
 	// ProxySummarizerClient and ProxySummarizerBindings are the values of
 	// proxy.summarizer.
 	ProxySummarizerClient   = "client"
@@ -86,6 +89,7 @@ func Defaults() Config {
 		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
 		Proxy:             defaultProxy(),
+		Daemon:            Daemon{Limits: DefaultDaemonLimits()},
 		Sources:           map[string]string{},
 	}
 	for _, t := range tables {
@@ -278,13 +282,29 @@ func defaultProxy() Proxy {
 		Listen:     DefaultProxyListen,
 		Summarizer: ProxySummarizerClient,
 		Upstreams: Upstreams{Anthropic: Upstream{
-			BaseURL:         DefaultAnthropicBaseURL,
-			DialTimeoutMS:   DefaultDialTimeoutMS,
-			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
+			BaseURL:             DefaultAnthropicBaseURL,
+			DialTimeoutMS:       DefaultDialTimeoutMS,
+			HeaderTimeoutMS:     DefaultHeaderTimeoutMS,
+			StreamIdleTimeoutMS: DefaultStreamIdleTimeoutMS,
 		}, OpenAI: Upstream{
-			BaseURL:         DefaultOpenAIBaseURL,
-			DialTimeoutMS:   DefaultDialTimeoutMS,
-			HeaderTimeoutMS: DefaultHeaderTimeoutMS,
+			BaseURL:             DefaultOpenAIBaseURL,
+			DialTimeoutMS:       DefaultDialTimeoutMS,
+			HeaderTimeoutMS:     DefaultHeaderTimeoutMS,
+			StreamIdleTimeoutMS: DefaultStreamIdleTimeoutMS,
 		}},
+		Limits: DefaultProxyLimits(),
+		Quotas: ProxyQuotas{Sessions: 1000, Bytes: 2 << 30, SessionExpiryHours: 720},
 	}
+}
+
+// DefaultProxyLimits is [proxy.limits] as built in.
+func DefaultProxyLimits() ProxyLimits {
+	return ProxyLimits{HeaderBytes: 256 << 10, BodyBytes: 64 << 20, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10,
+		IdleTimeoutMS: 120000, Messages: 20000, ContentBlocks: 200000, SSELineBytes: 16 << 20, Connections: 512}
+}
+
+// DefaultDaemonLimits is [daemon.limits] as built in.
+func DefaultDaemonLimits() DaemonLimits {
+	return DaemonLimits{HeaderBytes: 64 << 10, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10, IdleTimeoutMS: 60000,
+		Connections: 512, OwnerConnections: 64}
 }

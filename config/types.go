@@ -214,6 +214,33 @@ type Daemon struct {
 	AuthTokenEnv string `toml:"auth_token_env,omitempty" json:"auth_token_env,omitempty"`
 	// AllowedUIDs may connect besides the daemon's own uid (docs/design.md §8b).
 	AllowedUIDs []uint32 `toml:"allowed_uids,omitempty" json:"allowed_uids,omitempty"`
+	// Limits bound what one client of the daemon API's listeners may hold.
+	Limits DaemonLimits `toml:"limits" json:"limits"`
+}
+
+// DaemonLimits is [daemon.limits]: what one client of the daemon API (the
+// unix socket and the TCP listener) may hold (docs/operating.md "Limits").
+type DaemonLimits struct {
+	// HeaderBytes caps a request's line and headers, in bytes. Default
+	// 65536.
+	HeaderBytes uint64 `toml:"header_bytes" json:"header_bytes"`
+	// BodyTimeoutMS is the longest wait for a request body's next bytes, in
+	// milliseconds, and the grace before BodyMinRate applies. Default
+	// 30000.
+	BodyTimeoutMS uint64 `toml:"body_timeout_ms" json:"body_timeout_ms"`
+	// BodyMinRate is the slowest average a body may arrive at after the
+	// grace, in bytes per second; a slower one is answered 408. Default
+	// 65536.
+	BodyMinRate uint64 `toml:"body_min_rate" json:"body_min_rate"`
+	// IdleTimeoutMS closes a keep-alive connection idle this long, in
+	// milliseconds. Default 60000.
+	IdleTimeoutMS uint64 `toml:"idle_timeout_ms" json:"idle_timeout_ms"`
+	// Connections caps the open connections of each listener; one more is
+	// answered 503 and closed. Default 512.
+	Connections uint64 `toml:"connections" json:"connections"`
+	// OwnerConnections of the unix socket's Connections are kept for the
+	// daemon's own user: other allowed users share the rest. Default 64.
+	OwnerConnections uint64 `toml:"owner_connections" json:"owner_connections"`
 }
 
 // Storage is the [storage] table.
@@ -295,6 +322,61 @@ type Proxy struct {
 	Summarizer string `toml:"summarizer" json:"summarizer"`
 	// Upstreams are the providers the proxy forwards to.
 	Upstreams Upstreams `toml:"upstreams" json:"upstreams"`
+	// Limits bound what one request or client of the proxy may cost.
+	Limits ProxyLimits `toml:"limits" json:"limits"`
+	// Quotas bound what one client credential may keep stored.
+	Quotas ProxyQuotas `toml:"quotas" json:"quotas"`
+}
+
+// ProxyLimits is [proxy.limits]: what one request or one client of the
+// proxy listener may cost (docs/operating.md "Limits"). Every refusal
+// names its key.
+type ProxyLimits struct {
+	// HeaderBytes caps a request's line and headers, in bytes. Default
+	// 262144.
+	HeaderBytes uint64 `toml:"header_bytes" json:"header_bytes"`
+	// BodyBytes caps a request body, in bytes; a longer one is answered
+	// 413. Default 67108864 (64 MiB; the Messages API's own limit is 32 MB).
+	BodyBytes uint64 `toml:"body_bytes" json:"body_bytes"`
+	// BodyTimeoutMS is the longest wait for a body's next bytes, in
+	// milliseconds, and the grace before BodyMinRate applies. Default
+	// 30000.
+	BodyTimeoutMS uint64 `toml:"body_timeout_ms" json:"body_timeout_ms"`
+	// BodyMinRate is the slowest average a body may arrive at after the
+	// grace, in bytes per second; a slower one is answered 408. Default
+	// 65536.
+	BodyMinRate uint64 `toml:"body_min_rate" json:"body_min_rate"`
+	// IdleTimeoutMS closes a keep-alive connection idle this long, in
+	// milliseconds. Default 120000.
+	IdleTimeoutMS uint64 `toml:"idle_timeout_ms" json:"idle_timeout_ms"`
+	// Messages caps the messages (input items) of one managed request;
+	// ContentBlocks the content blocks of all of them. A request over
+	// either is answered 413 before it is parsed. Defaults 20000 and
+	// 200000.
+	Messages      uint64 `toml:"messages" json:"messages"`
+	ContentBlocks uint64 `toml:"content_blocks" json:"content_blocks"`
+	// SSELineBytes caps one line of an upstream's event stream that ctxd
+	// reads to record the answer, in bytes (the client still gets every
+	// byte; the answer is then not recorded). Default 16777216.
+	SSELineBytes uint64 `toml:"sse_line_bytes" json:"sse_line_bytes"`
+	// Connections caps the listener's open connections; one more is
+	// answered 503 and closed. Default 512.
+	Connections uint64 `toml:"connections" json:"connections"`
+}
+
+// ProxyQuotas is [proxy.quotas]: what one client credential (by its keyed
+// fingerprint) may keep in the store, and how long a proxied session
+// without activity is kept. 0 turns a quota off.
+type ProxyQuotas struct {
+	// Sessions caps the proxied sessions of one credential. Default 1000.
+	Sessions uint64 `toml:"sessions" json:"sessions"`
+	// Bytes caps the message bytes one credential's sessions record.
+	// Default 2147483648 (2 GiB).
+	Bytes uint64 `toml:"bytes" json:"bytes"`
+	// SessionExpiryHours deletes a proxied session (its log, checkpoints
+	// and offloaded files) after this many hours without a request.
+	// Default 720 (30 days).
+	SessionExpiryHours uint64 `toml:"session_expiry_hours" json:"session_expiry_hours"`
 }
 
 // Upstreams is [proxy.upstreams]: one table per wire API.
@@ -316,6 +398,10 @@ type Upstream struct {
 	// DialTimeoutMS bounds connecting to the upstream, in milliseconds.
 	// Default 10000.
 	DialTimeoutMS uint64 `toml:"dial_timeout_ms" json:"dial_timeout_ms"`
+	// StreamIdleTimeoutMS ends an answer's body (a stream) when the
+	// upstream sends nothing for this long, in milliseconds; 0 means no
+	// limit. Default 300000 (the providers send pings every few seconds).
+	StreamIdleTimeoutMS uint64 `toml:"stream_idle_timeout_ms" json:"stream_idle_timeout_ms"`
 	// HeaderTimeoutMS bounds the wait for the upstream's response headers,
 	// in milliseconds (a streamed answer sends them at once; a
 	// non-streamed one only when the answer is complete); 0 means no

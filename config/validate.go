@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -374,6 +375,12 @@ func looksLikeSecret(v string) bool {
 
 func (s *state) validateDaemon() {
 	d := s.cfg.Daemon
+	s.positive(TableDaemon, "daemon.limits.", map[string]uint64{"header_bytes": d.Limits.HeaderBytes,
+		"body_timeout_ms": d.Limits.BodyTimeoutMS, "body_min_rate": d.Limits.BodyMinRate,
+		"idle_timeout_ms": d.Limits.IdleTimeoutMS, "connections": d.Limits.Connections})
+	if d.Limits.Connections > 0 && d.Limits.OwnerConnections >= d.Limits.Connections {
+		s.errorf(TableDaemon, "daemon.limits.owner_connections", "must be below daemon.limits.connections (%d): the other allowed users share the rest", d.Limits.Connections)
+	}
 	if d.AuthTokenEnv != "" {
 		if msg := checkEnvName(d.AuthTokenEnv, "CTXD_AUTH_TOKEN"); msg != "" {
 			s.errorf(TableDaemon, "daemon.auth_token_env", "%s", msg)
@@ -497,8 +504,30 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// positive reports every key of vals (under prefix) that is 0: a limit
+// that must be set.
+func (s *state) positive(table, prefix string, vals map[string]uint64) {
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if vals[k] == 0 {
+			s.errorf(table, prefix+k, "must be at least 1 (a limit cannot be turned off; raise it instead)")
+		}
+	}
+}
+
 func (s *state) validateProxy() {
 	p := s.cfg.Proxy
+	l := p.Limits
+	s.positive(TableProxy, "proxy.limits.", map[string]uint64{"header_bytes": l.HeaderBytes, "body_bytes": l.BodyBytes,
+		"body_timeout_ms": l.BodyTimeoutMS, "body_min_rate": l.BodyMinRate, "idle_timeout_ms": l.IdleTimeoutMS,
+		"messages": l.Messages, "content_blocks": l.ContentBlocks, "sse_line_bytes": l.SSELineBytes, "connections": l.Connections})
+	if l.BodyBytes > 1<<30 {
+		s.errorf(TableProxy, "proxy.limits.body_bytes", "must be at most 1073741824 (1 GiB); the providers refuse far less")
+	}
 	switch p.Summarizer {
 	case ProxySummarizerClient, ProxySummarizerBindings:
 	default:

@@ -206,26 +206,22 @@ func stringInput(raw []byte) json.RawMessage {
 	return append(m, '}')
 }
 
-// drainLimit bounds how much more of a body over MaxBodyBytes the proxy
-// reads (and drops) before answering 413, in bytes: a client that writes
-// its whole body before reading the answer (Python's http.client, curl
+// drainTooLarge prepares the 413 of a body that went over limit bytes: it
+// reads and drops what is left of r's body, up to limit more (nothing when
+// the Content-Length says more is left than that), and marks the
+// connection to be closed after the answer: a client that writes its
+// whole body before reading the answer (Python's http.client, curl
 // without Expect: 100-continue) would otherwise see a broken pipe or a
 // connection reset instead of the 413 (the daemon API does the same,
-// docs/api.md). Beyond it the connection is closed.
-const drainLimit = MaxBodyBytes
-
-// drainTooLarge prepares the 413 of a body that went over MaxBodyBytes:
-// it reads and drops what is left of r's body, up to drainLimit (nothing
-// when the Content-Length says more is left than that), and marks the
-// connection to be closed after the answer. r.Body must be the
-// connection's body, not the http.MaxBytesReader that hit the limit
-// (which fails every later read).
-func drainTooLarge(w http.ResponseWriter, r *http.Request) {
+// docs/api.md). Nothing dropped is kept, and the body's read deadlines
+// still apply. r.Body must be the connection's body, not the
+// http.MaxBytesReader that hit the limit (which fails every later read).
+func drainTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	w.Header().Set("Connection", "close")
-	if r.ContentLength > MaxBodyBytes+drainLimit {
+	if r.ContentLength > 2*limit {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, r.Body, drainLimit)
+	_, _ = io.CopyN(io.Discard, r.Body, limit)
 }
 
 // encodedBody names the Content-Encoding of r's body ("" when the body is

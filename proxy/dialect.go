@@ -47,7 +47,7 @@ type dialect interface {
 	// isContextLength classifies an upstream refusal.
 	isContextLength(status int, body []byte) bool
 	// reader reads a streamed answer on its way; decode a whole one.
-	reader() answerReader
+	reader(maxLine int) answerReader
 	decode(body []byte) (history.Message, string, error)
 	// errorMessage is the provider's message in an error body.
 	errorMessage(body []byte) (string, bool)
@@ -112,7 +112,9 @@ func (anthropicDialect) isContextLength(status int, body []byte) bool {
 	return anthropic.IsContextLength(status, body)
 }
 
-func (anthropicDialect) reader() answerReader { return &anthropicReader{anthropic.NewStreamReader()} }
+func (anthropicDialect) reader(maxLine int) answerReader {
+	return &anthropicReader{anthropic.NewStreamReaderMax(maxLine)}
+}
 
 type anthropicReader struct{ *anthropic.StreamReader }
 
@@ -280,11 +282,11 @@ func (openaiDialect) isContextLength(status int, body []byte) bool {
 	return openai.IsContextLength(status, body)
 }
 
-func (d openaiDialect) reader() answerReader {
+func (d openaiDialect) reader(maxLine int) answerReader {
 	if d.responses {
-		return &openaiReader{openai.NewResponsesStreamReader()}
+		return &openaiReader{openai.NewResponsesStreamReader(maxLine)}
 	}
-	return &openaiReader{openai.NewChatStreamReader()}
+	return &openaiReader{openai.NewChatStreamReader(maxLine)}
 }
 
 type openaiReader struct{ *openai.StreamReader }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,6 +131,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request.Context())
 	d := x.d
 	p.m.upstreamStatus(d, resp.StatusCode)
+	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
+		resp.Body = &idleBody{ReadCloser: resp.Body, d: idle, key: key}
+	}
 	if resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// Counted as the client reads it (wrapped outermost below).
 		defer func() { resp.Body = &countingBody{ReadCloser: resp.Body, c: p.m.streamed.WithLabelValues(apiLabel(d))} }()
@@ -165,7 +170,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		x.stream = x.d.reader()
+		x.stream = x.d.reader(int(p.limits.SSELineBytes))
 		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
 		if x.hideUsage {
 			resp.Body = &chatUsageFilter{ReadCloser: resp.Body}
@@ -244,4 +249,52 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return b.Buffer.Write(p)
+}
+
+// streamIdle is the stream idle timeout of the upstream that answered
+// outReq, and its key.
+func (p *Proxy) streamIdle(x *exchange, outReq *http.Request) (string, time.Duration) {
+	openai := outReq.URL.Host == p.openai.Host && outReq.URL.Host != p.upstream.Host
+	if x.d != nil {
+		openai = x.d.upstream() == "openai"
+	}
+	if openai {
+		return "proxy.upstreams.openai.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.OpenAI.StreamIdleTimeoutMS) * time.Millisecond
+	}
+	return "proxy.upstreams.anthropic.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.Anthropic.StreamIdleTimeoutMS) * time.Millisecond
+}
+
+// idleBody ends an upstream answer whose next bytes do not come within d
+// while they are waited for (time the client takes to read is not
+// counted): the body is closed, and Read fails naming the key.
+type idleBody struct {
+	io.ReadCloser
+	d     time.Duration
+	key   string
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.t == nil {
+		b.t = time.AfterFunc(b.d, func() {
+			b.fired.Store(true)
+			_ = b.ReadCloser.Close()
+		})
+	} else {
+		b.t.Reset(b.d)
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.t.Stop()
+	if err != nil && b.fired.Load() {
+		err = fmt.Errorf("ctxd proxy: the upstream sent nothing for %s (%s): %w", b.d, b.key, err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	if b.t != nil {
+		b.t.Stop()
+	}
+	return b.ReadCloser.Close()
 }

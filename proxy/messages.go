@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
@@ -399,15 +400,19 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
-	body, bb, err := readBody(w, r)
+	body, bb, err := readBody(w, r, int64(p.limits.BodyBytes))
 	defer bb.release()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			p.m.request(d, outcomeRefused)
-			drainTooLarge(w, r)
-			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes", MaxBodyBytes))
+			drainTooLarge(w, r, int64(p.limits.BodyBytes))
+			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
 			return
+		}
+		if errors.Is(err, netlimit.ErrBodyTimeout) {
+			p.m.request(d, outcomeRefused)
+			p.writeBodyTimeout(w, r)
 		}
 		return // the client left
 	}
@@ -417,6 +422,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		return
 	}
 	req.buf = bb
+	if msg := p.countLimits(req); msg != "" {
+		p.m.request(d, outcomeRefused)
+		d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
+		return
+	}
 	if req.previousResponseID != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
@@ -473,29 +483,45 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
 }
 
-// readBody reads a managed request's body, at most MaxBodyBytes. With a
-// Content-Length it reads into one buffer of that size, from a pool of
-// its size class when it is large (getBodyBuf; io.ReadAll would grow and
-// copy a 1 MB body several times, and a new buffer is allocated and
-// zeroed): the caller releases the returned *bodyBuf (nil when not
-// pooled) when the request is done.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *bodyBuf, error) {
-	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+// readBody reads a managed request's body, at most limit bytes. With a
+// Content-Length it reads into buffers from the pools of their size
+// classes (getBodyBuf; io.ReadAll would allocate and zero new ones),
+// doubling as the bytes arrive up to that length: a client that announces
+// a large body and sends it slowly holds at most twice what it sent, not
+// what it announced. The caller releases the returned *bodyBuf (nil when
+// not pooled) when the request is done.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *bodyBuf, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
 	n := r.ContentLength
-	if n <= 0 || n > MaxBodyBytes {
+	if n <= 0 || n > limit {
 		b, err := io.ReadAll(rd)
 		return b, nil, err
 	}
-	bb := getBodyBuf(int(n))
-	var buf []byte
-	if bb != nil {
-		buf = bb.b
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(rd, buf); err != nil {
+	var (
+		bb  *bodyBuf
+		buf []byte
+		got int
+	)
+	for size := min(int(n), firstBodyChunk); ; size = min(2*size, int(n)) {
+		nbb := getBodyBuf(size)
+		var nbuf []byte
+		if nbb != nil {
+			nbuf = nbb.b
+		} else {
+			nbuf = make([]byte, size)
+		}
+		copy(nbuf, buf[:got])
 		bb.release()
-		return nil, nil, err
+		bb, buf = nbb, nbuf
+		k, err := io.ReadFull(rd, buf[got:])
+		got += k
+		if err != nil {
+			bb.release()
+			return nil, nil, err
+		}
+		if size == int(n) {
+			break
+		}
 	}
 	// A body longer than its Content-Length (the server refuses one; a
 	// handler called directly may not): the rest too.
@@ -508,6 +534,9 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *bodyBuf, error) 
 	}
 	return buf, bb, nil
 }
+
+// firstBodyChunk is the first buffer readBody reads a body into, in bytes.
+const firstBodyChunk = 256 << 10
 
 // clientBody is the client's body as it came, for the upstream.
 func (r *request) clientBody() *outBody {

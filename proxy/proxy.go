@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,10 +29,11 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/netlimit"
 )
 
-// MaxBodyBytes caps a managed request body, in bytes (the Messages API's
-// own limit is 32 MB).
+// MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
+// request body, in bytes (the Messages API's own limit is 32 MB).
 const MaxBodyBytes = 64 << 20
 
 // Options configure a Proxy. Engine and Secret are required.
@@ -59,6 +61,7 @@ type Proxy struct {
 	eng      *engine.Engine
 	secret   []byte
 	cfg      config.Proxy
+	limits   config.ProxyLimits
 	log      *slog.Logger
 	upstream *url.URL // Anthropic's
 	openai   *url.URL
@@ -101,7 +104,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
-	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
+	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	p.m = newMetrics(o.Registry)
 	o.Engine.SetSessionBindings(p.sessionBindings)
@@ -217,6 +220,9 @@ func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		r = r.WithContext(context.WithValue(r.Context(), startKey{}, time.Now()))
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = netlimit.NewBodyTimer(w, r, time.Duration(p.limits.BodyTimeoutMS)*time.Millisecond, p.limits.BodyMinRate)
+		}
 		if msg := p.refuse(r); msg != "" {
 			p.m.request(dialectOf(r), outcomeRefused)
 			if d := dialectOf(r); d != nil {
@@ -249,6 +255,19 @@ func (p *Proxy) refuse(r *http.Request) string {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return "ctxd proxy: requests from web pages are refused (Origin or Referer header present)"
 	}
+	if r.Method == http.MethodConnect {
+		// A tunnel would reach any host: only the configured upstreams are
+		// ever reached (docs/design.md §8b).
+		return "ctxd proxy: CONNECT is refused: the proxy forwards HTTP requests to its configured upstreams only"
+	}
+	if r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade") {
+		return "ctxd proxy: protocol upgrades (Upgrade header) are refused: the provider APIs are plain HTTP"
+	}
+	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" || strings.Contains(r.URL.RawPath, "%2e") || strings.Contains(r.URL.RawPath, "%2E") {
+		// "/v1/x/../messages" would be forwarded unmanaged, and the
+		// upstream would read it as /v1/messages.
+		return fmt.Sprintf("ctxd proxy: the unclean path %q is refused (dot segments or an encoded dot)", r.URL.Path)
+	}
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host, port = strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]"), "80"
@@ -263,6 +282,19 @@ func (p *Proxy) refuse(r *http.Request) string {
 		return ""
 	}
 	return fmt.Sprintf("ctxd proxy: Host %q is not a loopback name", r.Host)
+}
+
+// headerHasToken reports whether a comma-separated header of h holds
+// token, case-insensitively.
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeError answers with an error in the Anthropic shape, so an agent

@@ -17,6 +17,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/netlimit"
 )
 
 // decodeOptions are the json/v2 semantics docs/api.md promises: member
@@ -60,6 +61,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) erro
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return tooLarge(w, r, -1)
+		}
+		if errors.Is(err, netlimit.ErrBodyTimeout) {
+			w.Header().Set("Connection", "close")
+			return api.Errorf(api.RequestTimeout, "", "the request body arrived too slowly (daemon.limits.body_timeout_ms without bytes, or under daemon.limits.body_min_rate bytes/s after it); nothing was stored")
 		}
 		return fmt.Errorf("read request body: %w", err)
 	}

@@ -35,6 +35,10 @@ type connInfoKey struct{}
 // recorded is checked like a TCP request.
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	info := connInfo{}
+	if u, ok := c.(interface{ Unwrap() net.Conn }); ok {
+		// A connection counted by a netlimit.Listener.
+		c = u.Unwrap()
+	}
 	switch conn := c.(type) {
 	case *net.UnixConn:
 		info.unix = true
@@ -46,6 +50,18 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 		}
 	}
 	return context.WithValue(ctx, connInfoKey{}, info)
+}
+
+// IsOwnerConn reports whether c is a unix socket connection from a
+// process of uid (the daemon's own user): the connections
+// daemon.limits.owner_connections keeps a share for.
+func IsOwnerConn(c net.Conn, uid uint32) bool {
+	u, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	peer, err := peerUID(u)
+	return err == nil && peer == uid
 }
 
 // secure wraps next with the version header, the request metrics and the

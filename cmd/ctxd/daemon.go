@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/natsstore"
@@ -315,17 +317,31 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// /v1/status and /metrics scrapes do not make the daemon busy).
 	var served atomic.Uint64
 	handler := m.srv.Handler()
+	dl := cfg.Daemon.Limits
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v1/status") && !strings.HasPrefix(r.URL.Path, "/metrics") {
 			served.Add(1)
 		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = netlimit.NewBodyTimer(w, r, time.Duration(dl.BodyTimeoutMS)*time.Millisecond, dl.BodyMinRate)
+		}
 		handler.ServeHTTP(w, r)
 	})
 	serve := func(l net.Listener, name string) {
+		ll := &netlimit.Listener{Listener: l, Max: int(dl.Connections),
+			Refusal: netlimit.Refusal503(apiRefusal("daemon.limits.connections", dl.Connections, name))}
+		if _, unix := l.(*net.UnixListener); unix {
+			uid := uint32(os.Getuid())
+			ll.OwnerShare = int(dl.OwnerConnections)
+			ll.IsOwner = func(c net.Conn) bool { return server.IsOwnerConn(c, uid) }
+		}
+		l = ll
 		hs := &http.Server{
 			Handler:           counted,
 			ConnContext:       m.srv.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
+			MaxHeaderBytes:    int(dl.HeaderBytes),
+			IdleTimeout:       time.Duration(dl.IdleTimeoutMS) * time.Millisecond,
 			ErrorLog:          httpErrorLog(m.logger, name),
 		}
 		hs.RegisterOnShutdown(m.srv.BeginShutdown)
@@ -349,10 +365,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		serve(tcpL, "tcp")
 	}
 	if proxyL != nil {
+		// Proxy traffic keeps the daemon busy for the idle trim too.
+		ph := m.prx.Handler()
+		proxyHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
+			ph.ServeHTTP(w, r)
+		})
+		pl := m.prx.Limits()
+		proxyL = &netlimit.Listener{Listener: proxyL, Max: int(pl.Connections),
+			Refusal: netlimit.Refusal503(proxy.ConnectionsRefusal(pl.Connections))}
 		hs := &http.Server{
-			Handler:           m.prx.Handler(),
+			Handler:           proxyHandler,
 			ConnContext:       m.prx.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
+			MaxHeaderBytes:    int(pl.HeaderBytes),
+			IdleTimeout:       time.Duration(pl.IdleTimeoutMS) * time.Millisecond,
 			ErrorLog:          httpErrorLog(m.logger, "proxy"),
 		}
 		servers = append(servers, hs)
@@ -760,4 +787,12 @@ func logConfigError(l *slog.Logger, err error) {
 		return
 	}
 	l.Error("configuration", attrErr, err)
+}
+
+// apiRefusal is the daemon API's error envelope (unavailable) for a
+// connection over the listener's cap.
+func apiRefusal(key string, limit uint64, listener string) []byte {
+	b, _ := json.Marshal(api.ErrorEnvelope{Error: &api.Error{Code: api.Unavailable,
+		Message: fmt.Sprintf("the %s listener has %d connections open, its limit (%s); retry shortly", listener, limit, key)}})
+	return b
 }

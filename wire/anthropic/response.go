@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/sse"
 )
 
 // Response is an assistant answer of the Messages API, rebuilt from a JSON
@@ -126,39 +127,44 @@ func IsContextLength(status int, body []byte) bool {
 // holds more than the current event, so a stream can be read on its way to
 // the client without being buffered. Not safe for concurrent use.
 type StreamReader struct {
-	line    []byte // the current, unterminated line
-	data    []byte // the data lines of the current event
+	lines   sse.Lines // the stream's lines
+	data    []byte    // the data lines of the current event
 	resp    Response
 	partial map[int]*strings.Builder // input_json_delta text per block index
 	index   map[int]int              // block index → position in resp.Content
-	err     error
+	// deltas holds the text, thinking, signature and compaction deltas of
+	// each block (by position in resp.Content), appended in amortized
+	// constant time and joined into the block by Response: a string
+	// grown by += copied the whole text at every delta (quadratic).
+	deltas map[int]*blockDeltas
+	err    error
 }
 
-// NewStreamReader returns a StreamReader with nothing read.
-func NewStreamReader() *StreamReader {
-	return &StreamReader{partial: map[int]*strings.Builder{}, index: map[int]int{}}
+// blockDeltas is the text a block's deltas carried so far.
+type blockDeltas struct {
+	text, thinking, signature, compaction strings.Builder
+	compacted                             bool
+}
+
+// NewStreamReader returns a StreamReader with nothing read, whose lines
+// are at most sse.DefaultMaxLine bytes.
+func NewStreamReader() *StreamReader { return NewStreamReaderMax(0) }
+
+// NewStreamReaderMax returns a StreamReader whose lines are at most
+// maxLine bytes (0: sse.DefaultMaxLine): a longer line is dropped, and
+// Response reports sse.ErrLineTooLong.
+func NewStreamReaderMax(maxLine int) *StreamReader {
+	return &StreamReader{lines: sse.Lines{Max: maxLine}, partial: map[int]*strings.Builder{}, index: map[int]int{}, deltas: map[int]*blockDeltas{}}
 }
 
 // Write feeds stream bytes. It always returns len(p), nil; a malformed
 // event is remembered and reported by Response.
 func (s *StreamReader) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			s.line = append(s.line, p...)
-			break
-		}
-		line := p[:i]
-		if len(s.line) > 0 {
-			s.line = append(s.line, line...)
-			line = s.line
-		}
-		s.handleLine(bytes.TrimSuffix(line, []byte("\r")))
-		s.line = s.line[:0]
-		p = p[i+1:]
+	s.lines.Feed(p, s.handleLine)
+	if err := s.lines.Err(); err != nil {
+		s.fail(err)
 	}
-	return n, nil
+	return len(p), nil
 }
 
 // handleLine takes one SSE line: a data line is collected, a blank line
@@ -173,6 +179,12 @@ func (s *StreamReader) handleLine(line []byte) {
 		}
 	case bytes.HasPrefix(line, []byte("data:")):
 		d := bytes.TrimPrefix(line[5:], []byte(" "))
+		if max := s.lines.Max; len(s.data)+len(d) > max && max > 0 || len(s.data)+len(d) > sse.DefaultMaxLine && max <= 0 {
+			// An event of many data lines: bounded as one line is.
+			s.fail(fmt.Errorf("%w: an event's data over the line limit", sse.ErrLineTooLong))
+			s.data = s.data[:0]
+			return
+		}
 		if len(s.data) > 0 {
 			s.data = append(s.data, '\n')
 		}
@@ -243,21 +255,24 @@ func (s *StreamReader) event(data []byte) {
 			s.fail(fmt.Errorf("content_block_delta for unknown block %d", ev.Index))
 			return
 		}
-		b := &s.resp.Content[pos]
+		d := s.deltas[pos]
+		if d == nil {
+			d = &blockDeltas{}
+			s.deltas[pos] = d
+		}
 		switch ev.Delta.Type {
 		case "text_delta":
-			b.Text += ev.Delta.Text
+			d.text.WriteString(ev.Delta.Text)
 		case "thinking_delta":
-			b.Thinking += ev.Delta.Thinking
+			d.thinking.WriteString(ev.Delta.Thinking)
 		case "signature_delta":
-			b.Signature += ev.Delta.Signature
+			d.signature.WriteString(ev.Delta.Signature)
 		case "compaction_delta":
 			// The provider's compaction summary: its block started with
 			// content null.
 			if ev.Delta.Content != nil {
-				var sum string
-				_ = json.Unmarshal(b.Content, &sum)
-				b.Content, _ = json.Marshal(sum + *ev.Delta.Content)
+				d.compacted = true
+				d.compaction.WriteString(*ev.Delta.Content)
 			}
 		case "input_json_delta":
 			sb := s.partial[ev.Index]
@@ -323,6 +338,17 @@ func (s *StreamReader) Response() (*Response, error) {
 	}
 	r := s.resp
 	r.Content = append([]WireBlock(nil), s.resp.Content...)
+	for pos, d := range s.deltas {
+		b := &r.Content[pos]
+		b.Text += d.text.String()
+		b.Thinking += d.thinking.String()
+		b.Signature += d.signature.String()
+		if d.compacted {
+			var sum string
+			_ = json.Unmarshal(b.Content, &sum)
+			b.Content, _ = json.Marshal(sum + d.compaction.String())
+		}
+	}
 	if s.err != nil {
 		return &r, s.err
 	}

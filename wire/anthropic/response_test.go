@@ -3,11 +3,13 @@ package anthropic
 import (
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/wire/sse"
 )
 
 // sseStream is a streamed answer as the Messages API sends it: thinking
@@ -179,5 +181,47 @@ func TestDropFinalThinking(t *testing.T) {
 	}
 	if len(r.Messages[1].Content) != 2 {
 		t.Errorf("an earlier assistant message lost its thinking")
+	}
+}
+
+// TestStreamReaderLinear: reassembling a streamed answer costs memory
+// linear in its length: 20,000 text deltas allocate a few times the text,
+// where appending each delta to a string copied the whole text every time
+// (about 2 GB here).
+func TestStreamReaderLinear(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"x\",\"usage\":{\"input_tokens\":1}}}\n\n")
+	sb.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for i := 0; i < 20000; i++ {
+		sb.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"0123456789\"}}\n\n")
+	}
+	sb.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	stream := []byte(sb.String())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := NewStreamReader()
+	for i := 0; i < len(stream); i += 4096 {
+		r.Write(stream[i:min(i+4096, len(stream))])
+	}
+	resp, err := r.Response()
+	runtime.ReadMemStats(&after)
+	if err != nil || len(resp.Content) != 1 || len(resp.Content[0].Text) != 200000 {
+		t.Fatalf("err %v, content %d", err, len(resp.Content))
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 64<<20 {
+		t.Errorf("20,000 deltas of 10 bytes allocated %d bytes (quadratic)", d)
+	}
+}
+
+// TestStreamReaderLineLimit: an SSE line over the reader's limit is not
+// held, and the answer is reported malformed (sse.ErrLineTooLong), not
+// recorded cut.
+func TestStreamReaderLineLimit(t *testing.T) {
+	r := NewStreamReaderMax(1 << 10)
+	r.Write([]byte("data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"x\"},\"pad\":\"" + strings.Repeat("x", 4<<10) + "\"}\n\n"))
+	r.Write([]byte("data: {\"type\":\"message_stop\"}\n\n"))
+	if _, err := r.Response(); !errors.Is(err, sse.ErrLineTooLong) {
+		t.Fatalf("err %v, want ErrLineTooLong", err)
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/wire/sse"
 )
 
 // corpusItems returns the Responses items of a recorded Codex rollout (its
@@ -169,7 +172,7 @@ func TestResponsesStream(t *testing.T) {
 		"event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":1,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"ls\\\"}\"}}\n\n" +
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-5.2-codex\",\"output\":[],\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":800},\"output_tokens\":20}}}\n\n"
 	for _, step := range []int{1, 7, len(stream)} {
-		s := NewResponsesStreamReader()
+		s := NewResponsesStreamReader(0)
 		for i := 0; i < len(stream); i += step {
 			_, _ = s.Write([]byte(stream[i:min(i+step, len(stream))]))
 		}
@@ -188,7 +191,7 @@ func TestResponsesStream(t *testing.T) {
 			t.Fatalf("usage %+v", m.Usage)
 		}
 	}
-	s := NewResponsesStreamReader()
+	s := NewResponsesStreamReader(0)
 	_, _ = s.Write([]byte(stream[:200]))
 	if _, err := s.Answer(); err != ErrIncomplete {
 		t.Errorf("cut stream: %v", err)
@@ -213,7 +216,7 @@ func TestChatStream(t *testing.T) {
 		b.WriteString("data: " + c + "\n\n")
 	}
 	b.WriteString("data: [DONE]\n\n")
-	s := NewChatStreamReader()
+	s := NewChatStreamReader(0)
 	_, _ = s.Write([]byte(b.String()))
 	a, err := s.Answer()
 	if err != nil {
@@ -426,5 +429,50 @@ func TestFunctionArgumentsKeptAsSent(t *testing.T) {
 	msgs, _ := ParseItems([]json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"c","name":"x","arguments":"{\"cmd\":\"ls\"}"}`)}, 0)
 	if in := string(msgs[0].Content[0].Input); in != `{"cmd":"ls"}` {
 		t.Errorf("compact object input %s", in)
+	}
+}
+
+// TestChatStreamLinear: a tool call's argument deltas are joined in linear
+// time and memory (each delta appended to a string copied the whole
+// arguments every time).
+func TestChatStreamLinear(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`data: {"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]}}]}` + "\n\n")
+	for i := 0; i < 20000; i++ {
+		sb.WriteString(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"0123456789"}}]}}]}` + "\n\n")
+	}
+	sb.WriteString(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n")
+	stream := []byte(sb.String())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := NewChatStreamReader(0)
+	for i := 0; i < len(stream); i += 4096 {
+		s.Write(stream[i:min(i+4096, len(stream))])
+	}
+	a, err := s.Answer()
+	runtime.ReadMemStats(&after)
+	if err != nil || len(a.Chat.ToolCalls) != 1 || len(a.Chat.ToolCalls[0].Function.Arguments) != 200000 {
+		t.Fatalf("err %v, answer %+v", err, a.Chat.ToolCalls)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 64<<20 {
+		t.Errorf("20,000 argument deltas allocated %d bytes (quadratic)", d)
+	}
+}
+
+// TestStreamLineLimit: a line over the reader's limit makes the answer
+// fail with sse.ErrLineTooLong, and a hostile tool call index allocates
+// nothing.
+func TestStreamLineLimit(t *testing.T) {
+	s := NewResponsesStreamReader(1 << 10)
+	s.Write([]byte(`data: {"type":"response.output_item.done","item":{"pad":"` + strings.Repeat("x", 4<<10) + `"}}` + "\n\n"))
+	s.Write([]byte(`data: {"type":"response.completed","response":{}}` + "\n\n"))
+	if _, err := s.Answer(); !errors.Is(err, sse.ErrLineTooLong) {
+		t.Fatalf("err %v", err)
+	}
+	c := NewChatStreamReader(0)
+	c.Write([]byte(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":2000000000,"function":{"arguments":"x"}}]}}]}` + "\n\n"))
+	if len(c.calls) != 0 {
+		t.Fatalf("%d calls allocated for one hostile index", len(c.calls))
 	}
 }

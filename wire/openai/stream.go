@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/sse"
 )
 
 // Answer is an assistant answer of either OpenAI API, rebuilt from a
@@ -181,6 +183,10 @@ func DecodeChat(body []byte) (*Answer, error) {
 // ErrIncomplete: the stream ended before its end event.
 var ErrIncomplete = errors.New("the stream ended before its end")
 
+// maxToolCalls bounds the index of a streamed tool call: a hostile index
+// would otherwise allocate that many calls.
+const maxToolCalls = 4096
+
 // StreamReader rebuilds an Answer from the server-sent events of a streamed
 // answer of either API, fed the bytes as they pass (an io.Writer used as a
 // tee): Write never fails and holds no more than the current line. For
@@ -191,35 +197,32 @@ var ErrIncomplete = errors.New("the stream ended before its end")
 // carries it. Not safe for concurrent use.
 type StreamReader struct {
 	chat  bool
-	line  []byte
+	lines sse.Lines
 	a     Answer
 	calls []ToolCall
-	text  strings.Builder
+	// names and args are the tool calls' name and argument deltas, by
+	// index, joined by Answer (linear: += copied at every delta).
+	names, args []*strings.Builder
+	text        strings.Builder
 }
 
-// NewResponsesStreamReader reads a Responses stream.
-func NewResponsesStreamReader() *StreamReader {
-	return &StreamReader{a: Answer{Items: []json.RawMessage{}}}
+// NewResponsesStreamReader reads a Responses stream whose lines are at
+// most maxLine bytes (0: sse.DefaultMaxLine).
+func NewResponsesStreamReader(maxLine int) *StreamReader {
+	return &StreamReader{lines: sse.Lines{Max: maxLine}, a: Answer{Items: []json.RawMessage{}}}
 }
 
-// NewChatStreamReader reads a Chat Completions stream.
-func NewChatStreamReader() *StreamReader { return &StreamReader{chat: true} }
+// NewChatStreamReader reads a Chat Completions stream whose lines are at
+// most maxLine bytes (0: sse.DefaultMaxLine).
+func NewChatStreamReader(maxLine int) *StreamReader {
+	return &StreamReader{lines: sse.Lines{Max: maxLine}, chat: true}
+}
 
-// Write feeds stream bytes; it always returns len(p), nil.
+// Write feeds stream bytes; it always returns len(p), nil. A line over the
+// limit is dropped; Answer then reports sse.ErrLineTooLong.
 func (s *StreamReader) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			s.line = append(s.line, p...)
-			break
-		}
-		s.line = append(s.line, p[:i]...)
-		s.handle(bytes.TrimRight(s.line, "\r"))
-		s.line = s.line[:0]
-		p = p[i+1:]
-	}
-	return n, nil
+	s.lines.Feed(p, s.handle)
+	return len(p), nil
 }
 
 func (s *StreamReader) handle(line []byte) {
@@ -313,15 +316,20 @@ func (s *StreamReader) chunk(data []byte) {
 			s.a.reasoning.WriteString(*d.Reasoning)
 		}
 		for _, tc := range d.ToolCalls {
+			if tc.Index < 0 || tc.Index > maxToolCalls {
+				continue
+			}
 			for len(s.calls) <= tc.Index {
 				s.calls = append(s.calls, ToolCall{Type: "function"})
+				s.names = append(s.names, &strings.Builder{})
+				s.args = append(s.args, &strings.Builder{})
 			}
 			c := &s.calls[tc.Index]
 			if tc.ID != "" {
 				c.ID = tc.ID
 			}
-			c.Function.Name += tc.Function.Name
-			c.Function.Arguments += tc.Function.Arguments
+			s.names[tc.Index].WriteString(tc.Function.Name)
+			s.args[tc.Index].WriteString(tc.Function.Arguments)
 		}
 	}
 }
@@ -331,8 +339,16 @@ func (s *StreamReader) chunk(data []byte) {
 // part).
 func (s *StreamReader) Answer() (*Answer, error) {
 	a := &s.a
+	if err := s.lines.Err(); err != nil {
+		return a, err
+	}
 	if s.chat {
-		a.Chat = ChatMessage{Role: "assistant", ToolCalls: s.calls}
+		calls := slices.Clone(s.calls)
+		for i := range calls {
+			calls[i].Function.Name = s.names[i].String()
+			calls[i].Function.Arguments = s.args[i].String()
+		}
+		a.Chat = ChatMessage{Role: "assistant", ToolCalls: calls}
 		if s.text.Len() > 0 {
 			a.Chat.Content, _ = marshal(s.text.String())
 		} else {

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/ctxd/ctxd/config"
+)
+
+// limitsOf is l with every unset (0) key at its default, so a Proxy built
+// with a zero config.Proxy (tests, embedders) is bounded as a daemon's is.
+func limitsOf(l config.ProxyLimits) config.ProxyLimits {
+	d := config.DefaultProxyLimits()
+	set := func(v *uint64, def uint64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&l.HeaderBytes, d.HeaderBytes)
+	set(&l.BodyBytes, d.BodyBytes)
+	set(&l.BodyTimeoutMS, d.BodyTimeoutMS)
+	set(&l.BodyMinRate, d.BodyMinRate)
+	set(&l.IdleTimeoutMS, d.IdleTimeoutMS)
+	set(&l.Messages, d.Messages)
+	set(&l.ContentBlocks, d.ContentBlocks)
+	set(&l.SSELineBytes, d.SSELineBytes)
+	set(&l.Connections, d.Connections)
+	return l
+}
+
+// Limits returns the [proxy.limits] the proxy applies (defaults filled
+// in): the daemon sets its http.Server's MaxHeaderBytes and IdleTimeout,
+// and the listener's connection cap, from them.
+func (p *Proxy) Limits() config.ProxyLimits { return p.limits }
+
+// bodyTimeoutMessage names the limits a too-slow body broke.
+func (p *Proxy) bodyTimeoutMessage() string {
+	return fmt.Sprintf("ctxd proxy: the request body arrived too slowly (proxy.limits.body_timeout_ms = %d without bytes, or under proxy.limits.body_min_rate = %d bytes/s after it)", p.limits.BodyTimeoutMS, p.limits.BodyMinRate)
+}
+
+// writeBodyTimeout answers 408 naming the limit, and closes the
+// connection.
+func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	d := dialectOf(r)
+	if d == nil {
+		d = dialectAnthropic
+	}
+	d.writeError(w, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
+}
+
+// countLimits refuses a request over proxy.limits.messages or
+// proxy.limits.content_blocks before anything parses its messages: the
+// message says which limit. It counts the elements of each message's
+// content array (a Responses item without one counts as one block).
+func (p *Proxy) countLimits(req *request) string {
+	if n := uint64(len(req.messages)); n > p.limits.Messages {
+		return fmt.Sprintf("ctxd proxy: %d messages, over proxy.limits.messages (%d)", n, p.limits.Messages)
+	}
+	var blocks uint64
+	for _, m := range req.messages {
+		var content []byte
+		members(m, func(key string, vs, ve int) bool {
+			if key == "content" {
+				content = m[vs:ve]
+				return false
+			}
+			return true
+		})
+		if len(content) > 0 && content[0] == '[' {
+			blocks += uint64(countElems(content))
+		} else {
+			blocks++
+		}
+		if blocks > p.limits.ContentBlocks {
+			return fmt.Sprintf("ctxd proxy: over proxy.limits.content_blocks (%d) content blocks in one request", p.limits.ContentBlocks)
+		}
+	}
+	return ""
+}
+
+// countElems counts the elements of the JSON array a (already scanned by
+// scanArray, so well formed to the scanner), without allocating.
+func countElems(a []byte) int {
+	i := skipSpace(a, 1)
+	if i >= len(a) || a[i] == ']' {
+		return 0
+	}
+	n := 0
+	for i < len(a) {
+		e := valueEnd(a, i)
+		if e <= i {
+			return n
+		}
+		n++
+		i = skipSpace(a, e)
+		if i >= len(a) || a[i] != ',' {
+			return n
+		}
+		i = skipSpace(a, i+1)
+	}
+	return n
+}
+
+// ConnectionsRefusal is the body (Anthropic's error shape) of the 503 a
+// connection over proxy.limits.connections gets.
+func ConnectionsRefusal(limit uint64) []byte {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": "overloaded_error",
+		"message": fmt.Sprintf("ctxd proxy: %d connections are open, the limit (proxy.limits.connections); retry shortly", limit)}})
+	return b
+}
