@@ -297,8 +297,9 @@ func (f *fixture) serve() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.hs = &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
-	go func() { _ = f.hs.Serve(l) }()
+	hs := &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
+	f.hs = hs
+	go func() { _ = hs.Serve(l) }()
 	f.url = "http://" + l.Addr().String()
 }
 
