@@ -40,7 +40,7 @@ func (h *harness) fullCheckpoint(id string, cp *checkpoint.Checkpoint) checkpoin
 }
 
 // footerPathRe finds the recall file a summary names.
-var footerPathRe = regexp.MustCompile(`is in the file (\S+recall-\d+-\d+\.txt);`)
+var footerPathRe = regexp.MustCompile(`are in (\S+recall-\d+-\d+\.txt) word for word`)
 
 // A compaction writes the full text of what it replaced — every message
 // with its seq and role, tool calls with their inputs verbatim, an
@@ -68,7 +68,7 @@ func TestRecallFileHoldsWhatTheCheckpointReplaced(t *testing.T) {
 		t.Fatalf("the summary names no recall file; it ends %q", tail(cp.Summary, 400))
 	}
 	path := m[1]
-	if !strings.HasSuffix(strings.TrimSpace(cp.Summary), "read the lines around a match.") {
+	if !strings.HasSuffix(strings.TrimSpace(cp.Summary), "rather than guess or re-run a tool.") {
 		t.Errorf("the summary does not end with how to search: %q", tail(cp.Summary, 200))
 	}
 	if filepath.Dir(path) != filepath.Join(dir, "s") {

@@ -168,10 +168,9 @@ func Header(session string, first, last uint64, written time.Time) string {
 // written (docs/design.md §5.3): where the full text of what it replaced
 // is, where earlier compactions' files are, and how to search them.
 func Footer(path, dir string, first, last uint64) string {
-	glob := dir + "/" + FileGlob
-	return fmt.Sprintf("\n\n## Full history\nThe full text of the messages this summary replaced (seq %d to %d: every tool call, tool result and reply, word for word) is in the file %s; earlier compactions' files are beside it (%s). "+
-		"When a detail is missing here (an exact error, a value, a command, a file's earlier content), search those files rather than guessing or re-running a tool: for example grep -n -i 'word' %s, then read the lines around a match.",
-		first, last, path, glob, glob)
+	return fmt.Sprintf("\n\n## Full history\nThe messages this summary replaced (seq %d–%d) are in %s word for word, earlier compactions' beside it. "+
+		"For a detail missing here (an exact error, a value, a command, what the user said), search them — grep -n -i 'word' %s — rather than guess or re-run a tool.",
+		first, last, path, dir+"/"+FileGlob)
 }
 
 // Unavailable is the paragraph a summary ends with when its recall file

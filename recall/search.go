@@ -361,7 +361,10 @@ func Read(ctx context.Context, src Source, id string, from, to uint64, offset, m
 			return nil
 		}
 		if to != 0 && ev.Seq > to {
-			return stop
+			if wd.dir != "" || wd.n >= workingDirMessages {
+				return stop
+			}
+			return nil
 		}
 		last = ev.Seq
 		if all.Len() <= need*utf8.UTFMax {

@@ -150,6 +150,7 @@ func commands(e *env) []*cli.Command {
 		statusCommand(e),
 		sessionCommand(e),
 		compactCommand(e),
+		mcpCommand(e),
 		checkpointCommand(e),
 		artifactCommand(e),
 		doctorCommand(e),

@@ -70,6 +70,23 @@ func shortDir(t *testing.T) string {
 	return d
 }
 
+// fixedLengthDir is a new directory whose path has dataDirLen bytes
+// wherever the test runs: summaries name recall files under the data
+// directory, so their sizes in the golden outputs depend on its length.
+func fixedLengthDir(t *testing.T) string {
+	d := t.TempDir()
+	if pad := dataDirLen - len(d) - 1; pad > 0 {
+		d = filepath.Join(d, strings.Repeat("d", pad))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// dataDirLen is the length of fixedLengthDir's paths.
+const dataDirLen = 160
+
 // startDaemon runs ctxd on a socket in a temp dir, with an empty user
 // configuration and a temp data dir, and waits until it answers.
 func startDaemon(t *testing.T) *daemon {
@@ -89,7 +106,7 @@ func startDaemonConfig(t *testing.T, extra string) *daemon {
 	}
 	d := &daemon{
 		socket:  filepath.Join(shortDir(t), "ctxd.sock"),
-		dataDir: t.TempDir(),
+		dataDir: fixedLengthDir(t),
 		xdg:     t.TempDir(),
 		logs:    &syncbuf.Buffer{},
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/mcpserver"
 )
 
-// sessionCommand is `ctxctl session list|show|context|events|delete`.
+// sessionCommand is `ctxctl session list|show|context|events|search|read|delete`.
 func sessionCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "session",
@@ -62,6 +63,39 @@ func sessionCommand(e *env) *cli.Command {
 				Action: func(c *cli.Context) error { return sessionEvents(c, e) },
 			},
 			{
+				Name:      "search",
+				Usage:     "search a session's full history (compacted messages, summaries, offloaded results) for lines holding QUERY",
+				UsageText: "ctxctl session search [--session ID | --cwd DIR] [--limit N] [--offset K] QUERY",
+				Flags:     recallFlags(&cli.IntFlag{Name: "limit", Usage: "at most `N` lines (1 to 100, default 20)"}),
+				Action: func(c *cli.Context) error {
+					args, err := exactArgs(c, "QUERY")
+					if err != nil {
+						return err
+					}
+					return recallRun(c, e, func(r *mcpserver.Recall) (string, error) {
+						return r.Search(c.Context, mcpserver.SearchInput{Query: args[0], Limit: c.Int("limit"), Offset: c.Int("offset")})
+					})
+				},
+			},
+			{
+				Name:      "read",
+				Usage:     "print a session's messages FROM..TO (compacted or not), or an artifact, a page at a time",
+				UsageText: "ctxctl session read [--session ID | --cwd DIR] [--from N] [--to N] [--artifact URI] [--offset K] [--max-chars N]",
+				Flags: recallFlags(&cli.Uint64Flag{Name: "from", Usage: "first message seq `N`"},
+					&cli.Uint64Flag{Name: "to", Usage: "last message seq `N` (default: the newest)"},
+					&cli.StringFlag{Name: "artifact", Usage: "read the artifact `URI` instead"},
+					&cli.IntFlag{Name: "max-chars", Usage: "at most `N` characters (default 20000)"}),
+				Action: func(c *cli.Context) error {
+					if _, err := exactArgs(c); err != nil {
+						return err
+					}
+					return recallRun(c, e, func(r *mcpserver.Recall) (string, error) {
+						return r.Read(c.Context, mcpserver.ReadInput{From: c.Uint64("from"), To: c.Uint64("to"), Artifact: c.String("artifact"),
+							Offset: c.Int("offset"), MaxChars: c.Int("max-chars")})
+					})
+				},
+			},
+			{
 				Name:      "delete",
 				Usage:     "delete a session with its events and checkpoints (artifacts stay)",
 				UsageText: "ctxctl session delete ID",
@@ -70,9 +104,9 @@ func sessionCommand(e *env) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("unknown session command %q (list, show, context, events, delete)", c.Args().First())
+				return usagef("unknown session command %q (list, show, context, events, search, read, delete)", c.Args().First())
 			}
-			return usagef("session: missing command (list, show, context, events, delete)")
+			return usagef("session: missing command (list, show, context, events, search, read, delete)")
 		},
 	}
 }
