@@ -32,6 +32,11 @@ const (
 	// ThinkingOff adds: an assistant message in the final position carries
 	// no thinking.
 	ThinkingOff
+	// ThinkingAdaptive is thinking of type "adaptive": the model decides per
+	// turn whether to think, and the provider accepts an open tool loop
+	// whose final assistant message has no thinking (docs/design.md §4a).
+	// Only the rules that hold either way apply, as with ThinkingUnknown.
+	ThinkingAdaptive
 )
 
 // Rules tune CheckRequest.
@@ -115,8 +120,11 @@ const (
 //   - thinking (r.Thinking): an assistant message with thinking blocks has
 //     one first and does not end with one; with thinking on, when the
 //     request ends with tool results (an open tool loop) the final assistant
-//     message starts with thinking or redacted_thinking; with thinking off,
-//     an assistant message in the final position carries no thinking.
+//     message starts with thinking or redacted_thinking, unless it names the
+//     model that produced it (Message.Model: the provider's own answer,
+//     which it accepts back as it gave it); with adaptive thinking that
+//     rule does not apply (the model chose not to think); with thinking
+//     off, an assistant message in the final position carries no thinking.
 //
 // A tool message's content may be empty (a result with no output). It does
 // not check what validation at append covers (block fields, UTF-8).
@@ -151,6 +159,9 @@ type tailState struct {
 	asst         int  // index of the newest assistant message, -1 when none
 	asstFirst    BlockType
 	asstEmpty    bool // it has no content
+	// asstProduced: it names the model that produced it (Message.Model),
+	// so it is an answer as the provider gave it, not a client's edit.
+	asstProduced bool
 }
 
 // Len is the number of messages read, in the list's indexes.
@@ -199,7 +210,7 @@ func (c *Checker) Extend(msgs []Message) {
 			if m.Role == RoleUser {
 				continue
 			}
-			c.tail.asst, c.tail.asstEmpty = i, len(m.Content) == 0
+			c.tail.asst, c.tail.asstEmpty, c.tail.asstProduced = i, len(m.Content) == 0, m.Model != ""
 			if len(m.Content) > 0 {
 				c.tail.asstFirst = m.Content[0].Type
 			}
@@ -274,8 +285,10 @@ func (ck Checked) Violations(r Rules) Violations {
 		switch {
 		case r.Thinking == ThinkingOn && t.lastRole == RoleTool:
 			// An open tool loop: its final assistant message must start
-			// with its thinking.
-			if t.asst >= 0 && !t.asstEmpty && !isThinkingBlock(Block{Type: t.asstFirst}) {
+			// with its thinking — unless the provider itself produced it
+			// without thinking (docs/design.md §4a: the rules follow what
+			// the provider accepts).
+			if t.asst >= 0 && !t.asstEmpty && !t.asstProduced && !isThinkingBlock(Block{Type: t.asstFirst}) {
 				add(t.asst, RuleLoopThinking, textLoopThinking, anthropicType(t.asstFirst))
 			}
 		case r.Thinking == ThinkingOff && t.lastRole == RoleAssistant && t.lastThinking:

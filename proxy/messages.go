@@ -317,15 +317,18 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 			}
 		}
 	}
-	rules := history.Rules{Thinking: history.ThinkingOff, OpenTail: true}
-	if thinkingEnabled(req.thinking) {
-		rules.Thinking = history.ThinkingOn
-	}
-	// The tail from the last assistant message (a few messages back).
+	rules := history.Rules{Thinking: thinkingMode(req.thinking), OpenTail: true}
+	// The tail from the last assistant message (a few messages back). An
+	// assistant message ctxd already holds (before from) is the provider's
+	// answer as recorded or one a request the provider accepted carried:
+	// not the client's new content (docs/design.md §4a).
 	for i := len(req.messages) - 1; i >= req.prefix && i >= len(req.messages)-64; i-- {
 		ms, err := anthropic.ParseMessage(req.messages[i], nil)
 		if err != nil || len(ms) == 0 || ms[0].Role != history.RoleAssistant {
 			continue
+		}
+		if i < from {
+			break
 		}
 		tail, err := req.d.parse(req.messages, i)
 		if err != nil {
@@ -745,10 +748,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 // reused when req.checked is set), renders the messages, places the
 // client's cache markers and encodes them.
 func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
-	rules := history.Rules{Thinking: history.ThinkingOff}
-	if thinkingEnabled(req.thinking) {
-		rules.Thinking = history.ThinkingOn
-	}
+	rules := history.Rules{Thinking: thinkingMode(req.thinking)}
 	var vs history.Violations
 	if req.checked != nil {
 		vs = req.checked.Violations(rules)
@@ -1295,14 +1295,22 @@ func toolDefs(raw json.RawMessage) []history.ToolDef {
 	return out
 }
 
-// thinkingEnabled reads the request's thinking setting: "enabled" or
-// "adaptive" turn it on.
-func thinkingEnabled(raw json.RawMessage) bool {
+// thinkingMode reads the request's thinking setting as the rules of
+// docs/design.md §4a see it: "enabled" is ThinkingOn, "adaptive"
+// ThinkingAdaptive (the model decides per turn), anything else — absent,
+// "disabled" — ThinkingOff.
+func thinkingMode(raw json.RawMessage) history.Thinking {
 	var t struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(raw, &t)
-	return t.Type == "enabled" || t.Type == "adaptive"
+	switch t.Type {
+	case "enabled":
+		return history.ThinkingOn
+	case "adaptive":
+		return history.ThinkingAdaptive
+	}
+	return history.ThinkingOff
 }
 
 // headerSafe makes s one header line.

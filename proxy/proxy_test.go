@@ -135,8 +135,11 @@ func strictCheck(path string, body []byte) string {
 		return ""
 	}
 	th := history.ThinkingOff
-	if probe.Thinking.Type == "enabled" || probe.Thinking.Type == "adaptive" {
+	switch probe.Thinking.Type {
+	case "enabled":
 		th = history.ThinkingOn
+	case "adaptive":
+		th = history.ThinkingAdaptive
 	}
 	vs, err := strict.Anthropic(body, th, false)
 	if err != nil {

@@ -227,7 +227,10 @@ func validateThinking(r *MessagesRequest) *APIError {
 		}
 		return nil
 	}
-	if openToolLoop(r.Messages) && len(la.Content.Blocks) > 0 && !isThinking(la.Content.Blocks[0].Type) {
+	// Under adaptive thinking the model decides per turn whether to think,
+	// and the provider accepts a loop whose last answer has no thinking
+	// (docs/design.md §4a).
+	if r.Thinking.Type != "adaptive" && openToolLoop(r.Messages) && len(la.Content.Blocks) > 0 && !isThinking(la.Content.Blocks[0].Type) {
 		return invalidRequest(msgOpenLoopNoThinking, lastAssistant, la.Content.Blocks[0].Type)
 	}
 	return nil

@@ -1,0 +1,173 @@
+package wirereplay
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/strict"
+)
+
+// TestReplayCostsNoMoreThanDirect replays every Claude Code and pi session
+// of the corpus (Sources) request by request, straight to the cache-modelling
+// fake and through ctxd's proxy with its default configuration, and holds
+// what docs/design.md §10 promises on real traffic: every request managed
+// (no client_rule_breaks, no violation, no pass-through), no session costing
+// more through ctxd than direct by the cache prices (Usage.Cost, ctxd's
+// summaries included), Claude Code sessions of 50 requests or more at
+// least 30 % cheaper (the two-turn recordings have nothing to save), and
+// the newest prompt a person wrote in every forwarded request.
+// CTXD_REPLAY_TABLE=FILE writes the figures as the Markdown table of
+// docs/performance.md.
+func TestReplayCostsNoMoreThanDirect(t *testing.T) {
+	var table strings.Builder
+	table.WriteString("| session | requests | managed | cost direct | cost via ctxd | vs direct | cache writes direct | via ctxd | compactions | summaries |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, src := range Sources {
+		t.Run(path.Base(src.File), func(t *testing.T) {
+			s := Load(t, src)
+			direct := Direct(t, s)
+			via := Through(t, s, config.Defaults())
+			if len(direct.Failed) > 0 || len(via.Failed) > 0 {
+				t.Fatalf("failed requests: direct %v, via ctxd %v", direct.Failed, via.Failed)
+			}
+			st := via.Stats
+			if via.Managed != via.Turns || st.ClientRuleBreaks != 0 || st.Violations != 0 {
+				t.Errorf("%d of %d requests managed (client rule breaks %d, violations %d, passed through %d)",
+					via.Managed, via.Turns, st.ClientRuleBreaks, st.Violations, st.PassedThrough)
+			}
+			if len(via.MissingPrompt) > 0 {
+				t.Errorf("the newest prompt is missing from %d forwarded requests (first turn %d: %q)", len(via.MissingPrompt), via.MissingPrompt[0], s.Turns[via.MissingPrompt[0]].Prompt)
+			}
+			dc, vc := direct.Usage.Cost(), via.Usage.Cost()
+			ratio := vc / dc
+			compactions := 0
+			for _, info := range via.Sessions {
+				compactions += int(info.Checkpoints)
+			}
+			t.Logf("largest request %d tokens direct", direct.Usage.MaxPrompt)
+			t.Logf("%d requests: cost direct %.0f, via ctxd %.0f (%+.1f %%); cache writes %d vs %d; %d compactions, %d summaries",
+				len(s.Turns), dc, vc, 100*(ratio-1), direct.Usage.CacheWrite, via.Usage.CacheWrite, compactions, via.Usage.Summaries)
+			if vc > dc {
+				t.Errorf("ctxd costs more than no proxy: %.0f > %.0f", vc, dc)
+			}
+			// A session of many requests is one ctxd has something to save
+			// on; two turns of a scripted recording are not.
+			if src.Agent == "claude-code" && len(s.Turns) >= 50 && ratio > 0.70 {
+				t.Errorf("a Claude Code session of %d requests costs %.0f %% of direct through ctxd, want at most 70 %%", len(s.Turns), 100*ratio)
+			}
+			fmt.Fprintf(&table, "| `%s` | %d | %d/%d | %.0f | %.0f | %+.1f %% | %d | %d | %d | %d |\n", src.File, len(s.Turns), via.Managed, via.Turns,
+				dc, vc, 100*(ratio-1), direct.Usage.CacheWrite, via.Usage.CacheWrite, compactions, via.Usage.Summaries)
+		})
+	}
+	if f := os.Getenv("CTXD_REPLAY_TABLE"); f != "" {
+		if err := os.WriteFile(f, []byte(table.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// thinkingMode is the rules' reading of a Source's thinking setting.
+func thinkingMode(setting string) history.Thinking {
+	switch {
+	case strings.Contains(setting, `"adaptive"`):
+		return history.ThinkingAdaptive
+	case strings.Contains(setting, `"enabled"`):
+		return history.ThinkingOn
+	}
+	return history.ThinkingOff
+}
+
+// TestValidatorFollowsTheProvider holds the two lists of docs/design.md
+// §4a. Every request of the recorded real sessions — all accepted by the
+// provider — passes the validator (history.CheckRequest) and the strict
+// fake (internal/strict) under the thinking setting its agent sent, and
+// under "enabled" too, since each final assistant message of an open loop
+// is the provider's own answer (it names its model). Every shape the
+// provider refuses fails both, and a loop the client edited (its final
+// assistant message without thinking and without a model: not the
+// provider's answer) fails under "enabled" and passes under "adaptive".
+func TestValidatorFollowsTheProvider(t *testing.T) {
+	for _, src := range Sources {
+		s := Load(t, src)
+		for _, mode := range []history.Thinking{thinkingMode(src.Thinking), history.ThinkingOn} {
+			for i, turn := range s.Turns {
+				if vs := history.CheckRequest(turn.Messages, history.Rules{Thinking: mode}); len(vs) > 0 {
+					t.Fatalf("%s request %d (thinking %d): %v", src.File, i, mode, vs.Err())
+				}
+				if mode == thinkingMode(src.Thinking) {
+					vs, err := strict.Anthropic(withoutSystem(t, turn.Body), mode, false)
+					if err != nil || len(vs) > 0 {
+						t.Fatalf("%s request %d: the strict fake refuses it: %v %v", src.File, i, err, vs.Err())
+					}
+				}
+			}
+		}
+	}
+
+	u := history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "fix the build"}}}
+	call := func(id string, first ...history.Block) history.Message {
+		return history.Message{Role: history.RoleAssistant, Content: append(first, history.Block{Type: history.BlockToolCall, ID: id, Name: "Bash", Input: []byte(`{}`)})}
+	}
+	result := func(id string) history.Message {
+		return history.Message{Role: history.RoleTool, ToolCallID: id, Content: []history.Block{{Type: history.BlockText, Text: "ok"}}}
+	}
+	think := history.Block{Type: history.BlockThinking, Text: "plan", Signature: "sig"}
+	text := func(role history.Role, s string) history.Message {
+		return history.Message{Role: role, Content: []history.Block{{Type: history.BlockText, Text: s}}}
+	}
+	edited := call("b")
+	produced := call("b")
+	produced.Model = "claude-opus-4-6"
+	refused := []struct {
+		name string
+		msgs []history.Message
+		mode history.Thinking
+		rule string
+	}{
+		{"a call without its result", []history.Message{u, call("a")}, history.ThinkingOff, history.RuleMissingResult},
+		{"a result without its call", []history.Message{u, result("x")}, history.ThinkingOff, history.RuleOrphanResult},
+		{"a call id twice", []history.Message{u, call("a"), result("a"), call("a"), result("a")}, history.ThinkingOff, history.RuleDuplicateCallID},
+		{"an empty text block", []history.Message{text(history.RoleUser, " ")}, history.ThinkingOff, history.RuleEmptyText},
+		{"a message without content", []history.Message{u, {Role: history.RoleAssistant}}, history.ThinkingOff, history.RuleEmptyMessage},
+		{"an assistant first", []history.Message{text(history.RoleAssistant, "hi"), u}, history.ThinkingOff, history.RuleFirstNotUser},
+		{"thinking not first", []history.Message{u, {Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "x"}, think}}}, history.ThinkingAdaptive, history.RuleThinkingFirst},
+		{"thinking last", []history.Message{u, {Role: history.RoleAssistant, Content: []history.Block{think}}}, history.ThinkingAdaptive, history.RuleThinkingLast},
+		{"thinking off, a final assistant with thinking", []history.Message{u, {Role: history.RoleAssistant, Content: []history.Block{think, {Type: history.BlockText, Text: "x"}}}}, history.ThinkingOff, history.RuleThinkingOff},
+		{"thinking enabled, a loop the client edited", []history.Message{u, call("a", think), result("a"), edited, result("b")}, history.ThinkingOn, history.RuleLoopThinking},
+	}
+	for _, tc := range refused {
+		vs := history.CheckRequest(tc.msgs, history.Rules{Thinking: tc.mode})
+		if len(vs) == 0 || vs[0].Rule != tc.rule {
+			t.Errorf("%s: %v, want %s", tc.name, vs, tc.rule)
+		}
+	}
+	for _, ok := range []struct {
+		name string
+		msgs []history.Message
+		mode history.Thinking
+	}{
+		{"adaptive, a loop whose last answer did not think", []history.Message{u, call("a", think), result("a"), edited, result("b")}, history.ThinkingAdaptive},
+		{"enabled, the provider's own answer without thinking", []history.Message{u, call("a", think), result("a"), produced, result("b")}, history.ThinkingOn},
+	} {
+		if vs := history.CheckRequest(ok.msgs, history.Rules{Thinking: ok.mode}); len(vs) > 0 {
+			t.Errorf("%s: %v, want no violation", ok.name, vs)
+		}
+	}
+}
+
+// withoutSystem is body without its system field (the strict fake reads a
+// string system prompt only; the rules are the messages').
+func withoutSystem(t *testing.T, body []byte) []byte {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(body, &f); err != nil {
+		t.Fatal(err)
+	}
+	delete(f, "system")
+	out, _ := json.Marshal(f)
+	return out
+}

@@ -1,0 +1,184 @@
+package wirereplay
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/proxy"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/workers"
+)
+
+// Result is one replay of a session.
+type Result struct {
+	// Turns is the number of agent requests sent; Managed how many came
+	// back with a ctxd session (HeaderSessionID), always Turns directly.
+	Turns, Managed int
+	// Usage is what the upstream billed, summaries included.
+	Usage Usage
+	// Stats are the proxy's counters (zero directly).
+	Stats proxy.Stats
+	// MissingPrompt lists the turns whose forwarded request lacks the
+	// newest person's prompt (Turn.Prompt).
+	MissingPrompt []int
+	// Failed lists the turns the client got no 200 for, with the status.
+	Failed []string
+	// Sessions are ctxd's sessions of the run, with their figures (nil
+	// directly).
+	Sessions []engine.Info
+}
+
+// apiKey is the replay client's credential (only the fake sees it).
+const apiKey = "sk-ant-replay-0123456789abcdef"
+
+// Direct sends s's requests straight to a fresh Upstream: the agent with no
+// proxy.
+func Direct(tb testing.TB, s *Session) Result {
+	tb.Helper()
+	up := StartUpstream(tb)
+	res := Result{}
+	for i, t := range s.Turns {
+		up.Next(t.Answer)
+		status, _ := post(tb, up.URL(), t.Body, s.Limit)
+		res.Turns++
+		if status != http.StatusOK {
+			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
+		}
+		res.Managed++
+	}
+	res.Usage = up.Usage()
+	res.MissingPrompt = missing(s, up.Bodies())
+	if errs := up.Errors(); len(errs) > 0 {
+		tb.Fatalf("replay upstream: %v", errs)
+	}
+	return res
+}
+
+// Through sends s's requests to ctxd's proxy, with cfg (its upstream set
+// to a fresh Upstream), over an in-memory store: the agent with ctxd.
+// Compactions still running after the last request are waited for and
+// billed.
+func Through(tb testing.TB, s *Session, cfg config.Config) Result {
+	tb.Helper()
+	up := StartUpstream(tb)
+	cfg.Proxy.Upstreams.Anthropic.BaseURL = up.URL()
+	if cfg.Storage.DataDir == "" {
+		cfg.Storage.DataDir = tb.TempDir()
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := store.OpenInMemory()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	secret := bytes.Repeat([]byte("r"), artifacts.SecretSize)
+	arts, err := artifacts.Open(db, secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer arts.Close()
+	cps := checkpoint.Open(db, checkpoint.Options{})
+	defer cps.Close()
+	pool, err := workers.New(workers.Options{Size: int(cfg.Workers.Size), Queue: int(cfg.Workers.Queue), DrainTimeout: time.Minute})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = pool.Run(ctx); close(done) }()
+	eng, err := engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: logger,
+		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: cfg.Storage.DataDir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := proxy.New(proxy.Options{Engine: eng, Secret: secret, Config: cfg.Proxy, Logger: logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hs := &http.Server{Handler: p.Handler(), ConnContext: p.ConnContext}
+	go func() { _ = hs.Serve(l) }()
+	url := "http://" + l.Addr().String()
+
+	res := Result{}
+	ids := map[string]bool{}
+	for i, t := range s.Turns {
+		up.Next(t.Answer)
+		status, h := post(tb, url, t.Body, s.Limit)
+		res.Turns++
+		if status != http.StatusOK {
+			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
+		}
+		if id := h.Get(proxy.HeaderSessionID); id != "" {
+			res.Managed++
+			ids[id] = true
+		}
+	}
+	_ = hs.Close()
+	cancel()
+	<-done
+	res.Usage = up.Usage()
+	res.Stats = p.Stats()
+	res.MissingPrompt = missing(s, up.Bodies())
+	for id := range ids {
+		if info, err := eng.Session(context.Background(), id); err == nil {
+			res.Sessions = append(res.Sessions, info)
+		}
+	}
+	if errs := up.Errors(); len(errs) > 0 {
+		tb.Fatalf("replay upstream: %v", errs)
+	}
+	return res
+}
+
+// post sends one request as the agent does and reads the whole answer.
+func post(tb testing.TB, base string, body []byte, limit uint64) (int, http.Header) {
+	req, err := http.NewRequest("POST", base+"/v1/messages?beta=true", bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", apiKey)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	if limit > 0 {
+		req.Header.Set(proxy.HeaderContextLimit, strconv.FormatUint(limit, 10))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// missing lists the turns whose forwarded body lacks the turn's prompt
+// piece; bodies are the agent requests the upstream received, one per
+// turn.
+func missing(s *Session, bodies [][]byte) []int {
+	var out []int
+	for i, t := range s.Turns {
+		if t.Prompt == "" {
+			continue
+		}
+		if i >= len(bodies) || !bytes.Contains(bodies[i], []byte(t.Prompt)) {
+			out = append(out, i)
+		}
+	}
+	return out
+}

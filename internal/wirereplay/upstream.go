@@ -1,0 +1,253 @@
+package wirereplay
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// Prices are the cost of a token relative to an uncached input token:
+// Anthropic's prompt-cache prices (docs/design.md §4), and output at five
+// times input (the Claude models' list price), counted only for the
+// summaries ctxd asks for (the agent's own answers are the same bytes
+// either way).
+const (
+	PriceInput      = 1.0
+	PriceCacheRead  = 0.1
+	PriceCacheWrite = 1.25
+	PriceOutput     = 5.0
+)
+
+// Usage is what the fake upstream billed: tokens by kind and requests.
+type Usage struct {
+	Requests                     int
+	Input, CacheRead, CacheWrite uint64
+	// Output counts only summarizer answers.
+	Output uint64
+	// Summaries is the number of summarizer requests.
+	Summaries int
+	// MaxPrompt is the largest agent request, in tokens.
+	MaxPrompt uint64
+}
+
+// Cost is u priced: 1 × input + 0.1 × cache read + 1.25 × cache write + 5 ×
+// summary output, in input-token units.
+func (u Usage) Cost() float64 {
+	return PriceInput*float64(u.Input) + PriceCacheRead*float64(u.CacheRead) + PriceCacheWrite*float64(u.CacheWrite) + PriceOutput*float64(u.Output)
+}
+
+// Upstream is a fake Anthropic Messages endpoint for the replay. It answers
+// an agent's request with the answer the test queued (Next), a summarizer
+// request (one ending with summarizer.BuiltinPrompt) with a summary built
+// from the request's text, and models the prompt cache: a request's cached
+// part is the longest prefix — tools, system, then messages, compared as
+// whole elements with cache markers left out — that an earlier request
+// had; what follows up to its last cache marker is written to the cache;
+// the rest is uncached input. A token is 4 bytes of those elements' JSON
+// (the fakeprovider's count). It reports usage as Anthropic does
+// (input_tokens, cache_read_input_tokens, cache_creation_input_tokens).
+type Upstream struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	seen   map[[32]byte]bool // chain digests of every prefix sent
+	next   []history.Message
+	usage  Usage
+	bodies [][]byte // the agent requests received (not summaries)
+	errs   []string
+}
+
+// StartUpstream starts an Upstream on loopback, closed when tb ends.
+func StartUpstream(tb testing.TB) *Upstream {
+	u := &Upstream{seen: map[[32]byte]bool{}}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	tb.Cleanup(u.srv.Close)
+	return u
+}
+
+// URL is the upstream's base URL.
+func (u *Upstream) URL() string { return u.srv.URL }
+
+// Next queues the answer to the next agent request.
+func (u *Upstream) Next(m history.Message) {
+	u.mu.Lock()
+	u.next = append(u.next, m)
+	u.mu.Unlock()
+}
+
+// Usage returns what was billed so far.
+func (u *Upstream) Usage() Usage {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.usage
+}
+
+// Bodies returns the agent requests received, in order.
+func (u *Upstream) Bodies() [][]byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([][]byte(nil), u.bodies...)
+}
+
+// Errors returns what the upstream could not serve (a request with no
+// answer queued, a body that is not a Messages request).
+func (u *Upstream) Errors() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.errs...)
+}
+
+var summaryKey = []byte(strings.SplitN(summarizer.BuiltinPrompt, ".", 2)[0])
+
+func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if r.URL.Path != "/v1/messages" {
+		http.Error(w, "not served by the replay upstream", http.StatusNotFound)
+		return
+	}
+	var f map[string]json.RawMessage
+	var msgs []json.RawMessage
+	if json.Unmarshal(body, &f) != nil || json.Unmarshal(f["messages"], &msgs) != nil {
+		u.fail(w, "not a Messages request")
+		return
+	}
+	summary := bytes.Contains(body, summaryKey)
+	elems := append([]json.RawMessage{f["tools"], f["system"]}, msgs...)
+	read, write, input := u.bill(elems)
+
+	u.mu.Lock()
+	var answer history.Message
+	if summary {
+		answer = summaryOf(msgs)
+		u.usage.Summaries++
+	} else {
+		if len(u.next) == 0 {
+			u.mu.Unlock()
+			u.fail(w, "no answer queued for an agent request")
+			return
+		}
+		answer, u.next = u.next[0], u.next[1:]
+		u.bodies = append(u.bodies, body)
+		u.usage.MaxPrompt = max(u.usage.MaxPrompt, read+write+input)
+	}
+	out := uint64(0)
+	if summary {
+		out = uint64(len(answer.Content[0].Text)+3) / 4
+		u.usage.Output += out
+	}
+	u.usage.Requests++
+	u.usage.Input += input
+	u.usage.CacheRead += read
+	u.usage.CacheWrite += write
+	u.mu.Unlock()
+
+	content, _ := json.Marshal(anthropic.Render("", nil, []history.Message{answer}).Messages[0].Content)
+	stop := "end_turn"
+	for _, b := range answer.Content {
+		if b.Type == history.BlockToolCall {
+			stop = "tool_use"
+		}
+	}
+	var model struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &model)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"msg_replay","type":"message","role":"assistant","model":%q,"content":%s,"stop_reason":%q,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":%d}}`,
+		model.Model, content, stop, input, write, read, max(out, 50))
+}
+
+func (u *Upstream) fail(w http.ResponseWriter, msg string) {
+	u.mu.Lock()
+	u.errs = append(u.errs, msg)
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":%q}}`, msg)
+}
+
+// markerRE matches a cache marker field in an element's JSON.
+var markerRE = regexp.MustCompile(`,?"cache_control":\{[^{}]*\}`)
+
+// bill is the cache model of Upstream for the request's elements: tokens
+// read from the cache, written to it, and uncached input.
+func (u *Upstream) bill(elems []json.RawMessage) (read, write, input uint64) {
+	var chain [32]byte
+	lastMarker := -1
+	sizes := make([]uint64, len(elems))
+	chains := make([][32]byte, len(elems))
+	for i, e := range elems {
+		if markerRE.Match(e) {
+			lastMarker = i
+		}
+		plain := markerRE.ReplaceAll(e, nil)
+		sizes[i] = uint64(len(plain)+3) / 4
+		h := sha256.New()
+		h.Write(chain[:])
+		h.Write(plain)
+		copy(chain[:], h.Sum(nil))
+		chains[i] = chain
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cached := 0
+	for cached < len(elems) && u.seen[chains[cached]] {
+		cached++
+	}
+	for i := 0; i <= lastMarker; i++ {
+		u.seen[chains[i]] = true
+	}
+	for i, n := range sizes {
+		switch {
+		case i < cached:
+			read += n
+		case i <= lastMarker:
+			write += n
+		default:
+			input += n
+		}
+	}
+	return read, write, input
+}
+
+// summaryOf is the upstream's summary of a summarizer request: the first
+// line of each user text of the conversation, up to 12 KB, under the
+// headings the built-in prompt asks for.
+func summaryOf(msgs []json.RawMessage) history.Message {
+	var b strings.Builder
+	b.WriteString("## Goal\nContinue the task the user gave.\n## State\n")
+	for _, raw := range msgs {
+		ms, err := anthropic.ParseMessage(raw, nil)
+		if err != nil {
+			continue
+		}
+		for _, m := range ms {
+			for _, bl := range m.Content {
+				if bl.Type != history.BlockText || b.Len() > 12000 {
+					continue
+				}
+				line, _, _ := strings.Cut(strings.TrimSpace(bl.Text), "\n")
+				if r := []rune(line); len(r) > 200 {
+					line = string(r[:200])
+				}
+				if line != "" {
+					fmt.Fprintf(&b, "- %s: %s\n", m.Role, line)
+				}
+			}
+		}
+	}
+	b.WriteString("## Next steps\nGo on from the last step above.\n")
+	return history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: b.String()}}}
+}
