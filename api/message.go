@@ -13,11 +13,13 @@ import (
 // exactly one tool call.
 type Role string
 
-// The three roles.
+// The roles. RoleSystem is a system message inside the history (Claude
+// Code's reminders): it keeps its place and its role, text blocks only.
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
 	RoleTool      Role = "tool"
+	RoleSystem    Role = "system"
 )
 
 // BlockType names the kind of one content block.

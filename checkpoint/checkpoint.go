@@ -260,11 +260,11 @@ func (e *Event) Validate() error {
 	}
 	if m := e.Message; m != nil {
 		switch m.Role {
-		case history.RoleUser, history.RoleAssistant, history.RoleTool:
+		case history.RoleUser, history.RoleAssistant, history.RoleTool, history.RoleSystem:
 		case "":
 			return fmt.Errorf("%w: message has no role", ErrInvalid)
 		default:
-			return fmt.Errorf("%w: message role %q is not user, assistant or tool", ErrInvalid, m.Role)
+			return fmt.Errorf("%w: message role %q is not user, assistant, tool or system", ErrInvalid, m.Role)
 		}
 		if m.Role == history.RoleTool && m.ToolCallID == "" {
 			return fmt.Errorf("%w: tool message without tool_call_id", ErrInvalid)

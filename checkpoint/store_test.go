@@ -244,7 +244,7 @@ func TestBadEvents(t *testing.T) {
 		{"bad json", []Event{{Kind: KindDiagnostic, Data: json.RawMessage(`{"a":`)}}, "not valid JSON"},
 		{"seq set", []Event{{Kind: KindRunStarted, Seq: 7}}, "assigned by the log"},
 		{"no role", []Event{{Kind: KindMessage, Message: &history.Message{}}}, "no role"},
-		{"bad role", []Event{{Kind: KindMessage, Message: &history.Message{Role: "system"}}}, `"system"`},
+		{"bad role", []Event{{Kind: KindMessage, Message: &history.Message{Role: "developer"}}}, `"developer"`},
 		{"tool without call id", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleTool}}}, "tool_call_id"},
 		{"invalid utf-8", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "a\xffb"}}}}}, "invalid UTF-8"},
 		{"bad json block", []Event{{Kind: KindMessage, Message: &history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: json.RawMessage(`{"a"`)}}}}}, "invalid JSON"},

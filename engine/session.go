@@ -502,7 +502,10 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		clear(s.calls) // open calls are abandoned
 	}
 	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputs: inputs}
-	if m.Role == history.RoleUser {
+	if history.IsPersonPrompt(m) {
+		// The current and the first request are prompts a person wrote,
+		// never a reminder or an agent's environment item (docs/design.md
+		// §5.2).
 		c := en
 		s.req = &c
 		if s.first == nil {
@@ -528,7 +531,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 		return
 	}
 	s.sinceUsage += t
-	if m.Role == history.RoleUser {
+	if history.IsPersonPrompt(m) {
 		// A user prompt begins a new run (docs/design.md §5.5).
 		s.failures = 0
 		s.circuitOpen = false

@@ -19,6 +19,11 @@ const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
 	RoleTool      Role = "tool"
+	// RoleSystem is a system message inside the history (Claude Code's
+	// reminders, Anthropic's mid-conversation system messages): it stays
+	// where it was sent, with its role, and is neither the system prompt
+	// nor a prompt a person wrote (docs/design.md §2). Text blocks only.
+	RoleSystem Role = "system"
 )
 
 // BlockType names the kind of one content block.

@@ -1,6 +1,9 @@
 package history
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Each injected shape IsPersonPrompt lists is not a person's prompt; the
 // person's words around a reminder are.
@@ -31,5 +34,31 @@ func TestIsPersonPrompt(t *testing.T) {
 		if got := IsPersonPrompt(tc.m); got != tc.want {
 			t.Errorf("%s: IsPersonPrompt = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A system message inside the history (docs/design.md §2) is accepted as
+// text, keeps its role, is not a person's prompt, and is refused with an
+// image or while a call waits on its result.
+func TestSystemMessageInHistory(t *testing.T) {
+	var s State
+	sys := text(RoleSystem, "<system-reminder>agents: Explore</system-reminder>")
+	if err := s.Check(sys); err != nil {
+		t.Fatalf("a system message: %v", err)
+	}
+	if IsPersonPrompt(sys) {
+		t.Error("a system message is a person's prompt")
+	}
+	img := Message{Role: RoleSystem, Content: []Block{{Type: BlockImage, MediaType: "image/png", Data: "AAAA"}}}
+	if err := s.Check(img); err == nil || !strings.Contains(err.Error(), "text blocks only") {
+		t.Errorf("an image in a system message: %v", err)
+	}
+	s.Apply(text(RoleUser, "go"))
+	s.Apply(calls(call("a", "Bash")))
+	if err := s.Check(sys); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("a system message while a call is open: %v", err)
+	}
+	if vs := CheckRequest([]Message{text(RoleUser, "go"), sys, text(RoleAssistant, "ok")}, Rules{}); len(vs) > 0 {
+		t.Errorf("a request with a system message: %v", vs)
 	}
 }

@@ -197,7 +197,7 @@ func (c *Checker) Extend(msgs []Message) {
 			if j := slices.Index(c.pending, m.ToolCallID); j >= 0 {
 				c.pending = slices.Delete(c.pending, j, j+1)
 			}
-		case RoleUser, RoleAssistant:
+		case RoleUser, RoleAssistant, RoleSystem:
 			if len(m.Content) == 0 {
 				add(i, RuleEmptyMessage, textEmptyMessage)
 			}
@@ -207,7 +207,7 @@ func (c *Checker) Extend(msgs []Message) {
 					break
 				}
 			}
-			if m.Role == RoleUser {
+			if m.Role != RoleAssistant {
 				continue
 			}
 			c.tail.asst, c.tail.asstEmpty, c.tail.asstProduced = i, len(m.Content) == 0, m.Model != ""

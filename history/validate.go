@@ -104,7 +104,9 @@ func (s *State) openIndex(id string) int {
 
 // Check reports whether m may be appended after the state's history, without
 // changing the state. The rules (docs/design.md §2):
-//   - role is user, assistant or tool;
+//   - role is user, assistant, tool or system;
+//   - a system message holds text blocks only, at least one, and is
+//     refused while calls are open (their results come first);
 //   - every string field, and Input and JSON, is valid UTF-8;
 //   - every block has a known type and only the fields of that type;
 //     tool_call blocks (id, name and JSON input, all required, the id never
@@ -161,6 +163,13 @@ func (s *State) Check(m Message) error {
 			}
 			ids[b.ID] = true
 		}
+	case RoleSystem:
+		if len(m.Content) == 0 {
+			return invalid("content", "a system message needs at least one block")
+		}
+		if len(s.open) > 0 {
+			return invalid("role", "a system message while tool call %q (%s) is open: append its result first", s.open[0].ID, s.open[0].Name)
+		}
 	case RoleUser:
 		if len(m.Content) == 0 {
 			// Providers refuse an empty user turn.
@@ -179,11 +188,18 @@ func checkFields(m *Message) error {
 		return invalid(f, "invalid UTF-8")
 	}
 	switch m.Role {
-	case RoleUser, RoleAssistant, RoleTool:
+	case RoleUser, RoleAssistant, RoleTool, RoleSystem:
 	case "":
-		return invalid("role", "empty role (want user, assistant or tool)")
+		return invalid("role", "empty role (want user, assistant, tool or system)")
 	default:
-		return invalid("role", "unknown role %q (want user, assistant or tool)", m.Role)
+		return invalid("role", "unknown role %q (want user, assistant, tool or system)", m.Role)
+	}
+	if m.Role == RoleSystem {
+		for i, b := range m.Content {
+			if b.Type != BlockText {
+				return invalid(fmt.Sprintf("content[%d].type", i), "a system message holds text blocks only, not %q", b.Type)
+			}
+		}
 	}
 	if m.Role != RoleTool {
 		switch {

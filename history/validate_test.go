@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 		{"empty content", nil, Message{Role: RoleAssistant}, "", ""},
 
 		{"empty role", nil, Message{Content: []Block{{Type: BlockText, Text: "x"}}}, "role", "empty role"},
-		{"unknown role", nil, text("system", "x"), "role", `unknown role "system"`},
+		{"unknown role", nil, text("developer", "x"), "role", `unknown role "developer"`},
 		{"invalid utf8 text", nil, text(RoleUser, "a\xffb"), "content[0].text", "invalid UTF-8"},
 		{"invalid utf8 role", nil, Message{Role: "us\xff"}, "role", "invalid UTF-8"},
 		{"invalid utf8 tool_call_id", []Message{calls(call("a", "read"))}, result("a\xff", "x"), "tool_call_id", "invalid UTF-8"},

@@ -264,6 +264,20 @@ func TestSystemMessageForwardedAsSent(t *testing.T) {
 			t.Errorf("request %d: %d cache markers in messages, want %d", i, n, i+1)
 		}
 	}
+	// Stored as system messages where they were (docs/design.md §2), not
+	// as user text: neither is the current request.
+	f.settle()
+	a, err := f.eng.Context(context.Background(), id, engineContextNoPreSend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range a.Messages {
+		roles = append(roles, string(m.Role))
+	}
+	if got := strings.Join(roles, ","); !strings.HasPrefix(got, "user,system,assistant,system,user") {
+		t.Errorf("stored roles %s, want user,system,assistant,system,user…", got)
+	}
 }
 
 // Text ctxd has not rewritten goes upstream as the client's bytes: a lone

@@ -63,6 +63,7 @@ type Upstream struct {
 
 	mu     sync.Mutex
 	seen   map[[32]byte]bool // chain digests of every prefix sent
+	elems  map[[32]byte]element
 	next   []history.Message
 	usage  Usage
 	bodies [][]byte // the agent requests received (not summaries)
@@ -71,7 +72,7 @@ type Upstream struct {
 
 // StartUpstream starts an Upstream on loopback, closed when tb ends.
 func StartUpstream(tb testing.TB) *Upstream {
-	u := &Upstream{seen: map[[32]byte]bool{}}
+	u := &Upstream{seen: map[[32]byte]bool{}, elems: map[[32]byte]element{}}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
 	tb.Cleanup(u.srv.Close)
 	return u
@@ -118,9 +119,13 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var f map[string]json.RawMessage
-	var msgs []json.RawMessage
-	if json.Unmarshal(body, &f) != nil || json.Unmarshal(f["messages"], &msgs) != nil {
+	if json.Unmarshal(body, &f) != nil {
 		u.fail(w, "not a Messages request")
+		return
+	}
+	msgs, ok := splitArray(f["messages"])
+	if !ok {
+		u.fail(w, "messages is not an array")
 		return
 	}
 	summary := bytes.Contains(body, summaryKey)
@@ -179,7 +184,62 @@ func (u *Upstream) fail(w http.ResponseWriter, msg string) {
 }
 
 // markerRE matches a cache marker field in an element's JSON.
-var markerRE = regexp.MustCompile(`,?"cache_control":\{[^{}]*\}`)
+var (
+	markerRE  = regexp.MustCompile(`,?"cache_control":\{[^{}]*\}`)
+	markerKey = []byte(`"cache_control"`)
+)
+
+// element is what bill keeps of an element's bytes: the digest and size
+// of its JSON without cache markers, and whether it had one.
+type element struct {
+	digest [32]byte
+	tokens uint64
+	marked bool
+}
+
+// splitArray cuts a JSON array into its elements' bytes without decoding
+// them (the body is valid JSON: json.Unmarshal read it).
+func splitArray(raw json.RawMessage) ([]json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return nil, false
+	}
+	var out []json.RawMessage
+	depth, start, inStr, esc := 0, -1, false, false
+	for i := 1; i < len(raw)-1; i++ {
+		c := raw[i]
+		switch {
+		case inStr:
+			if esc {
+				esc = false
+			} else if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				inStr = false
+			}
+			continue
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, bytes.TrimSpace(raw[start:i]))
+			start = -1
+			continue
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, bytes.TrimSpace(raw[start:len(raw)-1]))
+	}
+	return out, true
+}
 
 // bill is the cache model of Upstream for the request's elements: tokens
 // read from the cache, written to it, and uncached input.
@@ -188,20 +248,30 @@ func (u *Upstream) bill(elems []json.RawMessage) (read, write, input uint64) {
 	lastMarker := -1
 	sizes := make([]uint64, len(elems))
 	chains := make([][32]byte, len(elems))
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	for i, e := range elems {
-		if markerRE.Match(e) {
+		key := sha256.Sum256(e)
+		el, ok := u.elems[key]
+		if !ok {
+			plain := []byte(e)
+			if bytes.Contains(e, markerKey) {
+				el.marked = true
+				plain = markerRE.ReplaceAll(e, nil)
+			}
+			el.digest, el.tokens = sha256.Sum256(plain), uint64(len(plain)+3)/4
+			u.elems[key] = el
+		}
+		if el.marked {
 			lastMarker = i
 		}
-		plain := markerRE.ReplaceAll(e, nil)
-		sizes[i] = uint64(len(plain)+3) / 4
+		sizes[i] = el.tokens
 		h := sha256.New()
 		h.Write(chain[:])
-		h.Write(plain)
+		h.Write(el.digest[:])
 		copy(chain[:], h.Sum(nil))
 		chains[i] = chain
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	cached := 0
 	for cached < len(elems) && u.seen[chains[cached]] {
 		cached++

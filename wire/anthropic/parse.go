@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/ctxd/ctxd/history"
 )
@@ -220,7 +221,7 @@ type WireMessage struct {
 // message into one tool message per tool_result block (in order, named from
 // toolNames, the tool_use ids seen so far → tool name) followed by a user
 // message holding its other blocks, if any. A "system" message inside the
-// list (Claude Code sends one) becomes a user message of its text. The
+// list (Claude Code sends one) becomes a system message of its text blocks. The
 // assistant's tool_use ids are added to toolNames. Errors name the field
 // ("content[2]: …", "role: …").
 func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.Message, error) {
@@ -254,10 +255,18 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 		}
 		return out, nil
 	case "system":
-		if t := JoinText(blocks); t != "" {
-			return []history.Message{{Role: history.RoleUser, Content: []history.Block{textBlock(t)}}}, nil
+		// Kept where it was, with its role (docs/design.md §2): its text
+		// blocks, blank ones left out.
+		var content []history.Block
+		for _, b := range blocks {
+			if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+				content = append(content, textBlock(b.Text))
+			}
 		}
-		return nil, nil
+		if len(content) == 0 {
+			return nil, nil
+		}
+		return []history.Message{{Role: history.RoleSystem, Content: content}}, nil
 	default:
 		return nil, fmt.Errorf("role: %q is not user or assistant", m.Role)
 	}

@@ -179,8 +179,11 @@ func AppendMessages(out []Message, msgs []history.Message) []Message {
 			out = append(out, Message{Role: "user", Content: []Block{res}})
 		default:
 			role := "user"
-			if m.Role == history.RoleAssistant {
+			switch m.Role {
+			case history.RoleAssistant:
 				role = "assistant"
+			case history.RoleSystem:
+				role = "system"
 			}
 			blocks := make([]Block, 0, len(m.Content))
 			for _, b := range m.Content {

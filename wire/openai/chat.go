@@ -138,6 +138,8 @@ func RenderChat(system string, tools []history.ToolDef, msgs []history.Message) 
 				text = "[error] " + text
 			}
 			out.Messages = append(out.Messages, ChatMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: jsonString(text)})
+		case history.RoleSystem:
+			out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: jsonString(plainText(m.Content))})
 		default:
 			out.Messages = append(out.Messages, ChatMessage{Role: "user", Content: userContent(m.Content)})
 		}

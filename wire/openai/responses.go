@@ -431,11 +431,15 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 				out = append(out, item)
 				continue
 			}
+			role := "user"
+			if m.Role == history.RoleSystem {
+				role = "system"
+			}
 			add(struct {
 				Type    string            `json:"type"`
 				Role    string            `json:"role"`
 				Content []json.RawMessage `json:"content"`
-			}{"message", "user", inputParts(m.Content)})
+			}{"message", role, inputParts(m.Content)})
 		}
 	}
 	return out
