@@ -644,6 +644,15 @@ type Disk struct {
 	Error string `json:"error,omitempty"`
 }
 
+// ProxyCredential is one client credential's stored usage.
+type ProxyCredential struct {
+	// Credential is the credential's hash; Sessions its proxied sessions;
+	// Bytes the message bytes they recorded.
+	Credential string `json:"credential"`
+	Sessions   int    `json:"sessions"`
+	Bytes      uint64 `json:"bytes"`
+}
+
 // ProxyUpstream is one upstream of the provider proxy (docs/design.md §10).
 type ProxyUpstream struct {
 	// Name is the [proxy.upstreams.<name>] key: "anthropic" or "openai".
@@ -685,4 +694,9 @@ type ProxyStatus struct {
 	// docs/design.md §4a: forwarded as sent for the provider to judge, not
 	// recorded, not counted in Violations.
 	ClientRuleBreaks uint64 `json:"client_rule_breaks"`
+	// Credentials is what each client credential keeps stored
+	// ([proxy.quotas]), most bytes first: the credential's hash (12 hex
+	// digits of its keyed fingerprint, the proxied sessions'
+	// proxy.credential label), never the credential.
+	Credentials []ProxyCredential `json:"credentials,omitempty"`
 }

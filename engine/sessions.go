@@ -8,11 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 )
 
 // CreateParams is a new session (docs/design.md §7 POST /v1/sessions).
@@ -717,4 +720,32 @@ func (e *Engine) Events(ctx context.Context, id string, fromSeq uint64, follow b
 		}
 		fromSeq = next
 	}
+}
+
+// DeleteSessionFiles deletes session id as DeleteSession does, and then
+// its directory of offloaded results and recall files (the session's
+// expiry, docs/operating.md "Limits"). Errors: DeleteSession's; a
+// directory that cannot be removed is logged.
+func (e *Engine) DeleteSessionFiles(ctx context.Context, id string) error {
+	cfg := e.Config()
+	dir := cfg.Offload.Dir
+	if dir == "" {
+		dir = e.opts.OffloadDir
+	}
+	if dir == "" && cfg.Storage.DataDir != "" {
+		dir = filepath.Join(cfg.Storage.DataDir, "offload")
+	}
+	if err := e.DeleteSession(ctx, id); err != nil {
+		return err
+	}
+	if dir == "" {
+		return nil
+	}
+	sd, err := offload.New(cfg.Offload, dir, nil, e.log).SessionDir(id)
+	if err == nil {
+		if err := os.RemoveAll(sd); err != nil {
+			e.log.Warn("files of a deleted session not removed", "session", id, "dir", sd, "err", err)
+		}
+	}
+	return nil
 }

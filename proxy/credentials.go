@@ -18,12 +18,55 @@ const ClientBinding = "proxy-client"
 // restarted since its last request).
 var errNoCredential = errors.New("a proxied session is summarized with its client's credential, held in memory only: the compaction waits for the client's next request")
 
+// errNotAccepted: with proxy.summarizer = "bindings", the session's
+// client has not shown a credential the upstream accepted.
+var errNotAccepted = errors.New("the operator's summarizer bindings are used only for a client whose credential the upstream accepted: the compaction waits until it has")
+
+// acceptedMax bounds the credential fingerprints remembered as accepted.
+const acceptedMax = 4096
+
+// accept remembers that the upstream accepted the credential fp (an
+// answer under 300): it may now cause summarizer calls on the operator's
+// bindings, and its X-Ctxd-Context-Limit header is taken.
+func (p *Proxy) accept(fp string) {
+	if fp == "" {
+		return
+	}
+	p.acceptedMu.Lock()
+	defer p.acceptedMu.Unlock()
+	if _, ok := p.accepted[fp]; ok {
+		return
+	}
+	if len(p.accepted) >= acceptedMax {
+		for k := range p.accepted {
+			delete(p.accepted, k)
+			if len(p.accepted) < acceptedMax*3/4 {
+				break
+			}
+		}
+	}
+	p.accepted[fp] = struct{}{}
+}
+
+// isAccepted reports whether the upstream accepted the credential fp since
+// the daemon started.
+func (p *Proxy) isAccepted(fp string) bool {
+	p.acceptedMu.Lock()
+	defer p.acceptedMu.Unlock()
+	_, ok := p.accepted[fp]
+	return ok
+}
+
 // heldCredential is a client's credential and prompt prefix, kept in memory
 // only, for the summarizer calls of its session: never stored, never
 // logged.
 type heldCredential struct {
 	cred  config.Credential
 	model string
+	// release releases the credential's hold on the redactor.
+	release func()
+	// fp is the credential's fingerprint (acceptance, quotas).
+	fp string
 }
 
 // credentials maps a session id to the credential of its latest request.
@@ -33,12 +76,12 @@ type credentials struct {
 }
 
 // holdCredential keeps the credential of a session's latest request.
-func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
-	c := &heldCredential{model: req.model, cred: config.Credential{
+func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string) {
+	c := &heldCredential{fp: fp, model: req.model, cred: config.Credential{
 		APIKey:        h.Get("X-Api-Key"),
 		Authorization: h.Get("Authorization"),
 		Beta:          h.Get("Anthropic-Beta"),
-	}}
+	}, release: p.holdSecrets(h)}
 	if req.d == dialectAnthropic || req.d == nil {
 		// The summarizer request extends the prefix the provider cached:
 		// the client's own system and tools (Messages API only: a Responses
@@ -63,12 +106,16 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header) {
 	if _, ok := p.creds.m[id]; !ok && len(p.creds.m) >= maxCredentials {
 		// Bounded memory: forget some; their sessions' compactions wait
 		// for their clients' next requests, as after a restart.
-		for k := range p.creds.m {
+		for k, old := range p.creds.m {
+			old.release()
 			delete(p.creds.m, k)
 			if len(p.creds.m) < maxCredentials*3/4 {
 				break
 			}
 		}
+	}
+	if old := p.creds.m[id]; old != nil {
+		old.release()
 	}
 	p.creds.m[id] = c
 	p.creds.mu.Unlock()
@@ -82,12 +129,22 @@ const maxCredentials = 4096
 // client credential, then the extractive fallback — unless proxy.summarizer
 // is "bindings", which keeps the operator's configured bindings.
 func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.Binding, bool, error) {
-	if labels["proxy"] == "" || p.cfg.Summarizer == config.ProxySummarizerBindings {
+	if labels["proxy"] == "" {
 		return nil, false, nil
 	}
 	p.creds.mu.Lock()
 	c := p.creds.m[id]
 	p.creds.mu.Unlock()
+	if p.cfg.Summarizer == config.ProxySummarizerBindings {
+		// The operator's bindings spend the operator's keys: only for a
+		// client whose credential the upstream accepted (a compaction the
+		// owner asks for over the daemon API, with no client request
+		// held, is the owner's to pay).
+		if c != nil && !p.isAccepted(c.fp) {
+			return nil, false, errNotAccepted
+		}
+		return nil, false, nil
+	}
 	if c == nil {
 		return nil, false, errNoCredential
 	}

@@ -45,6 +45,12 @@ type exchange struct {
 	recoverServer func(w http.ResponseWriter, r *http.Request, why string) bool
 	refusal       string
 
+	// fp is the fingerprint of the client's credential; accepted is set
+	// once the upstream answered under 300 (the first byte of an answer
+	// it accepted).
+	fp       string
+	accepted bool
+
 	// d is the dialect of the endpoint (nil: not a managed endpoint);
 	// hideUsage hides the Chat usage chunk ctxd asked for.
 	d         dialect
@@ -131,6 +137,10 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request.Context())
 	d := x.d
 	p.m.upstreamStatus(d, resp.StatusCode)
+	if resp.StatusCode < 300 {
+		x.accepted = true
+		p.accept(x.fp)
+	}
 	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
 		resp.Body = &idleBody{ReadCloser: resp.Body, d: idle, key: key}
 	}

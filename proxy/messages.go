@@ -393,6 +393,11 @@ type plan struct {
 	// upstream refused it, it is not added again.
 	server, noServer bool
 	beta             string
+	// created: this request created the branch's session (deleted again
+	// when the upstream does not accept it); prev is the branch it
+	// replaces, marked superseded once the upstream accepted.
+	created bool
+	prev    *branch
 }
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -453,6 +458,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if r.Context().Err() != nil {
 			return
 		}
+		if errors.Is(err, errQuota) {
+			p.m.request(d, outcomeRefused)
+			d.writeError(w, http.StatusForbidden, "permission_error", "ctxd proxy: "+err.Error())
+			return
+		}
 		outcome := outcomePassedThrough
 		if errors.Is(err, errClientRule) {
 			outcome = outcomeClientRule
@@ -471,7 +481,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	p.managed.Add(1)
 	p.m.request(d, outcomeManaged)
 
-	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta}
+	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
 		return p.recoverOverflow(w, r, x, pl, req)
 	}
@@ -483,7 +493,51 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		w.Header().Set(HeaderDiagnostic, headerSafe(pl.diag))
 	}
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
-	p.recordAnswer(context.WithoutCancel(r.Context()), pl, x)
+	ctx := context.WithoutCancel(r.Context())
+	if !x.accepted && pl.created {
+		// Nothing costs before it is earned: the upstream did not accept
+		// the request that created the branch, so the branch goes.
+		p.dropBranch(ctx, l, pl)
+		return
+	}
+	if x.accepted && pl.prev != nil {
+		p.supersede(ctx, pl.prev, pl.b)
+	}
+	p.recordAnswer(ctx, pl, x)
+}
+
+// dropBranch deletes the session a request created when the upstream did
+// not accept the request (docs/design.md §10): a refused request leaves
+// no state. Called under the lane's lock.
+func (p *Proxy) dropBranch(ctx context.Context, l *lane, pl *plan) {
+	if err := p.eng.DeleteSession(ctx, pl.b.id); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		p.log.Warn("deleting the session of a refused request", "session", pl.b.id, "err", err)
+	}
+	if n := len(l.branches); n > 0 && l.branches[n-1] == pl.b {
+		l.branches = l.branches[:n-1]
+	}
+	p.creds.mu.Lock()
+	if c := p.creds.m[pl.b.id]; c != nil {
+		c.release()
+		delete(p.creds.m, pl.b.id)
+	}
+	p.creds.mu.Unlock()
+	p.quotaForget(pl.b.id)
+}
+
+// supersede records on prev that b replaced it (the client rewrote its
+// history), once the upstream accepted b's first request.
+func (p *Proxy) supersede(ctx context.Context, prev, b *branch) {
+	p.branches.Add(1)
+	prev.rec.SupersededBy = b.id
+	if st, err := json.Marshal(prev.rec); err == nil {
+		if _, err := p.eng.AppendWith(ctx, prev.id, nil, engine.AppendOptions{ClientState: st}); err != nil {
+			p.log.Warn("recording a superseded branch", "session", prev.id, "err", err)
+		} else {
+			prev.state = st
+		}
+	}
+	p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
 }
 
 // readBody reads a managed request's body, at most limit bytes. With a
@@ -552,7 +606,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBod
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r)})))
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r), fp: fingerprint(p.secret, r.Header)})))
 }
 
 // prepare matches the request to its branch, appends what is new, and
@@ -599,18 +653,27 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		// could be sent from.
 		return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
 	}
+	var grow uint64
+	if !pl.resend {
+		for i := from; i < m; i++ {
+			grow += uint64(len(req.messages[i]))
+		}
+		if err := p.quotaGrow(ctx, fp, "bytes", grow); err != nil {
+			return nil, err
+		}
+	}
 	if pl.b == nil {
-		b, err := p.newBranch(ctx, l, req, h, fp, agent, cs)
+		b, prev, err := p.newBranch(ctx, l, req, h, fp, agent, cs)
 		if err != nil {
 			return nil, err
 		}
-		pl.b = b
+		pl.b, pl.prev, pl.created = b, prev, true
 	} else if err := p.syncPrefix(ctx, pl.b, req); err != nil {
 		return nil, err
 	}
 	// Held before anything can compact (the post-check of this append,
 	// the pre-send check below).
-	p.holdCredential(pl.b.id, req, h)
+	p.holdCredential(pl.b.id, req, h, fp)
 	rec := pl.b.rec
 	if !pl.resend {
 		rec.N, rec.Chain, rec.Resp = m, hex.EncodeToString(cs[m][:]), nil
@@ -618,6 +681,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state}); err != nil {
 			return nil, fmt.Errorf("recording the request: %w", err)
 		}
+		p.quotaAdd(fp, pl.b.id, grow)
 		pl.b.rec, pl.b.state = rec, state
 		pl.b.chain = cs
 	}
@@ -640,55 +704,70 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 // recorded, or whose client rewrote its history: the session holds the
 // client's whole list from the start. The branch it was forked from
 // (forkedFrom), when there is one, records that it was superseded.
-func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, error) {
+func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, error) {
 	k := len(l.branches)
-	b := &branch{id: sessionID(p.secret, l.key, k), rec: record{Key: l.key}}
 	labels := map[string]string{"proxy": req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}
 	var prev *branch
+	reason := ""
 	if k > 0 {
 		prev = l.forkedFrom(cs)
 		labels["proxy.branch_of"] = prev.id
-		b.rec.BranchOf = prev.id
-		b.rec.Reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
+		reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
 	}
-	params := engine.CreateParams{ID: b.id, Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels}
+	params := engine.CreateParams{Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels}
 	if v := h.Get(HeaderContextLimit); v != "" {
+		if !p.isAccepted(fp) {
+			// Who pays (docs/decisions.md): a window override shapes
+			// compactions, so it is taken only from a client whose
+			// credential the upstream accepted.
+			return nil, nil, fmt.Errorf("%s is taken only from a client whose credential the upstream accepted; this request goes unmanaged, the next ones are managed", HeaderContextLimit)
+		}
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a number of tokens", HeaderContextLimit, v)
+			return nil, nil, fmt.Errorf("%s: %q is not a number of tokens", HeaderContextLimit, v)
 		}
 		params.ContextLimit = n
 	}
-	_, err := p.eng.CreateSession(ctx, params)
-	var fe *engine.FieldError
-	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
-		// Tools the engine cannot take (server tools without a schema)
-		// only cost the estimate their tokens.
-		params.Tools = nil
+	if err := p.quotaCheck(ctx, fp); err != nil {
+		return nil, nil, err
+	}
+	var err error
+	for tries := 0; ; tries++ {
+		params.ID = sessionID(p.secret, l.key, k)
 		_, err = p.eng.CreateSession(ctx, params)
-	}
-	if err != nil && !errors.Is(err, engine.ErrExists) {
-		return nil, fmt.Errorf("creating the session (a model the catalog lacks needs [models.%q] context_limit in the daemon's configuration, or the %s header): %w", req.model, HeaderContextLimit, err)
-	}
-	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
-	if prev != nil {
-		p.branches.Add(1)
-		prev.rec.SupersededBy = b.id
-		if st, err := json.Marshal(prev.rec); err == nil {
-			if _, err := p.eng.AppendWith(ctx, prev.id, nil, engine.AppendOptions{ClientState: st}); err != nil {
-				p.log.Warn("recording a superseded branch", "session", prev.id, "err", err)
-			} else {
-				prev.state = st
-			}
+		var fe *engine.FieldError
+		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
+			// Tools the engine cannot take (server tools without a schema)
+			// only cost the estimate their tokens.
+			params.Tools = nil
+			_, err = p.eng.CreateSession(ctx, params)
 		}
-		p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
+		if !errors.Is(err, engine.ErrExists) || tries >= maxBranchGap {
+			break
+		}
+		// A session of this name exists that the lane does not hold (an
+		// earlier branch was deleted, so loading stopped before this
+		// one): never reuse its history; the next name.
+		k++
 	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the session (a model the catalog lacks needs [models.%q] context_limit in the daemon's configuration, or the %s header): %w", req.model, HeaderContextLimit, err)
+	}
+	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}}
+	if prev != nil {
+		b.rec.BranchOf = prev.id
+	}
+	p.quotaCount(fp, b.id)
+	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
 	l.branches = append(l.branches, b)
-	return b, nil
+	return b, prev, nil
 }
+
+// maxBranchGap bounds the existing session names newBranch steps over.
+const maxBranchGap = 64
 
 // syncPrefix gives the engine a changed system prompt or tool set (a
 // recorded rewrite, docs/design.md §4), so its estimate counts them.
@@ -1221,9 +1300,9 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 	var msgs []history.Message
 	switch {
 	case x.status >= 300:
-		rec.LastError = upstreamError(x.d, x.status, x.errBody)
+		rec.LastError = p.red.String(upstreamError(x.d, x.status, x.errBody))
 	case inError != "":
-		rec.LastError = "in the stream: " + inError
+		rec.LastError = p.red.String("in the stream: " + inError)
 	case err != nil || !read:
 		p.log.Info("answer not recorded", "session", pl.b.id, "err", err)
 		return
@@ -1249,6 +1328,13 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 		return
 	}
 	pl.b.rec, pl.b.state = rec, st
+	var n uint64
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			n += uint64(len(b.Text) + len(b.Input) + len(b.Signature))
+		}
+	}
+	p.quotaAdd(x.fp, pl.b.id, n)
 }
 
 // upstreamError is a one-line record of an upstream error: the status and

@@ -30,6 +30,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/netlimit"
+	"github.com/ctxd/ctxd/internal/redact"
 )
 
 // MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
@@ -53,6 +54,11 @@ type Options struct {
 	// Registry receives the proxy's metrics (MetricRequests and the
 	// others); nil keeps them unregistered.
 	Registry prometheus.Registerer
+	// Redactor masks secrets in what the proxy logs and records; every
+	// credential a client sends is held on it (Redactor.Hold) for as long
+	// as the proxy holds it. Give it the daemon's (the one its logger
+	// and the summarizer use); nil means a redactor of the proxy's own.
+	Redactor *redact.Redactor
 }
 
 // Proxy serves the provider-compatible endpoints. It is safe for
@@ -74,6 +80,12 @@ type Proxy struct {
 
 	creds credentials
 	m     *metrics
+	red   *redact.Redactor
+	// accepted holds the fingerprints of the credentials the upstream
+	// accepted (accept).
+	acceptedMu sync.Mutex
+	accepted   map[string]struct{}
+	quota      quotas
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
@@ -106,6 +118,11 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
+	p.accepted = map[string]struct{}{}
+	p.red = o.Redactor
+	if p.red == nil {
+		p.red = redact.New()
+	}
 	p.m = newMetrics(o.Registry)
 	o.Engine.SetSessionBindings(p.sessionBindings)
 	tr := o.Transport
@@ -220,6 +237,9 @@ func (p *Proxy) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
 		r = r.WithContext(context.WithValue(r.Context(), startKey{}, time.Now()))
+		// The request's credentials are masked everywhere while it is
+		// served (docs/operating.md "Security model").
+		defer p.holdSecrets(r.Header)()
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = netlimit.NewBodyTimer(w, r, time.Duration(p.limits.BodyTimeoutMS)*time.Millisecond, p.limits.BodyMinRate)
 		}
@@ -243,7 +263,7 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		p.passed.Add(1)
 		p.m.request(nil, outcomePassedThrough)
-		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{})))
+		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{fp: fingerprint(p.secret, r.Header)})))
 	})
 }
 
@@ -282,6 +302,46 @@ func (p *Proxy) refuse(r *http.Request) string {
 		return ""
 	}
 	return fmt.Sprintf("ctxd proxy: Host %q is not a loopback name", r.Host)
+}
+
+// credentialHeaders are the request headers that carry a client's
+// credential.
+var credentialHeaders = []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key", "X-Goog-Api-Key"}
+
+// secretsOf are the credential values of h: each credential header's value
+// and, for "<scheme> <token>", the token alone.
+func secretsOf(h http.Header) []string {
+	var out []string
+	for _, k := range credentialHeaders {
+		for _, v := range h.Values(k) {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			out = append(out, v)
+			if _, tok, ok := strings.Cut(v, " "); ok && strings.TrimSpace(tok) != "" {
+				out = append(out, strings.TrimSpace(tok))
+			}
+		}
+	}
+	return out
+}
+
+// holdSecrets holds every credential of h on the redactor; the returned
+// func releases them.
+func (p *Proxy) holdSecrets(h http.Header) func() {
+	vals := secretsOf(h)
+	if len(vals) == 0 {
+		return func() {}
+	}
+	rels := make([]func(), len(vals))
+	for i, v := range vals {
+		rels[i] = p.red.Hold(v)
+	}
+	return func() {
+		for _, rel := range rels {
+			rel()
+		}
+	}
 }
 
 // headerHasToken reports whether a comma-separated header of h holds

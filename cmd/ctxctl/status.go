@@ -70,6 +70,9 @@ func proxyLine(p *api.ProxyStatus) string {
 	if p.Violations > 0 {
 		line += fmt.Sprintf("; %d assembled contexts broke docs/design.md §4a and were not sent (a bug: see the log)", p.Violations)
 	}
+	for _, c := range p.Credentials {
+		line += fmt.Sprintf("\n           credential %s: %d sessions, %d bytes", c.Credential, c.Sessions, c.Bytes)
+	}
 	return line
 }
 

@@ -19,3 +19,13 @@ func TestProxyLineShowsClientRuleBreaks(t *testing.T) {
 		t.Errorf("proxy line %q", got)
 	}
 }
+
+// `ctxctl status` shows what each client credential keeps stored, by its
+// hash.
+func TestProxyLineShowsCredentialUsage(t *testing.T) {
+	p := &api.ProxyStatus{Enabled: true, Listen: "127.0.0.1:7420", Upstream: "https://api.anthropic.com",
+		Credentials: []api.ProxyCredential{{Credential: "0123456789ab", Sessions: 3, Bytes: 4096}}}
+	if got := proxyLine(p); !strings.Contains(got, "credential 0123456789ab: 3 sessions, 4096 bytes") {
+		t.Errorf("proxy line %q", got)
+	}
+}

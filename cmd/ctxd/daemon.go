@@ -50,6 +50,9 @@ const (
 	// before their contexts are cancelled (a cancelled compaction writes
 	// no checkpoint and is simply redone after a restart).
 	poolDrainTimeout = 20 * time.Second
+	// expiryCheck is how often proxied sessions are checked for
+	// proxy.quotas.session_expiry_hours.
+	expiryCheck = time.Hour
 	// readHeaderTimeout bounds a client's request line and headers. There
 	// is no write timeout: event streams and waited compactions are long.
 	readHeaderTimeout = 10 * time.Second
@@ -391,6 +394,26 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.logger.Info("provider proxy listening", attrListen, m.proxyAddr, "upstream", m.prx.Upstream(), "openai_upstream", m.prx.OpenAIUpstream())
 	}
 
+	if m.prx != nil {
+		// Proxied sessions idle past proxy.quotas.session_expiry_hours
+		// go, with their files: at start, then every expiryCheck.
+		prx := m.prx
+		wg.Go(func() {
+			t := time.NewTimer(time.Minute)
+			defer t.Stop()
+			for {
+				select {
+				case <-poolCtx.Done():
+					return
+				case now := <-t.C:
+					if _, err := prx.Expire(poolCtx, now); err != nil && poolCtx.Err() == nil {
+						m.logger.Warn("expiring proxied sessions", attrErr, err)
+					}
+					t.Reset(expiryCheck)
+				}
+			}
+		})
+	}
 	trim := time.NewTicker(idleTrimCheck)
 	defer trim.Stop()
 	lastServed, lastActive, trimmed := served.Load(), time.Now(), true
@@ -657,7 +680,7 @@ func (m *Main) listenProxy(cfg config.Config) net.Listener {
 	if !cfg.Proxy.Enabled {
 		return nil
 	}
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg})
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor})
 	if err != nil {
 		m.proxyErr = err.Error()
 		m.logger.Error("provider proxy not started", attrErr, err)
@@ -688,6 +711,11 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 		}
 		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches, st.Violations = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches, s.Violations
 		st.ClientRuleBreaks = s.ClientRuleBreaks
+		if us, err := m.prx.Usage(context.Background()); err == nil {
+			for _, u := range us {
+				st.Credentials = append(st.Credentials, api.ProxyCredential{Credential: u.Credential, Sessions: u.Sessions, Bytes: u.Bytes})
+			}
+		}
 	}
 	return st
 }

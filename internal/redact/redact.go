@@ -86,6 +86,9 @@ func (sh shape) replace(s string) string {
 // SetSecrets may be called while others redact (a configuration reload).
 type Redactor struct {
 	secrets atomic.Pointer[secretSet]
+	// held are the secrets held for a while (Hold), shared with the
+	// Redactors With makes.
+	held atomic.Pointer[heldSet]
 }
 
 // secretSet is the compiled form of the configured secrets.
@@ -167,6 +170,20 @@ func (set *secretSet) mask(s string) string {
 	if set.grams == nil || len(s) < PartialLen {
 		return s
 	}
+	return maskRuns(s, func(b uint64) bool { return set.filter[b/64]&(1<<(b%64)) != 0 }, func(g string) bool {
+		_, ok := set.grams[g]
+		return ok
+	})
+}
+
+// maskRuns replaces every run of s covered by PartialLen-byte windows that
+// are secret with Mask: one Mask for each maximal run. maybe says whether
+// a window's hash bucket may hold a secret window (most are dismissed
+// there), is whether the window is one.
+func maskRuns(s string, maybe func(bucket uint64) bool, is func(window string) bool) string {
+	if len(s) < PartialLen {
+		return s
+	}
 	var out strings.Builder
 	last := 0          // bytes of s written to out
 	start, end := 0, 0 // the run being covered, end 0 when none
@@ -179,12 +196,11 @@ func (set *secretSet) mask(s string) string {
 		if i < PartialLen-1 {
 			continue
 		}
-		b := h >> filterShift
-		if set.filter[b/64]&(1<<(b%64)) == 0 {
+		if !maybe(h >> filterShift) {
 			continue
 		}
 		from := i + 1 - PartialLen
-		if _, ok := set.grams[s[from:i+1]]; !ok {
+		if !is(s[from : i+1]) {
 			continue
 		}
 		if end > 0 && from <= end {
@@ -236,7 +252,11 @@ func (r *Redactor) With(extra ...string) *Redactor {
 			all = append(all, p.list...)
 		}
 	}
-	return New(append(all, extra...)...)
+	n := New(append(all, extra...)...)
+	if r != nil {
+		n.held.Store(r.heldSet())
+	}
+	return n
 }
 
 // String returns s with every known secret and every key-shaped string
@@ -250,6 +270,9 @@ func (r *Redactor) String(s string) string {
 			for _, v := range p.short {
 				s = strings.ReplaceAll(s, v, Mask)
 			}
+		}
+		if h := r.held.Load(); h != nil {
+			s = h.mask(s)
 		}
 	}
 	for _, sh := range keyShapes {

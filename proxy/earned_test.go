@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/config"
+)
+
+// authError is the provider's 401 for a bad key.
+const authError = `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`
+
+func (f *fixture) sessions() []string {
+	f.t.Helper()
+	ids, err := f.eng.ListSessions(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ids
+}
+
+// TestRefusedRequestLeavesNoState: a conversation is recorded only once
+// the upstream accepted a request of it: a request the upstream refuses
+// (401, or any error before the answer's first byte) leaves no session,
+// and a refused rewrite neither adds a branch nor marks the branch it
+// would replace superseded. An accepted one records as before.
+func TestRefusedRequestLeavesNoState(t *testing.T) {
+	f := newFixture(t, testConfig())
+	f.up.script(reply{status: 401, body: authError}, reply{status: 529, body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`})
+	c := newConversation().user("hello")
+	for _, want := range []int{401, 529} {
+		if resp, b := f.post(c.body(), nil); resp.StatusCode != want {
+			t.Fatalf("got %d %s, want %d", resp.StatusCode, b, want)
+		}
+		f.settle()
+		if ids := f.sessions(); len(ids) != 0 {
+			t.Fatalf("refused with %d: sessions %v stored", want, ids)
+		}
+	}
+	resp, _ := f.post(c.body(), nil)
+	id := resp.Header.Get(HeaderSessionID)
+	f.settle()
+	if info, err := f.eng.Session(context.Background(), id); err != nil || info.Messages != 2 {
+		t.Fatalf("accepted: %+v %v", info, err)
+	}
+	// A rewrite (another answer in the client's history) refused: no new
+	// branch, the old one not superseded.
+	rewrite := newConversation().user("hello").assistant(assistantText("something else")).user("next")
+	f.up.script(reply{status: 401, body: authError})
+	if resp, _ := f.post(rewrite.body(), nil); resp.StatusCode != 401 {
+		t.Fatalf("rewrite: %d", resp.StatusCode)
+	}
+	f.settle()
+	if ids := f.sessions(); len(ids) != 1 {
+		t.Fatalf("a refused rewrite left sessions %v", ids)
+	}
+	st, _ := f.eng.ClientState(context.Background(), id)
+	if strings.Contains(string(st), "superseded_by") {
+		t.Fatalf("a refused rewrite marked the branch superseded: %s", st)
+	}
+	if resp, _ := f.post(rewrite.body(), nil); resp.StatusCode != 200 {
+		t.Fatal("rewrite accepted")
+	}
+	f.settle()
+	if ids := f.sessions(); len(ids) != 2 {
+		t.Fatalf("an accepted rewrite: sessions %v", ids)
+	}
+	if st, _ := f.eng.ClientState(context.Background(), id); !strings.Contains(string(st), "superseded_by") {
+		t.Fatalf("an accepted rewrite did not mark the old branch: %s", st)
+	}
+}
+
+// TestWindowHeaderOnlyFromAcceptedCredentials: X-Ctxd-Context-Limit from a
+// credential the upstream has not accepted is not taken (the request goes
+// unmanaged, saying why); once it accepted one, it is.
+func TestWindowHeaderOnlyFromAcceptedCredentials(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "9000", "X-Api-Key": "another-client-key-55aa77"}
+	c := newConversation().user("hello")
+	resp, _ := f.post(c.body(), hdr)
+	if resp.Header.Get(HeaderSessionID) != "" || !strings.Contains(resp.Header.Get(HeaderDiagnostic), HeaderContextLimit) {
+		t.Fatalf("unaccepted credential: session %q, diagnostic %q", resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	}
+	resp, _ = f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	info, err := f.eng.Session(context.Background(), id)
+	if err != nil || info.ContextLimit != 9000 {
+		t.Fatalf("accepted credential: %+v %v", info, err)
+	}
+}
+
+// TestOperatorBindingsOnlyForAcceptedCredentials: with proxy.summarizer =
+// "bindings", a client whose credential the upstream refuses never causes
+// a call on the operator's binding (whatever its conversation's size); a
+// client it accepted does.
+func TestOperatorBindingsOnlyForAcceptedCredentials(t *testing.T) {
+	var calls atomic.Int32
+	op := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, summaryAnswer)
+	}))
+	defer op.Close()
+	t.Setenv("CTXD_TEST_OPERATOR_KEY", "operator-key-0123456789abcdef")
+	cfg := testConfig()
+	cfg.Proxy.Summarizer = config.ProxySummarizerBindings
+	cfg.Summarizer.Bindings = []config.Binding{{Name: "operator", Provider: "anthropic", Model: "claude-haiku-4-5", BaseURL: op.URL, APIKeyEnv: "CTXD_TEST_OPERATOR_KEY"}}
+	cfg.Models["tiny-model"] = config.Model{ContextLimit: 6000, TokenFactor: 1}
+	f := newFixture(t, cfg)
+	long := func(key string) {
+		c := newConversation().user("investigate the failing build")
+		c.model = "tiny-model"
+		for i := 0; i < 8; i++ {
+			id := "toolu_" + string(rune('a'+i))
+			c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`)).results([2]string{id, strings.Repeat("word ", 700)})
+		}
+		f.post(c.user("go on").body(), map[string]string{"X-Api-Key": key})
+		f.settle()
+	}
+	for i := 0; i < 3; i++ {
+		f.up.script(reply{status: 401, body: authError})
+		long("not-a-valid-key-000111222")
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("a refused credential caused %d calls on the operator's binding", n)
+	}
+	f.post(newConversation().user("hi").body(), nil) // accepted: its credential may cost the operator
+	long(testKey)
+	if calls.Load() == 0 {
+		t.Fatal("an accepted credential's compaction never reached the operator's binding (the test shows nothing)")
+	}
+}
+
+// TestDeletedBranchNeverReused: after a proxied branch is deleted and the
+// daemon restarted, a later rewrite never continues a stored session of
+// the conversation that the proxy does not hold: the upstream gets
+// exactly the client's messages.
+func TestDeletedBranchNeverReused(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderSession: "agent-stale"}
+	a := newConversation().user("one").assistant(assistantText("two")).user("three").assistant(assistantText("four")).user("five")
+	resp, _ := f.post(a.body(), hdr)
+	b0 := resp.Header.Get(HeaderSessionID)
+	b := newConversation().user("one").assistant(assistantText("other")).user("six")
+	resp, _ = f.post(b.body(), hdr)
+	b1 := resp.Header.Get(HeaderSessionID)
+	if b1 == b0 || b1 == "" {
+		t.Fatalf("branches %q %q", b0, b1)
+	}
+	f.settle()
+	if err := f.eng.DeleteSession(context.Background(), b0); err != nil {
+		t.Fatal(err)
+	}
+	f.restart()
+	for _, c := range []*conversation{
+		newConversation().user("one").assistant(assistantText("x")).user("y"),
+		newConversation().user("one").assistant(assistantText("z")).user("w"),
+	} {
+		resp, _ := f.post(c.body(), hdr)
+		reqs := f.up.requests()
+		if got := outgoingMessages(t, reqs[len(reqs)-1].body); len(got) != 3 || resp.Header.Get(HeaderSessionID) == b1 {
+			t.Fatalf("the client sent 3 messages, the upstream got %d (session %s, the stale branch %s)", len(got), resp.Header.Get(HeaderSessionID), b1)
+		}
+	}
+}
+
+// TestQuotas: a credential at proxy.quotas.sessions gets 403 naming the
+// key for a new conversation, its others still served; one over
+// proxy.quotas.bytes likewise; Usage shows each credential's hash, never
+// the credential.
+func TestQuotas(t *testing.T) {
+	cfg := testConfig()
+	cfg.Proxy.Quotas.Sessions = 2
+	cfg.Proxy.Quotas.Bytes = 20000
+	f := newFixture(t, cfg)
+	for i, first := range []string{"alpha", "bravo"} {
+		if resp, _ := f.post(newConversation().user(first).body(), nil); resp.StatusCode != 200 {
+			t.Fatalf("conversation %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp, b := f.post(newConversation().user("charlie").body(), nil)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "proxy.quotas.sessions") {
+		t.Fatalf("a third session: %d %s", resp.StatusCode, b)
+	}
+	// Another credential is not counted against this one.
+	if resp, _ := f.post(newConversation().user("charlie").body(), map[string]string{"X-Api-Key": "second-client-key-0099"}); resp.StatusCode != 200 {
+		t.Fatalf("another credential: %d", resp.StatusCode)
+	}
+	big := newConversation().user("alpha").assistant(assistantText("ok")).user(strings.Repeat("y", 30000))
+	resp, b = f.post(big.body(), nil)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "proxy.quotas.bytes") {
+		t.Fatalf("over the bytes: %d %s", resp.StatusCode, b)
+	}
+	us, err := f.p.Usage(context.Background())
+	if err != nil || len(us) != 2 {
+		t.Fatalf("usage %+v %v", us, err)
+	}
+	fp := fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}})
+	if us[0].Credential != fp[:12] || us[0].Sessions != 2 || us[0].Bytes == 0 {
+		t.Fatalf("usage %+v", us)
+	}
+	out, _ := json.Marshal(us)
+	if strings.Contains(string(out), testKey) {
+		t.Fatal("usage shows a credential")
+	}
+	// After a restart the counts are read back from the store.
+	f.restart()
+	if resp, b := f.post(newConversation().user("delta").body(), nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("after a restart: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestSessionExpiry: Expire deletes the proxied sessions idle for
+// proxy.quotas.session_expiry_hours, with their files, and nothing else.
+func TestSessionExpiry(t *testing.T) {
+	cfg := testConfig()
+	cfg.Proxy.Quotas.SessionExpiryHours = 24
+	f := newFixture(t, cfg)
+	resp, _ := f.post(newConversation().user("hello").body(), nil)
+	id := resp.Header.Get(HeaderSessionID)
+	f.settle()
+	dir := filepath.Join(f.cfg.Storage.DataDir, id)
+	_ = os.MkdirAll(dir, 0o700)
+	_ = os.WriteFile(filepath.Join(dir, "x.txt"), []byte("offloaded"), 0o600)
+	if n, err := f.p.Expire(context.Background(), time.Now().Add(23*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("before its time: %d %v", n, err)
+	}
+	if n, err := f.p.Expire(context.Background(), time.Now().Add(25*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("expired: %d %v", n, err)
+	}
+	if ids := f.sessions(); len(ids) != 0 {
+		t.Fatalf("sessions left %v", ids)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("its files are left: %v", err)
+	}
+	if us, _ := f.p.Usage(context.Background()); len(us) != 0 {
+		t.Fatalf("usage after expiry %+v", us)
+	}
+	// The conversation starts again, fresh.
+	if resp, _ := f.post(newConversation().user("hello").body(), nil); resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
+		t.Fatal("after expiry")
+	}
+}
+
+// TestClientKeyNeverRecorded: a client credential of no known shape, echoed
+// by the upstream in an error, is held on the redactor while the proxy
+// holds it: last_error and the proxy's own log lines carry no part of it.
+func TestClientKeyNeverRecorded(t *testing.T) {
+	f := newFixture(t, testConfig())
+	key := "hunter2-plain-client-credential-7f3a9c"
+	hdr := map[string]string{"X-Api-Key": key}
+	c := newConversation().user("hello")
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	f.up.script(reply{status: 400, body: `{"type":"error","error":{"type":"invalid_request_error","message":"bad request from key ` + key + `"}}`})
+	c.assistant(assistantText("ok")).user("more")
+	if resp, _ := f.post(c.body(), hdr); resp.StatusCode != 400 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	f.settle()
+	st, _ := f.eng.ClientState(context.Background(), id)
+	if !strings.Contains(string(st), "bad request from key [REDACTED]") || strings.Contains(string(st), key[:12]) {
+		t.Fatalf("last_error: %s", st)
+	}
+	if f.p.red.Held() == 0 {
+		t.Fatal("the session's credential is not held on the redactor")
+	}
+	if strings.Contains(f.p.red.String("echo "+key), key[8:20]) {
+		t.Fatal("the held credential is not masked in part")
+	}
+}
