@@ -84,6 +84,15 @@ type Client struct {
 	// UserAgent replaces the default "ctxd-client/<Version>", e.g.
 	// "ctxctl/0.1.0".
 	UserAgent string
+	// TrustedUIDs are the uids besides the user's own and root whose
+	// socket the Client uses (with those of EnvSocketOwner). Before each
+	// connection the Client checks that the socket belongs to one of them
+	// and that its directory does too and is not writable by others
+	// (unless sticky), as ssh checks its agent socket; otherwise the
+	// request fails Unavailable naming the owner.
+	TrustedUIDs []uint32
+	// SkipSocketCheck turns that check off.
+	SkipSocketCheck bool
 
 	once   sync.Once
 	hc     *http.Client
@@ -119,7 +128,17 @@ func (c *Client) init() {
 			DisableCompression:  true, // local: compression only costs CPU
 		}
 		if socket := c.socket; socket != "" {
+			// Checked at each dial (the socket may be replaced between
+			// two): only with the real dialer, a Dial of the caller's
+			// chooses its own socket.
+			check := c.Dial == nil && !c.SkipSocketCheck
+			trusted := append(trustedOwners(os.Getenv), c.TrustedUIDs...)
 			tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+				if check {
+					if err := checkSocket(socket, trusted); err != nil {
+						return nil, err
+					}
+				}
 				return dial(ctx, "unix", socket)
 			}
 		} else {

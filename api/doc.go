@@ -13,6 +13,8 @@
 // field is an Invalid error naming it.
 package api
 
+import "strings"
+
 import "time"
 
 // Version is the version of the API and of the daemon built from this tree.
@@ -56,6 +58,23 @@ const EventsHeartbeat = 15 * time.Second
 // EnvSocket is the environment variable naming the daemon's unix socket; see
 // DefaultSocketPath.
 const EnvSocket = "CTXD_SOCKET"
+
+// EnvSocketOwner lists, comma-separated, the uids besides the user's own
+// (and root) whose socket a Client may use: another user's daemon that
+// lets this user in (daemon.allowed_uids). Unset: only the user's own.
+const EnvSocketOwner = "CTXD_SOCKET_OWNER"
+
+// splitComma splits s at commas, trimming spaces and dropping empty
+// fields.
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // ArtifactScheme prefixes an artifact URI: "artifact://<id>" (docs/design.md §6,
 // §8). Client.Artifact accepts either form.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,5 +279,77 @@ func TestClientKeyNeverRecorded(t *testing.T) {
 	}
 	if strings.Contains(f.p.red.String("echo "+key), key[8:20]) {
 		t.Fatal("the held credential is not masked in part")
+	}
+}
+
+// TestOverflowRecoveredOnlyWhenTheRetryIsAccepted: status counts an
+// overflow as recovered only when the upstream accepted the retry; a
+// retry refused for another reason (here a 529) is a failed recovery.
+func TestOverflowRecoveredOnlyWhenTheRetryIsAccepted(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := longConversation(f, 6, 300, nil)
+	f.up.script(reply{status: 400, body: overflowBody(t, "anthropic_400_prompt_too_long_with_request_id_1")},
+		reply{status: 529, body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`})
+	if resp, _ := f.post(c.body(), nil); resp.StatusCode != 529 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if n := f.p.Stats().Overflows; n != 0 {
+		t.Fatalf("a refused retry counted as %d recovered overflows", n)
+	}
+	if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": "failed"}); got != 1 {
+		t.Fatalf("failed recoveries metric %v", got)
+	}
+}
+
+// TestAnthropicOAuthTokenStaysWithAnthropic: a request ctxd does not
+// manage, carrying an Anthropic OAuth token as a bearer token and no
+// anthropic-version, goes to the Anthropic upstream, never to the OpenAI
+// one (which would receive the token).
+func TestAnthropicOAuthTokenStaysWithAnthropic(t *testing.T) {
+	var openaiHits atomic.Int32
+	oa := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { openaiHits.Add(1) }))
+	defer oa.Close()
+	f := newFixture(t, testConfig())
+	f.p.openai, _ = url.Parse(oa.URL)
+	for _, path := range []string{"/v1/models", "/api/oauth/usage"} {
+		req, _ := http.NewRequest("GET", f.url+path, nil)
+		req.Header.Set("Authorization", "Bearer sk-ant-oat01-abcdefghijklmnop")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	if openaiHits.Load() != 0 || len(f.up.requests()) != 2 {
+		t.Fatalf("openai upstream got %d, anthropic %d", openaiHits.Load(), len(f.up.requests()))
+	}
+}
+
+// TestEditedToolInputIsSent: a client that edits a recorded tool call's
+// input in its history (an agent's "edit and resend") has rewritten the
+// answer: the upstream gets the edited input, not ctxd's record of the
+// original. The same input re-encoded (spacing, key order) is no edit.
+func TestEditedToolInputIsSent(t *testing.T) {
+	f := newFixture(t, testConfig())
+	call := [][3]string{{"toolu_1", "Bash", `{"command":"ls -la","cwd":"/"}`}}
+	f.up.script(reply{stream: true, body: sse("", "", call, 100, 5)}, textAnswer("done"), reply{stream: true, body: sse("", "", call, 100, 5)})
+	same := map[string]string{HeaderSession: "agent-same"}
+	f.post(newConversation().user("list files").body(), same)
+	f.settle()
+	reencoded := newConversation().user("list files").assistant(assistantCall("toolu_1", "Bash", `{ "cwd": "/", "command": "ls -la" }`)).
+		results([2]string{"toolu_1", "a b c"})
+	f.post(reencoded.body(), same)
+	if st := f.p.Stats(); st.Branches != 0 {
+		t.Fatalf("a re-encoded input made %d branches", st.Branches)
+	}
+	edit := map[string]string{HeaderSession: "agent-edit"}
+	f.post(newConversation().user("list files").body(), edit)
+	f.settle()
+	edited := newConversation().user("list files").assistant(assistantCall("toolu_1", "Bash", `{"command":"ls /tmp","cwd":"/"}`)).
+		results([2]string{"toolu_1", "a b c"})
+	f.post(edited.body(), edit)
+	reqs := f.up.requests()
+	if got := string(reqs[len(reqs)-1].body); !strings.Contains(got, `ls /tmp`) || strings.Contains(got, `ls -la`) {
+		t.Fatalf("the upstream did not get the edited input: %s", got)
 	}
 }

@@ -162,11 +162,6 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
-		if x.retried && x.refusal == "" && x.recover != nil && x.d.isContextLength(resp.StatusCode, body) {
-			// The overflow retry was refused again: its error goes to the
-			// client, the recovery failed.
-			p.m.overflow(d, false)
-		}
 		if !x.retried && x.server && x.recoverServer != nil {
 			if why, ok := isServerShapeRefusal(x.d, resp.StatusCode, body); ok {
 				x.overflow, x.ovBody, x.refusal = resp, body, why

@@ -53,6 +53,26 @@ type record struct {
 type answerSig struct {
 	ToolCalls []string `json:"tool_calls,omitempty"`
 	Text      string   `json:"text"`
+	// Inputs are the digests of the tool calls' inputs, in order, in one
+	// JSON form (inputDigest): a client that edited a call's input in its
+	// history rewrote the answer, and its edit is sent, not ctxd's
+	// record. Absent in records of an older ctxd (not compared then).
+	Inputs []string `json:"inputs,omitempty"`
+}
+
+// inputDigest is the digest of a tool call's input in one JSON form (keys
+// sorted, no spacing): a client that re-encodes the input it received
+// gives the same digest.
+func inputDigest(in json.RawMessage) string {
+	var v any
+	b := []byte(in)
+	if json.Unmarshal(in, &v) == nil {
+		if c, err := json.Marshal(v); err == nil {
+			b = c
+		}
+	}
+	d := sha256.Sum256(b)
+	return hex.EncodeToString(d[:8])
 }
 
 func sigOf(m history.Message) *answerSig {
@@ -64,6 +84,7 @@ func sigOf(m history.Message) *answerSig {
 			h.Write([]byte(b.Text))
 		case history.BlockToolCall:
 			s.ToolCalls = append(s.ToolCalls, b.ID)
+			s.Inputs = append(s.Inputs, inputDigest(b.Input))
 		}
 	}
 	s.Text = hex.EncodeToString(h.Sum(nil))[:32]
@@ -87,7 +108,7 @@ func (s *answerSig) equal(m history.Message) bool {
 		nonEmpty = append(nonEmpty, b)
 	}
 	o := sigOf(history.Message{Content: nonEmpty})
-	return o.Text == s.Text && slices.Equal(o.ToolCalls, s.ToolCalls)
+	return o.Text == s.Text && slices.Equal(o.ToolCalls, s.ToolCalls) && (s.Inputs == nil || slices.Equal(o.Inputs, s.Inputs))
 }
 
 // lane is one conversation: its branches (ctxd sessions), newest last. Its
@@ -1267,15 +1288,22 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		p.m.overflow(req.d, false)
 		return false
 	}
-	p.overflows.Add(1)
-	p.m.overflow(req.d, true)
 	pl.out = out
 	x.body, x.retried, x.overflow = out, true, nil
 	x.server, x.beta = pl.server, pl.beta
 	if diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}
+	p.m.overflow(req.d, true)
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
+	// Recovered only when the upstream accepted the retry (status counts
+	// the overflows recovered): a retry refused again, for any reason,
+	// is a failed recovery.
+	if x.accepted {
+		p.overflows.Add(1)
+	} else {
+		p.m.overflow(req.d, false)
+	}
 	return true
 }
 

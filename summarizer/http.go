@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -45,6 +46,9 @@ func newRetryClient(o Options, logger *slog.Logger) *retryablehttp.Client {
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	own := *hc
+	own.CheckRedirect = sameHostRedirect(hc.CheckRedirect)
+	hc = &own
 	c := &retryablehttp.Client{
 		HTTPClient:   hc,
 		Logger:       slogAdapter{logger},
@@ -77,7 +81,7 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		// Connection refused, reset, EOF, TLS handshake timeout: transient.
 		// A malformed URL or an unsupported scheme is not.
 		if strings.Contains(err.Error(), "unsupported protocol scheme") ||
-			strings.Contains(err.Error(), "invalid header") {
+			strings.Contains(err.Error(), "invalid header") || strings.Contains(err.Error(), "another host: not followed") {
 			return false, err
 		}
 		return true, nil
@@ -194,4 +198,25 @@ func (s *Summarizer) post(ctx context.Context, url string, headers http.Header, 
 		return res, err
 	}
 	return res, nil
+}
+
+// sameHostRedirect follows a redirect only to the host (and scheme) of the
+// original request: a summarizer request carries a key (x-api-key, which
+// net/http does not drop on a host change) and the conversation, and a
+// 307 would send both to wherever the upstream points. Then next (the
+// caller's policy, or net/http's 10-redirect limit) decides.
+func sameHostRedirect(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		if req.URL.Host != first.Host || req.URL.Scheme != first.Scheme {
+			return fmt.Errorf("the summarizer endpoint %s redirected to %s://%s, another host: not followed (it would receive the key and the conversation)", first.Host, req.URL.Scheme, req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
