@@ -699,4 +699,10 @@ type ProxyStatus struct {
 	// digits of its keyed fingerprint, the proxied sessions'
 	// proxy.credential label), never the credential.
 	Credentials []ProxyCredential `json:"credentials,omitempty"`
+	// Conversations counts the conversations the proxy started a session
+	// for; MaxBranches is the most sessions (branches) one conversation
+	// has had: a client rewrite starts one, a client that only touches
+	// what it resends does not.
+	Conversations uint64 `json:"conversations"`
+	MaxBranches   uint64 `json:"max_branches"`
 }

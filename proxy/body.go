@@ -57,6 +57,12 @@ type request struct {
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (msgDigests.marked of this request); out of range: not known.
 	marked []bool
+	// changedAt is the first message whose bytes differ from the lane's
+	// previous request's at the same index (msgDigests.changed): a client
+	// that touched what it resent, which tolerant matching accepted, so
+	// the client-bytes indexes from there on are stale; -1 when none or
+	// not known.
+	changedAt int
 	// checked, when set, is the engine's §4a check of the messages
 	// rendered (engine.Assembled.Checked: the assembled context as it
 	// came), so the renderer answers for the client's thinking setting
@@ -84,7 +90,7 @@ func parseRequest(body []byte) (*request, error) { return parseBody(body, dialec
 // parseBody is parseRequest for the dialect d: its conversation key, and
 // the OpenAI fields.
 func parseBody(body []byte, d dialect) (*request, error) {
-	r := &request{d: d, body: body, msgStart: -1}
+	r := &request{d: d, body: body, msgStart: -1, changedAt: -1}
 	items := d.itemsKey()
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -610,8 +616,25 @@ type digest = [sha256.Size]byte
 
 // chains returns the hash chain over msgs: chains[k] covers msgs[:k]
 // (chains[0] is the zero digest), each message normalized (markers
-// removed, plain text in one form: matchForm).
-func chains(msgs []json.RawMessage) []digest { return chainsWith(nil, msgs) }
+// removed, plain text in one form: matchForm), or in the dialect's
+// tolerant form where it has one (messageDigest).
+func chains(msgs []json.RawMessage, key matchKey) []digest { return chainsWith(nil, msgs, key) }
+
+// matchKey is a dialect's tolerant form of a message for matching
+// (docs/design.md §10: what real clients change in what they resend is
+// left out); ok false: the message has none and is matched by its bytes.
+type matchKey func(raw []byte) (key []byte, ok bool)
+
+// messageDigest is the digest a message is matched by: of its tolerant
+// form when key gives one, else of its normalized bytes.
+func messageDigest(m []byte, key matchKey) digest {
+	if key != nil {
+		if k, ok := key(m); ok {
+			return sha256.Sum256(k)
+		}
+	}
+	return sha256.Sum256(matchForm(normalize(m)))
+}
 
 // msgDigests remembers the digests of a lane's previous request's messages
 // by a fast keyed hash of their bytes (xxh3, a per-process seed), so a
@@ -628,6 +651,10 @@ type msgDigests struct {
 	// chain is the chain of the previous request (chains' result): while
 	// every message so far is unchanged, its links are reused.
 	chain []digest
+	// changed is the first index at which the last request's bytes
+	// differed from the one before it (a resent message touched), -1
+	// when none.
+	changed int
 }
 
 // fastSeed is the fast hash's per-process seed (xxh3: ~5× maphash's
@@ -636,7 +663,7 @@ var fastSeed = rand.Uint64()
 
 // chainsWith is chains, reusing and then updating the digests in c (nil:
 // none).
-func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
+func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 	out := make([]digest, len(msgs)+1)
 	var fast []uint64
 	var shas []digest
@@ -646,17 +673,21 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 	}
 	var buf [2 * sha256.Size]byte
 	same := c != nil // messages[:i] are the previous request's, unchanged
+	changed := -1
 	for i, m := range msgs {
 		var d digest
 		if c == nil {
-			d = sha256.Sum256(matchForm(normalize(m)))
+			d = messageDigest(m, key)
 		} else {
 			f := xxh3.HashSeed(m, fastSeed)
 			mk := false
 			if i < len(c.fast) && c.fast[i] == f {
 				d, mk = c.sha[i], c.marked[i]
 			} else {
-				d, mk, same = sha256.Sum256(matchForm(normalize(m))), hasMarker(m), false
+				d, mk, same = messageDigest(m, key), hasMarker(m), false
+				if i < len(c.fast) && changed < 0 {
+					changed = i
+				}
 			}
 			fast[i], shas[i], marked[i] = f, d, mk
 			if same && i+1 < len(c.chain) {
@@ -670,7 +701,7 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage) []digest {
 		out[i+1] = sha256.Sum256(buf[:])
 	}
 	if c != nil {
-		c.fast, c.sha, c.marked, c.chain = fast, shas, marked, out
+		c.fast, c.sha, c.marked, c.chain, c.changed = fast, shas, marked, out, changed
 	}
 	return out
 }

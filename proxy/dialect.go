@@ -34,6 +34,9 @@ type dialect interface {
 	// parse converts items[from:] to canonical messages; errors name the
 	// item.
 	parse(items []json.RawMessage, from int) ([]history.Message, error)
+	// matchKey is the tolerant form assistant messages are matched by
+	// (nil: none, items match by their normalized bytes).
+	matchKey() matchKey
 	// answerLen reports how many items from n are the recorded answer s
 	// (0: they are not).
 	answerLen(s *answerSig, items []json.RawMessage, n int) int
@@ -92,6 +95,19 @@ func (anthropicDialect) parse(raw []json.RawMessage, from int) ([]history.Messag
 		out = append(out, ms...)
 	}
 	return out, nil
+}
+
+// matchKey: an assistant message matches by anthropic.MatchKey, so a
+// client that strips thinking, re-flows whitespace, drops or reorders
+// fields or edits a tool input in what it resends does not start a branch
+// (docs/design.md §10).
+func (anthropicDialect) matchKey() matchKey {
+	return func(raw []byte) ([]byte, bool) {
+		if roleOf(raw) != "assistant" {
+			return nil, false
+		}
+		return anthropic.MatchKey(raw)
+	}
 }
 
 func (anthropicDialect) answerLen(s *answerSig, items []json.RawMessage, n int) int {
@@ -180,6 +196,8 @@ func (d openaiDialect) parse(items []json.RawMessage, from int) ([]history.Messa
 
 // answerLen: a Responses answer is the run of assistant-side items from n
 // (reasoning, message, calls); a Chat answer one assistant message.
+func (openaiDialect) matchKey() matchKey { return nil }
+
 func (d openaiDialect) answerLen(s *answerSig, items []json.RawMessage, n int) int {
 	k := 1
 	if d.responses {

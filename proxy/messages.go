@@ -58,6 +58,11 @@ type answerSig struct {
 	// history rewrote the answer, and its edit is sent, not ctxd's
 	// record. Absent in records of an older ctxd (not compared then).
 	Inputs []string `json:"inputs,omitempty"`
+	// Norm is the digest of the text with whitespace runs as one space
+	// and blank blocks left out: a client that re-flows the answer's text
+	// still sends the answer (docs/design.md §10). Empty in a record
+	// written before it existed: Text is compared then.
+	Norm string `json:"norm,omitempty"`
 }
 
 // inputDigest is the digest of a tool call's input in one JSON form (keys
@@ -77,17 +82,22 @@ func inputDigest(in json.RawMessage) string {
 
 func sigOf(m history.Message) *answerSig {
 	s := &answerSig{}
-	h := sha256.New()
+	h, n := sha256.New(), sha256.New()
 	for _, b := range m.Content {
 		switch b.Type {
 		case history.BlockText:
 			h.Write([]byte(b.Text))
+			if t := strings.Join(strings.Fields(b.Text), " "); t != "" {
+				n.Write([]byte(t))
+				n.Write([]byte{0})
+			}
 		case history.BlockToolCall:
 			s.ToolCalls = append(s.ToolCalls, b.ID)
 			s.Inputs = append(s.Inputs, inputDigest(b.Input))
 		}
 	}
 	s.Text = hex.EncodeToString(h.Sum(nil))[:32]
+	s.Norm = hex.EncodeToString(n.Sum(nil))[:32]
 	return s
 }
 
@@ -108,7 +118,11 @@ func (s *answerSig) equal(m history.Message) bool {
 		nonEmpty = append(nonEmpty, b)
 	}
 	o := sigOf(history.Message{Content: nonEmpty})
-	return o.Text == s.Text && slices.Equal(o.ToolCalls, s.ToolCalls) && (s.Inputs == nil || slices.Equal(o.Inputs, s.Inputs))
+	text := o.Text == s.Text
+	if s.Norm != "" {
+		text = o.Norm == s.Norm
+	}
+	return text && slices.Equal(o.ToolCalls, s.ToolCalls) && (s.Inputs == nil || slices.Equal(o.Inputs, s.Inputs))
 }
 
 // lane is one conversation: its branches (ctxd sessions), newest last. Its
@@ -639,8 +653,8 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
-	cs := chainsWith(&l.digests, req.messages)
-	req.marked = l.digests.marked
+	cs := chainsWith(&l.digests, req.messages, req.d.matchKey())
+	req.marked, req.changedAt = l.digests.marked, l.digests.changed
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0
@@ -784,6 +798,15 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	p.quotaCount(fp, b.id)
 	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
 	l.branches = append(l.branches, b)
+	if len(l.branches) == 1 {
+		p.conversations.Add(1)
+	}
+	for n := uint64(len(l.branches)); ; {
+		old := p.maxBranches.Load()
+		if n <= old || p.maxBranches.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	return b, prev, nil
 }
 
@@ -962,7 +985,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	p.mu.Lock()
 	idx, n := b.rawIdx, b.rawN
 	p.mu.Unlock()
-	if idx == nil || n > len(req.messages) {
+	if idx == nil || n > len(req.messages) || (req.changedAt >= 0 && req.changedAt < n) {
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
 	}
 	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]

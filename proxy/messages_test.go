@@ -427,7 +427,7 @@ func TestChainsWithReuse(t *testing.T) {
 		if i == 4 {
 			r.messages[1] = json.RawMessage(assistantText("edited"))
 		}
-		got, want := chainsWith(&c, r.messages), chains(r.messages)
+		got, want := chainsWith(&c, r.messages, dialectAnthropic.matchKey()), chains(r.messages, dialectAnthropic.matchKey())
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("request %d: chains differ", i)
 		}

@@ -50,7 +50,7 @@ func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custo
 	p.mu.Lock()
 	idx, n := b.itemIdx, b.itemN
 	p.mu.Unlock()
-	if idx == nil || n > len(req.messages) {
+	if idx == nil || n > len(req.messages) || (req.changedAt >= 0 && req.changedAt < n) {
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {

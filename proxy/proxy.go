@@ -89,6 +89,7 @@ type Proxy struct {
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
+	conversations, maxBranches                                              atomic.Uint64
 }
 
 // New returns a Proxy. Errors: a missing Engine or Secret, a bad upstream
@@ -208,13 +209,18 @@ type Stats struct {
 	// docs/design.md §4a: forwarded as sent for the provider to judge, not
 	// counted in Violations.
 	ClientRuleBreaks uint64
+	// Conversations counts the conversations whose first session this
+	// proxy created; MaxBranches is the most sessions (branches) one
+	// conversation has had since start: a client that touches what it
+	// resends must not start a branch per request (docs/design.md §10).
+	Conversations, MaxBranches uint64
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Requests: p.requests.Load(), Managed: p.managed.Load(), PassedThrough: p.passed.Load(),
 		Overflows: p.overflows.Load(), Branches: p.branches.Load(), Violations: p.violations.Load(),
-		ClientRuleBreaks: p.clientRules.Load()}
+		ClientRuleBreaks: p.clientRules.Load(), Conversations: p.conversations.Load(), MaxBranches: p.maxBranches.Load()}
 }
 
 type connPortKey struct{}

@@ -84,7 +84,7 @@ func TestRewriteStartsBranch(t *testing.T) {
 	if resp, _ = f.post(r.body(), nil); resp.Header.Get(HeaderSessionID) != second {
 		t.Errorf("the branch's next request went to %s", resp.Header.Get(HeaderSessionID))
 	}
-	if f.p.Stats().Branches != 1 {
+	if st := f.p.Stats(); st.Branches != 1 || st.MaxBranches != 2 || st.Conversations != 1 {
 		t.Errorf("stats %+v", f.p.Stats())
 	}
 }

@@ -62,8 +62,8 @@ func proxyLine(p *api.ProxyStatus) string {
 		}
 		ups = strings.Join(parts, "; ")
 	}
-	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d branches)",
-		p.Listen, ups, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Branches)
+	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d conversations, %d branches, at most %d sessions in one conversation)",
+		p.Listen, ups, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Conversations, p.Branches, p.MaxBranches)
 	if p.ClientRuleBreaks > 0 {
 		line += fmt.Sprintf("; %d client requests broke docs/design.md §4a themselves (forwarded as sent, not recorded)", p.ClientRuleBreaks)
 	}

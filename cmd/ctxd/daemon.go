@@ -716,6 +716,7 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 				st.Credentials = append(st.Credentials, api.ProxyCredential{Credential: u.Credential, Sessions: u.Sessions, Bytes: u.Bytes})
 			}
 		}
+		st.Conversations, st.MaxBranches = s.Conversations, s.MaxBranches
 	}
 	return st
 }

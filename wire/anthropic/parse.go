@@ -271,3 +271,47 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 		return nil, fmt.Errorf("role: %q is not user or assistant", m.Role)
 	}
 }
+
+// MatchKey is the form in which an assistant message a client resends is
+// matched to the answer recorded for it (docs/design.md §10). It leaves
+// out what real clients change in what they resend — thinking and
+// redacted_thinking blocks (stripped), whitespace in text (re-flowed:
+// runs of it count as one space, none at the ends), blank text blocks,
+// key order and fields besides these (dropped or reordered), the encoding
+// of a tool call's input (key order, spacing, escapes) — and keeps what
+// identifies the answer: its text and its tool calls' ids, names and
+// inputs, in order. An input the client edited is a rewrite of its
+// history (its edit is sent, never ctxd's stale record). ok is false when
+// raw is not an assistant message.
+func MatchKey(raw json.RawMessage) (key []byte, ok bool) {
+	var m WireMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m.Role != "assistant" {
+		return nil, false
+	}
+	blocks, err := DecodeContent(m.Content)
+	if err != nil {
+		return nil, false
+	}
+	key = append(key, "assistant\x00"...)
+	for _, b := range blocks {
+		switch b.Type {
+		case "thinking", "redacted_thinking":
+		case "text":
+			if t := strings.Join(strings.Fields(b.Text), " "); t != "" {
+				key = append(append(append(key, "t\x00"...), t...), 0)
+			}
+		case "tool_use", "server_tool_use":
+			key = append(append(append(append(append(key, "c\x00"...), b.ID...), 0), b.Name...), 0)
+			var v any
+			if json.Unmarshal(b.Input, &v) == nil {
+				in, _ := json.Marshal(v) // keys sorted, no spacing
+				key = append(append(key, in...), 0)
+			} else {
+				key = append(append(key, b.Input...), 0)
+			}
+		default:
+			key = append(append(append(key, "o\x00"...), b.Type...), 0)
+		}
+	}
+	return key, true
+}
