@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/facttest"
 	"github.com/ctxd/ctxd/recall"
+	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
 )
 
@@ -272,4 +273,63 @@ func originalText(msgs, stored []history.Message, to uint64) string {
 		}
 	}
 	return b.String()
+}
+
+// Repeated compaction holds (docs/design.md §5.3): over 3 and 5 successive
+// compactions of each corpus session with a fact list, the facts the first
+// summary kept are still in the last — at least 75 % of their weight in
+// every session and 93 % over all of them (what the last summary lost is
+// in the recall files its footer names) — and the summary's size stays
+// within the extractive budget without collapsing.
+func TestFactsSurviveRepeatedCompaction(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		var allKept, allTotal float64
+		for _, ff := range facttest.Load(t) {
+			t.Run(ff.Session+"/"+string(rune('0'+n)), func(t *testing.T) {
+				pts := facttest.Points(t, ff.Session)
+				run := runCorpusCompactions(t, pts[len(pts)-1].Msgs, n)
+				if len(run.summaries) < 2 {
+					t.Skipf("%d compactions: the session is too short to compact again", len(run.summaries))
+				}
+				first, last := run.summaries[0], run.summaries[len(run.summaries)-1]
+				var lost []string
+				var kept, total float64
+				for _, f := range ff.Facts {
+					if !f.Kept(first) {
+						continue
+					}
+					total += f.Weight
+					if f.Kept(last) {
+						kept += f.Weight
+					} else {
+						lost = append(lost, f.ID)
+					}
+				}
+				allKept, allTotal = allKept+kept, allTotal+total
+				sizes := make([]int, len(run.summaries))
+				for i, s := range run.summaries {
+					sizes[i] = len(s)
+				}
+				pct := 100 * kept / max(total, 1)
+				t.Logf("%d compactions, summary bytes %v; facts of the first summary kept by the last: %.0f %% of their weight; lost %v", len(run.summaries), sizes, pct, lost)
+				if pct < 75 {
+					t.Errorf("after %d compactions the last summary keeps %.0f %% of the first one's facts (< 75 %%); lost %v", len(run.summaries), pct, lost)
+				}
+				limit := int(summarizer.DefaultExtractiveBytes) + 1024 // the recall footer
+				for i, sz := range sizes {
+					if sz > limit {
+						t.Errorf("summary %d: %d bytes > %d", i+1, sz, limit)
+					}
+				}
+				if len(last) < len(first)/2 {
+					t.Errorf("the summary collapsed: %d bytes after %d compactions, %d after the first", len(last), len(run.summaries), len(first))
+				}
+			})
+		}
+		pct := 100 * allKept / max(allTotal, 1)
+		t.Logf("%d compactions: %.1f %% of the first summaries' fact weight kept by the last ones", n, pct)
+		if pct < 93 {
+			t.Errorf("%d compactions: %.1f %% of the first summaries' facts kept over all sessions (< 93 %%)", n, pct)
+		}
+	}
 }

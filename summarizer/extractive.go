@@ -171,7 +171,7 @@ func ExtractiveSummary(msgs []history.Message, maxBytes uint64) string {
 	// may keep, so their number is not what the checkpoint records as
 	// summarized.
 	title := fmt.Sprintf("# Checkpoint summary (extractive%s)\n\n", x.seqRange())
-	return fitItems(title, items, int(maxBytes))
+	return withCarried(x, title, items, int(maxBytes))
 }
 
 // extraction is what ExtractiveSummary gathers in one pass over msgs.
@@ -212,7 +212,10 @@ func newExtraction(msgs []history.Message) *extraction {
 			if t == "" {
 				continue
 			}
-			if len(x.users) == 0 && !x.hasPrev && isSummary(t) {
+			// The earlier summary: the first user message with its
+			// headings before any assistant turn (the engine puts the
+			// pinned context and the first request before it).
+			if len(x.assistants) == 0 && len(x.calls) == 0 && !x.hasPrev && isSummary(t) {
 				x.hasPrev = true
 				x.prev = t
 				x.prevGoal = sectionBody(t, HeadingGoal)

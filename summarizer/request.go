@@ -73,7 +73,9 @@ The current hypotheses; what was ruled out and why; what was about to be tried. 
 ## Next steps
 The concrete next actions in order, starting with the one in progress, and any question still waiting on the user.
 
-Be specific and complete: exact names, paths, identifiers, commands, values and error messages. Prefer facts over narrative; omit pleasantries.`
+Be specific and complete: exact names, paths, identifiers, commands, values and error messages. Prefer facts over narrative; omit pleasantries.
+
+If the conversation begins with an earlier checkpoint summary, this summary replaces it too: carry forward everything it kept that still matters — the first task and the goal in the user's words, decisions with their reasons, identifiers, paths and commands, errors not yet resolved, and what was about to be done — merged with what happened since. Shorten wording, never drop a fact the earlier summary kept. Leave out its "Full history" paragraph: a new one is added.`
 
 // Request is what a summarizer is asked (docs/design.md §5.3). The caller keeps
 // ownership: nothing in this package modifies a Request or its messages.

@@ -1,0 +1,323 @@
+package summarizer
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Holding over many compactions (docs/design.md §5.3). The history of a
+// second compaction starts with the first one's summary; carriedItems
+// keeps that summary's entries as items of lower priority than what
+// happened since, so a tight budget may drop them. A fact the earlier
+// summary kept must never shrink to nothing: after fitting, every line of
+// the earlier summary whose names (backticked spans, paths, identifiers,
+// quoted text) the new summary no longer holds is carried verbatim under
+// HeadingCarried, within the same byte budget (the sections are fitted
+// again to leave it room). The next compaction treats that section like
+// any other part of the earlier summary, so a line stays carried until
+// its names are back in the sections, however many compactions follow.
+
+// HeadingCarried is the section of an extractive summary holding the lines
+// of the earlier summary whose facts the other sections no longer hold.
+const HeadingCarried = "## Carried from earlier summaries"
+
+// HeadingFullHistory opens the paragraph ctxd appends to every summary
+// naming its recall file (docs/design.md §5.6); an earlier summary's is
+// never carried (the new summary gets its own).
+const HeadingFullHistory = "## Full history"
+
+// exNamesLabel opens the line of HeadingCarried listing, space-separated,
+// the names of earlier lines that did not fit.
+const exNamesLabel = "- Names from earlier summaries:"
+
+// exCarriedShare is the most of the budget, in percent, the carried lines
+// take; exCarriedLineRunes the longest carried line.
+const (
+	exCarriedShare     = 40
+	exCarriedLineRunes = 400
+	exCarriedHeadRunes = 120
+)
+
+var (
+	exTermBacktickRe = regexp.MustCompile("`[^`\n]{2,}`")
+	exTermQuoteRe    = regexp.MustCompile(`"[^"\n]{4,}"`)
+	exTermPathRe     = regexp.MustCompile(`[\w.@~-]*/[\w./@~-]*\w|\b[\w-]+\.(?:go|ts|tsx|js|jsx|mjs|py|rs|java|kt|c|h|cc|cpp|hpp|rb|php|cs|swift|md|json|toml|ya?ml|txt|sh|sql|html|css|lock|mod|sum)\b`)
+	exTermIdentRe    = regexp.MustCompile(`\b(?:[a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+|[A-Za-z]+[0-9]+[A-Za-z0-9]*)\b`)
+	exFailedTextRe   = regexp.MustCompile(`failed(?: ×\d+)?: (.{8,})`)
+	exSeqRefRe       = regexp.MustCompile(`\s*\((?:seq|seqs) [0-9, –-]+\)`)
+)
+
+// lineTerms returns the names a summary line states: what a later summary
+// must still hold for the line's fact to count as kept.
+func lineTerms(l string) []string {
+	var out []string
+	// An error's message and a fix's change are facts in themselves, not
+	// only the names in them.
+	if m := exFailedTextRe.FindStringSubmatch(l); m != nil {
+		out = append(out, truncRunes(strings.TrimSpace(m[1]), 50))
+	}
+	if rest, ok := strings.CutPrefix(l, "- fixed: "); ok {
+		out = append(out, truncRunes(exSeqRefRe.ReplaceAllString(rest, ""), 50))
+	}
+	for _, re := range []*regexp.Regexp{exTermBacktickRe, exTermQuoteRe, exTermPathRe, exTermIdentRe} {
+		for _, m := range re.FindAllString(l, -1) {
+			m = strings.Trim(m, "`\"")
+			if len(m) >= 3 {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// exPrevLine is a line of an earlier summary and the priority of its
+// section when carried (lower first).
+type exPrevLine struct {
+	text string
+	prio int
+	// missing are the names of the line the new summary lacks.
+	missing []string
+	// names marks an earlier exNamesLabel line: its missing names join
+	// the new one.
+	names bool
+}
+
+// exCarryPrio orders the sections of an earlier summary when its lines
+// are carried: what was already carried (it survived a compaction as a
+// fact the sections had dropped), errors, decisions, files and next steps
+// before reasoning, the goal (the engine carries the first and the current
+// request beside every summary, docs/design.md §5.2) and state.
+var exCarryPrio = map[string]int{
+	HeadingCarried: 0, HeadingErrors: 1, HeadingDecisions: 2, HeadingFiles: 3,
+	HeadingNextSteps: 4, HeadingReasoning: 5, HeadingGoal: 6, HeadingState: 7,
+}
+
+// prevLines returns the lines of an earlier summary that state facts: the
+// entries of its sections (not headings, labels, counts or markers), in
+// order, without the Full history paragraph.
+func prevLines(prev string) []exPrevLine {
+	if i := strings.Index(prev, "\n"+HeadingFullHistory+"\n"); i >= 0 {
+		prev = prev[:i]
+	}
+	if i := strings.Index(prev, "\n## "); i >= 0 {
+		prev = prev[i+1:] // from the first section on: no title, no preamble
+	}
+	var out []exPrevLine
+	prio := len(exCarryPrio)
+	for l := range strings.SplitSeq(prev, "\n") {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "## "):
+			p, ok := exCarryPrio[t]
+			if !ok {
+				p = len(exCarryPrio)
+			}
+			prio = p
+		case t == "", strings.HasPrefix(t, "#"), t == exCutMarker, t == "[…]", t == "—":
+		case strings.HasPrefix(t, "- Messages:"), strings.HasPrefix(t, "- Continues from"), strings.HasPrefix(t, "- Open tool rounds"),
+			strings.HasPrefix(t, "- Tools used:"), strings.HasPrefix(t, "- Failed tool calls:"):
+		case strings.HasPrefix(t, "No ") && strings.HasSuffix(t, "."):
+		case strings.HasSuffix(t, ":") && !strings.HasPrefix(t, "-") && !strings.HasPrefix(t, ">"):
+			// a group label
+		case strings.HasPrefix(t, "- `") && prio > exCarryPrio[HeadingDecisions]:
+			// A command worth re-running (a commit, a close): with the
+			// decisions, before the files' details.
+			out = append(out, exPrevLine{text: t, prio: exCarryPrio[HeadingDecisions]})
+		default:
+			out = append(out, exPrevLine{text: t, prio: prio})
+		}
+	}
+	return out
+}
+
+// exWroteRe finds the snippets of written text a file line quotes: the
+// names the edit added stay, the snippet goes when the line is carried.
+var exWroteRe = regexp.MustCompile("; wrote `[^`]*`(?:…)?(?:; wrote `[^`]*`(?:…)?)*")
+
+// lostLines returns the lines of the earlier summary prev whose facts
+// summary no longer holds, in carrying order: a line with names is lost
+// when one of them is missing; a line without names when its text (seq
+// references aside) is.
+func lostLines(prev, summary string) []exPrevLine {
+	var lost []exPrevLine
+	seen := map[string]bool{}
+	for _, pl := range prevLines(prev) {
+		l := exWroteRe.ReplaceAllString(pl.text, "")
+		if seen[l] {
+			continue
+		}
+		seen[l] = true
+		if rest, ok := strings.CutPrefix(l, exNamesLabel); ok {
+			var missing []string
+			for _, n := range strings.Fields(rest) {
+				if !strings.Contains(summary, n) {
+					missing = append(missing, n)
+				}
+			}
+			if len(missing) > 0 {
+				lost = append(lost, exPrevLine{prio: -1, missing: missing, names: true})
+			}
+			continue
+		}
+		terms := lineTerms(l)
+		kept := true
+		if len(terms) == 0 {
+			// A line without names is a fact of its own only where
+			// sentences are facts: decisions, errors, what was carried
+			// before.
+			core := strings.TrimSpace(strings.TrimLeft(exSeqRefRe.ReplaceAllString(l, ""), "->* "))
+			kept = len(core) < 30 || pl.prio > exCarryPrio[HeadingDecisions] || strings.Contains(summary, truncRunes(core, 60))
+		}
+		var missing []string
+		for _, term := range terms {
+			if !strings.Contains(summary, term) {
+				kept = false
+				missing = append(missing, term)
+			}
+		}
+		if !kept {
+			lost = append(lost, exPrevLine{text: compactLine(l, terms, summary), prio: pl.prio, missing: missing})
+		}
+	}
+	sort.SliceStable(lost, func(i, j int) bool { return lost[i].prio < lost[j].prio })
+	return lost
+}
+
+// compactLine is a lost line as carried: whole when short, else its head
+// and then every name of it the summary lacks that the head does not hold,
+// so a long line (a file with the names its edits added) keeps its facts
+// in a fraction of its bytes.
+func compactLine(l string, terms []string, summary string) string {
+	if len([]rune(l)) <= exCarriedHeadRunes+40 {
+		return l
+	}
+	head := wordHead(l, exCarriedHeadRunes)
+	var missing []string
+	seen := map[string]bool{}
+	for _, t := range terms {
+		if !seen[t] && !strings.Contains(summary, t) && !strings.Contains(head, t) {
+			seen[t] = true
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return head
+	}
+	return head + " " + strings.Join(missing, " ")
+}
+
+// wordHead is at most n runes of s, cut after its last whole word (a cut
+// name would be a name no summary holds), with "…".
+func wordHead(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	h := string(r[:n])
+	if i := strings.LastIndex(h, " "); i > 0 {
+		h = h[:i]
+	}
+	return h + " …"
+}
+
+// carriedSection renders lost lines under HeadingCarried in at most max
+// bytes, in carrying order; the names of the lines that do not fit (a
+// two fifths of max are kept for them) close the section on one line, so a
+// name the earlier summary kept is never lost while the budget holds it.
+// "" when nothing fits.
+func carriedSection(lost []exPrevLine, max int) string {
+	head := "\n\n" + HeadingCarried + "\n"
+	namesLabel := exNamesLabel
+	if len(lost) == 0 || max <= len(head)+len(namesLabel)+20 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	linesMax := max - max*2/5
+	var left []exPrevLine
+	for _, pl := range lost {
+		if pl.names {
+			left = append(left, pl)
+			continue
+		}
+		l := pl.text
+		if !strings.HasPrefix(l, "- ") && !strings.HasPrefix(l, "> ") {
+			l = "- " + l
+		}
+		l = truncRunes(l, exCarriedLineRunes) + "\n"
+		if b.Len()+len(l) > linesMax {
+			left = append(left, pl)
+			continue // a shorter line later may fit
+		}
+		b.WriteString(l)
+	}
+	written := b.String()
+	var names []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		// A path by its file name: the distinctive part, which a search
+		// of the recall files finds (docs/design.md §5.6).
+		if i := strings.LastIndex(strings.TrimSuffix(n, "/"), "/"); i >= 0 && len(n)-i > 5 {
+			n = n[i+1:]
+		}
+		if !seen[n] && !strings.Contains(written, n) {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, pl := range left {
+		for _, n := range pl.missing {
+			if !strings.ContainsAny(n, " \t") {
+				add(n)
+				continue
+			}
+			// A command or a message: its distinctive words (a
+			// package, a flag, a path, an identifier).
+			for _, f := range strings.Fields(n) {
+				f = strings.Trim(f, "\"'`,;:()[]{}")
+				if len(f) >= 6 && strings.ContainsAny(f, "-_/.@") || len(lineTerms(f)) > 0 && len(f) >= 6 {
+					add(f)
+				}
+			}
+		}
+	}
+	if len(names) > 0 {
+		line := namesLabel
+		for _, n := range names {
+			if b.Len()+len(line)+1+len(n)+1 > max {
+				break
+			}
+			line += " " + n
+		}
+		if line != namesLabel {
+			b.WriteString(line + "\n")
+		}
+	}
+	if b.Len() == len(head) {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// withCarried returns the summary of x's items within maxBytes, followed
+// by the earlier summary's lines whose facts the sections no longer hold.
+func withCarried(x *extraction, title string, items []exItem, maxBytes int) string {
+	s := fitItems(title, items, maxBytes)
+	if !x.hasPrev {
+		return s
+	}
+	lost := lostLines(x.prev, s)
+	if len(lost) == 0 {
+		return s
+	}
+	block := carriedSection(lost, maxBytes*exCarriedShare/100)
+	if block == "" {
+		return s
+	}
+	// Fit the sections again beside the carried lines, and carry what
+	// that tighter fit dropped too, in what is left of the budget.
+	s = fitItems(title, items, maxBytes-len(block))
+	block = carriedSection(lostLines(x.prev, s), maxBytes-len(s))
+	return s + block
+}
