@@ -161,6 +161,10 @@ func ExtractiveSummary(msgs []history.Message, maxBytes uint64) string {
 	var items []exItem
 	items = append(items, x.goal()...)
 	items = append(items, x.state()...)
+	if maxBytes < exNamesBelow {
+		// A tight budget drops the lines that carry names first.
+		items = append(items, x.namesItem()...)
+	}
 	items = append(items, x.files()...)
 	items = append(items, x.decisions()...)
 	items = append(items, x.errorsAndFixes()...)
@@ -1663,6 +1667,10 @@ type exItem struct {
 	alt   string
 }
 
+// exTinyRoom is the least room, in bytes, the sections need beside their
+// headings; a smaller budget gets the goal alone.
+const exTinyRoom = 200
+
 // exSmallBudget is the budget, in bytes, below which sections say
 // "—" when empty and "[…]" when cut.
 const exSmallBudget = 3000
@@ -1680,11 +1688,21 @@ func fitItems(title string, items []exItem, maxBytes int) string {
 	for _, h := range exHeadings {
 		fixed += len(h) + 3 // "\n" after the heading, "\n\n" after the body
 	}
-	if fixed >= maxBytes {
+	if fixed+exTinyRoom >= maxBytes {
+		// No room for the sections beside their headings: the goal alone,
+		// the user's own words first (an empty section heading holds no
+		// fact).
 		var b strings.Builder
-		b.WriteString(title)
-		for _, h := range exHeadings {
-			b.WriteString(h + "\n\n")
+		b.WriteString(strings.TrimSuffix(title, "\n") + exHeadings[secGoal] + "\n")
+		goal := make([]exItem, 0, len(items))
+		for _, it := range items {
+			if it.sec == secGoal {
+				goal = append(goal, it)
+			}
+		}
+		sort.SliceStable(goal, func(a, b int) bool { return goal[a].prio < goal[b].prio })
+		for _, it := range goal {
+			b.WriteString(strings.TrimPrefix(it.text, "\n"))
 		}
 		return truncateBytes(b.String(), maxBytes)
 	}

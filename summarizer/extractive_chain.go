@@ -1,6 +1,7 @@
 package summarizer
 
 import (
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
@@ -320,4 +321,91 @@ func withCarried(x *extraction, title string, items []exItem, maxBytes int) stri
 	s = fitItems(title, items, maxBytes-len(block))
 	block = carriedSection(lostLines(x.prev, s), maxBytes-len(s))
 	return s + block
+}
+
+// Limits of the names item (namesItem), and the budget below which a
+// summary has it: above, the file and command lines have room for the
+// same names.
+const (
+	exNamesBelow    = 6144
+	exNamesFiles    = 25
+	exNamesIdents   = 30
+	exNamesCommands = 3
+)
+
+// namesItem is the densest line of a summary: the files written, the names
+// their edits added and the commands run most, names only. Identifiers,
+// files and commands are most of what an agent needs to continue and what
+// a tight budget drops first with the lines that carry them, so this one
+// line goes in at the first priority (docs/decisions.md "What the
+// extractive summary keeps").
+func (x *extraction) namesItem() []exItem {
+	var modified []*exFile
+	for _, f := range x.fileMap {
+		if f.write > 0 {
+			modified = append(modified, f)
+		}
+	}
+	sort.Slice(modified, func(i, j int) bool {
+		if modified[i].last != modified[j].last {
+			return modified[i].last > modified[j].last
+		}
+		return modified[i].path < modified[j].path
+	})
+	var files, idents []string
+	seen := map[string]bool{}
+	for _, f := range modified {
+		// The file and its directory: "core/agent-session.ts".
+		base := x.rel(f.path)
+		if parts := strings.Split(base, "/"); len(parts) > 2 {
+			base = strings.Join(parts[len(parts)-2:], "/")
+		}
+		if len(files) < exNamesFiles && !seen[base] {
+			seen[base] = true
+			files = append(files, base)
+		}
+		for _, id := range f.added {
+			if len(idents) < exNamesIdents && !seen[id] && len(id) >= 3 {
+				seen[id] = true
+				idents = append(idents, id)
+			}
+		}
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, c := range x.calls {
+		cmd := strings.TrimSpace(stripCd(c.cmd))
+		if cmd == "" {
+			continue
+		}
+		cmd = truncRunes(oneLine(cmd), 60)
+		if counts[cmd] == 0 {
+			order = append(order, cmd)
+		}
+		counts[cmd]++
+	}
+	sort.SliceStable(order, func(i, j int) bool { return counts[order[i]] > counts[order[j]] })
+	var cmds []string
+	for _, c := range order {
+		if len(cmds) == exNamesCommands || counts[c] < 2 {
+			break
+		}
+		cmds = append(cmds, fmt.Sprintf("`%s` ×%d", c, counts[c]))
+	}
+	if len(files) == 0 && len(idents) == 0 && len(cmds) == 0 {
+		return nil
+	}
+	var parts []string
+	if len(files) > 0 {
+		parts = append(parts, "files written: "+strings.Join(files, ", "))
+	}
+	if len(idents) > 0 {
+		parts = append(parts, "names added: "+strings.Join(idents, ", "))
+	}
+	if len(cmds) > 0 {
+		parts = append(parts, "run most: "+strings.Join(cmds, ", "))
+	}
+	text := "- In short — " + strings.Join(parts, "; ") + "\n"
+	alt := "- In short — " + parts[0] + "\n"
+	return []exItem{{sec: secFiles, order: -1, prio: 0, text: text, alt: alt}}
 }
