@@ -82,6 +82,15 @@ type Config struct {
 	// recorded one). Default "Summary of the conversation so far (the fake
 	// provider's server-side compaction).".
 	CompactionSummary string
+	// RecallTool, when set, is a tool the task calls once, after its file
+	// is written and before its final answer, when a request declares a
+	// tool of that name (an MCP tool such as Claude Code's
+	// mcp__ctxd__search), with RecallInput; the final answer then quotes
+	// the first line of the tool's result holding RecallExpect (or its
+	// first line), after "recalled: ".
+	RecallTool   string
+	RecallInput  map[string]any
+	RecallExpect string
 }
 
 func (c *Config) defaults() {
@@ -478,7 +487,7 @@ func (p *Provider) answer(r *MessagesRequest, body []byte, pl plan, tokens int) 
 		msg.Content = append(msg.Content, block{Type: "thinking", Thinking: th, Signature: Sign(th)})
 	}
 	switch pl.step {
-	case StepShell, StepWrite:
+	case StepShell, StepWrite, StepRecall:
 		in, _ := json.Marshal(pl.input)
 		msgsRaw := struct {
 			M json.RawMessage `json:"messages"`

@@ -17,6 +17,8 @@ const (
 	StepShell = "shell" // a shell command printing Config.OutputBytes bytes
 	StepWrite = "write" // write Config.WriteFile
 	StepFinal = "final" // the final answer text, with Config.Marker
+	// StepRecall calls Config.RecallTool before the final answer.
+	StepRecall = "recall"
 	StepSide  = "side"  // a request declaring no shell tool: a plain text answer
 	// StepSummary answers a request to summarize the conversation (an
 	// agent's own compaction, ctxd's summarizer) with a summary that carries
@@ -163,6 +165,7 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 	}
 	var evidence strings.Builder
 	wrote := false
+	recalled, recallText := false, ""
 	for _, m := range r.Messages[start:] {
 		if m.Role != "user" {
 			continue
@@ -176,6 +179,10 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 				}
 			case "tool_result":
 				text := b.ResultText()
+				if p.issuedStep(b.ToolUseID) == StepRecall {
+					recalled, recallText = true, text
+					continue
+				}
 				evidence.WriteString(text)
 				if p.issuedStep(b.ToolUseID) == StepWrite ||
 					strings.Contains(text, filepath.Base(p.cfg.WriteFile)) {
@@ -208,7 +215,41 @@ func (p *Provider) decide(r *MessagesRequest) plan {
 		return plan{step: StepWrite, tool: t.shell, code: t.shellCode, input: t.shellInput(
 			fmt.Sprintf("printf '%%s' %s > %s && echo wrote %s", shellQuote(content), shellQuote(p.cfg.WriteFile), shellQuote(filepath.Base(p.cfg.WriteFile))))}
 	}
-	return plan{step: StepFinal, text: fmt.Sprintf("The task is done: %d shell rounds run and %s written. %s", p.cfg.Rounds, p.cfg.WriteFile, p.cfg.Marker)}
+	final := fmt.Sprintf("The task is done: %d shell rounds run and %s written. %s", p.cfg.Rounds, p.cfg.WriteFile, p.cfg.Marker)
+	if p.cfg.RecallTool != "" && declares(r.Tools, p.cfg.RecallTool) {
+		if !recalled {
+			return plan{step: StepRecall, tool: p.cfg.RecallTool, input: p.cfg.RecallInput}
+		}
+		final += " recalled: " + recallLine(recallText, p.cfg.RecallExpect)
+	}
+	return plan{step: StepFinal, text: final}
+}
+
+// declares reports whether ts has a tool named name.
+func declares(ts []Tool, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// recallLine is the first line of text holding expect (the first line
+// when expect is "" or absent), cut to 300 bytes.
+func recallLine(text, expect string) string {
+	lines := strings.Split(text, "\n")
+	out := lines[0]
+	for _, l := range lines {
+		if expect != "" && strings.Contains(l, expect) {
+			out = l
+			break
+		}
+	}
+	if len(out) > 300 {
+		out = out[:300]
+	}
+	return out
 }
 
 // doneRounds is the highest shell round (≤ rounds) whose output text is in
