@@ -19,7 +19,7 @@ const (
 	StepFinal = "final" // the final answer text, with Config.Marker
 	// StepRecall calls Config.RecallTool before the final answer.
 	StepRecall = "recall"
-	StepSide  = "side"  // a request declaring no shell tool: a plain text answer
+	StepSide   = "side" // a request declaring no shell tool: a plain text answer
 	// StepSummary answers a request to summarize the conversation (an
 	// agent's own compaction, ctxd's summarizer) with a summary that carries
 	// the task's progress forward, as a real model's summary would.
