@@ -203,6 +203,9 @@ func (r corpusRun) recallText(t *testing.T) string {
 func TestRecallFilesHoldEveryFact(t *testing.T) {
 	for _, ff := range facttest.Load(t) {
 		t.Run(ff.Session, func(t *testing.T) {
+			if raceEnabled && ff.Large() {
+				t.Skip("a large corpus session: minutes under the race detector")
+			}
 			pts := facttest.Points(t, ff.Session)
 			msgs := pts[len(pts)-1].Msgs
 			run := runCorpusCompactions(t, msgs, 3)
@@ -286,6 +289,9 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 		var allKept, allTotal float64
 		for _, ff := range facttest.Load(t) {
 			t.Run(ff.Session+"/"+string(rune('0'+n)), func(t *testing.T) {
+				if raceEnabled && ff.Large() {
+					t.Skip("a large corpus session: minutes under the race detector")
+				}
 				pts := facttest.Points(t, ff.Session)
 				run := runCorpusCompactions(t, pts[len(pts)-1].Msgs, n)
 				if len(run.summaries) < 2 {
@@ -325,6 +331,9 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 					t.Errorf("the summary collapsed: %d bytes after %d compactions, %d after the first", len(last), len(run.summaries), len(first))
 				}
 			})
+		}
+		if raceEnabled {
+			continue // the large sessions were left out
 		}
 		pct := 100 * allKept / max(allTotal, 1)
 		t.Logf("%d compactions: %.1f %% of the first summaries' fact weight kept by the last ones", n, pct)

@@ -18,6 +18,9 @@ const llmSizeFactor = 1.2
 func TestExtractiveAtTheLLMSummarySize(t *testing.T) {
 	var exKept, exTotal, llmKept, exBytes, llmBytes float64
 	kindW, kindK := map[string]float64{}, map[string]float64{}
+	if raceEnabled {
+		t.Skip("the corpus's large sessions: minutes under the race detector")
+	}
 	for _, ff := range loadFacts(t) {
 		for _, pt := range factPoints(t, ff.Session) {
 			if pt.LLM == "" {

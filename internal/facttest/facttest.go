@@ -160,3 +160,10 @@ func Points(tb testing.TB, rel string) []Point {
 	msgs, _ := transcript.CloseAbandoned(tr.Messages)
 	return append(pts, Point{Name: "end", Msgs: msgs})
 }
+
+// Large reports whether ff's session is one of the large corpus sessions
+// (hundreds of tool calls, megabytes of history), which tests under the race
+// detector leave out: it makes them take minutes.
+func (ff *File) Large() bool {
+	return !strings.HasPrefix(ff.Session, "recorded/")
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package summarizer
+
+const raceEnabled = false
