@@ -485,7 +485,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// The summary ends with where the full text of what it replaces is
 	// (docs/design.md §5.6 "Recall"); the footer is sized here with the
 	// snapshot's range and written with the range retention leaves.
-	summary := res.Summary
+	summary := strings.TrimRight(res.Summary, "\n")
 	var rangeFirst uint64
 	if len(snap.raw) > 0 {
 		rangeFirst = snap.raw[0].msg.Seq

@@ -117,7 +117,10 @@ func prevLines(prev string) []exPrevLine {
 			prio = p
 		case t == "", strings.HasPrefix(t, "#"), t == exCutMarker, t == "[…]", t == "—":
 		case strings.HasPrefix(t, "- Messages:"), strings.HasPrefix(t, "- Continues from"), strings.HasPrefix(t, "- Open tool rounds"),
-			strings.HasPrefix(t, "- Tools used:"), strings.HasPrefix(t, "- Failed tool calls:"):
+			strings.HasPrefix(t, "- Tools used:"), strings.HasPrefix(t, "- Failed tool calls:"), strings.HasPrefix(t, "Failed tool calls:"),
+			strings.HasPrefix(t, "- The last tool call failed:"):
+			// counts, and the earlier state's own next step: the errors
+			// section carries the failure itself
 		case strings.HasPrefix(t, "No ") && strings.HasSuffix(t, "."):
 		case strings.HasSuffix(t, ":") && !strings.HasPrefix(t, "-") && !strings.HasPrefix(t, ">"):
 			// a group label
