@@ -85,6 +85,9 @@ type Usage struct {
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
 	OutputTokens             uint64 `json:"output_tokens"`
+	// CacheCreation1hInputTokens is the part of CacheCreationInputTokens
+	// written with the prompt cache's 1-hour lifetime.
+	CacheCreation1hInputTokens uint64 `json:"cache_creation_1h_input_tokens,omitempty"`
 }
 
 // Message is one message of a conversation (docs/design.md §2).

@@ -197,6 +197,11 @@ const (
 	// (docs/design.md §10), written in the same append as the messages it
 	// accounts for; Data belongs to the proxy (its shape is the proxy's).
 	KindClientState Kind = "client_state"
+	// KindLedger: an entry of the session's savings ledger (docs/design.md
+	// §10): a proxied request's tokens, reported usage, modelled
+	// counterfactual and cache-write causes, a summarizer call, or a
+	// change of the session's proxy mode; Data is a ledger.Entry.
+	KindLedger Kind = "ledger"
 )
 
 var kinds = map[Kind]bool{
@@ -205,7 +210,7 @@ var kinds = map[Kind]bool{
 	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true, KindOffloadFailed: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
-	KindClientState: true,
+	KindClientState: true, KindLedger: true,
 }
 
 // Kinds returns every valid Kind.
@@ -214,7 +219,7 @@ func Kinds() []Kind {
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
 		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload, KindOffloadFailed,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
-		KindSessionUpdated, KindImported, KindClientState,
+		KindSessionUpdated, KindImported, KindClientState, KindLedger,
 	}
 }
 

@@ -65,6 +65,9 @@ const (
 	// proxy.summarizer.
 	ProxySummarizerClient   = "client"
 	ProxySummarizerBindings = "bindings"
+	// ProxyModeEnforce and ProxyModeObserve are the values of proxy.mode.
+	ProxyModeEnforce = "enforce"
+	ProxyModeObserve = "observe"
 )
 
 // SourceDefault is the Sources value of a table nobody authored.
@@ -281,6 +284,7 @@ func defaultProxy() Proxy {
 		Enabled:    true,
 		Listen:     DefaultProxyListen,
 		Summarizer: ProxySummarizerClient,
+		Mode:       ProxyModeEnforce,
 		Upstreams: Upstreams{Anthropic: Upstream{
 			BaseURL:             DefaultAnthropicBaseURL,
 			DialTimeoutMS:       DefaultDialTimeoutMS,

@@ -200,6 +200,23 @@ type Model struct {
 	// TokenFactor is the calibration factor's starting value: provider
 	// tokens ÷ o200k_base tokens.
 	TokenFactor float64 `toml:"token_factor" json:"token_factor"`
+	// Price is the model's price for the savings ledger (docs/design.md
+	// §10); nil uses the built-in price of the catalog's model of that id
+	// (package ledger), and a model with neither is counted in tokens only.
+	Price *Price `toml:"price,omitempty" json:"price,omitempty"`
+}
+
+// Price is a model's list price in US dollars per million tokens
+// ([models."<id>".price], docs/design.md §10): uncached input, prompt-cache
+// writes with the 5-minute and the 1-hour lifetime, cache reads, output.
+// A provider without a write surcharge (OpenAI) has both writes equal to
+// Input.
+type Price struct {
+	Input        float64 `toml:"input" json:"input"`
+	CacheWrite5m float64 `toml:"cache_write_5m" json:"cache_write_5m"`
+	CacheWrite1h float64 `toml:"cache_write_1h" json:"cache_write_1h"`
+	CacheRead    float64 `toml:"cache_read" json:"cache_read"`
+	Output       float64 `toml:"output" json:"output"`
 }
 
 // Daemon is the [daemon] table.
@@ -320,6 +337,12 @@ type Proxy struct {
 	// then the extractive fallback) or "bindings" (the configured
 	// [[summarizer.bindings]], as for daemon-API sessions).
 	Summarizer string `toml:"summarizer" json:"summarizer"`
+	// Mode is "enforce" (the default: requests carry ctxd's assembled
+	// context) or "observe" (every request is forwarded byte-identical to
+	// the client's while ctxd records the context it would have sent and
+	// the ledger projects its savings, docs/design.md §10). A session's own
+	// mode (X-Ctxd-Mode, `ctxctl session mode`) overrides it.
+	Mode string `toml:"mode" json:"mode"`
 	// Upstreams are the providers the proxy forwards to.
 	Upstreams Upstreams `toml:"upstreams" json:"upstreams"`
 	// Limits bound what one request or client of the proxy may cost.

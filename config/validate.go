@@ -21,6 +21,9 @@ import (
 const (
 	MaxWorkers = 256
 	MaxQueue   = 65536
+	// MaxPricePerMTok bounds a [models."<id>".price] figure, in US dollars
+	// per million tokens (the dearest list price is under 200).
+	MaxPricePerMTok = 10000
 )
 
 func (s *state) problemAt(table, key string, missing bool, format string, args ...any) Problem {
@@ -188,6 +191,16 @@ func (s *state) validate() {
 		}
 		if !(m.TokenFactor > 0) || math.IsInf(m.TokenFactor, 0) {
 			s.errorf(table, keyPath("models", id, "token_factor"), "must be a finite number > 0 (provider tokens per o200k_base token, e.g. 1.0)")
+		}
+		if pr := m.Price; pr != nil {
+			for _, f := range []struct {
+				key string
+				v   float64
+			}{{"input", pr.Input}, {"cache_write_5m", pr.CacheWrite5m}, {"cache_write_1h", pr.CacheWrite1h}, {"cache_read", pr.CacheRead}, {"output", pr.Output}} {
+				if !(f.v >= 0) || math.IsInf(f.v, 0) || f.v > MaxPricePerMTok {
+					s.errorf(table, keyPath("models", id, "price", f.key), "must be a number from 0 to %d (US dollars per million tokens, e.g. 3.0)", MaxPricePerMTok)
+				}
+			}
 		}
 	}
 	check(TableDaemon, s.validateDaemon)
@@ -527,6 +540,11 @@ func (s *state) validateProxy() {
 		"messages": l.Messages, "content_blocks": l.ContentBlocks, "sse_line_bytes": l.SSELineBytes, "connections": l.Connections})
 	if l.BodyBytes > 1<<30 {
 		s.errorf(TableProxy, "proxy.limits.body_bytes", "must be at most 1073741824 (1 GiB); the providers refuse far less")
+	}
+	switch p.Mode {
+	case ProxyModeEnforce, ProxyModeObserve:
+	default:
+		s.errorf(TableProxy, "proxy.mode", "must be %q (send ctxd's context) or %q (forward every request as the client sent it and project the savings)", ProxyModeEnforce, ProxyModeObserve)
 	}
 	switch p.Summarizer {
 	case ProxySummarizerClient, ProxySummarizerBindings:

@@ -476,6 +476,11 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	for _, at := range res.Attempts {
 		e.metrics.SummarizerCall(at.Binding, at.Duration, at.Err)
 	}
+	if entries := summarizerEntries(res.Attempts, bindings, e.modeOf(s)); len(entries) > 0 {
+		if lerr := e.RecordLedger(context.WithoutCancel(ctx), id, entries...); lerr != nil {
+			e.log.Warn("summarizer calls not recorded in the ledger", "session", id, "err", lerr)
+		}
+	}
 	if err != nil {
 		return e.fail(ctx, s, sig, err, res.Attempts)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/workers"
@@ -132,6 +133,8 @@ type Metrics interface {
 	// OffloadFailed counts a tool result kept whole because its offload
 	// could not be written (docs/design.md §6).
 	OffloadFailed()
+	// Ledger counts one savings-ledger entry (docs/design.md §10).
+	Ledger(en ledger.Entry)
 }
 
 type noMetrics struct{}
@@ -142,6 +145,7 @@ func (noMetrics) SummarizerCall(string, time.Duration, error) {}
 func (noMetrics) CircuitOpened()                              {}
 func (noMetrics) ProviderRuleViolation(string)                {}
 func (noMetrics) OffloadFailed()                              {}
+func (noMetrics) Ledger(ledger.Entry)                         {}
 
 // Options configure an Engine. Log, Artifacts, Summarizer and Pool are
 // required.

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -127,6 +128,11 @@ type session struct {
 	usageAt          int
 	sinceUsage       uint64
 	editedSinceUsage uint64
+
+	// mode is the session's own proxy mode ("" follows [proxy] mode) and
+	// totals its savings ledger's totals (docs/design.md §10).
+	mode   string
+	totals ledger.Totals
 
 	// Failure circuit of the current run (docs/design.md §5.5).
 	failures    int
@@ -272,6 +278,11 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			}
 		case checkpoint.KindClientState:
 			s.clientState = ev.Data
+		case checkpoint.KindLedger:
+			var en ledger.Entry
+			if json.Unmarshal(ev.Data, &en) == nil {
+				e.applyLedger(s, en)
+			}
 		case checkpoint.KindOffload:
 			var r offload.Record
 			if json.Unmarshal(ev.Data, &r) == nil && r.ToolCallID != "" {

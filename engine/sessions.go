@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/offload"
 )
 
@@ -106,6 +107,11 @@ type Info struct {
 	ContextEditPasses int `json:"context_edit_passes,omitempty"`
 	// Offloads is the number of tool results offloaded.
 	Offloads int `json:"offloads,omitempty"`
+	// Mode is the session's own proxy mode ("enforce" or "observe"; ""
+	// follows [proxy] mode) and Ledger its savings ledger in brief (nil
+	// before the first entry; docs/design.md §10).
+	Mode   string          `json:"mode,omitempty"`
+	Ledger *ledger.Summary `json:"ledger,omitempty"`
 	// Warnings, set by CreateSession only, say what in the session's
 	// settings works against it (docs/design.md §5.2 futility).
 	Warnings []string `json:"warnings,omitempty"`
@@ -272,6 +278,7 @@ func (e *Engine) info(s *session) Info {
 	}
 	in.ContextEditPasses = s.ledger.Passes()
 	in.Offloads = len(s.offloads)
+	in.Mode, in.Ledger = s.mode, s.totals.Summary()
 	return in
 }
 
@@ -298,6 +305,9 @@ type listRow struct {
 	// Updated is the session's Info.Updated when the row was written
 	// (zero in rows of an older ctxd: the meta's then stands).
 	Updated time.Time `json:"updated,omitzero"`
+	// Mode and Ledger are Info's.
+	Mode   string          `json:"mode,omitempty"`
+	Ledger *ledger.Summary `json:"ledger,omitempty"`
 }
 
 // saveRow hands the session's listing row to the log, which writes it with
@@ -306,7 +316,8 @@ type listRow struct {
 func (e *Engine) saveRow(s *session) {
 	tokens, source := e.estimate(s)
 	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
-		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated()})
+		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated(),
+		Mode: s.mode, Ledger: s.totals.Summary()})
 	if err == nil {
 		err = e.opts.Log.PutRow(s.id, b)
 	}
@@ -421,6 +432,7 @@ func (e *Engine) rowInfo(ctx context.Context, l checkpoint.Listed) (Info, error)
 	in.Messages, in.ActiveMessages = row.Messages, row.ActiveMessages
 	in.Tokens, in.TokensSource = row.Tokens, row.TokensSource
 	in.Threshold, in.ContextLimit, in.Auto, in.Shape = row.Threshold, row.ContextLimit, row.Auto, row.Shape
+	in.Mode, in.Ledger = row.Mode, row.Ledger
 	if row.Updated.After(in.Updated) {
 		in.Updated = row.Updated
 	}

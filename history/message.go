@@ -92,6 +92,10 @@ type Usage struct {
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
 	OutputTokens             uint64 `json:"output_tokens"`
+	// CacheCreation1hInputTokens is the part of CacheCreationInputTokens
+	// written with the prompt cache's 1-hour lifetime (priced above the
+	// 5-minute one); the rest had the 5-minute lifetime.
+	CacheCreation1hInputTokens uint64 `json:"cache_creation_1h_input_tokens,omitempty"`
 }
 
 // ContextTokens is the size of the request in tokens: input plus cache

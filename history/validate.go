@@ -250,10 +250,14 @@ func checkUsage(u Usage) error {
 		{"cache_creation_input_tokens", u.CacheCreationInputTokens},
 		{"cache_read_input_tokens", u.CacheReadInputTokens},
 		{"output_tokens", u.OutputTokens},
+		{"cache_creation_1h_input_tokens", u.CacheCreation1hInputTokens},
 	} {
 		if f.n > MaxUsageTokens {
 			return invalid("usage."+f.name, "%d tokens is beyond any context window (at most %d per count)", f.n, MaxUsageTokens)
 		}
+	}
+	if u.CacheCreation1hInputTokens > u.CacheCreationInputTokens {
+		return invalid("usage.cache_creation_1h_input_tokens", "%d tokens is more than cache_creation_input_tokens (%d), of which it is a part", u.CacheCreation1hInputTokens, u.CacheCreationInputTokens)
 	}
 	return nil
 }

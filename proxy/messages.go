@@ -19,6 +19,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/netlimit"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
@@ -166,6 +167,11 @@ type branch struct {
 	// state is the client_state this proxy last read or wrote for the
 	// branch: another node of a fleet wrote when the log's differs (fresh).
 	state json.RawMessage
+	// conv is the ledger's cache models of the branch's requests and
+	// ledgerSeq the session's last seq at its last ledger entry (0: none
+	// since the proxy started), docs/design.md §10.
+	conv      ledger.Conversation
+	ledgerSeq uint64
 }
 
 // forkedFrom is the branch a request that extends none of the lane's
@@ -415,6 +421,11 @@ type plan struct {
 	b    *branch
 	out  *outBody
 	diag string
+	// observe: the client's request is sent, out is what ctxd would have
+	// sent (docs/design.md §10); limit and threshold are the session's
+	// window and threshold when out was assembled, in tokens.
+	observe          bool
+	limit, threshold uint64
 	// resend: the request is one already recorded (a retry); its answer is
 	// not recorded again when one was recorded for it (record.Resp).
 	resend bool
@@ -513,6 +524,18 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		p.passThrough(w, r, req.clientBody(), outcome, "not managed: "+err.Error())
 		return
 	}
+	mode, err := p.mode(r.Context(), pl.b.id, r.Header)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		if pl.created {
+			p.dropBranch(context.WithoutCancel(r.Context()), l, pl)
+		}
+		p.m.request(d, outcomeRefused)
+		d.writeError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
+		return
+	}
 	p.managed.Add(1)
 	p.m.request(d, outcomeManaged)
 
@@ -522,6 +545,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	x.recoverServer = func(w http.ResponseWriter, _ *http.Request, why string) bool {
 		return p.recoverServerShape(w, r, x, pl, req, why)
+	}
+	if mode == ledger.ModeObserve {
+		// Observe mode (docs/design.md §10): the client's bytes go
+		// upstream; ctxd's context was built and is only entered in the
+		// ledger. No recovery, no provider compaction: nothing of ctxd's
+		// reaches the provider.
+		pl.observe = true
+		x.body, x.hideUsage, x.server, x.beta, x.recover, x.recoverServer = req.clientBody(), false, false, "", nil, nil
 	}
 	w.Header().Set(HeaderSessionID, pl.b.id)
 	if pl.diag != "" {
@@ -538,7 +569,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if x.accepted && pl.prev != nil {
 		p.supersede(ctx, pl.prev, pl.b)
 	}
-	p.recordAnswer(ctx, pl, x)
+	p.recordAnswer(ctx, pl, x, req)
 }
 
 // dropBranch deletes the session a request created when the upstream did
@@ -842,6 +873,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}
 	msgs := a.Messages
+	pl.limit, pl.threshold = a.ContextLimit, a.Threshold
 	req.checked = &a.Checked
 	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
 		// A resend of a request already answered: send it as it was, not
@@ -1332,7 +1364,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 
 // recordAnswer appends the answer, rebuilt from what passed, with its
 // usage (the post-check, docs/design.md §5.1), or records the upstream's error.
-func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
+func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *request) {
 	var (
 		m       history.Message
 		inError string
@@ -1346,6 +1378,9 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange) {
 	case x.buf != nil && !x.buf.over && x.status < 300:
 		m, inError, err = x.d.decode(x.buf.Bytes())
 		read = true
+	}
+	if read && err == nil && inError == "" && x.status < 300 {
+		p.recordLedger(ctx, pl, req, m.Usage)
 	}
 	rec := pl.b.rec
 	var msgs []history.Message

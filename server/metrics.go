@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ctxd/ctxd/ledger"
 )
 
 // Metric names served on GET /metrics (docs/design.md §7). Labels are bounded:
@@ -36,6 +38,28 @@ const (
 	// bytes. Read with statfs on each scrape.
 	MetricDiskLow  = "ctxd_disk_low"
 	MetricDiskFree = "ctxd_disk_free_bytes"
+
+	// The savings ledger's figures (docs/design.md §10), in tokens and US
+	// dollars. MetricLedgerRequests counts proxied requests by mode
+	// ("enforce", "observe"); MetricTokensSaved the tokens ctxd kept out
+	// of enforce-mode requests; MetricCostWithout what those requests
+	// would have cost without ctxd and MetricCostPaid what the requests
+	// sent cost, by mode (in observe mode the client's own);
+	// MetricCostProjected what ctxd's requests would have cost in observe
+	// mode; MetricSummarizerCost ctxd's summarizer calls by credential
+	// ("client", "daemon"); MetricCostSaved and MetricCostAdded the net
+	// saving of each enforce-mode request and summarizer call, split by
+	// sign so both stay counters (net = saved − added);
+	// MetricCacheWrites the cache writes of ctxd's requests by cause.
+	MetricLedgerRequests = "ctxd_ledger_requests_total"
+	MetricTokensSaved    = "ctxd_tokens_saved_total"
+	MetricCostWithout    = "ctxd_cost_without_ctxd_total"
+	MetricCostPaid       = "ctxd_cost_paid_total"
+	MetricCostProjected  = "ctxd_cost_projected_total"
+	MetricSummarizerCost = "ctxd_summarizer_cost_total"
+	MetricCostSaved      = "ctxd_cost_saved_total"
+	MetricCostAdded      = "ctxd_cost_added_total"
+	MetricCacheWrites    = "ctxd_cache_write_tokens_total"
 )
 
 // sessionsScrapeTimeout bounds the session count read on each scrape.
@@ -54,6 +78,16 @@ type Metrics struct {
 	offloadFail prometheus.Counter
 	requests    *prometheus.CounterVec
 	reqSeconds  *prometheus.HistogramVec
+
+	ledgerRequests *prometheus.CounterVec
+	tokensSaved    prometheus.Counter
+	costWithout    prometheus.Counter
+	costPaid       *prometheus.CounterVec
+	costProjected  prometheus.Counter
+	summarizerCost *prometheus.CounterVec
+	costSaved      prometheus.Counter
+	costAdded      prometheus.Counter
+	cacheWrites    *prometheus.CounterVec
 }
 
 // NewMetrics registers the engine's collectors on reg and returns them:
@@ -94,8 +128,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 180},
 		}, []string{"route"}),
 	}
+	m.ledgerRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricLedgerRequests, Help: "Proxied requests entered in the savings ledger, by mode (enforce, observe)."}, []string{"mode"})
+	m.tokensSaved = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricTokensSaved, Help: "Tokens ctxd kept out of enforce-mode requests (what the client sent minus what went upstream)."})
+	m.costWithout = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCostWithout, Help: "US dollars the enforce-mode requests would have cost without ctxd (the ledger's cache model of the client's own requests)."})
+	m.costPaid = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCostPaid, Help: "US dollars the requests sent upstream cost (the provider's usage at the price table), by mode."}, []string{"mode"})
+	m.costProjected = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCostProjected, Help: "US dollars ctxd's requests would have cost in observe mode (the ledger's cache model)."})
+	m.summarizerCost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricSummarizerCost, Help: "US dollars of ctxd's summarizer calls, by whose credential paid (client, daemon)."}, []string{"credential"})
+	m.costSaved = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCostSaved, Help: "US dollars saved, net: the sum of the positive net savings of enforce-mode requests (without ctxd minus paid); net savings = this minus ctxd_cost_added_total."})
+	m.costAdded = prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCostAdded, Help: "US dollars ctxd added: the negative net savings of enforce-mode requests and every summarizer call of an enforce-mode session."})
+	m.cacheWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCacheWrites, Help: "Prompt-cache write tokens of ctxd's requests by cause (growth, compaction, pass, offload, client_change, ttl_expiry, other); observe mode's projected writes are not counted."}, []string{"cause"})
 	if reg != nil {
-		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.rules, m.offloadFail, m.requests, m.reqSeconds)
+		reg.MustRegister(m.appends, m.compactions, m.summarizer, m.circuit, m.rules, m.offloadFail, m.requests, m.reqSeconds,
+			m.ledgerRequests, m.tokensSaved, m.costWithout, m.costPaid, m.costProjected, m.summarizerCost, m.costSaved, m.costAdded, m.cacheWrites)
 	}
 	return m
 }
@@ -126,6 +170,36 @@ func (m *Metrics) ProviderRuleViolation(rule string) { m.rules.WithLabelValues(r
 // OffloadFailed counts a tool result kept whole because its offload could
 // not be written (engine.Metrics).
 func (m *Metrics) OffloadFailed() { m.offloadFail.Inc() }
+
+// Ledger counts one savings-ledger entry (engine.Metrics).
+func (m *Metrics) Ledger(en ledger.Entry) {
+	switch en.Kind {
+	case ledger.KindSummarizer:
+		m.summarizerCost.WithLabelValues(en.Credential).Add(en.Cost)
+		if en.Mode != ledger.ModeObserve {
+			m.costAdded.Add(en.Cost)
+		}
+	case ledger.KindRequest:
+		m.ledgerRequests.WithLabelValues(en.Mode).Inc()
+		m.costPaid.WithLabelValues(en.Mode).Add(en.Cost)
+		if en.Mode == ledger.ModeObserve {
+			m.costProjected.Add(en.CounterfactualCost)
+			return
+		}
+		if en.ClientTokens > en.SentTokens {
+			m.tokensSaved.Add(float64(en.ClientTokens - en.SentTokens))
+		}
+		m.costWithout.Add(en.CounterfactualCost)
+		if d := en.CounterfactualCost - en.Cost; d >= 0 {
+			m.costSaved.Add(d)
+		} else {
+			m.costAdded.Add(-d)
+		}
+		for c, n := range en.Causes {
+			m.cacheWrites.WithLabelValues(c).Add(float64(n))
+		}
+	}
+}
 
 func (m *Metrics) request(route string, code int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()

@@ -152,15 +152,36 @@ type Usage struct {
 	CacheCreationInputTokens uint64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     uint64 `json:"cache_read_input_tokens"`
 	OutputTokens             uint64 `json:"output_tokens"`
+	// CacheCreation splits CacheCreationInputTokens by the cache entry's
+	// lifetime; nil when the provider did not report it.
+	CacheCreation *CacheCreation `json:"cache_creation,omitempty"`
+}
+
+// CacheCreation is usage.cache_creation: the prompt-cache writes of a
+// request by lifetime, in tokens.
+type CacheCreation struct {
+	Ephemeral5m uint64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h uint64 `json:"ephemeral_1h_input_tokens"`
 }
 
 // Canonical returns u as history.Usage, or nil when u is nil or every count
-// is 0 (an aborted request reports zeros, which is no report at all).
+// is 0 (an aborted request reports zeros, which is no report at all). The
+// 1-hour writes are kept only when they are a part of the cache writes
+// (a provider that reports the split but not the total is taken at its
+// split).
 func (u *Usage) Canonical() *history.Usage {
 	if u == nil {
 		return nil
 	}
-	return usage(history.Usage(*u))
+	h := history.Usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+	if c := u.CacheCreation; c != nil {
+		if h.CacheCreationInputTokens == 0 {
+			h.CacheCreationInputTokens = c.Ephemeral5m + c.Ephemeral1h
+		}
+		h.CacheCreation1hInputTokens = min(c.Ephemeral1h, h.CacheCreationInputTokens)
+	}
+	return usage(h)
 }
 
 // JoinText concatenates the text of the text blocks, separated by blank

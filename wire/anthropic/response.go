@@ -214,10 +214,11 @@ type streamEvent struct {
 		Content *string `json:"content"`
 	} `json:"delta"`
 	Usage *struct {
-		InputTokens              *uint64 `json:"input_tokens"`
-		CacheCreationInputTokens *uint64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     *uint64 `json:"cache_read_input_tokens"`
-		OutputTokens             *uint64 `json:"output_tokens"`
+		InputTokens              *uint64        `json:"input_tokens"`
+		CacheCreationInputTokens *uint64        `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     *uint64        `json:"cache_read_input_tokens"`
+		OutputTokens             *uint64        `json:"output_tokens"`
+		CacheCreation            *CacheCreation `json:"cache_creation"`
 	} `json:"usage"`
 	Error *APIError `json:"error"`
 }
@@ -316,6 +317,10 @@ func (s *StreamReader) event(data []byte) {
 			set(&s.resp.Usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
 			set(&s.resp.Usage.CacheReadInputTokens, u.CacheReadInputTokens)
 			set(&s.resp.Usage.OutputTokens, u.OutputTokens)
+			if u.CacheCreation != nil {
+				c := *u.CacheCreation
+				s.resp.Usage.CacheCreation = &c
+			}
 		}
 	case "message_stop":
 		s.resp.Complete = true

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/summarizer"
+)
+
+// RecordLedger appends entries to the session's savings ledger
+// (docs/design.md §10), priced with the current configuration, as ledger
+// events of its log: kept across restarts, seen by event streams. Errors:
+// ErrInvalid, ErrNotFound, the log's.
+func (e *Engine) RecordLedger(ctx context.Context, id string, entries ...ledger.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	return e.recordLedgerLocked(ctx, s, entries)
+}
+
+func (e *Engine) recordLedgerLocked(ctx context.Context, s *session, entries []ledger.Entry) error {
+	cfg := e.Config()
+	events := make([]checkpoint.Event, len(entries))
+	for i := range entries {
+		en := &entries[i]
+		if en.Time.IsZero() {
+			en.Time = time.Now().UTC()
+		}
+		if en.Kind != ledger.KindMode {
+			en.Price(cfg)
+		}
+		b, err := json.Marshal(en)
+		if err != nil {
+			return fmt.Errorf("%w: ledger entry: %v", ErrInvalid, err)
+		}
+		events[i] = checkpoint.Event{Kind: checkpoint.KindLedger, Time: en.Time, Data: b}
+	}
+	seq, err := e.opts.Log.Append(ctx, s.id, events)
+	if err != nil {
+		return mapLogErr(s.id, err)
+	}
+	s.lastSeq = max(s.lastSeq, seq+uint64(len(events))-1)
+	for _, en := range entries {
+		e.applyLedger(s, en)
+		e.metrics.Ledger(en)
+	}
+	e.saveRow(s)
+	return nil
+}
+
+// applyLedger adds one entry to the session's totals (or its mode).
+func (e *Engine) applyLedger(s *session, en ledger.Entry) {
+	if en.Kind == ledger.KindMode {
+		s.mode = en.Mode
+		return
+	}
+	s.totals.Add(en)
+}
+
+// Ledger returns the session's ledger entries, oldest first, and their
+// totals. Errors: ErrInvalid, ErrNotFound, the log's.
+func (e *Engine) Ledger(ctx context.Context, id string) ([]ledger.Entry, ledger.Totals, error) {
+	var out []ledger.Entry
+	var t ledger.Totals
+	err := e.Events(ctx, id, 1, false, func(ev checkpoint.Event) error {
+		if ev.Kind != checkpoint.KindLedger {
+			return nil
+		}
+		var en ledger.Entry
+		if err := json.Unmarshal(ev.Data, &en); err != nil {
+			return fmt.Errorf("event %d: ledger: %w", ev.Seq, checkpoint.ErrCorrupt)
+		}
+		out = append(out, en)
+		if en.Kind != ledger.KindMode {
+			t.Add(en)
+		}
+		return nil
+	})
+	return out, t, err
+}
+
+// Mode returns the session's own proxy mode (ledger.ModeEnforce or
+// ledger.ModeObserve), "" when it has none and the configuration's
+// [proxy] mode applies. Errors: ErrInvalid, ErrNotFound.
+func (e *Engine) Mode(ctx context.Context, id string) (string, error) {
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	return s.mode, nil
+}
+
+// SetMode sets the session's own proxy mode: ledger.ModeEnforce,
+// ledger.ModeObserve, or "" to follow the configuration again. It is a
+// ledger entry of kind mode; setting the mode a session has records
+// nothing. Errors: ErrInvalid (naming mode), ErrNotFound, the log's.
+func (e *Engine) SetMode(ctx context.Context, id, mode string) error {
+	switch mode {
+	case "", ledger.ModeEnforce, ledger.ModeObserve:
+	default:
+		return invalidField("mode", "must be %q, %q or empty (the configuration's [proxy] mode), got %q", ledger.ModeEnforce, ledger.ModeObserve, mode)
+	}
+	s, err := e.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.mode == mode {
+		return nil
+	}
+	return e.recordLedgerLocked(ctx, s, []ledger.Entry{{Kind: ledger.KindMode, Mode: mode}})
+}
+
+// summarizerEntries are the ledger entries of a compaction's summarizer
+// calls: one per attempt that reached a provider, with the usage it
+// reported and whose credential paid. mode is the session's mode.
+func summarizerEntries(attempts []summarizer.Attempt, bindings []config.Binding, mode string) []ledger.Entry {
+	var out []ledger.Entry
+	for _, at := range attempts {
+		if at.Provider == summarizer.ProviderExtractive || (at.Usage == nil && at.Status == 0) {
+			continue
+		}
+		en := ledger.Entry{Kind: ledger.KindSummarizer, Mode: mode, Binding: at.Binding, Provider: at.Provider,
+			Credential: ledger.CredentialDaemon, Reported: ledger.FromHistory(at.Usage), Failed: at.Err != nil}
+		for _, b := range bindings {
+			if b.Name == at.Binding {
+				en.Model = b.Model
+				if b.Credential != nil {
+					en.Credential = ledger.CredentialClient
+				}
+			}
+		}
+		out = append(out, en)
+	}
+	return out
+}
+
+// modeOf is the session's mode in effect: its own, else the
+// configuration's [proxy] mode for a proxied session, else enforce.
+func (e *Engine) modeOf(s *session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode != "" {
+		return s.mode
+	}
+	if s.meta.Labels["proxy"] != "" && e.Config().Proxy.Mode != "" {
+		return e.Config().Proxy.Mode
+	}
+	return ledger.ModeEnforce
+}

@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai"
+)
+
+// HeaderMode sets the proxy mode of the request's session ("enforce" or
+// "observe", docs/design.md §10); the session keeps it for later requests.
+const HeaderMode = "X-Ctxd-Mode"
+
+// cacheRequest is body as the prompt cache sees it (ledger.Request), read
+// through the dialect's wire package.
+func cacheRequest(d dialect, body []byte, model string) (ledger.Request, error) {
+	r := ledger.Request{Model: model}
+	var err error
+	switch d {
+	case dialectAnthropic:
+		r.Elements, r.LastMarker, r.LongTTL, err = anthropic.CacheElements(body)
+	default:
+		r.Elements, r.LastMarker, err = openai.CacheElements(body, d == dialectResponses)
+	}
+	return r, err
+}
+
+// mode is the request's proxy mode: X-Ctxd-Mode, which the session then
+// keeps, else the session's own, else [proxy] mode. Errors: a header value
+// that is not a mode (naming the header).
+func (p *Proxy) mode(ctx context.Context, id string, h http.Header) (string, error) {
+	own, err := p.eng.Mode(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if v := h.Get(HeaderMode); v != "" {
+		if v != ledger.ModeEnforce && v != ledger.ModeObserve {
+			return "", fmt.Errorf("%s: %q is not a mode: send %q or %q", HeaderMode, v, ledger.ModeEnforce, ledger.ModeObserve)
+		}
+		if v != own {
+			if err := p.eng.SetMode(ctx, id, v); err != nil {
+				return "", err
+			}
+		}
+		return v, nil
+	}
+	if own != "" {
+		return own, nil
+	}
+	if p.cfg.Mode == ledger.ModeObserve {
+		return ledger.ModeObserve, nil
+	}
+	return ledger.ModeEnforce, nil
+}
+
+// rewritesSince lists ctxd's recorded rewrites of the session after seq
+// (ledger causes), and returns the session's last seq.
+func (p *Proxy) rewritesSince(ctx context.Context, id string, after uint64) ([]string, uint64) {
+	var out []string
+	last := after
+	seen := map[string]bool{}
+	_ = p.eng.Events(ctx, id, after+1, false, func(ev checkpoint.Event) error {
+		last = ev.Seq
+		c := ""
+		switch ev.Kind {
+		case checkpoint.KindCheckpoint:
+			c = ledger.CauseCompaction
+		case checkpoint.KindContextEdit:
+			c = ledger.CausePass
+		case checkpoint.KindOffload:
+			c = ledger.CauseOffload
+		}
+		if c != "" && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, last
+}
+
+// recordLedger enters one answered request in its session's ledger
+// (docs/design.md §10): the client's body, ctxd's (sent in enforce mode,
+// built but not sent in observe mode), and the usage the provider reported.
+// A failure is logged: the ledger never fails a request.
+func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *history.Usage) {
+	if u == nil || pl.out == nil {
+		return
+	}
+	b := pl.b
+	now := time.Now().UTC()
+	client, err := cacheRequest(req.d, req.body, req.model)
+	if err != nil {
+		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
+		return
+	}
+	ctxd, err := cacheRequest(req.d, pl.out.bytes(), req.model)
+	if err != nil {
+		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
+		return
+	}
+	var rewrites []string
+	if b.ledgerSeq > 0 {
+		rewrites, b.ledgerSeq = p.rewritesSince(ctx, b.id, b.ledgerSeq)
+	}
+	mode := ledger.ModeEnforce
+	if pl.observe {
+		mode = ledger.ModeObserve
+	}
+	en := b.conv.Entry(ledger.Observation{Time: now, Model: req.model, Mode: mode, Client: client, Ctxd: ctxd,
+		Reported: ledger.FromHistory(u), Rewrites: rewrites, ContextLimit: pl.limit, Threshold: pl.threshold})
+	if err := p.eng.RecordLedger(ctx, b.id, en); err != nil {
+		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
+		return
+	}
+	if seq, err := p.eng.LastSeq(ctx, b.id); err == nil {
+		b.ledgerSeq = seq
+	}
+}
