@@ -90,7 +90,7 @@ func Routes() []string {
 		RoutePatchSession, RouteDeleteSession, RouteStartRun,
 		RouteAppendMessages, RouteContext, RouteCompact, RouteCheckpoints,
 		RouteEvents, RouteSearch, RouteReadMessages, RouteArtifact,
-		RouteStatus, RouteMetrics,
+		RouteStatus, RouteMetrics, RouteLedger, RouteSetMode, RouteLedgerTotals,
 	}
 }
 

@@ -190,6 +190,11 @@ type Session struct {
 	// settings works against it, e.g. a trigger whose threshold is 0 for
 	// the session's window (docs/design.md §5.2 futility). Nothing was refused.
 	Warnings []string `json:"warnings,omitempty"`
+	// Mode is the session's own proxy mode (ModeEnforce, ModeObserve; empty:
+	// the daemon's [proxy] mode) and Ledger its savings ledger in brief,
+	// nil before its first entry (docs/design.md §10).
+	Mode   string         `json:"mode,omitempty"`
+	Ledger *LedgerSummary `json:"ledger,omitempty"`
 }
 
 // ListSessionsResponse is the body of RouteListSessions.

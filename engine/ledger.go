@@ -159,3 +159,28 @@ func (e *Engine) modeOf(s *session) string {
 	}
 	return ledger.ModeEnforce
 }
+
+// LedgerTotals sums the ledger summaries of every stored session, read
+// from their listing rows a page at a time (no session is loaded), and
+// counts the sessions that have a ledger. Errors: the log's, ctx's.
+func (e *Engine) LedgerTotals(ctx context.Context) (ledger.Summary, int, error) {
+	var sum ledger.Summary
+	n := 0
+	after := ""
+	for {
+		page, next, err := e.ListSessionPage(ctx, after, MaxListLimit)
+		if err != nil {
+			return sum, n, err
+		}
+		for _, in := range page {
+			if in.Ledger != nil {
+				sum.Add(*in.Ledger)
+				n++
+			}
+		}
+		if next == "" {
+			return sum, n, nil
+		}
+		after = next
+	}
+}

@@ -425,3 +425,18 @@ func (t Totals) Summary() *Summary {
 		WithoutCtxd: r(t.WithoutCtxd), Paid: r(t.Paid), Summarizer: r(t.Summarizer), Saved: r(t.Saved),
 		Observed: r(t.Observed), Projected: r(t.Projected), ObserveSummarizer: r(t.ObserveSummarizer), ProjectedSaved: r(t.ProjectedSaved)}
 }
+
+// Add adds another session's summary to s.
+func (s *Summary) Add(o Summary) {
+	s.Requests += o.Requests
+	s.ObservedRequests += o.ObservedRequests
+	s.TokensSaved += o.TokensSaved
+	s.WithoutCtxd += o.WithoutCtxd
+	s.Paid += o.Paid
+	s.Summarizer += o.Summarizer
+	s.Saved += o.Saved
+	s.Observed += o.Observed
+	s.Projected += o.Projected
+	s.ObserveSummarizer += o.ObserveSummarizer
+	s.ProjectedSaved += o.ProjectedSaved
+}

@@ -220,6 +220,7 @@ func toAPISession(in engine.Info) api.Session {
 	if s.Compaction == "" {
 		s.Compaction = api.CompactionIdle
 	}
+	s.Mode, s.Ledger = in.Mode, toAPILedgerSummary(in.Ledger)
 	if in.Checkpoint != nil {
 		cp := toAPICheckpoint(*in.Checkpoint)
 		cp.Summary = ""

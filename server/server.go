@@ -230,6 +230,9 @@ func (s *Server) routes() *http.ServeMux {
 		api.RouteArtifact:       s.artifact,
 		api.RouteStatus:         s.status,
 		api.RouteMetrics:        s.metricsHandler(),
+		api.RouteLedger:         s.ledger,
+		api.RouteSetMode:        s.setMode,
+		api.RouteLedgerTotals:   s.ledgerTotals,
 	}
 	methods := map[string][]string{}
 	for _, route := range api.Routes() {

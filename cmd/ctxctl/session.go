@@ -96,6 +96,22 @@ func sessionCommand(e *env) *cli.Command {
 				},
 			},
 			{
+				Name:  "ledger",
+				Usage: "print a session's savings ledger: each request's tokens, usage and cost with and without ctxd, cache writes by cause, summarizer calls, net savings",
+				UsageText: "ctxctl session ledger [--json] ID\n\n" +
+					"Costs are US dollars at the price table ([models.\"<id>\".price], else the\n" +
+					"built-in prices). docs/cli.md says what every column means.",
+				Flags:  []cli.Flag{jsonFlag()},
+				Action: func(c *cli.Context) error { return sessionLedger(c, e) },
+			},
+			{
+				Name:  "mode",
+				Usage: "set a proxied session's mode: enforce (ctxd's context goes upstream) or observe (the client's bytes go upstream, savings are projected)",
+				UsageText: "ctxctl session mode ID enforce|observe|default\n\n" +
+					"default follows the daemon's [proxy] mode again.",
+				Action: func(c *cli.Context) error { return sessionMode(c, e) },
+			},
+			{
 				Name:      "delete",
 				Usage:     "delete a session with its events and checkpoints (artifacts stay)",
 				UsageText: "ctxctl session delete ID",
@@ -104,9 +120,9 @@ func sessionCommand(e *env) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("unknown session command %q (list, show, context, events, search, read, delete)", c.Args().First())
+				return usagef("unknown session command %q (list, show, context, events, search, read, ledger, mode, delete)", c.Args().First())
 			}
-			return usagef("session: missing command (list, show, context, events, search, read, delete)")
+			return usagef("session: missing command (list, show, context, events, search, read, ledger, mode, delete)")
 		},
 	}
 }

@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/ledger"
+)
+
+// agentRequests are the upstream's requests that are not summarizer calls.
+func agentRequests(f *fixture) []seen {
+	var out []seen
+	for _, s := range f.up.requests() {
+		if !s.summary {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func requestEntries(t *testing.T, f *fixture, id string) ([]ledger.Entry, []ledger.Entry, ledger.Totals) {
+	t.Helper()
+	f.settle()
+	all, tot, err := f.eng.Ledger(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs, sums []ledger.Entry
+	for _, e := range all {
+		switch e.Kind {
+		case ledger.KindRequest:
+			reqs = append(reqs, e)
+		case ledger.KindSummarizer:
+			sums = append(sums, e)
+		}
+	}
+	return reqs, sums, tot
+}
+
+// TestLedgerEntryPerRequestAcrossRestart: every answered request is a
+// ledger entry with the usage the upstream reported, the compaction's
+// summarizer call is an entry of its own on the client's credential, the
+// request after it names the compaction, and a restart keeps them all.
+func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	reqs, sums, tot := requestEntries(t, f, id)
+	if len(reqs) != len(agentRequests(f)) || len(reqs) != 9 {
+		t.Fatalf("%d request entries for %d agent requests", len(reqs), len(agentRequests(f)))
+	}
+	for i, e := range reqs[:8] {
+		if e.Reported.Input != uint64(500*(i+1)) || e.Reported.Output != 5 || e.Mode != ledger.ModeEnforce || e.Cost <= 0 {
+			t.Errorf("entry %d: %+v", i, e)
+		}
+	}
+	if len(sums) != 1 || sums[0].Credential != ledger.CredentialClient || sums[0].Reported.CacheRead != 4000 || sums[0].Reported.Output != 40 || sums[0].Model != "claude-opus-4-8" {
+		t.Fatalf("summarizer entries %+v", sums)
+	}
+	last := reqs[len(reqs)-1]
+	if !slices.Contains(last.Rewrites, ledger.CauseCompaction) || last.SentTokens >= last.ClientTokens {
+		t.Fatalf("the request after the compaction: %+v", last)
+	}
+	if tot.Summarizer != sums[0].Cost || tot.Requests != 9 {
+		t.Fatalf("totals %+v", tot)
+	}
+	f.restart()
+	reqs2, sums2, tot2 := requestEntries(t, f, id)
+	info, err := f.eng.Session(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 9 {
+		t.Fatalf("after a restart: %d entries, totals %+v, info %+v", len(reqs2), tot2, info.Ledger)
+	}
+}
+
+// TestObserveModeSendsTheClientsBytes: with [proxy] mode = "observe" every
+// request goes upstream byte-identical to the client's, and the ledger
+// projects ctxd's context, compaction included.
+func TestObserveModeSendsTheClientsBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.Proxy.Mode = config.ProxyModeObserve
+	f := newFixture(t, cfg)
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	var sent []string
+	var session string
+	c := newConversation().user("investigate the failing build")
+	for i := range 9 {
+		id := "toolu_" + string(rune('a'+i))
+		f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", `{"command":"x"}`}}, 500*(i+1), 5)})
+		sent = append(sent, c.body())
+		resp, _ := f.post(c.body(), hdr)
+		session = resp.Header.Get(HeaderSessionID)
+		c.assistant(assistantCall(id, "Bash", `{"command":"x"}`)).results([2]string{id, strings.Repeat("output line\n", 150)})
+	}
+	got := agentRequests(f)
+	if len(got) != len(sent) {
+		t.Fatalf("%d upstream requests for %d sent", len(got), len(sent))
+	}
+	for i := range sent {
+		if string(got[i].body) != sent[i] {
+			t.Fatalf("request %d was not forwarded byte-identical", i)
+		}
+	}
+	reqs, sums, tot := requestEntries(t, f, session)
+	if len(reqs) < len(sent) || tot.ObservedRequests == 0 || tot.Requests != 0 {
+		t.Fatalf("entries %d, totals %+v", len(reqs), tot)
+	}
+	projected := false
+	for _, e := range reqs {
+		if e.Mode != ledger.ModeObserve {
+			t.Fatalf("entry in mode %q", e.Mode)
+		}
+		projected = projected || e.SentTokens < e.ClientTokens
+	}
+	if len(sums) == 0 || !projected {
+		t.Fatalf("no compaction projected: %d summarizer entries, entries %+v", len(sums), reqs)
+	}
+}
+
+// TestModeHeaderIsKeptBySession: X-Ctxd-Mode: observe switches a session to
+// observe mode for this request and the following ones; a value that is not
+// a mode is refused naming the header.
+func TestModeHeaderIsKeptBySession(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("hello")
+	resp, _ := f.post(c.body(), map[string]string{HeaderMode: "observe"})
+	id := resp.Header.Get(HeaderSessionID)
+	c.assistant(assistantText("ok")).user("more")
+	f.post(c.body(), nil)
+	if mode, _ := f.eng.Mode(context.Background(), id); mode != ledger.ModeObserve {
+		t.Fatalf("session mode %q", mode)
+	}
+	reqs, _, _ := requestEntries(t, f, id)
+	if len(reqs) != 2 || reqs[1].Mode != ledger.ModeObserve {
+		t.Fatalf("entries %+v", reqs)
+	}
+	got := agentRequests(f)
+	if string(got[1].body) != c.body() {
+		t.Fatal("the session's observe mode did not forward the client's bytes")
+	}
+	resp, body := f.post(c.body(), map[string]string{HeaderMode: "shadow"})
+	if resp.StatusCode != 400 || !strings.Contains(string(body), HeaderMode) {
+		t.Fatalf("bad mode: %d %s", resp.StatusCode, body)
+	}
+}
