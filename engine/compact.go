@@ -490,7 +490,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// The summary ends with where the full text of what it replaces is
 	// (docs/design.md §5.6 "Recall"); the footer is sized here with the
 	// snapshot's range and written with the range retention leaves.
-	summary := strings.TrimRight(res.Summary, "\n")
+	summary := res.Summary
+	if i := strings.Index(summary, "\n"+summarizer.HeadingFullHistory+"\n"); i >= 0 {
+		// A summarizer that copied the earlier summary's recall paragraph:
+		// this checkpoint's own replaces it.
+		summary = summary[:i]
+	}
+	summary = strings.TrimRight(summary, "\n")
 	var rangeFirst uint64
 	if len(snap.raw) > 0 {
 		rangeFirst = snap.raw[0].msg.Seq

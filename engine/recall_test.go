@@ -342,3 +342,25 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 		}
 	}
 }
+
+// An LLM summary that copies the earlier summary's recall paragraph ends,
+// like every summary, with this checkpoint's own: one "Full history"
+// paragraph, naming this checkpoint's file.
+func TestCopiedRecallParagraphIsReplaced(t *testing.T) {
+	t.Setenv("CTXD_TEST_KEY", "test-key")
+	f := newFakeAnthropic(t, okSummary("## Goal\nShip it.\n\n## Next steps\n- ship\n\n## Full history\nThe messages this summary replaced (seq 1–2) are in /old/recall-1-2.txt word for word."))
+	dir := t.TempDir()
+	cfg := recallConfig(dir)
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	h := newHarness(t, cfg, "")
+	h.create("s", 20000)
+	h.append("s", user("ship it"), assistant(words(6000)), user("again"), assistant(words(6000)), user("last"), assistant("ok"))
+	res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := h.fullCheckpoint("s", res.Checkpoint)
+	if n := strings.Count(cp.Summary, summarizer.HeadingFullHistory); n != 1 || strings.Contains(cp.Summary, "/old/recall-1-2.txt") || footerPathRe.FindString(cp.Summary) == "" {
+		t.Fatalf("%d recall paragraphs; summary:\n%s", n, cp.Summary)
+	}
+}
