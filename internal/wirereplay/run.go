@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -51,7 +52,7 @@ func Direct(tb testing.TB, s *Session) Result {
 	res := Result{}
 	for i, t := range s.Turns {
 		up.Next(t.Answer)
-		status, _ := post(tb, up.URL(), t.Body, s.Limit)
+		status, _ := post(tb, up.URL(), t.Body)
 		res.Turns++
 		if status != http.StatusOK {
 			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
@@ -74,6 +75,10 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	tb.Helper()
 	up := StartUpstream(tb)
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = up.URL()
+	if s.Limit > 0 {
+		cfg.Models = maps.Clone(cfg.Models)
+		cfg.Models[s.Model] = config.Model{ContextLimit: s.Limit, ThinkingBinding: true, TokenFactor: 1.35}
+	}
 	if cfg.Storage.DataDir == "" {
 		cfg.Storage.DataDir = tb.TempDir()
 	}
@@ -119,7 +124,7 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	ids := map[string]bool{}
 	for i, t := range s.Turns {
 		up.Next(t.Answer)
-		status, h := post(tb, url, t.Body, s.Limit)
+		status, h := post(tb, url, t.Body)
 		res.Turns++
 		if status != http.StatusOK {
 			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
@@ -147,7 +152,7 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 }
 
 // post sends one request as the agent does and reads the whole answer.
-func post(tb testing.TB, base string, body []byte, limit uint64) (int, http.Header) {
+func post(tb testing.TB, base string, body []byte) (int, http.Header) {
 	req, err := http.NewRequest("POST", base+"/v1/messages?beta=true", bytes.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
@@ -155,9 +160,6 @@ func post(tb testing.TB, base string, body []byte, limit uint64) (int, http.Head
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", apiKey)
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	if limit > 0 {
-		req.Header.Set(proxy.HeaderContextLimit, strconv.FormatUint(limit, 10))
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)

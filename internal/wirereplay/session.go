@@ -35,8 +35,9 @@ type Source struct {
 	// Thinking is the request's thinking setting as the agent sent it
 	// ("" for none): Claude Code 2.x on Opus 4.6 sends {"type":"adaptive"}.
 	Thinking string
-	// Limit, when not 0, is sent as X-Ctxd-Context-Limit: the model is one
-	// the catalog lacks (a scripted model of a recording).
+	// Limit, when not 0, is the window of a model the catalog lacks (a
+	// scripted model of a recording): Through configures it as
+	// [models."<model>"], as an operator would.
 	Limit uint64
 }
 
