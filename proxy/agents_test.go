@@ -184,3 +184,60 @@ func countCompactions(t *testing.T, f *fixture, id string) int {
 }
 
 func tail(s string) string { return s[max(0, len(s)-4000):] }
+
+// TestCodexResumedAfterCompaction: `codex exec "TASK-1 …"` through ctxd
+// overflows the fake's small window and ctxd compacts; `codex exec resume
+// --last "TASK-2 …"` then resumes the session. Every task request of the
+// resumed turn carries TASK-1, the first task a person gave (not Codex's
+// <environment_context> item), and TASK-2, the newest prompt
+// (docs/design.md §5.2), with no upstream refusal.
+func TestCodexResumedAfterCompaction(t *testing.T) {
+	agenttest.Bin(t, agenttest.Codex)
+	const marker = "CTXD-DONE-CODEX"
+	window := 9800 + 3000
+	p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: window, Rounds: 2, OutputBytes: 25000, Marker: marker})
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 1000
+	cfg.ContextCompaction.Trigger = config.Trigger{BufferTokens: 1500}
+	cfg.Proxy.Upstreams.OpenAI.BaseURL = p.URL()
+	cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: uint64(window), TokenFactor: 1}
+	f := newFixture(t, cfg)
+	first := agenttest.Run{Agent: agenttest.Codex, BaseURL: f.url, Prompt: "TASK-1: run the scripted task.", Timeout: 180e9}.Exec(t)
+	if first.ExitCode != 0 || !strings.Contains(first.FinalText(), marker) {
+		agenttest.Log(t, first, p)
+		t.Fatalf("turn 1: exit %d, answer %q; proxy logs:\n%s", first.ExitCode, first.FinalText(), tail(f.logs.String()))
+	}
+	ids, _ := f.eng.ListSessions(context.Background())
+	comps := 0
+	for _, id := range ids {
+		comps += countCompactions(t, f, id)
+	}
+	if comps == 0 {
+		t.Fatal("the first turn did not compact")
+	}
+	n := len(p.Requests())
+	second := agenttest.Run{Agent: agenttest.Codex, BaseURL: f.url, Prompt: "TASK-2: run the scripted task once more.",
+		Home: first.Home, WorkDir: first.WorkDir, Continue: true, Timeout: 180e9}.Exec(t)
+	agenttest.Log(t, second, p)
+	if second.ExitCode != 0 || !strings.Contains(second.FinalText(), marker) {
+		t.Fatalf("turn 2: exit %d, answer %q; proxy logs:\n%s", second.ExitCode, second.FinalText(), tail(f.logs.String()))
+	}
+	task := 0
+	for _, r := range p.Requests()[n:] {
+		if r.Path != "/v1/responses" || r.Step == fakeprovider.StepSummary || !strings.Contains(string(r.Body), "exec_command") {
+			continue
+		}
+		task++
+		for _, want := range []string{"TASK-1", "TASK-2"} {
+			if !strings.Contains(string(r.Body), want) {
+				t.Errorf("request %d of the resumed turn lacks %s", r.Seq, want)
+			}
+		}
+	}
+	if task == 0 {
+		t.Fatal("no task request in the resumed turn")
+	}
+	if r := p.Refused(); len(r) != 0 {
+		t.Fatalf("%d upstream refusals, first: %s", len(r), r[0].Error)
+	}
+}

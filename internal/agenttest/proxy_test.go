@@ -252,3 +252,58 @@ func TestAgentContinuesAcrossCtxdRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestClaudeCodeNewestPromptSurvivesCompaction: `claude -p "TASK-1 …"`,
+// then `claude -p --continue "TASK-2 …"` through ctxd, whose small window
+// makes the second turn compact. Every task request of the second turn —
+// before and after its compaction — carries TASK-2, the newest prompt a
+// person wrote, and TASK-1, the first task (docs/design.md §5.2): Claude
+// Code's role "system" messages and reminders are not taken for either.
+func TestClaudeCodeNewestPromptSurvivesCompaction(t *testing.T) {
+	const window = 24000
+	marker := "CTXD-DONE-CLAUDE"
+	p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: window, Rounds: 2, OutputBytes: 25000, Marker: marker})
+	c := newCtxd(t, p.URL(), window)
+	first := Run{Agent: ClaudeCode, BaseURL: c.url, Prompt: "TASK-1: run the scripted task."}.Exec(t)
+	if first.ExitCode != 0 || !strings.Contains(first.FinalText(), marker) {
+		Log(t, first, p)
+		t.Fatalf("turn 1: exit %d, answer %q", first.ExitCode, first.FinalText())
+	}
+	checkpoints := func() uint64 {
+		ids, _ := c.eng.ListSessions(context.Background())
+		var n uint64
+		for _, id := range ids {
+			if info, err := c.eng.Session(context.Background(), id); err == nil {
+				n += info.Checkpoints
+			}
+		}
+		return n
+	}
+	n, before := len(p.Messages(true)), checkpoints()
+	second := Run{Agent: ClaudeCode, BaseURL: c.url, Prompt: "TASK-2: run the scripted task once more.", Home: first.Home, WorkDir: first.WorkDir, Continue: true}.Exec(t)
+	Log(t, second, p)
+	if second.ExitCode != 0 || !strings.Contains(second.FinalText(), marker) {
+		t.Fatalf("turn 2: exit %d, answer %q", second.ExitCode, second.FinalText())
+	}
+	if after := checkpoints(); after <= before {
+		t.Fatalf("no compaction in the second turn (%d checkpoints before, %d after)", before, after)
+	}
+	task := 0
+	for _, r := range p.Messages(true)[n:] {
+		if r.Step == fakeprovider.StepSummary {
+			continue
+		}
+		task++
+		for _, want := range []string{"TASK-2", "TASK-1"} {
+			if !strings.Contains(string(r.Body), want) {
+				t.Errorf("request %d of the second turn lacks %s", r.Seq, want)
+			}
+		}
+	}
+	if task == 0 {
+		t.Fatal("no task request in the second turn")
+	}
+	if len(p.Refused()) != 0 {
+		t.Fatalf("refused: %s", p.Refused()[0].Error)
+	}
+}
