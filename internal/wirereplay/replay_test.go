@@ -25,18 +25,11 @@ import (
 // CTXD_REPLAY_TABLE=FILE writes the figures as the Markdown table of
 // docs/performance.md.
 func TestReplayCostsNoMoreThanDirect(t *testing.T) {
-	const raceTurns = 60
 	var table strings.Builder
 	table.WriteString("| session | requests | managed | cost direct | cost via ctxd | vs direct | cache writes direct | via ctxd | compactions | summaries |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, src := range Sources {
 		t.Run(path.Base(src.File), func(t *testing.T) {
-			s := Load(t, src)
-			if raceOn && len(s.Turns) > raceTurns {
-				// Under the race detector the first turns only: the race
-				// is in the proxy's concurrency, not in the session's
-				// length; the full replay runs without it.
-				s.Turns = s.Turns[:raceTurns]
-			}
+			s := Load(t, src, maxTurns())
 			direct := Direct(t, s)
 			via := Through(t, s, config.Defaults())
 			if len(direct.Failed) > 0 || len(via.Failed) > 0 {
@@ -100,10 +93,7 @@ func thinkingMode(setting string) history.Thinking {
 // provider's answer) fails under "enabled" and passes under "adaptive".
 func TestValidatorFollowsTheProvider(t *testing.T) {
 	for _, src := range Sources {
-		s := Load(t, src)
-		if raceOn && len(s.Turns) > 60 {
-			s.Turns = s.Turns[:60] // as in TestReplayCostsNoMoreThanDirect
-		}
+		s := Load(t, src, maxTurns())
 		for _, mode := range []history.Thinking{thinkingMode(src.Thinking), history.ThinkingOn} {
 			for i, turn := range s.Turns {
 				if vs := history.CheckRequest(turn.Messages, history.Rules{Thinking: mode}); len(vs) > 0 {
@@ -180,4 +170,15 @@ func withoutSystem(t *testing.T, body []byte) []byte {
 	delete(f, "system")
 	out, _ := json.Marshal(f)
 	return out
+}
+
+// maxTurns is how many requests of each session the tests replay: all,
+// except under the race detector or -short, the first 60 (the race is in
+// the proxy's concurrency, not in a session's length; the full replay runs
+// in the plain run).
+func maxTurns() int {
+	if raceOn || testing.Short() {
+		return 60
+	}
+	return 0
 }

@@ -81,8 +81,9 @@ type Turn struct {
 // the recording never answered get the abandoned-round result
 // (history.CloseAbandoned) and blank text blocks are left out
 // (history.Sendable): the request that the provider accepted, not the one
-// it refused (the pi recording holds one such 400).
-func Load(tb testing.TB, src Source) *Session {
+// it refused (the pi recording holds one such 400). maxTurns > 0 keeps
+// only the first maxTurns requests (and builds no more).
+func Load(tb testing.TB, src Source, maxTurns int) *Session {
 	tb.Helper()
 	tr, err := transcript.Import(bytes.NewReader(corpustest.Read(tb, src.File)), transcript.Options{})
 	if err != nil {
@@ -110,7 +111,10 @@ func Load(tb testing.TB, src Source) *Session {
 			list[i], _ = history.DropTrailingThinking(list[i])
 		}
 		list = history.Sendable(list)
-		s.Turns = append(s.Turns, turns(list, head)...)
+		s.Turns = append(s.Turns, turns(list, head, maxTurns-len(s.Turns))...)
+		if maxTurns > 0 && len(s.Turns) >= maxTurns {
+			break
+		}
 	}
 	if len(s.Turns) == 0 {
 		tb.Fatalf("%s: no request", src.File)
@@ -119,13 +123,14 @@ func Load(tb testing.TB, src Source) *Session {
 }
 
 // turns builds one request per assistant message of list (the request
-// that answered it), rendering and encoding each wire message once.
-func turns(list []history.Message, head []byte) []Turn {
+// that answered it), rendering and encoding each wire message once; at
+// most limit when limit > 0.
+func turns(list []history.Message, head []byte, limit int) []Turn {
 	var out []Turn
 	var wire []anthropic.Message
 	var enc [][]byte
 	prev := 0
-	for k := 1; k < len(list); k++ {
+	for k := 1; k < len(list) && (limit <= 0 || len(out) < limit); k++ {
 		if list[k].Role != history.RoleAssistant {
 			continue
 		}
