@@ -88,22 +88,23 @@ func (p *Proxy) rewritesSince(ctx context.Context, id string, after uint64) ([]s
 // recordLedger enters one answered request in its session's ledger
 // (docs/design.md §10): the client's body, ctxd's (sent in enforce mode,
 // built but not sent in observe mode), and the usage the provider reported.
-// A failure is logged: the ledger never fails a request.
-func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *history.Usage) {
+// A failure is logged: the ledger never fails a request. It returns the
+// entry, nil when none was entered.
+func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *history.Usage) *ledger.Entry {
 	if u == nil || pl.out == nil {
-		return
+		return nil
 	}
 	b := pl.b
 	now := time.Now().UTC()
 	client, err := cacheRequest(req.d, req.body, req.model)
 	if err != nil {
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
-		return
+		return nil
 	}
 	ctxd, err := cacheRequest(req.d, pl.out.bytes(), req.model)
 	if err != nil {
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
-		return
+		return nil
 	}
 	var rewrites []string
 	if b.ledgerSeq > 0 {
@@ -117,9 +118,20 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 		Reported: ledger.FromHistory(u), Rewrites: rewrites, ContextLimit: pl.limit, Threshold: pl.threshold})
 	if err := p.eng.RecordLedger(ctx, b.id, en); err != nil {
 		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
-		return
+		return nil
 	}
 	if seq, err := p.eng.LastSeq(ctx, b.id); err == nil {
 		b.ledgerSeq = seq
 	}
+	return &en
+}
+
+// projectedUsage is an observe-mode entry's projection of ctxd's request as
+// the usage the provider would have reported for it: what the answer is
+// recorded with, so that the session's post-check and calibration see
+// ctxd's context, as they would in enforce mode, not the client's.
+func projectedUsage(en *ledger.Entry) *history.Usage {
+	c := en.Counterfactual
+	return &history.Usage{InputTokens: c.Input, CacheReadInputTokens: c.CacheRead, CacheCreationInputTokens: c.CacheWrite(),
+		CacheCreation1hInputTokens: c.CacheWrite1h, OutputTokens: c.Output}
 }

@@ -1380,7 +1380,9 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		read = true
 	}
 	if read && err == nil && inError == "" && x.status < 300 {
-		p.recordLedger(ctx, pl, req, m.Usage)
+		if en := p.recordLedger(ctx, pl, req, m.Usage); en != nil && pl.observe && !en.Cold {
+			m.Usage = projectedUsage(en)
+		}
 	}
 	rec := pl.b.rec
 	var msgs []history.Message

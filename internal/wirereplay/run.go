@@ -17,6 +17,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/store"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/proxy"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
@@ -39,6 +40,8 @@ type Result struct {
 	// Sessions are ctxd's sessions of the run, with their figures (nil
 	// directly).
 	Sessions []engine.Info
+	// Ledgers are the savings ledgers of those sessions (nil directly).
+	Ledgers [][]ledger.Entry
 }
 
 // apiKey is the replay client's credential (only the fake sees it).
@@ -134,7 +137,9 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 			ids[id] = true
 		}
 	}
-	_ = hs.Close()
+	// Shutdown waits for the handlers: the proxy records the last answer
+	// (and its ledger entry) after the client has read its last byte.
+	_ = hs.Shutdown(context.Background())
 	cancel()
 	<-done
 	res.Usage = up.Usage()
@@ -143,6 +148,9 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	for id := range ids {
 		if info, err := eng.Session(context.Background(), id); err == nil {
 			res.Sessions = append(res.Sessions, info)
+		}
+		if entries, _, err := eng.Ledger(context.Background(), id); err == nil {
+			res.Ledgers = append(res.Ledgers, entries)
 		}
 	}
 	if errs := up.Errors(); len(errs) > 0 {
