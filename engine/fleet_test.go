@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -351,4 +352,92 @@ func TestFleetCleanStopHandsBack(t *testing.T) {
 	if len(failed) != 1 || failed[0]["reason"] != "handback" || failed[0]["consecutive"] != nil {
 		t.Fatalf("compaction_failed events %v, want one with reason handback and no consecutive count", failed)
 	}
+}
+
+// TestFleetPreSendWaitIsBounded (docs/decisions.md "A pre-send read waits
+// at most one round of the pool"): on the fleet's shared queue, with both
+// workers of the only running node busy on slow summaries and two more
+// jobs queued behind them, a pre-send read whose context is over the window
+// is answered at once, uncompacted, saying its compaction is queued behind
+// others — as on one node — instead of waiting for the backlog; its job
+// stays queued and runs once the workers free.
+func TestFleetPreSendWaitIsBounded(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	release := make(chan struct{})
+	f.release = release
+	cfg := testConfig()
+	cfg.ContextCompaction.KeepRecentTokens = 0
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	a := newNode(t, c, prefix, cfg, time.Minute)
+	defer close(release)
+	ctx := context.Background()
+	small := func(id string) {
+		if _, err := a.e.CreateSession(ctx, CreateParams{ID: id, Model: "test-model", ContextLimit: 200000}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.e.Append(ctx, id, []history.Message{user("hello " + words(50)), assistant("hi " + words(50)), user("more " + words(50)), assistant("ok " + words(50))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.run()
+	for _, id := range []string{"busy1", "busy2"} {
+		small(id)
+		if _, err := a.e.Compact(ctx, id, trigger.Manual, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-f.received:
+		case <-time.After(natstest.Scale(30 * time.Second)):
+			t.Fatalf("%s's compaction never reached the summarizer", id)
+		}
+	}
+	for _, id := range []string{"bg1", "bg2"} {
+		small(id)
+		if _, err := a.e.Compact(ctx, id, trigger.Manual, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "agent", Model: "test-model", ContextLimit: 40000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.e.Append(ctx, "agent", []history.Message{user("go")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		in, err := a.e.Session(ctx, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Tokens > in.ContextLimit {
+			break
+		}
+		cid := fmt.Sprintf("c%d", i)
+		if _, err := a.e.Append(ctx, "agent", []history.Message{calls(cid), result(cid, words(600))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, natstest.Scale(20*time.Second))
+	defer cancel()
+	start := time.Now()
+	got, err := a.e.Context(rctx, "agent", ContextOptions{})
+	waited := time.Since(start)
+	if err != nil {
+		t.Fatalf("pre-send read after %v: %v", waited, err)
+	}
+	if got.Compacted || !strings.Contains(got.Diagnostic, "queued behind others") {
+		t.Fatalf("after %v: compacted %v, diagnostic %q", waited, got.Compacted, got.Diagnostic)
+	}
+	if bound := natstest.Scale(3 * time.Second); waited > bound {
+		t.Fatalf("the pre-send read waited %v (bound %v)", waited, bound)
+	}
+	fs, err := a.q.Fleet(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.Held != 2 || fs.Backlog != 3 {
+		t.Fatalf("fleet queue %+v: want 2 held (the busy jobs) and 3 queued (bg1, bg2, agent)", fs)
+	}
+	t.Logf("answered in %v; fleet queue %+v", waited.Round(time.Millisecond), fs)
 }

@@ -287,11 +287,76 @@ func (q *Queue) Stats() workers.Stats {
 // Size implements engine.Queue: the jobs this node runs at once.
 func (q *Queue) Size() int { return q.size }
 
-// Ahead implements engine.Queue. The shared queue keeps no priorities and
-// does not know its place in the fleet's queue: it reports 0 ahead, so a
-// request waits on its compaction (bounded by its own deadline and the
-// engine's start grace).
-func (q *Queue) Ahead(*workers.Ticket) (int, bool) { return 0, false }
+// Ahead implements engine.Queue with the fleet's backlog, so that a
+// pre-send read waits at most one round on both backends (docs/decisions.md
+// "A pre-send read waits at most one round of the pool"): while t's job
+// has not started anywhere, every other job the shared consumer has not
+// delivered yet counts as ahead of it (the stream keeps no priorities:
+// jobs start in order, so background jobs count too). The engine then waits
+// only when fewer than Size jobs are ahead. When the backlog cannot be read
+// within fleetInfoTimeout, Ahead reports Size jobs ahead: a request never
+// waits on a queue it cannot see.
+func (q *Queue) Ahead(t *workers.Ticket) (int, bool) {
+	select {
+	case <-t.Started():
+		return 0, false
+	case <-t.Done():
+		return 0, false
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetInfoTimeout)
+	defer cancel()
+	fs, err := q.Fleet(ctx)
+	if err != nil {
+		return q.size, true
+	}
+	ahead := int(fs.Backlog)
+	if ahead > 0 {
+		ahead-- // t's own job, not delivered yet
+	}
+	return ahead, true
+}
+
+// fleetInfoTimeout bounds the read of the fleet's backlog on the
+// pre-send path.
+const fleetInfoTimeout = 2 * time.Second
+
+// FleetStats is the fleet's compaction queue as the shared consumer has
+// it (GET /v1/status): the same numbers on every node.
+type FleetStats struct {
+	// Backlog is the jobs queued and not yet taken by any node.
+	Backlog uint64
+	// Held is the jobs taken by a node and not yet finished: running, or
+	// held by a node that died until their ack wait ends.
+	Held int
+	// Redelivered is the held jobs that were given to a node more than
+	// once (their first node died or handed them back).
+	Redelivered int
+	// FreeWorkers is the workers of live nodes waiting for a job.
+	FreeWorkers int
+	// AckWait is how long a node may hold a job without a progress signal.
+	AckWait time.Duration
+}
+
+// Fleet reads the shared consumer's state. Errors: ErrUnavailable while
+// the connection is down, JetStream's.
+func (q *Queue) Fleet(ctx context.Context) (FleetStats, error) {
+	if err := q.st.up(); err != nil {
+		return FleetStats{}, err
+	}
+	cons, err := q.st.jobs.Consumer(ctx, q.st.consumerName())
+	if err != nil {
+		return FleetStats{}, fmt.Errorf("compaction consumer: %w", err)
+	}
+	info := cons.CachedInfo()
+	return FleetStats{
+		Backlog:     info.NumPending,
+		Held:        info.NumAckPending,
+		Redelivered: info.NumRedelivered,
+		FreeWorkers: info.NumWaiting,
+		AckWait:     info.Config.AckWait,
+	}, nil
+}
 
 // Unwait implements engine.Queue; jobs keep no priority, so it does
 // nothing.
