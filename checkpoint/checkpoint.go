@@ -46,6 +46,13 @@ var (
 	// backend and its servers. Nothing was done; try again once it is back.
 	// The daemon answers 503 unavailable.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrUncertain: a write whose outcome is unknown — the backend did not
+	// acknowledge it in time (a fleet's stream lost its leader mid-write,
+	// docs/design.md §9) — so it may or may not have been stored. Retrying
+	// with the same idempotency key is safe: the retry returns the first
+	// answer if the write was stored. The daemon answers 504 timeout, saying
+	// the write may have happened.
+	ErrUncertain = errors.New("write outcome unknown")
 )
 
 // Log is a store of sessions, each an append-only event log with

@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -138,7 +139,11 @@ func (l *Log) getMeta(ctx context.Context, session string) (checkpoint.Meta, uin
 	if err := l.st.up(); err != nil {
 		return checkpoint.Meta{}, 0, err
 	}
-	e, err := l.st.meta.Get(ctx, metaKey(session))
+	var e jetstream.KeyValueEntry
+	err := l.st.ride(ctx, fmt.Sprintf("session %q: read meta", session), opRead, func(ctx context.Context) (err error) {
+		e, err = l.st.meta.Get(ctx, metaKey(session))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return checkpoint.Meta{}, 0, fmt.Errorf("session %q: %w", session, checkpoint.ErrNotFound)
 	}
@@ -157,7 +162,11 @@ func (l *Log) sync(ctx context.Context, session string, x *index) error {
 	if err := l.st.up(); err != nil {
 		return err
 	}
-	last, err := l.st.events.GetLastMsgForSubject(ctx, l.subject(session))
+	var last *jetstream.RawStreamMsg
+	err := l.st.ride(ctx, fmt.Sprintf("session %q: read the last record", session), opRead, func(ctx context.Context) (err error) {
+		last, err = l.st.events.GetLastMsgForSubject(ctx, l.subject(session))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		x.reset()
 		return nil
@@ -215,7 +224,11 @@ func (l *Log) scan(ctx context.Context, session string, from, to uint64, fn func
 	}
 	subj := l.subject(session)
 	for seq := from; seq <= to; {
-		m, err := l.st.events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		var m *jetstream.RawStreamMsg
+		err := l.st.ride(ctx, fmt.Sprintf("session %q: read a record", session), opRead, func(ctx context.Context) (err error) {
+			m, err = l.st.events.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil // purged meanwhile
 		}
@@ -238,11 +251,22 @@ func (l *Log) readRecord(ctx context.Context, session string, seq uint64) (*jets
 	if err := l.st.up(); err != nil {
 		return nil, err
 	}
-	m, err := l.st.events.GetMsg(ctx, seq)
+	var m *jetstream.RawStreamMsg
+	err := l.st.ride(ctx, fmt.Sprintf("session %q: read record %d", session, seq), opRead, func(ctx context.Context) (err error) {
+		m, err = l.st.events.GetMsg(ctx, seq)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("session %q: read record %d: %w", session, seq, err)
 	}
 	return m, nil
+}
+
+// newMsgID returns a message id for one write: 128 random bits.
+func newMsgID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // encodeRecord joins encoded events, each as a uvarint length then bytes.
@@ -300,20 +324,29 @@ func (l *Log) prepare(session string, events []checkpoint.Event) ([][]byte, erro
 }
 
 // publish writes one record after x's last record; ok false means another
-// writer got there first (x is stale). x.mu is held.
-func (l *Log) publish(ctx context.Context, session string, x *index, count uint64, data []byte, isCheckpoint bool) (first uint64, ok bool, err error) {
+// writer got there first (x is stale). x.mu is held. msgID is the
+// record's message id, the same for every try of one write: a try that got
+// no answer is made again (Store.ride), and JetStream answers a repeat of a
+// stored one as a duplicate, with its sequence, instead of storing it
+// twice.
+func (l *Log) publish(ctx context.Context, session string, x *index, count uint64, data []byte, isCheckpoint bool, msgID string) (first uint64, ok bool, err error) {
 	if err := l.st.up(); err != nil {
 		return 0, false, err
 	}
 	first = x.last + 1
 	m := nats.NewMsg(l.subject(session))
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	m.Header.Set(hdrFirst, strconv.FormatUint(first, 10))
 	m.Header.Set(hdrCount, strconv.FormatUint(count, 10))
 	if isCheckpoint {
 		m.Header.Set(hdrCheckpoint, "1")
 	}
 	m.Data = data
-	ack, err := l.st.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(x.streamSeq))
+	var ack *jetstream.PubAck
+	err = l.st.ride(ctx, fmt.Sprintf("session %q: publish", session), opWriteIdempotent, func(ctx context.Context) (err error) {
+		ack, err = l.st.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(x.streamSeq))
+		return err
+	})
 	switch {
 	case wrongLast(err):
 		return 0, false, nil
@@ -321,6 +354,17 @@ func (l *Log) publish(ctx context.Context, session string, x *index, count uint6
 		return 0, false, fmt.Errorf("session %q: %w: a record of %d bytes is over the servers' max_payload", session, checkpoint.ErrTooLarge, len(data))
 	case err != nil:
 		return 0, false, fmt.Errorf("session %q: publish: %w", session, err)
+	case ack.Duplicate:
+		// An earlier try was stored: answer with it.
+		if err := l.sync(ctx, session, x); err != nil {
+			return 0, false, fmt.Errorf("%w: session %q: a retried publish was stored before, and reading it back failed: %w", checkpoint.ErrUncertain, session, err)
+		}
+		for _, r := range x.recs {
+			if r.streamSeq == ack.Sequence {
+				return r.first, true, nil
+			}
+		}
+		return 0, false, fmt.Errorf("%w: session %q: a retried publish was stored before as record %d, which is gone", checkpoint.ErrUncertain, session, ack.Sequence)
 	}
 	x.recs = append(x.recs, rec{first: first, count: count, streamSeq: ack.Sequence})
 	x.streamSeq, x.last = ack.Sequence, first+count-1
@@ -356,6 +400,7 @@ func (l *Log) appendAt(ctx context.Context, session string, after *uint64, event
 		return 0, err
 	}
 	data := encodeRecord(vals)
+	msgID := newMsgID()
 	x := l.idx(session)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -368,7 +413,7 @@ func (l *Log) appendAt(ctx context.Context, session string, after *uint64, event
 				return 0, fmt.Errorf("append to session %q after seq %d: %w: its last seq is %d", session, *after, checkpoint.ErrConflict, x.last)
 			}
 		}
-		first, ok, err := l.publish(ctx, session, x, uint64(len(vals)), data, false)
+		first, ok, err := l.publish(ctx, session, x, uint64(len(vals)), data, false, msgID)
 		if err != nil || ok {
 			return first, err
 		}
@@ -405,7 +450,10 @@ func (l *Log) CreateSession(ctx context.Context, session string, meta checkpoint
 	if err != nil {
 		return checkpoint.Meta{}, fmt.Errorf("session %q: %w: meta: %w", session, checkpoint.ErrInvalid, err)
 	}
-	if _, err := l.st.meta.Create(ctx, metaKey(session), v); err != nil {
+	if err := l.st.ride(ctx, fmt.Sprintf("create session %q", session), opWriteOnce, func(ctx context.Context) error {
+		_, err := l.st.meta.Create(ctx, metaKey(session), v)
+		return err
+	}); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) || wrongLast(err) {
 			return checkpoint.Meta{}, fmt.Errorf("session %q: %w", session, checkpoint.ErrExists)
 		}
@@ -479,7 +527,10 @@ func (l *Log) PutMeta(ctx context.Context, session string, meta checkpoint.Meta,
 		if err != nil {
 			return 0, fmt.Errorf("session %q: %w: meta: %w", session, checkpoint.ErrInvalid, err)
 		}
-		_, err = l.st.meta.Update(ctx, metaKey(session), v, rev)
+		err = l.st.ride(ctx, fmt.Sprintf("update session %q", session), opWriteIdempotent, func(ctx context.Context) error {
+			_, err := l.st.meta.Update(ctx, metaKey(session), v, rev)
+			return err
+		})
 		if err == nil {
 			break
 		}
@@ -628,6 +679,7 @@ func (l *Log) PutCheckpoint(ctx context.Context, session string, cp checkpoint.C
 	if _, _, err := l.getMeta(ctx, session); err != nil {
 		return checkpoint.Checkpoint{}, err
 	}
+	msgID := newMsgID()
 	x := l.idx(session)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -661,12 +713,14 @@ func (l *Log) PutCheckpoint(ctx context.Context, session string, cp checkpoint.C
 			return checkpoint.Checkpoint{}, err
 		}
 		rec := append(encodeRecord([][]byte{ev}), cj...)
-		_, ok, err := l.publish(ctx, session, x, 1, rec, true)
+		first, ok, err := l.publish(ctx, session, x, 1, rec, true, msgID)
 		if err != nil {
 			return checkpoint.Checkpoint{}, err
 		}
 		if ok {
-			x.cps = append(x.cps, cpRec{seq: cp.Seq, snapshot: cp.SnapshotSeq, streamSeq: x.streamSeq})
+			if n := len(x.cps); n == 0 || x.cps[n-1].seq != first { // a duplicate's sync read it
+				x.cps = append(x.cps, cpRec{seq: cp.Seq, snapshot: cp.SnapshotSeq, streamSeq: x.streamSeq})
+			}
 			return cp, nil
 		}
 		if err := l.sync(ctx, session, x); err != nil {

@@ -32,6 +32,8 @@ import (
 //	store.ErrNoSpace                    → insufficient_storage
 //	engine.ErrUnavailable, checkpoint.ErrClosed, context.Canceled → unavailable
 //	checkpoint.ErrUnavailable (storage unreachable) → unavailable, its text
+//	checkpoint.ErrUncertain (a write not acknowledged) → timeout, saying it
+//	                                       may have been stored
 //	summarizer.ErrAllBindingsFailed     → upstream
 //	context.DeadlineExceeded            → timeout
 //	anything else                       → internal, "internal error"
@@ -72,6 +74,11 @@ func ToAPIError(err error) (*api.Error, bool) {
 		return &api.Error{Code: api.InsufficientStorage, Message: msg}, false
 	case errors.Is(err, engine.ErrUnavailable):
 		return &api.Error{Code: api.Unavailable, Message: strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": ")}, false
+	case errors.Is(err, checkpoint.ErrUncertain):
+		// Before the time-out case: the storage's own words, and what the
+		// client can do about a write that may have happened.
+		return &api.Error{Code: api.Timeout, Message: "the write may have been stored: " + after(err.Error(), checkpoint.ErrUncertain.Error()+": ") +
+			"; retry with the same Idempotency-Key header: if it was stored, the retry returns the first answer and stores nothing"}, false
 	case errors.Is(err, checkpoint.ErrUnavailable):
 		// The backend's own words ("storage: nats: no servers available …"),
 		// not the time limit the request would otherwise run into.
@@ -90,6 +97,14 @@ func ToAPIError(err error) (*api.Error, bool) {
 		return &api.Error{Code: api.Unavailable, Message: "the request was cancelled"}, false
 	}
 	return &api.Error{Code: api.Internal, Message: "internal error; the details are in ctxd's log"}, true
+}
+
+// after returns s after the first sep, or s when sep is not in it.
+func after(s, sep string) string {
+	if _, a, ok := strings.Cut(s, sep); ok {
+		return a
+	}
+	return s
 }
 
 // invalidMessage is the message of an invalid-input error: the field, then
@@ -128,8 +143,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.log.Debug("request refused", attrMethod, r.Method, attrPath, r.URL.Path, attrCode, ae.Code, attrErr, ae.Message)
 	}
+	if status == http.StatusServiceUnavailable {
+		// Every unavailable answer is worth a retry shortly: a queue
+		// full, a stream electing its leader, a node stopping (another
+		// node behind the load balancer takes the retry).
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	writeJSON(w, status, api.ErrorEnvelope{Error: ae})
 }
+
+// retryAfterSeconds is the Retry-After of a 503: about a leader election.
+const retryAfterSeconds = "2"
 
 // writeJSON encodes v as the response body with status. Encoding is done
 // before the header is written, so a value that cannot be encoded is a 500

@@ -227,6 +227,9 @@ func TestToAPIError(t *testing.T) {
 		{name: "storage unreachable", err: fmt.Errorf("session %q: load: %w: storage: nats: no servers available (connection reconnecting)", "x", checkpoint.ErrUnavailable), code: api.Unavailable, msg: "storage: nats: no servers available (connection reconnecting)"},
 		{name: "storage unreachable past its time limit", err: errors.Join(fmt.Errorf("%w: storage: nats: no servers available", checkpoint.ErrUnavailable), context.DeadlineExceeded), code: api.Unavailable, msgHas: "storage: nats: no servers available"},
 		{name: "log closed", err: fmt.Errorf("append: %w", checkpoint.ErrClosed), code: api.Unavailable},
+		{name: "write outcome unknown", err: fmt.Errorf("session %q: publish: %w: storage: nats: no acknowledgement within 10s", "x", checkpoint.ErrUncertain), code: api.Timeout, msgHas: "the write may have been stored: storage: nats: no acknowledgement within 10s; retry with the same Idempotency-Key"},
+		{name: "write outcome unknown past its time limit", err: errors.Join(fmt.Errorf("%w: storage: nats: publish", checkpoint.ErrUncertain), context.DeadlineExceeded), code: api.Timeout, msgHas: "may have been stored"},
+		{name: "leader election past the bound", err: fmt.Errorf("%w: storage: nats: JetStream did not serve it for 10s", checkpoint.ErrUnavailable), code: api.Unavailable, msgHas: "did not serve it"},
 		{name: "too large", err: fmt.Errorf("append: %w", checkpoint.ErrTooLarge), code: api.TooLarge},
 		{name: "all bindings failed", err: fmt.Errorf("compaction: %w: b1: 500", summarizer.ErrAllBindingsFailed), code: api.Upstream, msgHas: "b1"},
 		{name: "deadline", err: fmt.Errorf("wait: %w", context.DeadlineExceeded), code: api.Timeout},
@@ -251,6 +254,28 @@ func TestToAPIError(t *testing.T) {
 				t.Errorf("message %q leaks %q", ae.Message, c.msgHasNot)
 			}
 		})
+	}
+}
+
+// TestUnavailableSaysWhenToRetry: every 503 carries Retry-After (a queue
+// full, a stream electing its leader, a node stopping); other errors,
+// a 504 among them, do not.
+func TestUnavailableSaysWhenToRetry(t *testing.T) {
+	s := &Server{log: quietLogger()}
+	for _, c := range []struct {
+		err   error
+		retry string
+	}{
+		{fmt.Errorf("%w: storage: nats: JetStream did not serve it for 10s", checkpoint.ErrUnavailable), retryAfterSeconds},
+		{fmt.Errorf("%w: the compaction queue is full", engine.ErrUnavailable), retryAfterSeconds},
+		{fmt.Errorf("%w: no acknowledgement", checkpoint.ErrUncertain), ""},
+		{fmt.Errorf("%w", engine.ErrNotFound), ""},
+	} {
+		rec := httptest.NewRecorder()
+		s.writeError(rec, httptest.NewRequest("POST", "/v1/sessions/x/messages", nil), c.err)
+		if got := rec.Header().Get("Retry-After"); got != c.retry {
+			t.Errorf("%v: status %d, Retry-After %q, want %q", c.err, rec.Code, got, c.retry)
+		}
 	}
 }
 
