@@ -441,3 +441,63 @@ func TestFleetPreSendWaitIsBounded(t *testing.T) {
 	}
 	t.Logf("answered in %v; fleet queue %+v", waited.Round(time.Millisecond), fs)
 }
+
+// TestFleetListingsAgree: a session every node has in memory is changed
+// through one node — appends, then a compaction — and each node's listing
+// and Session describe it alike (messages, tokens, last seq, checkpoints)
+// right after, without anything else touching it there (docs/design.md §9).
+func TestFleetListingsAgree(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	f := newFakeAnthropic(t, okSummary("## Goal\nA test summary."))
+	cfg := testConfig()
+	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	nodes := []*node{newNode(t, c, prefix, cfg, time.Minute), newNode(t, c, prefix, cfg, time.Minute), newNode(t, c, prefix, cfg, time.Minute)}
+	for _, n := range nodes {
+		n.run()
+	}
+	ctx := context.Background()
+	a := nodes[0].e
+	if _, err := a.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	view := func(n *node) (listed, shown string) {
+		t.Helper()
+		page, _, err := n.e.ListSessionPage(ctx, "", 10)
+		if err != nil || len(page) != 1 {
+			t.Fatalf("listing: %d sessions, %v", len(page), err)
+		}
+		in, err := n.e.Session(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := func(in Info) string {
+			return fmt.Sprintf("messages %d active %d tokens %d last_seq %d checkpoints %d", in.Messages, in.ActiveMessages, in.Tokens, in.LastSeq, in.Checkpoints)
+		}
+		return f(page[0]), f(in)
+	}
+	step := func(what string) {
+		t.Helper()
+		want, _ := view(nodes[0])
+		for i, n := range nodes {
+			listed, shown := view(n)
+			if listed != want || shown != want {
+				t.Fatalf("after %s: node %d lists %q and shows %q; node 0 lists %q", what, i, listed, shown, want)
+			}
+		}
+	}
+	step("creation") // every node has the session in memory from here on
+	for i := range 6 {
+		if _, err := a.Append(ctx, "s", []history.Message{user(fmt.Sprintf("step %d: %s", i, words(1200))), assistant("ok")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("appends through node 0")
+	if _, err := a.Compact(ctx, "s", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	step("a compaction through node 0")
+	if _, err := nodes[2].e.Append(ctx, "s", []history.Message{user("from node 2"), assistant("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	step("an append through node 2")
+}

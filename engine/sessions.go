@@ -349,7 +349,9 @@ const (
 // after ("" for the first page), in the log's key order (id + "/"
 // bytewise; checkpoint.Log.ListPage), and returns the id to pass as after
 // for the next page ("" after the last). It loads no session it can
-// describe from its listing row: a session in memory gets its full Info;
+// describe from its listing row: a session in memory gets its full Info
+// (on a fleet, Options.Shared, reloaded first when the log's last seq is
+// not the loaded copy's: every node's listing agrees with the store);
 // any other its metadata and row (Loaded false), with messages appended
 // after the row was written (a crash before the row landed) counted from
 // the log. A session with no row yet (stored by an older ctxd) is read
@@ -376,6 +378,18 @@ func (e *Engine) ListSessionPage(ctx context.Context, after string, limit int) (
 	out := make([]Info, 0, len(page))
 	for _, l := range page {
 		in, ok := e.loadedInfo(l.ID)
+		if ok && e.opts.Shared && in.LastSeq != l.LastSeq {
+			// Another node changed the session since this one loaded it
+			// (docs/design.md §9): describe it as the log has it, as
+			// Session would, not from the stale copy.
+			in, err = e.Session(ctx, l.ID)
+			if errors.Is(err, ErrNotFound) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return nil, "", err
+			}
+		}
 		if !ok {
 			in, err = e.rowInfo(ctx, l)
 			if errors.Is(err, ErrNotFound) {
