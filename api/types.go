@@ -542,7 +542,8 @@ type Queue struct {
 	// Depth is the number of compactions waiting.
 	Depth int `json:"depth"`
 	// Capacity is the bound; when Depth reaches it, further compactions are
-	// refused with Unavailable.
+	// refused with Unavailable. 0 on a fleet node: the shared queue has no
+	// bound of its own (Storage.NATS.Jobs describes it).
 	Capacity int `json:"capacity"`
 }
 
@@ -627,6 +628,27 @@ type NATSStatus struct {
 	JobsStream      string `json:"jobs_stream"`
 	MetaBucket      string `json:"meta_bucket"`
 	ArtifactsBucket string `json:"artifacts_bucket"`
+	// Jobs is the fleet's compaction queue, the same on every node; nil
+	// when the cluster could not be asked (an outage).
+	Jobs *FleetJobs `json:"jobs,omitempty"`
+}
+
+// FleetJobs is the fleet's shared compaction queue as the cluster has it
+// (docs/design.md §9; docs/operating.md "A fleet").
+type FleetJobs struct {
+	// Queued is the jobs no node has taken yet.
+	Queued uint64 `json:"queued"`
+	// Held is the jobs taken and not finished: running on a live node, or
+	// held by a node that died until AckWaitMS passes without its progress
+	// signal, when the job goes to another node.
+	Held int `json:"held"`
+	// Redelivered is the held jobs given to a node more than once (their
+	// first node died or handed them back).
+	Redelivered int `json:"redelivered"`
+	// FreeWorkers is the workers of live nodes waiting for a job.
+	FreeWorkers int `json:"free_workers"`
+	// AckWaitMS is storage.nats.ack_wait_ms as the cluster applies it.
+	AckWaitMS int64 `json:"ack_wait_ms"`
 }
 
 // Disk is the free space of one directory the daemon writes to, against

@@ -46,7 +46,7 @@ ack_wait_ms = 1000
 		":7:1: storage.nats.token_env: set at most one of credentials_file and token_env",
 		":8:1: storage.nats.replicas: must be 1, 3 or 5",
 		":9:1: storage.nats.prefix: must be 1 to 32 characters",
-		":10:1: storage.nats.ack_wait_ms: must exceed 180000",
+		":10:1: storage.nats.ack_wait_ms: must be at least 10000",
 	)
 	runRuleCases(t, []ruleCase{
 		{name: "nats without servers", src: "[storage]\nbackend = \"nats\"\n", only: true,

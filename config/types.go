@@ -309,9 +309,9 @@ type StorageNATS struct {
 	// the same, other fleets on the same cluster another.
 	Prefix string `toml:"prefix,omitempty" json:"prefix,omitempty"`
 	// AckWaitMS is how long a compaction job may go without its node's
-	// progress signal before the cluster gives it to another node, in
-	// milliseconds; above the 180 s summarizer call timeout (docs/design.md
-	// §5.4). Default 300000.
+	// progress signal (sent every ack_wait/4 while the job runs) before
+	// the cluster gives it to another node, in milliseconds; at least
+	// 10000. Default 30000.
 	AckWaitMS uint64 `toml:"ack_wait_ms,omitempty" json:"ack_wait_ms,omitempty"`
 }
 

@@ -426,11 +426,13 @@ func (s *state) validateDaemon() {
 const (
 	// DefaultNATSReplicas is storage.nats.replicas when unset.
 	DefaultNATSReplicas = 3
-	// DefaultNATSAckWaitMS is storage.nats.ack_wait_ms when unset.
-	DefaultNATSAckWaitMS = 300_000
-	// MinNATSAckWaitMS is the summarizer call timeout (docs/design.md §5.4):
-	// ack_wait_ms must exceed it.
-	MinNATSAckWaitMS = 180_000
+	// DefaultNATSAckWaitMS is storage.nats.ack_wait_ms when unset: a dead
+	// node's compaction moves to another node within 30 s.
+	DefaultNATSAckWaitMS = 30_000
+	// MinNATSAckWaitMS bounds ack_wait_ms from below: a live node renews
+	// its claim every ack_wait/4, and a shorter wait would hand a job on
+	// at a garbage-collection pause or a slow network round trip.
+	MinNATSAckWaitMS = 10_000
 	// MaxNATSAckWaitMS (one day) bounds ack_wait_ms: a job's node silent
 	// that long has stopped, and a larger value would overflow the
 	// time.Duration it becomes.
@@ -500,8 +502,8 @@ func (s *state) validateStorage() {
 			s.errorf(TableStorage, "storage.nats.prefix", "must be 1 to 32 characters from [A-Za-z0-9_-], e.g. prefix = \"ctxd\"")
 		}
 	}
-	if n.AckWaitMS != 0 && n.AckWaitMS <= MinNATSAckWaitMS {
-		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must exceed %d (the summarizer call timeout, docs/design.md §5.4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
+	if n.AckWaitMS != 0 && n.AckWaitMS < MinNATSAckWaitMS {
+		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must be at least %d (a live node renews its claim every ack_wait/4), e.g. ack_wait_ms = %d", MinNATSAckWaitMS, DefaultNATSAckWaitMS)
 	} else if n.AckWaitMS > MaxNATSAckWaitMS {
 		s.errorf(TableStorage, "storage.nats.ack_wait_ms", "must be at most %d (one day), e.g. ack_wait_ms = %d", MaxNATSAckWaitMS, DefaultNATSAckWaitMS)
 	}

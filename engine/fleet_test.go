@@ -202,8 +202,8 @@ func TestFleetTwoNodesServeOneSession(t *testing.T) {
 
 // TestFleetNodeDiesMidCompaction: node a takes a compaction job and dies
 // while its (slow) summarizer call runs; JetStream redelivers the job to
-// node b after AckWait, b compacts, and the session has exactly one
-// checkpoint.
+// node b after the default ack wait (30 s), b compacts within 60 s of the
+// death, and the session has exactly one checkpoint.
 func TestFleetNodeDiesMidCompaction(t *testing.T) {
 	c, prefix := fleetCluster(t)
 	slow := newFakeAnthropic(t, okSummary("slow summary never sent"))
@@ -212,9 +212,8 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 	cfgA, cfgB := testConfig(), testConfig()
 	cfgA.Summarizer.Bindings = []config.Binding{slow.binding()}
 	cfgB.Summarizer.Bindings = []config.Binding{fast.binding()}
-	const ackWait = 2 * time.Second
-	a := newNode(t, c, prefix, cfgA, ackWait)
-	b := newNode(t, c, prefix, cfgB, ackWait)
+	a := newNode(t, c, prefix, cfgA, 0) // storage.nats.ack_wait_ms's default
+	b := newNode(t, c, prefix, cfgB, 0)
 	ctx := context.Background()
 	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000, System: "You are a test agent."}); err != nil {
 		t.Fatal(err)
@@ -237,7 +236,7 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 	killed := time.Now()
 	b.run()
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for fast.count() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -258,8 +257,11 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if cps == 0 {
+		t.Fatal("node b did not finish the compaction within 60 s of node a's death")
+	}
 	t.Logf("redelivered to node b and checkpointed %v after node a died", time.Since(killed).Round(time.Millisecond))
-	time.Sleep(ackWait + time.Second) // no second run turns up
+	time.Sleep(2 * time.Second) // no second run turns up
 	list, err := b.e.Checkpoints(ctx, "s")
 	if err != nil || len(list) != 1 || slow.count() != 1 || fast.count() != 1 {
 		t.Fatalf("%d checkpoints (%v), summarizer calls a %d b %d; want 1, 1, 1", len(list), err, slow.count(), fast.count())
@@ -500,4 +502,62 @@ func TestFleetListingsAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("an append through node 2")
+}
+
+// TestFleetLiveNodeKeepsItsJob: a compaction that runs longer than the
+// ack wait on a live node stays there — the node renews its claim (an
+// in-progress acknowledgement every ack_wait/4) — and no other node runs it
+// too: one summarizer call, one checkpoint.
+func TestFleetLiveNodeKeepsItsJob(t *testing.T) {
+	c, prefix := fleetCluster(t)
+	slow := newFakeAnthropic(t, okSummary("Summary by node a."))
+	release := make(chan struct{})
+	slow.release = release
+	other := newFakeAnthropic(t, okSummary("Summary by node b."))
+	cfgA, cfgB := testConfig(), testConfig()
+	cfgA.Summarizer.Bindings = []config.Binding{slow.binding()}
+	cfgB.Summarizer.Bindings = []config.Binding{other.binding()}
+	const ackWait = 2 * time.Second
+	a := newNode(t, c, prefix, cfgA, ackWait)
+	b := newNode(t, c, prefix, cfgB, ackWait)
+	ctx := context.Background()
+	if _, err := a.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := a.e.Append(ctx, "s", []history.Message{user(fmt.Sprintf("step %d: %s", i, words(1200))), assistant("ok")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.run()
+	if _, err := a.e.Compact(ctx, "s", trigger.Manual, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slow.received:
+	case <-time.After(natstest.Scale(30 * time.Second)):
+		t.Fatal("node a never called its summarizer")
+	}
+	b.run()
+	time.Sleep(3 * ackWait) // the summarizer call outlives the ack wait
+	close(release)
+	deadline := time.Now().Add(natstest.Scale(30 * time.Second))
+	for {
+		list, err := a.e.Checkpoints(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after the summarizer answered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(ackWait)
+	list, err := b.e.Checkpoints(ctx, "s")
+	if err != nil || len(list) != 1 || slow.count() != 1 || other.count() != 0 {
+		t.Fatalf("%d checkpoints (%v), summarizer calls a %d b %d; want 1, 1, 0", len(list), err, slow.count(), other.count())
+	}
 }

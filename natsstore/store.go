@@ -56,8 +56,9 @@ type Options struct {
 	// "ctxd". Fleets sharing a cluster use different prefixes.
 	Prefix string
 	// AckWait is how long a compaction job may run without a progress
-	// signal before JetStream redelivers it to another node; it must exceed
-	// the summarizer timeout (docs/design.md §5.4). 0 means 5 minutes.
+	// signal before JetStream redelivers it to another node; the node
+	// running a job signals every AckWait/4 (an in-progress
+	// acknowledgement), however long the job takes. 0 means 30 seconds.
 	AckWait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -303,7 +304,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: replicas %d: want 1, 3 or 5", ErrInvalidOptions, opts.Replicas)
 	}
 	if opts.AckWait == 0 {
-		opts.AckWait = 5 * time.Minute
+		opts.AckWait = 30 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -37,11 +37,29 @@ func statusCommand(e *env) *cli.Command {
 			fmt.Fprintf(w, "sessions:  %s\n", sessionsCount(st.Sessions))
 			fmt.Fprintf(w, "storage:   %s\n", storageLine(st.Storage))
 			fmt.Fprintf(w, "workers:   %d busy of %d\n", st.Workers.Busy, st.Workers.Size)
-			fmt.Fprintf(w, "queue:     %d waiting of %d\n", st.Queue.Depth, st.Queue.Capacity)
+			fmt.Fprintf(w, "queue:     %s\n", queueLine(*st))
 			fmt.Fprintf(w, "proxy:     %s\n", proxyLine(st.Proxy))
 			return nil
 		},
 	}
+}
+
+// queueLine describes the compaction queue: the local pool's depth and
+// bound, or a fleet's shared queue (the same on every node).
+func queueLine(st api.Status) string {
+	s := st.Storage
+	if s == nil || s.Backend != api.StorageNATS || s.NATS == nil {
+		return fmt.Sprintf("%d waiting of %d", st.Queue.Depth, st.Queue.Capacity)
+	}
+	j := s.NATS.Jobs
+	if j == nil {
+		return fmt.Sprintf("fleet queue unknown (the cluster did not answer); %d waited on by this node", st.Queue.Depth)
+	}
+	line := fmt.Sprintf("fleet: %d waiting, %d held by nodes, %d workers free", j.Queued, j.Held, j.FreeWorkers)
+	if j.Redelivered > 0 {
+		line += fmt.Sprintf(", %d redelivered after a node stopped", j.Redelivered)
+	}
+	return line + fmt.Sprintf("; a dead node's job moves after %s without its progress signal", time.Duration(j.AckWaitMS)*time.Millisecond)
 }
 
 // proxyLine describes the provider proxy in one line.

@@ -54,6 +54,14 @@ func TestStatusAndDoctorShowNATS(t *testing.T) {
 	if n := st.Storage.NATS; st.Storage.Backend != api.StorageNATS || n.State != "connected" || n.MetaBucket != "CTXD_META" || n.Replicas != 1 {
 		t.Errorf("status --json storage: %+v", n)
 	}
+	// The fleet's compaction queue, as the cluster has it, instead of the
+	// local pool's unused bound.
+	if j := st.Storage.NATS.Jobs; j == nil || j.AckWaitMS != 30000 || j.Queued != 0 || j.Held != 0 || st.Queue.Capacity != 0 {
+		t.Errorf("status --json: fleet jobs %+v, queue %+v", j, st.Queue)
+	}
+	if _, out, _ := d.run(t, "status"); !strings.Contains(out, "queue:     fleet: 0 waiting, 0 held by nodes, ") || !strings.Contains(out, "a dead node's job moves after 30s without its progress signal\n") {
+		t.Errorf("status lacks the fleet's queue:\n%s", out)
+	}
 	code, stdout, _ = d.run(t, "doctor")
 	if code != 0 || !strings.Contains(stdout, "  storage: nats, connected to "+plain) {
 		t.Errorf("doctor: exit %d:\n%s", code, stdout)
@@ -93,7 +101,8 @@ func TestStatusAndDoctorShowNATS(t *testing.T) {
 	}
 	code, stdout, _ = d.run(t, "status")
 	if code != 0 || !strings.Contains(stdout, "sessions:  unknown (the storage is unreachable)") ||
-		!strings.Contains(stdout, "storage:   nats, RECONNECTING since ") || !strings.Contains(stdout, "no servers available, requests are refused (503 unavailable)") {
+		!strings.Contains(stdout, "storage:   nats, RECONNECTING since ") || !strings.Contains(stdout, "no servers available, requests are refused (503 unavailable)") ||
+		!strings.Contains(stdout, "queue:     fleet queue unknown (the cluster did not answer)") {
 		t.Errorf("status during the outage: exit %d:\n%s", code, stdout)
 	}
 	code, stdout, _ = d.run(t, "doctor")

@@ -361,8 +361,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	// Logged before serving: the listeners already queue connections, and
 	// whoever sees an answer can rely on the line being there.
-	m.logger.Info("ctxd started", attrVersion, api.Version, attrSocket, m.socketPath, attrActivated, activated,
-		attrListen, listenAddr, attrTokenRequired, token != "", attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid())
+	started := []any{attrVersion, api.Version, attrSocket, m.socketPath, attrActivated, activated,
+		attrListen, listenAddr, attrTokenRequired, token != "", attrDataDir, m.dataDir, attrWorkers, cfg.Workers.Size, attrPID, os.Getpid()}
+	// The storage backend, so that a fleet node's log says it is one (and
+	// of which cluster and prefix) in its first line.
+	if cfg.Storage.Backend == config.BackendNATS {
+		// The configuration refuses credentials in a server URL.
+		n := cfg.Storage.NATS
+		prefix, replicas := n.Prefix, n.Replicas
+		if prefix == "" {
+			prefix = "ctxd"
+		}
+		if replicas == 0 {
+			replicas = config.DefaultNATSReplicas
+		}
+		started = append(started, attrBackend, config.BackendNATS, "nats_servers", strings.Join(n.Servers, ","), "nats_prefix", prefix, "nats_replicas", replicas)
+	} else {
+		started = append(started, attrBackend, config.BackendBadger)
+	}
+	m.logger.Info("ctxd started", started...)
 	serve(unixL, "unix socket")
 	if tcpL != nil {
 		serve(tcpL, "tcp")
@@ -504,6 +521,8 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		stats   func() workers.Stats
 		shared  bool
 		storage func() *api.StorageStatus
+		// capacity is the local queue's bound; a fleet's has none.
+		capacity = int(cfg.Workers.Queue)
 	)
 	if cfg.Storage.Backend == config.BackendNATS {
 		// A fleet node (docs/design.md §9): sessions, artifacts and compaction
@@ -521,7 +540,16 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		m.secret = secret
 		cps, arts, queue, stats, shared = st.Log(), fa, q, q.Stats, true
 		m.poolRef = q
-		storage = func() *api.StorageStatus { return natsStatus(st.Status()) }
+		storage = func() *api.StorageStatus {
+			s := natsStatus(st.Status())
+			fctx, cancel := context.WithTimeout(context.Background(), fleetStatusTimeout)
+			defer cancel()
+			if fs, err := q.Fleet(fctx); err == nil {
+				s.NATS.Jobs = &api.FleetJobs{Queued: fs.Backlog, Held: fs.Held, Redelivered: fs.Redelivered, FreeWorkers: fs.FreeWorkers, AckWaitMS: fs.AckWait.Milliseconds()}
+			}
+			return s
+		}
+		capacity = 0
 	} else {
 		db, err := store.Open(filepath.Join(m.dataDir, badgerSubdir), store.Options{SyncWrites: cfg.Storage.SyncWrites, Logger: m.logger, Space: dataSpace})
 		if err != nil {
@@ -573,7 +601,7 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 	m.srv = server.New(server.Options{
 		Engine:        eng,
 		Artifacts:     arts,
-		Pool:          server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: int(cfg.Workers.Queue)},
+		Pool:          server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: capacity},
 		Logger:        m.logger,
 		Registry:      reg,
 		Metrics:       metrics,
@@ -633,6 +661,10 @@ func (m *Main) openNATS(ctx context.Context, cfg config.Config) (*natsstore.Stor
 	}
 	return st, q, secret, nil
 }
+
+// fleetStatusTimeout bounds the read of the fleet's compaction queue for
+// GET /v1/status; past it the status goes without it.
+const fleetStatusTimeout = time.Second
 
 // natsOpenTimeout bounds connecting to the NATS cluster and creating
 // ctxd's streams at start.

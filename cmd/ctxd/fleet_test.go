@@ -28,6 +28,11 @@ func TestFleetDaemons(t *testing.T) {
 	a, b := newEnv(t, cfg), newEnv(t, cfg)
 	pa := a.start(t)
 	b.start(t)
+	// The start line names the backend, the cluster and the prefix.
+	pa.waitLog(t, "ctxd started")
+	if line := pa.stderr.String(); !strings.Contains(line, "backend=nats") || !strings.Contains(line, "nats_prefix=daemons") || !strings.Contains(line, "nats_replicas=3") {
+		t.Errorf("the start line does not name the fleet's backend:\n%s", line)
+	}
 	ca, cb := a.client(), b.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

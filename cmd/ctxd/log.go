@@ -32,6 +32,7 @@ const (
 	attrTokenRequired = "token_required"
 	attrVersion       = "version"
 	attrWorkers       = "workers"
+	attrBackend       = "backend"
 )
 
 // parseLevel reads --log-level.
