@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +95,15 @@ type Client struct {
 	TrustedUIDs []uint32
 	// SkipSocketCheck turns that check off.
 	SkipSocketCheck bool
+	// Retries is how many times AppendMessages sends an append again after
+	// it failed with Unavailable (503: nothing was stored; also a daemon
+	// that could not be reached) or Timeout (504: it may have been stored),
+	// with the same Idempotency-Key — the request's, or a random one — so
+	// that a retry of an append that was stored returns its first answer
+	// instead of storing it twice. It waits the daemon's Retry-After, else
+	// 1 s, 2 s, 4 s… (at most 10 s), within the caller's context. 0 means
+	// no retry.
+	Retries int
 
 	once   sync.Once
 	hc     *http.Client
@@ -166,6 +177,11 @@ func (c *Client) where() string {
 // 2xx; otherwise it decodes the error body into an *Error. body, when not
 // nil, is encoded as JSON.
 func (c *Client) request(ctx context.Context, method, path string, body any, accept string) (*http.Response, error) {
+	return c.requestHeader(ctx, method, path, nil, body, accept)
+}
+
+// requestHeader is request with extra headers.
+func (c *Client) requestHeader(ctx context.Context, method, path string, hdr http.Header, body any, accept string) (*http.Response, error) {
 	c.init()
 	var rd io.Reader
 	if body != nil {
@@ -196,6 +212,9 @@ func (c *Client) request(ctx context.Context, method, path string, body any, acc
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -208,7 +227,11 @@ func (c *Client) request(ctx context.Context, method, path string, body any, acc
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	return nil, decodeError(resp)
+	e := decodeError(resp)
+	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s >= 0 {
+		e.retryAfter = time.Duration(s) * time.Second
+	}
+	return nil, e
 }
 
 // dialCause is the message of a transport error without what the caller
@@ -256,7 +279,12 @@ func decodeError(resp *http.Response) *Error {
 // do sends a JSON request and decodes a JSON response into out (when not
 // nil).
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
-	resp, err := c.request(ctx, method, path, body, ContentTypeJSON)
+	return c.doHeader(ctx, method, path, nil, body, out)
+}
+
+// doHeader is do with extra headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, hdr http.Header, body, out any) error {
+	resp, err := c.requestHeader(ctx, method, path, hdr, body, ContentTypeJSON)
 	if err != nil {
 		return err
 	}
@@ -419,11 +447,44 @@ func (c *Client) AppendMessages(ctx context.Context, id string, req AppendMessag
 	if err := checkID("session", id); err != nil {
 		return nil, err
 	}
-	var r AppendMessagesResponse
-	if err := c.do(ctx, http.MethodPost, MessagesPath(id), req, &r); err != nil {
-		return nil, err
+	key := req.IdempotencyKey
+	if key == "" && c.Retries > 0 {
+		key = newIdempotencyKey()
 	}
-	return &r, nil
+	var hdr http.Header
+	if key != "" {
+		hdr = http.Header{HeaderIdempotencyKey: {key}}
+	}
+	for attempt := 0; ; attempt++ {
+		var r AppendMessagesResponse
+		err := c.doHeader(ctx, http.MethodPost, MessagesPath(id), hdr, req, &r)
+		if err == nil {
+			return &r, nil
+		}
+		code := ErrorCode(err)
+		if attempt >= c.Retries || key == "" || (code != Unavailable && code != Timeout) || ctx.Err() != nil {
+			return nil, err
+		}
+		wait := min(time.Duration(1<<attempt)*time.Second, maxRetryWait)
+		if e, ok := errors.AsType[*Error](err); ok && e.retryAfter > 0 {
+			wait = min(e.retryAfter, maxRetryWait)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
+}
+
+// maxRetryWait bounds the wait between two tries of an append.
+const maxRetryWait = 10 * time.Second
+
+// newIdempotencyKey returns a random key: 128 bits in hex.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Context returns the assembled context of session id in FormatCanonical

@@ -695,3 +695,65 @@ func TestClientPagesThroughSessions(t *testing.T) {
 		t.Errorf("ListSessionsPage: %+v, %v, request %s", page, err, uris[len(uris)-1])
 	}
 }
+
+// TestClientRetriesAppendWithOneKey: with Retries, an append that failed
+// with 504 (may have been stored) and then 503 (with Retry-After: 0) is
+// sent again with the same Idempotency-Key each time, and the third
+// answer is returned; without Retries nothing is retried and no key is
+// sent; an invalid answer is never retried.
+func TestClientRetriesAppendWithOneKey(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	answers := []func(w http.ResponseWriter){
+		func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusGatewayTimeout)
+			_, _ = io.WriteString(w, `{"error":{"code":"timeout","message":"the write may have been stored"}}`)
+		},
+		func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"electing a leader"}}`)
+		},
+		func(w http.ResponseWriter) {
+			w.Header().Set(HeaderIdempotentReplayed, "true")
+			_, _ = io.WriteString(w, `{"messages":[],"first_seq":3,"last_seq":4,"tokens":{"value":1,"source":"estimated"},"threshold":1,"compaction_queued":false,"replayed":true}`)
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(HeaderIdempotencyKey))
+		n := len(keys)
+		mu.Unlock()
+		answers[(n-1)%len(answers)](w)
+	}))
+	defer srv.Close()
+	req := AppendMessagesRequest{Messages: []Message{{Role: RoleUser, Content: []Block{{Type: BlockText, Text: "hi"}}}}}
+
+	c := &Client{BaseURL: srv.URL, Retries: 3}
+	start := time.Now()
+	res, err := c.AppendMessages(context.Background(), "s", req)
+	if err != nil || !res.Replayed || res.FirstSeq != 3 {
+		t.Fatalf("after retries: %+v %v", res, err)
+	}
+	if len(keys) != 3 || keys[0] == "" || keys[1] != keys[0] || keys[2] != keys[0] {
+		t.Fatalf("keys sent %q: want one key, three times", keys)
+	}
+	if d := time.Since(start); d < time.Second || d > 5*time.Second {
+		t.Errorf("retried in %v: want the 1 s back-off after the 504 and Retry-After 0 after the 503", d)
+	}
+
+	keys = nil
+	plain := &Client{BaseURL: srv.URL}
+	if _, err := plain.AppendMessages(context.Background(), "s", req); ErrorCode(err) != Timeout {
+		t.Fatalf("without retries: %v, want the 504", err)
+	}
+	if len(keys) != 1 || keys[0] != "" {
+		t.Fatalf("without retries the client sent keys %q, want one request without a key", keys)
+	}
+
+	keys = nil
+	req.IdempotencyKey = "mine-1"
+	if _, err := plain.AppendMessages(context.Background(), "s", req); ErrorCode(err) != Timeout || len(keys) != 1 || keys[0] != "mine-1" {
+		t.Fatalf("a caller's key: %v, keys %q", err, keys)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Error codes. Each maps to exactly one HTTP status and back (HTTPStatus,
@@ -140,6 +141,9 @@ type Error struct {
 	// cause is the error the message was made from, for errors.Is/As on
 	// the client side (a dial error); never encoded.
 	cause error
+	// retryAfter is the response's Retry-After, when it had one; never
+	// encoded.
+	retryAfter time.Duration
 }
 
 // Error returns the message, or the code when there is no message.

@@ -227,6 +227,9 @@ type RunResponse struct {
 // nothing is stored.
 type AppendMessagesRequest struct {
 	Messages []Message `json:"messages"`
+	// IdempotencyKey, when set, is sent as the Idempotency-Key header, not
+	// in the body (Client.AppendMessages).
+	IdempotencyKey string `json:"-"`
 }
 
 // AppendMessagesResponse is the body of the RouteAppendMessages response.
@@ -250,7 +253,22 @@ type AppendMessagesResponse struct {
 	// Events are the events other than messages this request wrote, in seq
 	// order (offload, abandoned_round, run_started, diagnostic…).
 	Events []Event `json:"events,omitempty"`
+	// Replayed is true when the request's Idempotency-Key was used by an
+	// earlier append of the session: nothing was stored now, and the
+	// messages, seqs and events are that append's (Tokens and Threshold
+	// are the session's now).
+	Replayed bool `json:"replayed,omitempty"`
 }
+
+// Headers of an idempotent append (docs/api.md "Retrying an append").
+const (
+	// HeaderIdempotencyKey names one append: 1 to 255 printable ASCII
+	// characters, new for each append, the same on each retry of it.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderIdempotentReplayed is "true" on the answer to a retry whose
+	// key an earlier append used (AppendMessagesResponse.Replayed).
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+)
 
 // ContextResponse is the RouteContext body for FormatCanonical: the
 // assembled context of docs/design.md §4, ready to send. Messages is complete:

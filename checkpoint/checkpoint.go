@@ -248,6 +248,41 @@ type Event struct {
 	// Data is the kind-specific payload: empty, or one JSON value, stored
 	// and returned byte for byte.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Idempotency is set on the last event of an append made with an
+	// idempotency key (docs/api.md "Retrying an append"), nil otherwise.
+	Idempotency *Idempotency `json:"idempotency,omitempty"`
+}
+
+// MaxIdempotencyKey is the longest idempotency key, in bytes.
+const MaxIdempotencyKey = 255
+
+// Idempotency records an append made with an idempotency key, on the
+// append's last event: a retry with the key finds it and answers with
+// what the first append stored instead of storing it again.
+type Idempotency struct {
+	// Key is the client's key: 1 to MaxIdempotencyKey printable ASCII
+	// bytes.
+	Key string `json:"key"`
+	// FirstSeq is the seq of the append's first event.
+	FirstSeq uint64 `json:"first_seq"`
+	// Digest identifies the request the key was first used with, so that
+	// a key reused for other content is refused rather than answered
+	// with the first append.
+	Digest string `json:"digest"`
+}
+
+// ValidIdempotencyKey checks an idempotency key: 1 to MaxIdempotencyKey
+// bytes from printable ASCII (0x21–0x7e). Errors wrap ErrInvalid.
+func ValidIdempotencyKey(k string) error {
+	if k == "" || len(k) > MaxIdempotencyKey {
+		return fmt.Errorf("%w: idempotency key of %d bytes: must be 1 to %d", ErrInvalid, len(k), MaxIdempotencyKey)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return fmt.Errorf("%w: idempotency key: byte %d (%#x) is not printable ASCII", ErrInvalid, i, k[i])
+		}
+	}
+	return nil
 }
 
 // Validate checks e as an event to append: a known kind other than
@@ -269,6 +304,11 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: %s event carries a message", ErrInvalid, e.Kind)
 	case len(e.Data) > 0 && !json.Valid(e.Data):
 		return fmt.Errorf("%w: %s event data is not valid JSON", ErrInvalid, e.Kind)
+	}
+	if e.Idempotency != nil {
+		if err := ValidIdempotencyKey(e.Idempotency.Key); err != nil {
+			return err
+		}
 	}
 	if m := e.Message; m != nil {
 		switch m.Role {

@@ -48,8 +48,9 @@ const formatV1 = 1
 // eventHeader is the JSON part of an encoded event. Seq lives in the key;
 // the message and Data have sections of their own.
 type eventHeader struct {
-	Kind Kind      `json:"kind"`
-	Time time.Time `json:"time"`
+	Kind Kind         `json:"kind"`
+	Time time.Time    `json:"time"`
+	Idem *Idempotency `json:"idem,omitempty"`
 }
 
 // encodeEvent encodes e as: the format byte; the uvarint length and JSON of
@@ -59,7 +60,7 @@ type eventHeader struct {
 // bytes. Data is kept out of any JSON envelope, which would compact and
 // escape it, so it comes back byte for byte.
 func encodeEvent(e *Event) ([]byte, error) {
-	h, err := json.Marshal(eventHeader{Kind: e.Kind, Time: e.Time})
+	h, err := json.Marshal(eventHeader{Kind: e.Kind, Time: e.Time, Idem: e.Idempotency})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s event: %w", ErrInvalid, e.Kind, err)
 	}
@@ -104,7 +105,7 @@ func decodeEvent(seq uint64, b []byte) (Event, error) {
 	if err := json.Unmarshal(hb, &h); err != nil {
 		return Event{}, fmt.Errorf("%w: event %d: %w", ErrCorrupt, seq, err)
 	}
-	e := Event{Seq: seq, Kind: h.Kind, Time: h.Time}
+	e := Event{Seq: seq, Kind: h.Kind, Time: h.Time, Idempotency: h.Idem}
 	if len(mb) > 0 {
 		m, err := history.Decode(mb)
 		if err != nil {

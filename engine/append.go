@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
@@ -39,6 +40,9 @@ type AppendResult struct {
 	Tokens       uint64
 	TokensSource string
 	Threshold    uint64
+	// Replayed: the append's idempotency key was used before, and this is
+	// what that append stored (nothing was stored now).
+	Replayed bool
 }
 
 // Append validates and stores msgs, in order, after the session's history.
@@ -62,6 +66,13 @@ type AppendOptions struct {
 	// record of what its client has sent (docs/design.md §10). With it, msgs may
 	// be empty.
 	ClientState json.RawMessage
+	// IdempotencyKey, when set, makes the append idempotent (docs/api.md
+	// "Retrying an append"): it is recorded with the append, and an
+	// append with a key the session already has stores nothing and returns
+	// what the first one stored (Replayed set); one with other messages
+	// is ErrConflict. 1 to checkpoint.MaxIdempotencyKey printable ASCII
+	// bytes; the newest maxIdemKeys keys of a session are remembered.
+	IdempotencyKey string
 }
 
 // AppendWith is Append with options. Errors: Append's; ErrInvalid when
@@ -102,12 +113,27 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		}
 	}
 
+	var digest string
+	if opts.IdempotencyKey != "" {
+		if err := checkpoint.ValidIdempotencyKey(opts.IdempotencyKey); err != nil {
+			return AppendResult{}, invalidField("Idempotency-Key", "%s", strings.TrimPrefix(err.Error(), checkpoint.ErrInvalid.Error()+": "))
+		}
+		digest = appendDigest(msgs, opts.ClientState)
+	}
+
 	s, err := e.lock(ctx, id)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	defer s.mu.Unlock()
 	e.refresh(s)
+
+	if r, ok := s.idem[opts.IdempotencyKey]; ok && opts.IdempotencyKey != "" {
+		if r.digest != digest {
+			return AppendResult{}, fmt.Errorf("%w: Idempotency-Key %q was used by the append of seqs %d–%d with other messages; use a new key for a new append", ErrConflict, opts.IdempotencyKey, r.first, r.last)
+		}
+		return e.replayAppend(ctx, s, r)
+	}
 
 	// Expand abandoned rounds, then validate the whole batch against a
 	// scratch state: all or nothing.
@@ -177,6 +203,9 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	if opts.ClientState != nil {
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindClientState, Time: now, Data: opts.ClientState})
 	}
+	if opts.IdempotencyKey != "" {
+		events[len(events)-1].Idempotency = &checkpoint.Idempotency{Key: opts.IdempotencyKey, FirstSeq: s.lastSeq + 1, Digest: digest}
+	}
 	first, err := e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
 	if errors.Is(err, checkpoint.ErrConflict) {
 		// Another writer took the position: validate again on the log's
@@ -213,6 +242,9 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		}
 	}
 	s.lastSeq = first + uint64(len(events)) - 1
+	if ik := events[len(events)-1].Idempotency; ik != nil {
+		s.rememberKey(*ik, s.lastSeq)
+	}
 	s.touch(now)
 	if opts.ClientState != nil {
 		s.clientState = opts.ClientState

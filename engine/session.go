@@ -184,6 +184,11 @@ type session struct {
 	// clientState is the Data of the newest client_state event (the
 	// provider proxy's record, docs/design.md §10), nil when none.
 	clientState json.RawMessage
+	// idem is the appends made with an idempotency key, by key (the
+	// newest maxIdemKeys; idemOrder oldest first): a retry with one is
+	// answered from the log instead of stored again.
+	idem      map[string]idemRec
+	idemOrder []string
 
 	lastCheck  Check
 	lastError  string
@@ -233,6 +238,9 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	var started, ended uint64 // the newest compaction_started and its end
 	err = e.opts.Log.Range(ctx, id, 1, func(ev checkpoint.Event) error {
 		s.lastSeq = ev.Seq
+		if ev.Idempotency != nil {
+			s.rememberKey(*ev.Idempotency, ev.Seq)
+		}
 		switch ev.Kind {
 		case checkpoint.KindCompactionStarted:
 			started = ev.Seq

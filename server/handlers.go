@@ -184,12 +184,23 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.eng.Append(r.Context(), id, toHistoryMessages(req.Messages))
+	// An idempotent append (docs/api.md "Retrying an append"): the key
+	// is checked by the engine, which names the header in its errors.
+	key := r.Header.Get(api.HeaderIdempotencyKey)
+	if _, sent := r.Header[http.CanonicalHeaderKey(api.HeaderIdempotencyKey)]; sent && key == "" {
+		s.writeError(w, r, api.Errorf(api.Invalid, api.HeaderIdempotencyKey, "%s: empty; send 1 to %d printable ASCII characters, or leave the header out", api.HeaderIdempotencyKey, checkpoint.MaxIdempotencyKey))
+		return
+	}
+	res, err := s.eng.AppendWith(r.Context(), id, toHistoryMessages(req.Messages), engine.AppendOptions{IdempotencyKey: key})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	if res.Replayed {
+		w.Header().Set(api.HeaderIdempotentReplayed, "true")
+	}
 	out := api.AppendMessagesResponse{
+		Replayed:         res.Replayed,
 		Messages:         toAPIMessages(res.Messages),
 		CompactionQueued: res.CompactionQueued,
 		FirstSeq:         res.FirstSeq,

@@ -882,3 +882,35 @@ func TestOverlayRefusalNamesTheKey(t *testing.T) {
 		t.Fatalf("sessions after a refused create: %v %v", ids, err)
 	}
 }
+
+// TestIdempotentAppendOverHTTP (docs/api.md "Retrying an append"): a
+// POST messages retried with its Idempotency-Key is answered with the
+// first append (Idempotent-Replayed: true, replayed in the body, the same
+// seqs) and stores nothing; the key with other messages is 409; an empty
+// or over-long key is 400 naming the header, and changes nothing.
+func TestIdempotentAppendOverHTTP(t *testing.T) {
+	f := newFixture(t, nil)
+	f.create(t, "s1")
+	body := `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`
+	key := map[string]string{api.HeaderIdempotencyKey: "turn-1"}
+	status, _, b1, h1 := f.do(t, "POST", "/v1/sessions/s1/messages", body, key)
+	if status != 200 || h1.Get(api.HeaderIdempotentReplayed) != "" {
+		t.Fatalf("first: %d %s", status, b1)
+	}
+	status, _, b2, h2 := f.do(t, "POST", "/v1/sessions/s1/messages", body, key)
+	if status != 200 || h2.Get(api.HeaderIdempotentReplayed) != "true" {
+		t.Fatalf("retry: %d %q %s", status, h2.Get(api.HeaderIdempotentReplayed), b2)
+	}
+	var r1, r2 api.AppendMessagesResponse
+	if json.Unmarshal(b1, &r1) != nil || json.Unmarshal(b2, &r2) != nil || !r2.Replayed || r1.Replayed ||
+		r1.FirstSeq != r2.FirstSeq || r1.LastSeq != r2.LastSeq || len(r2.Messages) != 1 || r2.Messages[0].Seq != r1.Messages[0].Seq {
+		t.Fatalf("first %s\nretry %s", b1, b2)
+	}
+	before := f.lastSeq(t, "s1")
+	if before != r1.LastSeq {
+		t.Fatalf("last seq %d after the retry, want %d", before, r1.LastSeq)
+	}
+	f.wantRefused(t, "POST", "/v1/sessions/s1/messages", `{"messages":[{"role":"user","content":[{"type":"text","text":"other"}]}]}`, key, 409, api.Conflict, "", []string{"turn-1", "other messages"}, "s1", before)
+	f.wantRefused(t, "POST", "/v1/sessions/s1/messages", body, map[string]string{api.HeaderIdempotencyKey: ""}, 400, api.Invalid, api.HeaderIdempotencyKey, []string{"empty"}, "s1", before)
+	f.wantRefused(t, "POST", "/v1/sessions/s1/messages", body, map[string]string{api.HeaderIdempotencyKey: strings.Repeat("k", 256)}, 400, api.Invalid, api.HeaderIdempotencyKey, []string{"256 bytes"}, "s1", before)
+}

@@ -322,9 +322,16 @@ type target struct {
 	fake   *fakeProvider
 }
 
+// client is an agent's client: appends retried with one Idempotency-Key
+// (api.Client.Retries), as an agent should retry them, so that a retried
+// append that was stored is not counted twice nor stored twice.
 func (t *target) client() *api.Client {
-	return &api.Client{Socket: t.socket, UserAgent: "ctxbench/" + api.Version}
+	return &api.Client{Socket: t.socket, UserAgent: "ctxbench/" + api.Version, Retries: appendRetries}
 }
+
+// appendRetries is how many times ctxbench's agents send an append again
+// after a 503 or a 504.
+const appendRetries = 3
 
 // execute starts (or reaches) the daemon, runs the mode and stops the
 // daemon.
