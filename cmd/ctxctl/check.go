@@ -99,6 +99,7 @@ func runCheck(c *cli.Context, e *env) error {
 
 	if err == nil {
 		problems = append(problems, checkOffloadDir(cfg, e.getenv)...)
+		problems = append(problems, checkSecretEnvs(cfg, e.getenv)...)
 	}
 
 	for _, w := range warnings {
@@ -218,6 +219,19 @@ func checkOffloadDir(cfg config.Config, getenv func(string) string) []config.Pro
 		}
 		p = parent
 	}
+}
+
+// checkSecretEnvs verifies that storage.nats.token_env, with the nats
+// backend, names a variable set in this environment: the daemon refuses to
+// start without its NATS token. It checks this shell's environment: run
+// check in the daemon's.
+func checkSecretEnvs(cfg config.Config, getenv func(string) string) []config.Problem {
+	var out []config.Problem
+	if n := cfg.Storage.NATS; cfg.Storage.Backend == config.BackendNATS && n.TokenEnv != "" && getenv(n.TokenEnv) == "" {
+		out = append(out, config.Problem{File: cfg.Sources[config.TableStorage], Key: "storage.nats.token_env",
+			Message: fmt.Sprintf("names %s, which is unset or empty here: ctxd would not start (its NATS token); set it in the daemon's environment (check reads this shell's)", n.TokenEnv)})
+	}
+	return out
 }
 
 // defaultStateDir is ctxd's default data directory: $XDG_STATE_HOME/ctxd,

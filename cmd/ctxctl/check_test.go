@@ -357,3 +357,39 @@ func TestCheckRefusesUpstreamV1AndBadPorts(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestCheckRefusesUnsetSecretEnvs: check fails, naming the key, when
+// storage.nats.token_env names a variable unset in its environment — the
+// daemon would refuse to start — and passes once it is set.
+func TestCheckRefusesUnsetSecretEnvs(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.toml")
+	src := "[storage]\nbackend = \"nats\"\n[storage.nats]\nservers = [\"nats://n:4222\"]\ntoken_env = \"CTXD_NATS_TOKEN\"\n"
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(vars map[string]string) (int, string) {
+		var out, errb bytes.Buffer
+		xdg := t.TempDir()
+		e := &env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+			if k == "XDG_CONFIG_HOME" {
+				return xdg
+			}
+			return vars[k]
+		}}
+		return runEnv([]string{"ctxctl", "check", "--config", p}, e), errb.String()
+	}
+	code, stderr := run(nil)
+	for _, w := range []string{
+		p + ": storage.nats.token_env: names CTXD_NATS_TOKEN, which is unset or empty here",
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("missing %q in:\n%s", w, stderr)
+		}
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if code, stderr := run(map[string]string{"CTXD_NATS_TOKEN": "s3cret"}); code != 0 || strings.Contains(stderr, "s3cret") {
+		t.Errorf("with the token set: exit %d:\n%s", code, stderr)
+	}
+}
