@@ -68,6 +68,11 @@ const (
 	// ProxyModeEnforce and ProxyModeObserve are the values of proxy.mode.
 	ProxyModeEnforce = "enforce"
 	ProxyModeObserve = "observe"
+	// ProxyAuthLoopback, ProxyAuthToken and ProxyAuthFrontend are the
+	// values of proxy.auth: who may reach the proxy.
+	ProxyAuthLoopback = "loopback"
+	ProxyAuthToken    = "token"
+	ProxyAuthFrontend = "frontend"
 )
 
 // SourceDefault is the Sources value of a table nobody authored.
@@ -283,6 +288,7 @@ func defaultProxy() Proxy {
 	return Proxy{
 		Enabled:    true,
 		Listen:     DefaultProxyListen,
+		Auth:       ProxyAuthLoopback,
 		Summarizer: ProxySummarizerClient,
 		Mode:       ProxyModeEnforce,
 		Upstreams: Upstreams{Anthropic: Upstream{

@@ -23,6 +23,14 @@ func TestRuleProxy(t *testing.T) {
 			key: "proxy.upstreams.gemini", pos: "1:2", msg: "unknown table"},
 		{name: "summarizer", src: "[proxy]\nsummarizer = \"daemon\"\n",
 			key: "proxy.summarizer", pos: "2:1", msg: "\"client\""},
+		{name: "routable behind a frontend", src: "[proxy]\nlisten = \"0.0.0.0:7420\"\nauth = \"frontend\"\n"},
+		{name: "routable with the daemon's token", src: "[daemon]\nauth_token_env = \"CTXD_AUTH_TOKEN\"\n[proxy]\nlisten = \"10.0.0.5:7420\"\nauth = \"token\"\n"},
+		{name: "token without the daemon's token", src: "[proxy]\nlisten = \"10.0.0.5:7420\"\nauth = \"token\"\n",
+			key: "proxy.auth", pos: "3:1", msg: "daemon.auth_token_env"},
+		{name: "not loopback names the way out", src: "[proxy]\nlisten = \"10.0.0.5:7420\"\n",
+			key: "proxy.listen", pos: "2:1", msg: "proxy.auth = \"token\""},
+		{name: "bad auth", src: "[proxy]\nauth = \"mtls\"\n",
+			key: "proxy.auth", pos: "2:1", msg: "\"loopback\""},
 	})
 }
 

@@ -329,9 +329,16 @@ type Workers struct {
 type Proxy struct {
 	// Enabled starts the proxy listener with the daemon. Default true.
 	Enabled bool `toml:"enabled" json:"enabled"`
-	// Listen is the proxy's TCP address, loopback only. Default
-	// DefaultProxyListen.
+	// Listen is the proxy's TCP address: loopback only unless Auth is
+	// "token" or "frontend". Default DefaultProxyListen.
 	Listen string `toml:"listen" json:"listen"`
+	// Auth says who may reach the proxy (docs/operating.md "A fleet"):
+	// "loopback" (the default: the listener is on loopback, its users are
+	// this host's), "token" (any address; every request carries the
+	// daemon's bearer token, daemon.auth_token_env, in the Ctxd-Proxy-Token
+	// header, removed before forwarding) or "frontend" (any address; a
+	// load balancer in front authenticates the clients, e.g. by mTLS).
+	Auth string `toml:"auth" json:"auth"`
 	// Summarizer chooses who summarizes a proxied session: "client" (the
 	// default: the session's own upstream, model and client credential,
 	// then the extractive fallback) or "bindings" (the configured

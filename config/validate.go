@@ -557,8 +557,17 @@ func (s *state) validateProxy() {
 		s.errorf(TableProxy, "proxy.listen", "must be host:port, e.g. %q", DefaultProxyListen)
 	} else if !validListenPort(port) {
 		s.errorf(TableProxy, "proxy.listen", "port %q: must be 1 to 65535 (0: any free port), e.g. %q", port, DefaultProxyListen)
-	} else if !isLoopback(host) {
-		s.errorf(TableProxy, "proxy.listen", "%q is not a loopback address: the proxy listens on 127.0.0.1, ::1 or localhost only", host)
+	} else if !isLoopback(host) && (p.Auth == ProxyAuthLoopback || p.Auth == "") {
+		s.errorf(TableProxy, "proxy.listen", "%q is not a loopback address: with proxy.auth = %q the proxy listens on 127.0.0.1, ::1 or localhost only; behind a load balancer set proxy.auth = %q (clients send the daemon's token) or %q (the balancer authenticates them)", host, ProxyAuthLoopback, ProxyAuthToken, ProxyAuthFrontend)
+	}
+	switch p.Auth {
+	case "", ProxyAuthLoopback, ProxyAuthFrontend:
+	case ProxyAuthToken:
+		if s.cfg.Daemon.AuthTokenEnv == "" {
+			s.errorf(TableProxy, "proxy.auth", "%q needs the daemon's bearer token: set daemon.auth_token_env to the name of an environment variable holding it, e.g. auth_token_env = \"CTXD_AUTH_TOKEN\"", ProxyAuthToken)
+		}
+	default:
+		s.errorf(TableProxy, "proxy.auth", "must be %q (the default: loopback only), %q (clients send the daemon's bearer token in Ctxd-Proxy-Token) or %q (a load balancer in front authenticates them)", ProxyAuthLoopback, ProxyAuthToken, ProxyAuthFrontend)
 	}
 	for _, up := range []struct{ name, url, example string }{
 		{"anthropic", p.Upstreams.Anthropic.BaseURL, DefaultAnthropicBaseURL},

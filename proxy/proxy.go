@@ -11,6 +11,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -59,13 +60,22 @@ type Options struct {
 	// as the proxy holds it. Give it the daemon's (the one its logger
 	// and the summarizer use); nil means a redactor of the proxy's own.
 	Redactor *redact.Redactor
+	// Token is the daemon's bearer token, which every request carries in
+	// the TokenHeader when Config.Auth is "token"; required then.
+	Token string
 }
+
+// TokenHeader carries the daemon's bearer token on a proxy request when
+// proxy.auth is "token"; the proxy removes it before forwarding, so the
+// provider never sees it.
+const TokenHeader = "Ctxd-Proxy-Token"
 
 // Proxy serves the provider-compatible endpoints. It is safe for
 // concurrent use.
 type Proxy struct {
 	eng      *engine.Engine
 	secret   []byte
+	token    string // the daemon's bearer token with proxy.auth = "token"
 	cfg      config.Proxy
 	limits   config.ProxyLimits
 	log      *slog.Logger
@@ -101,6 +111,9 @@ func New(o Options) (*Proxy, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Config.Auth == config.ProxyAuthToken && o.Token == "" {
+		return nil, fmt.Errorf("proxy.auth = %q: the daemon's bearer token (daemon.auth_token_env) is not set", config.ProxyAuthToken)
+	}
 	up := o.Config.Upstreams.Anthropic
 	if up.BaseURL == "" {
 		up.BaseURL = config.DefaultAnthropicBaseURL
@@ -117,7 +130,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
-	p := &Proxy{eng: o.Engine, secret: o.Secret, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
+	p := &Proxy{eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	p.accepted = map[string]struct{}{}
 	p.red = o.Redactor
@@ -249,6 +262,20 @@ func (p *Proxy) Handler() http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = netlimit.NewBodyTimer(w, r, time.Duration(p.limits.BodyTimeoutMS)*time.Millisecond, p.limits.BodyMinRate)
 		}
+		if p.cfg.Auth == config.ProxyAuthToken {
+			got := r.Header.Get(TokenHeader)
+			r.Header.Del(TokenHeader) // never forwarded
+			if subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
+				p.m.request(dialectOf(r), outcomeRefused)
+				msg := "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the " + TokenHeader + " header"
+				if d := dialectOf(r); d != nil {
+					d.writeError(w, http.StatusUnauthorized, "authentication_error", msg)
+				} else {
+					writeError(w, http.StatusUnauthorized, "authentication_error", msg)
+				}
+				return
+			}
+		}
 		if msg := p.refuse(r); msg != "" {
 			p.m.request(dialectOf(r), outcomeRefused)
 			if d := dialectOf(r); d != nil {
@@ -280,6 +307,11 @@ func (p *Proxy) Handler() http.Handler {
 func (p *Proxy) refuse(r *http.Request) string {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return "ctxd proxy: requests from web pages are refused (Origin or Referer header present)"
+	}
+	if a := p.cfg.Auth; a == config.ProxyAuthToken || a == config.ProxyAuthFrontend {
+		// Behind a load balancer: Host is the balancer's name, and a
+		// request is authenticated (by the token, or by the frontend).
+		return ""
 	}
 	if r.Method == http.MethodConnect {
 		// A tunnel would reach any host: only the configured upstreams are

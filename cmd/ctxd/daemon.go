@@ -186,15 +186,19 @@ func (m *Main) loadConfig() (config.Config, []config.Warning, error) {
 const minAuthTokenLen = 16
 
 // authToken reads the TCP listener's bearer token from the variable
-// daemon.auth_token_env names; "" when there is no listener. Errors: the
-// variable unset, empty or too short (the message never shows its value).
+// daemon.auth_token_env names; "" when there is no listener and the
+// proxy does not need it (proxy.auth = "token"). Errors: the variable
+// unset, empty or too short (the message never shows its value).
 func (m *Main) authToken(cfg config.Config) (string, error) {
-	if cfg.Daemon.Listen == "" {
+	proxyToken := cfg.Proxy.Enabled && cfg.Proxy.Auth == config.ProxyAuthToken
+	if cfg.Daemon.Listen == "" && !proxyToken {
 		return "", nil
 	}
 	env := cfg.Daemon.AuthTokenEnv
 	token := m.getenv(env)
 	switch {
+	case token == "" && cfg.Daemon.Listen == "":
+		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: proxy.auth = %q needs the daemon's bearer token; set it", env, config.ProxyAuthToken)
 	case token == "":
 		return "", fmt.Errorf("daemon.auth_token_env names %s, which is unset or empty: the TCP listener %s needs its bearer token; set it or remove daemon.listen", env, cfg.Daemon.Listen)
 	case strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
@@ -306,7 +310,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.open(ctx, cfg, token); err != nil {
 		return err
 	}
-	proxyL := m.listenProxy(cfg)
+	proxyL, err := m.listenProxy(cfg, token)
+	if err != nil {
+		return err
+	}
 
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPool()
@@ -704,29 +711,40 @@ func (m *Main) checkOffloadDir(cfg config.Config) error {
 	return nil
 }
 
-// listenProxy starts the provider proxy's listener when proxy.enabled. A
-// listener that cannot be opened (the port taken) does not stop the
-// daemon: the daemon API still serves, and `ctxctl status` and `doctor`
-// say why the proxy is not listening.
-func (m *Main) listenProxy(cfg config.Config) net.Listener {
+// listenProxy starts the provider proxy's listener when proxy.enabled.
+// On one host (badger, proxy.auth = "loopback") a listener that cannot be
+// opened (the port taken) does not stop the daemon: the daemon API still
+// serves, and `ctxctl status` and `doctor` say why the proxy is not
+// listening. On a fleet node (storage.backend = "nats") or a proxy meant
+// for a load balancer (proxy.auth "token" or "frontend") it is an error
+// that stops the start: the balancer would otherwise send agents to a node
+// without a proxy.
+func (m *Main) listenProxy(cfg config.Config, token string) (net.Listener, error) {
 	if !cfg.Proxy.Enabled {
-		return nil
+		return nil, nil
 	}
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor})
+	must := cfg.Storage.Backend == config.BackendNATS || (cfg.Proxy.Auth != "" && cfg.Proxy.Auth != config.ProxyAuthLoopback)
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token})
 	if err != nil {
+		if must {
+			return nil, fmt.Errorf("provider proxy: %w", err)
+		}
 		m.proxyErr = err.Error()
 		m.logger.Error("provider proxy not started", attrErr, err)
-		return nil
+		return nil, nil
 	}
 	l, err := net.Listen("tcp", cfg.Proxy.Listen)
 	if err != nil {
+		if must {
+			return nil, fmt.Errorf("proxy.listen %s: %w (a fleet node or a proxy behind a load balancer does not start without its proxy; give each node sharing a host its own port)", cfg.Proxy.Listen, err)
+		}
 		m.proxyErr = fmt.Sprintf("listen on %s: %v", cfg.Proxy.Listen, err)
 		m.logger.Error("provider proxy not started; the daemon API still serves", attrErr, m.proxyErr)
-		return nil
+		return nil, nil
 	}
 	m.onClose(func() error { return ignoreClosed(l.Close()) })
 	m.prx, m.proxyAddr = prx, l.Addr().String()
-	return l
+	return l, nil
 }
 
 // proxyStatus is the proxy's part of GET /v1/status.

@@ -94,3 +94,28 @@ func TestFleetRefusesUnreachableCluster(t *testing.T) {
 		t.Fatalf("ctxd with an unreachable cluster: %v\n%s", err, out)
 	}
 }
+
+// TestProxyBehindBalancerMustListen: a node whose proxy is meant for a
+// load balancer (proxy.auth = "frontend", a routable-capable address) does
+// not start when its proxy port is taken — it would otherwise serve the
+// daemon API without a proxy, and the balancer would send agents to it —
+// and says which key to change; with the port free it starts, listening.
+func TestProxyBehindBalancerMustListen(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := "[workers]\nsize = 1\nqueue = 4\n[proxy]\nauth = \"frontend\"\nlisten = %q\n"
+	e := newEnv(t, fmt.Sprintf(cfg, taken.Addr().String()))
+	out, err := refusedOutput(t, e.command())
+	if err == nil || !strings.Contains(string(out), "proxy.listen "+taken.Addr().String()) {
+		t.Fatalf("ctxd with its proxy port taken: %v\n%s", err, out)
+	}
+	e2 := newEnv(t, fmt.Sprintf(cfg, "127.0.0.1:0"))
+	e2.start(t)
+	st, err := e2.client().Status(context.Background())
+	if err != nil || st.Proxy == nil || st.Proxy.Listen == "" {
+		t.Fatalf("status %+v %v: the proxy is not listening", st, err)
+	}
+}
