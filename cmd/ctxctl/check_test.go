@@ -393,3 +393,17 @@ func TestCheckRefusesUnsetSecretEnvs(t *testing.T) {
 		t.Errorf("with the token set: exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestCheckFleetNodeExampleIsValid: contrib/ctxd-fleet-node.toml, the
+// fleet node of docs/operating.md, passes check in an environment with its
+// two tokens set.
+func TestCheckFleetNodeExampleIsValid(t *testing.T) {
+	chdirRoot(t)
+	var out, errb bytes.Buffer
+	xdg := t.TempDir()
+	vars := map[string]string{"XDG_CONFIG_HOME": xdg, "CTXD_AUTH_TOKEN": "0123456789abcdef0123", "CTXD_NATS_TOKEN": "nats-secret"}
+	e := &env{stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}
+	if code := runEnv([]string{"ctxctl", "check", "--config", "contrib/ctxd-fleet-node.toml"}, e); code != 0 || errb.String() != "ctxctl check: OK (checked contrib/ctxd-fleet-node.toml)\n" {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
