@@ -396,14 +396,20 @@ func (l *Log) appendAt(ctx context.Context, session string, after *uint64, event
 	if err != nil {
 		return 0, err
 	}
-	if _, _, err := l.getMeta(ctx, session); err != nil {
-		return 0, err
-	}
 	data := encodeRecord(vals)
 	msgID := newMsgID()
 	x := l.idx(session)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	// The session must exist. A node that has read or written its records
+	// (x.streamSeq set) skips the metadata read: were the session deleted
+	// since, its records are purged and the publish, which expects the
+	// last one, is refused; the metadata is read then, below.
+	if x.streamSeq == 0 {
+		if _, _, err := l.getMeta(ctx, session); err != nil {
+			return 0, err
+		}
+	}
 	for range maxConflictRetries {
 		if after != nil && *after != x.last {
 			if err := l.sync(ctx, session, x); err != nil {
@@ -416,6 +422,9 @@ func (l *Log) appendAt(ctx context.Context, session string, after *uint64, event
 		first, ok, err := l.publish(ctx, session, x, uint64(len(vals)), data, false, msgID)
 		if err != nil || ok {
 			return first, err
+		}
+		if _, _, err := l.getMeta(ctx, session); err != nil {
+			return 0, err // deleted meanwhile
 		}
 		if err := l.sync(ctx, session, x); err != nil {
 			return 0, err
@@ -549,14 +558,25 @@ func (l *Log) LastSeq(ctx context.Context, session string) (uint64, error) {
 	if err := checkpoint.ValidSessionID(session); err != nil {
 		return 0, err
 	}
-	if _, _, err := l.getMeta(ctx, session); err != nil {
-		return 0, err
-	}
 	x := l.idx(session)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	// One request when this node knows the session's records: their last
+	// one. The metadata is read too when it does not, or when the records
+	// are gone (the session deleted, or deleted and created again).
+	known := x.streamSeq != 0
+	if !known {
+		if _, _, err := l.getMeta(ctx, session); err != nil {
+			return 0, err
+		}
+	}
 	if err := l.sync(ctx, session, x); err != nil {
 		return 0, err
+	}
+	if known && x.streamSeq == 0 {
+		if _, _, err := l.getMeta(ctx, session); err != nil {
+			return 0, err
+		}
 	}
 	return x.last, nil
 }
