@@ -50,6 +50,13 @@ func BenchmarkDurableAppend64Sessions(b *testing.B) {
 		wg.Wait()
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+		if nl, ok := l.(*natsstore.Log); ok {
+			batches, records, fallbacks := natsstore.BatchStats(nl)
+			if batches > 0 {
+				b.ReportMetric(float64(records)/float64(batches), "appends/batch")
+			}
+			b.ReportMetric(float64(fallbacks), "fallbacks")
+		}
 	}
 	b.Run("badger", func(b *testing.B) {
 		db, err := store.Open(b.TempDir(), store.Options{SyncWrites: true})

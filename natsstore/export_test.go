@@ -5,6 +5,12 @@ import (
 	"io"
 )
 
+// BatchStats returns the atomic batches l stored, the records in them and
+// the batches it published again one by one.
+func BatchStats(l *Log) (batches, records, fallbacks int64) {
+	return l.pub.batches.Load(), l.pub.batched.Load(), l.pub.fallbacks.Load()
+}
+
 // Indexes returns how many session indexes l keeps.
 func Indexes(l *Log) int {
 	l.mu.Lock()

@@ -45,6 +45,8 @@ type Log struct {
 	mu       sync.Mutex
 	sessions map[string]*index
 
+	pub *batcher // publishes records, in batches when several wait
+
 	rows    chan struct{}
 	rowMu   sync.Mutex
 	pending map[string][]byte
@@ -76,6 +78,7 @@ type cpRec struct {
 
 func newLog(st *Store) *Log {
 	l := &Log{st: st, now: st.opts.Now, sessions: map[string]*index{}, rows: make(chan struct{}, 1), pending: map[string][]byte{}, done: make(chan struct{})}
+	l.pub = newBatcher(st, st.events.CachedInfo().Config.AllowAtomicPublish, l.done)
 	l.wg.Add(1)
 	go l.writeRows()
 	return l
@@ -89,6 +92,7 @@ func (l *Log) close() {
 	}
 	close(l.done)
 	l.wg.Wait()
+	l.pub.wg.Wait()
 }
 
 func hexID(session string) string { return hex.EncodeToString([]byte(session)) }
@@ -342,9 +346,10 @@ func (l *Log) publish(ctx context.Context, session string, x *index, count uint6
 		m.Header.Set(hdrCheckpoint, "1")
 	}
 	m.Data = data
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(x.streamSeq, 10))
 	var ack *jetstream.PubAck
 	err = l.st.ride(ctx, fmt.Sprintf("session %q: publish", session), opWriteIdempotent, func(ctx context.Context) (err error) {
-		ack, err = l.st.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(x.streamSeq))
+		ack, err = l.pub.publish(ctx, m)
 		return err
 	})
 	switch {

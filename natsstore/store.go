@@ -366,6 +366,10 @@ func (st *Store) setup(ctx context.Context) error {
 		// a node must never act on a session without the records others
 		// appended (docs/design.md §9).
 		AllowDirect: false,
+		// Appends of several sessions at once go as one atomic batch
+		// (batch.go); a server that does not know the setting ignores
+		// it, and appends are published one by one.
+		AllowAtomicPublish: true,
 	}); err != nil {
 		return fmt.Errorf("create stream %s_EVENTS: %w", up, err)
 	}
