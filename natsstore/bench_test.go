@@ -20,8 +20,9 @@ import (
 // BenchmarkDurableAppend64Sessions: 64 sessions appending one 1 KiB event
 // each per call, concurrently, each append acknowledged only once durable:
 // badger on disk with sync_writes (the baseline, same run), and the NATS
-// log on the in-process 3-server cluster with R1 and R3 streams
-// (docs/performance.md).
+// log on the in-process 3-server cluster with R1 and R3 streams, and R3
+// with every server fsyncing (sync_interval: always) with and without
+// atomic batches (docs/performance.md).
 func BenchmarkDurableAppend64Sessions(b *testing.B) {
 	ev := checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: json.RawMessage(`"` + strings.Repeat("x", 960) + `"`)}
 	run := func(b *testing.B, l checkpoint.Log, prefix string) {
@@ -87,6 +88,11 @@ func BenchmarkDurableAppend64Sessions(b *testing.B) {
 			run(b, st.Log(), fmt.Sprintf("f%d", r))
 		})
 	}
+	// R3 with every record published alone, as before atomic batches.
+	b.Run("nats-R3-fsync-unbatched", func(b *testing.B) {
+		st := openOn(b, c, fmt.Sprintf("fu%d", prefixes.Add(1)), 3, natsstore.NoBatches)
+		run(b, st.Log(), "u3")
+	})
 }
 
 // BenchmarkArtifactGet: reading an artifact through another server of the

@@ -11,6 +11,10 @@ func BatchStats(l *Log) (batches, records, fallbacks int64) {
 	return l.pub.batches.Load(), l.pub.batched.Load(), l.pub.fallbacks.Load()
 }
 
+// NoBatches makes a store opened with o publish every record alone, as
+// before atomic batches (the benchmark's baseline).
+func NoBatches(o *Options) { o.noBatches = true }
+
 // Indexes returns how many session indexes l keeps.
 func Indexes(l *Log) int {
 	l.mu.Lock()

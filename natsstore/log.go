@@ -78,7 +78,7 @@ type cpRec struct {
 
 func newLog(st *Store) *Log {
 	l := &Log{st: st, now: st.opts.Now, sessions: map[string]*index{}, rows: make(chan struct{}, 1), pending: map[string][]byte{}, done: make(chan struct{})}
-	l.pub = newBatcher(st, st.events.CachedInfo().Config.AllowAtomicPublish, l.done)
+	l.pub = newBatcher(st, st.events.CachedInfo().Config.AllowAtomicPublish && !st.opts.noBatches, l.done)
 	l.wg.Add(1)
 	go l.writeRows()
 	return l

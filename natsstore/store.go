@@ -68,6 +68,9 @@ type Options struct {
 	// Name is the client connection's name (shown by the servers); "" means
 	// "ctxd".
 	Name string
+
+	// noBatches publishes every record alone (the benchmark's baseline).
+	noBatches bool
 }
 
 // Store is one node's connection to the cluster with the streams and
