@@ -98,6 +98,13 @@ type Queue interface {
 
 var _ Queue = (*workers.Pool)(nil)
 
+// runningElsewhere reports whether another node of a fleet runs session
+// id's compaction now (a Pool with a Running method: the fleet's queue).
+func (e *Engine) runningElsewhere(id string) bool {
+	r, ok := e.opts.Pool.(interface{ Running(session string) bool })
+	return ok && r.Running(id)
+}
+
 // SharedQueue is a Queue shared by several nodes (docs/design.md §9): a job
 // submitted on one node may run on another, which builds the job's work
 // with the function given to SetJobs. The engine uses SubmitJob instead of

@@ -506,8 +506,9 @@ func TestFleetListingsAgree(t *testing.T) {
 
 // TestFleetLiveNodeKeepsItsJob: a compaction that runs longer than the
 // ack wait on a live node stays there — the node renews its claim (an
-// in-progress acknowledgement every ack_wait/4) — and no other node runs it
-// too: one summarizer call, one checkpoint.
+// in-progress acknowledgement every ack_wait/4) — every node's Session
+// says it runs meanwhile, and no other node runs it too: one summarizer
+// call, one checkpoint.
 func TestFleetLiveNodeKeepsItsJob(t *testing.T) {
 	c, prefix := fleetCluster(t)
 	slow := newFakeAnthropic(t, okSummary("Summary by node a."))
@@ -540,6 +541,12 @@ func TestFleetLiveNodeKeepsItsJob(t *testing.T) {
 	}
 	b.run()
 	time.Sleep(3 * ackWait) // the summarizer call outlives the ack wait
+	// Every node says the compaction runs, not that the session is idle.
+	for name, n := range map[string]*node{"a": a, "b": b} {
+		if in, err := n.e.Session(ctx, "s"); err != nil || in.Compaction != "running" {
+			t.Errorf("node %s shows compaction %q (%v) while node a runs it", name, in.Compaction, err)
+		}
+	}
 	close(release)
 	deadline := time.Now().Add(natstest.Scale(30 * time.Second))
 	for {

@@ -255,6 +255,8 @@ func (e *Engine) info(s *session) Info {
 	switch {
 	case s.compacting:
 		in.Compaction = "running"
+	case e.runningElsewhere(s.id):
+		in.Compaction = "running"
 	case e.opts.Pool.Active(s.id) != nil:
 		in.Compaction = "queued"
 	}

@@ -40,6 +40,10 @@ type Queue struct {
 	jobs    func(session, sig string) workers.Func
 	closed  bool
 	sub     *nats.Subscription
+	// running is the sessions whose job a node said it runs, with when
+	// it last said so (its start note, repeated with each progress
+	// signal); an entry older than the ack wait is a node that stopped.
+	running map[string]time.Time
 }
 
 type qticket struct {
@@ -79,7 +83,7 @@ func (st *Store) Queue(size int) (*Queue, error) {
 	if size < 1 {
 		return nil, fmt.Errorf("%w: queue size %d: at least 1", ErrInvalidOptions, size)
 	}
-	q := &Queue{st: st, size: size, tickets: map[string]*qticket{}, recent: map[string]string{}}
+	q := &Queue{st: st, size: size, tickets: map[string]*qticket{}, recent: map[string]string{}, running: map[string]time.Time{}}
 	sub, err := st.nc.Subscribe(st.prefix+".jobnote.>", q.onNote)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to job notes: %w", err)
@@ -227,6 +231,14 @@ func (q *Queue) onNote(m *nats.Msg) {
 	q.mu.Lock()
 	tk := q.tickets[n.Session]
 	if n.Done {
+		delete(q.running, n.Session)
+	} else {
+		q.running[n.Session] = q.st.opts.Now()
+		if len(q.running) > maxRecent {
+			q.dropStaleLocked()
+		}
+	}
+	if n.Done {
 		if _, ok := q.recent[n.Key]; !ok {
 			q.recent[n.Key] = n.Err
 			q.order = append(q.order, n.Key)
@@ -252,6 +264,28 @@ func (q *Queue) publishNote(n note) {
 	data, _ := json.Marshal(n)
 	if err := q.st.nc.Publish(q.st.prefix+".jobnote."+hexID(n.Session), data); err != nil {
 		q.st.opts.Logger.Warn("compaction job note not sent", "session", n.Session, "err", err)
+	}
+}
+
+// Running reports whether a node of the fleet runs session's compaction
+// now: it said so within the ack wait (its start note, repeated with each
+// progress signal). For `session show` on every node; a node that died
+// stops being counted after the ack wait, when its job moves.
+func (q *Queue) Running(session string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at, ok := q.running[session]
+	return ok && q.st.opts.Now().Sub(at) <= q.st.opts.AckWait
+}
+
+// dropStaleLocked forgets the running entries older than the ack wait.
+// q.mu is held.
+func (q *Queue) dropStaleLocked() {
+	now := q.st.opts.Now()
+	for id, at := range q.running {
+		if now.Sub(at) > q.st.opts.AckWait {
+			delete(q.running, id)
+		}
 	}
 }
 
@@ -466,6 +500,8 @@ func (q *Queue) handle(ctx context.Context, m jetstream.Msg) {
 			select {
 			case <-t.C:
 				_ = m.InProgress()
+				// Every node learns the job still runs (Running).
+				q.publishNote(note{Session: j.Session, Key: j.Key})
 			case <-hb.Done():
 				return
 			}
