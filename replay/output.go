@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"github.com/ctxd/ctxd/ledger"
 	"io"
 	"os"
 	"strings"
@@ -43,6 +44,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.GrowthError.Samples > 0 {
 		fmt.Fprintf(w, "estimated growth vs recorded: p50 %.1f %%, p90 %.1f %% (%d pairs)\n", 100*r.GrowthError.P50, 100*r.GrowthError.P90, r.GrowthError.Samples)
 	}
+	r.Cost.writeText(w)
 	ok := r.OrphanToolResults == 0 && r.UnansweredToolCalls == 0 && r.ProviderRuleViolations == 0 && r.NonAppendRequests == r.RecordedRewrites
 	verdict := "ok"
 	if !ok {
@@ -89,4 +91,27 @@ func ProgressBar(w io.Writer, label string) (progress func(done, total int), cle
 		}
 	}
 	return progress, clear
+}
+
+// writeText writes the cost section: without ctxd, with ctxd, the
+// summarizer, the net saving with its denominator, cache writes by cause.
+func (c Cost) writeText(w io.Writer) {
+	t := c.Totals
+	unit := "US dollars at " + c.Model + "'s price"
+	if !c.Priced {
+		fmt.Fprintf(w, "cost: %s has no price ([models.%q.price]); tokens only\n", c.Model, c.Model)
+	}
+	fmt.Fprintf(w, "cost (%s, cache-aware): %d requests; without ctxd $%.4f (%d tokens sent: %d read from the cache, %d written, %d uncached); with ctxd $%.4f (%d tokens: %d read, %d written, %d uncached); summarizer $%.4f\n",
+		unit, t.Requests, t.WithoutCtxd, t.ClientTokens, t.Counterfactual.CacheRead, t.Counterfactual.CacheWrite(), t.Counterfactual.Input,
+		t.Paid, t.SentTokens, t.Reported.CacheRead, t.Reported.CacheWrite(), t.Reported.Input, t.Summarizer)
+	fmt.Fprintf(w, "saved: $%.4f = without ctxd − with ctxd − summarizer, %.1f %% of the $%.4f without ctxd\n", t.Saved, 100*t.SavedShare, t.WithoutCtxd)
+	if len(t.CacheWrites) > 0 {
+		fmt.Fprintf(w, "ctxd's cache writes by cause (tokens):")
+		for _, k := range ledger.Causes() {
+			if n, ok := t.CacheWrites[k]; ok {
+				fmt.Fprintf(w, " %s %d", k, n)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }

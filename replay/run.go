@@ -99,6 +99,8 @@ type Report struct {
 	Violations             []string `json:"violations,omitempty"`
 	// FinalTokens is the estimate of the context at the end, in tokens.
 	FinalTokens uint64 `json:"final_tokens"`
+	// Cost is the session's cost without ctxd and with it.
+	Cost Cost `json:"cost"`
 }
 
 // MaxViolations bounds Report.Violations.
@@ -150,7 +152,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 	e := env.Engine
 	r.ContextLimit, r.Threshold = info.ContextLimit, info.Threshold
 
-	rp := &run{e: e, r: r, opts: opts, check: check, firstOriginal: math.MaxInt}
+	rp := &run{e: e, r: r, opts: opts, check: check, firstOriginal: math.MaxInt, cost: newCostRun(cfg, info.Model)}
 	if len(tr.OriginalCompactions) > 0 {
 		rp.firstOriginal = tr.OriginalCompactions[0].BeforeResponse
 	}
@@ -197,6 +199,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 		return nil, err
 	}
 	r.FinalTokens = final.Tokens
+	r.Cost = rp.cost.finish(ctx, e)
 	r.ContextEditPasses = final.ContextEditPasses
 	r.Offloads = final.Offloads
 	r.OffloadTokensSaved = rp.offloadSaved
@@ -220,6 +223,7 @@ type run struct {
 	firstOriginal int    // response before which the original agent first compacted
 	offloadSaved  uint64 // uncalibrated tokens offloads removed
 	estimateErrs  []float64
+	cost          *costRun
 }
 
 func (rp *run) step(response int, kind, text string) {
@@ -244,6 +248,12 @@ func (rp *run) response(ctx context.Context, k int, m history.Message) error {
 		}
 	}
 	rp.request(a, k)
+	var output uint64
+	if m.Usage != nil {
+		output = m.Usage.OutputTokens
+	}
+	rp.cost.request(ctx, rp.e, a, output)
+	rp.cost.add(m)
 
 	m.Seq, m.Tokens = 0, 0
 	usable := !rp.compacted && k < rp.firstOriginal
@@ -297,6 +307,7 @@ func (rp *run) lowered(ctx context.Context, u history.Usage) (history.Usage, uin
 // appendBatch appends the messages between two responses, as an agent posts
 // its tool results and the next prompt.
 func (rp *run) appendBatch(ctx context.Context, k int, msgs []history.Message) error {
+	rp.cost.add(msgs...)
 	batch := make([]history.Message, len(msgs))
 	for i, m := range msgs {
 		m.Seq, m.Tokens = 0, 0
