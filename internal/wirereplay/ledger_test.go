@@ -44,10 +44,7 @@ func within(got, want, share float64) bool {
 func TestLedgerMatchesTheUpstreamsRecount(t *testing.T) {
 	for _, src := range Sources {
 		t.Run(path.Base(src.File), func(t *testing.T) {
-			s := Load(t, src)
-			if raceOn && len(s.Turns) > 60 {
-				s.Turns = s.Turns[:60]
-			}
+			s := Load(t, src, maxTurns())
 			via := Through(t, s, config.Defaults())
 			reqs, sums, nReqs, nSums, tot := ledgerSum(via)
 			up := via.Usage
@@ -91,10 +88,7 @@ func TestLedgerMatchesTheUpstreamsRecount(t *testing.T) {
 func TestObserveProjectionEqualsEnforcedSavings(t *testing.T) {
 	for _, src := range Sources {
 		t.Run(path.Base(src.File), func(t *testing.T) {
-			s := Load(t, src)
-			if raceOn && len(s.Turns) > 60 {
-				s.Turns = s.Turns[:60]
-			}
+			s := Load(t, src, maxTurns())
 			direct := Direct(t, s)
 			cfg := config.Defaults()
 			cfg.Proxy.Mode = config.ProxyModeObserve
