@@ -78,6 +78,10 @@ const (
 // SourceDefault is the Sources value of a table nobody authored.
 const SourceDefault = "default"
 
+// SourceCatalog is the ModelSources value of a field the built-in model
+// catalog set.
+const SourceCatalog = "catalog"
+
 // tables lists the replaceable top-level tables in file order.
 var tables = []string{
 	TableContextCompaction, TableCompaction, TableOffload, TableContextEditing,
@@ -103,8 +107,10 @@ func Defaults() Config {
 	for _, t := range tables {
 		c.Sources[t] = SourceDefault
 	}
+	c.ModelSources = make(map[string]ModelFieldSources, len(c.Models))
 	for id := range c.Models {
 		c.Sources[modelSourceKey(id)] = SourceDefault
+		c.ModelSources[id] = c.modelSources(id)
 	}
 	return c
 }
@@ -227,6 +233,11 @@ var catalog = map[string]Model{
 	"o3":           openai(200000),
 	"o3-mini":      openai(200000),
 	"o4-mini":      openai(200000),
+	// Codex CLI's models (the list its 0.171.0 release ships, with each
+	// model's context_window): gpt-6.2-sol is the model Codex sends when
+	// given none, so the README's Codex recipe is managed as it stands.
+	"gpt-6.2-sol": openai(500000),
+	"gpt-5.5":     openai(272000),
 
 	// Open-weight models as commonly served by OpenAI-compatible servers.
 	// gpt-oss uses o200k (harmony); Llama 3 counts ~10 % more than o200k.
@@ -249,8 +260,17 @@ func Catalog() map[string]Model {
 // does not match: a model the catalog lacks must be given a limit, never a
 // guessed one. The boolean is false when nothing matches.
 func (c Config) Model(id string) (Model, bool) {
-	if m, ok := c.Models[id]; ok {
-		return m, true
+	k := c.modelKey(id)
+	if k == "" {
+		return Model{}, false
+	}
+	return c.Models[k], true
+}
+
+// modelKey is the key of c.Models that Model uses for id, "" when none.
+func (c Config) modelKey(id string) string {
+	if _, ok := c.Models[id]; ok {
+		return id
 	}
 	best := ""
 	for k := range c.Models {
@@ -258,10 +278,7 @@ func (c Config) Model(id string) (Model, bool) {
 			best = k
 		}
 	}
-	if best == "" {
-		return Model{}, false
-	}
-	return c.Models[best], true
+	return best
 }
 
 // isDateSuffix reports whether s is "-YYYYMMDD", "@YYYYMMDD" or "-YYYY-MM-DD".

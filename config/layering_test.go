@@ -100,24 +100,55 @@ func TestLayeringOrderSystemUserFiles(t *testing.T) {
 	}
 }
 
-func TestLayeringModelEntryReplacesOnlyThatEntry(t *testing.T) {
-	lower := writeTemp(t, "lower.toml", "[models.\"claude-sonnet-4-5\"]\ncontext_limit = 1000000\ntoken_factor = 1.4\nthinking_binding = true\n")
-	upper := writeTemp(t, "upper.toml", "[models.\"claude-sonnet-4-5\"]\ncontext_limit = 500000\n[models.local]\ncontext_limit = 8192\n")
+// TestLayeringModelEntryOverridesOnlyItsKeys: an authored [models."<id>"]
+// entry changes the keys it sets and keeps the rest of the entry below it
+// (a lower layer's, the catalog's), each field's source recorded; other
+// entries stay; an entry for a model nothing below knows takes defaults.
+func TestLayeringModelEntryOverridesOnlyItsKeys(t *testing.T) {
+	lower := writeTemp(t, "lower.toml", "[models.\"claude-sonnet-4-5\"]\ncontext_limit = 1000000\ntoken_factor = 1.4\nthinking_binding = false\n")
+	upper := writeTemp(t, "upper.toml", "[models.\"claude-sonnet-4-5\"]\ncontext_limit = 500000\n[models.local]\ncontext_limit = 8192\n[models.\"claude-opus-4-8\"]\ncontext_limit = 30000\n")
 	cfg, _, err := Load(Options{Files: []string{lower, upper}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Models["claude-sonnet-4-5"]; got != (Model{ContextLimit: 500000, TokenFactor: DefaultModelTokenFactor}) {
-		t.Errorf("claude-sonnet-4-5 = %+v, want the upper entry whole with defaults", got)
+	if got, want := cfg.Models["claude-sonnet-4-5"], (Model{ContextLimit: 500000, ServerContextEditing: true, TokenFactor: 1.4}); got != want {
+		t.Errorf("claude-sonnet-4-5 = %+v, want %+v (upper's limit, lower's factor and thinking_binding, the catalog's rest)", got, want)
 	}
-	if got := cfg.Models["local"]; got.ContextLimit != 8192 || got.TokenFactor != 1 {
+	if got, want := cfg.ModelSources["claude-sonnet-4-5"], (ModelFieldSources{ContextLimit: upper, ThinkingBinding: lower,
+		ServerContextEditing: SourceCatalog, ServerCompaction: SourceCatalog, TokenFactor: lower}); got != want {
+		t.Errorf("claude-sonnet-4-5 sources = %+v, want %+v", got, want)
+	}
+	// What the docs suggest for a small window keeps the model's thinking
+	// binding, server compaction and factor.
+	want := compacting(claude(200000))
+	want.ContextLimit = 30000
+	if got := cfg.Models["claude-opus-4-8"]; got != want {
+		t.Errorf("claude-opus-4-8 = %+v, want %+v", got, want)
+	}
+	if got := cfg.Models["local"]; got != (Model{ContextLimit: 8192, TokenFactor: DefaultModelTokenFactor}) {
 		t.Errorf("local = %+v", got)
+	}
+	if src := cfg.ModelSources["local"]; src.ContextLimit != upper || src.TokenFactor != SourceDefault || src.ThinkingBinding != SourceDefault {
+		t.Errorf("local sources = %+v", src)
 	}
 	if got := cfg.Models["claude-opus-4-5"]; got != claude(200000) {
 		t.Errorf("catalog entry changed: %+v", got)
 	}
+	if src, ok := cfg.ModelSourcesOf("claude-opus-4-5-20251101"); !ok || src.ContextLimit != SourceCatalog || src.TokenFactor != SourceCatalog {
+		t.Errorf("a catalog entry's sources = %+v, %v", src, ok)
+	}
 	if cfg.Sources[`models.claude-sonnet-4-5`] != upper || cfg.Sources[`models.local`] != upper || cfg.Sources[`models."gpt-4.1"`] != SourceDefault {
 		t.Errorf("model sources wrong: %v", cfg.Sources)
+	}
+	// A dated id authored on its own starts from its undated catalog entry.
+	dated := writeTemp(t, "dated.toml", "[models.\"claude-opus-4-8-20260101\"]\ncontext_limit = 40000\n")
+	cfg, _, err = Load(Options{Files: []string{dated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ContextLimit = 40000
+	if got := cfg.Models["claude-opus-4-8-20260101"]; got != want {
+		t.Errorf("dated entry = %+v, want %+v", got, want)
 	}
 }
 

@@ -43,7 +43,8 @@ type Options struct {
 // then the system layer, the user layer and each of opts.Files in order. An
 // omitted table inherits from the layer below; an authored table replaces it
 // and takes defaults for the keys it omits; an authored [models."<id>"]
-// entry replaces that entry alone; an authored [[summarizer.bindings]] array
+// entry overrides the keys it sets and keeps the rest of the entry below
+// it (the catalog's, a lower layer's); an authored [[summarizer.bindings]] array
 // replaces the lower one. Config.Sources says which layer set each table.
 //
 // Load reads only the files named in opts and has no other side effects. A
@@ -80,13 +81,14 @@ func Load(opts Options) (Config, []Warning, error) {
 // problem "not allowed in a session overlay" naming it, and the keys an
 // overlay cannot set keep base's values even in a table it authors. An
 // authored [models."<id>"] entry changes that model's context_limit and
-// keeps the rest of its entry. name labels the overlay in Sources and in
+// keeps the rest of its entry (the rule of every layer). name labels the overlay in Sources and in
 // problems (OverlayName). base is not modified.
 //
 // On failure it returns the zero Config and an *Error listing every problem
 // of the overlay.
 func ApplyOverlay(base Config, data []byte, name string) (Config, []Warning, error) {
 	base.Models = maps.Clone(base.Models)
+	base.ModelSources = maps.Clone(base.ModelSources)
 	base.Sources = maps.Clone(base.Sources)
 	if base.Models == nil {
 		base.Models = map[string]Model{}
@@ -167,25 +169,7 @@ func (s *state) layer(name string, data []byte, isFile bool) {
 		s.docs[t] = d
 	}
 	for _, id := range d.models {
-		m := dec.Models[id]
-		if _, ok := d.pos[keyPath("models", id, "token_factor")]; !ok {
-			m.TokenFactor = DefaultModelTokenFactor
-		}
-		if !isFile {
-			// An overlay sets a model's context_limit only (overlayKeys):
-			// the rest of the entry — thinking binding, calibration — stays
-			// what the daemon knows of the model (docs/design.md §3).
-			if base, ok := s.cfg.Model(id); ok {
-				base.ContextLimit = m.ContextLimit
-				m = base
-			}
-		}
-		if s.cfg.Models == nil {
-			s.cfg.Models = map[string]Model{}
-		}
-		s.cfg.Models[id] = m
-		s.cfg.Sources[modelSourceKey(id)] = name
-		s.docs[modelSourceKey(id)] = d
+		s.mergeModel(d, dec.Models[id], id, name)
 	}
 
 	if d.tables[TableContextCompaction] {
@@ -256,4 +240,52 @@ func (s *state) finish() (Config, []Warning, error) {
 		return Config{}, s.warnings, &Error{Problems: s.problems, AgentFile: s.cfg.Compaction.AgentFile}
 	}
 	return s.cfg, s.warnings, nil
+}
+
+// mergeModel applies the authored [models."<id>"] entry m of document d
+// (layer name) over the entry below it: only the keys d sets change, the
+// others keep the catalog's or a lower layer's value (docs/design.md §3;
+// docs/decisions.md "A model entry overrides only the keys it sets"). An
+// entry for a model nothing below knows starts from the defaults (booleans
+// false, token_factor 1.0) and must set context_limit (validate). Each
+// field's source is recorded in ModelSources.
+func (s *state) mergeModel(d *doc, m Model, id, name string) {
+	base, known := s.cfg.Model(id)
+	src := ModelFieldSources{}
+	if known {
+		src = s.cfg.modelSources(id)
+	} else {
+		base = Model{TokenFactor: DefaultModelTokenFactor}
+		src = ModelFieldSources{ContextLimit: SourceDefault, ThinkingBinding: SourceDefault,
+			ServerContextEditing: SourceDefault, ServerCompaction: SourceDefault, TokenFactor: SourceDefault}
+	}
+	set := func(key string) bool {
+		_, ok := d.pos[keyPath("models", id, key)]
+		return ok
+	}
+	if set("context_limit") {
+		base.ContextLimit, src.ContextLimit = m.ContextLimit, name
+	}
+	if set("thinking_binding") {
+		base.ThinkingBinding, src.ThinkingBinding = m.ThinkingBinding, name
+	}
+	if set("server_context_editing") {
+		base.ServerContextEditing, src.ServerContextEditing = m.ServerContextEditing, name
+	}
+	if set("server_compaction") {
+		base.ServerCompaction, src.ServerCompaction = m.ServerCompaction, name
+	}
+	if set("token_factor") {
+		base.TokenFactor, src.TokenFactor = m.TokenFactor, name
+	}
+	if s.cfg.Models == nil {
+		s.cfg.Models = map[string]Model{}
+	}
+	s.cfg.Models[id] = base
+	if s.cfg.ModelSources == nil {
+		s.cfg.ModelSources = map[string]ModelFieldSources{}
+	}
+	s.cfg.ModelSources[id] = src
+	s.cfg.Sources[modelSourceKey(id)] = name
+	s.docs[modelSourceKey(id)] = d
 }

@@ -13,7 +13,7 @@ type Config struct {
 	ContextEditing    ContextEditing    `toml:"context_editing" json:"context_editing"`
 	Summarizer        Summarizer        `toml:"summarizer" json:"summarizer"`
 	// Models maps a model id to its entry; it starts as the built-in catalog
-	// and an authored entry replaces the catalog's entry of the same id.
+	// and an authored entry overrides the keys it sets of the entry below it.
 	Models  map[string]Model `toml:"models" json:"models"`
 	Daemon  Daemon           `toml:"daemon" json:"daemon"`
 	Storage Storage          `toml:"storage" json:"storage"`
@@ -28,6 +28,47 @@ type Config struct {
 	// "storage", "workers", "proxy" and `models."<id>"` for each model entry. It is
 	// filled by Load and ApplyOverlay, never decoded from TOML.
 	Sources map[string]string `toml:"-" json:"sources,omitempty"`
+	// ModelSources maps each model id of Models to the source of each of
+	// its fields: SourceCatalog (the built-in catalog), SourceDefault (a
+	// key no layer set, for a model the catalog lacks), or the file or
+	// overlay that set it. Filled by Load and ApplyOverlay; a model
+	// missing here is the catalog's.
+	ModelSources map[string]ModelFieldSources `toml:"-" json:"model_sources,omitempty"`
+}
+
+// ModelFieldSources names where each field of one [models."<id>"] entry
+// came from (Config.ModelSources), with the TOML key names.
+type ModelFieldSources struct {
+	ContextLimit         string `json:"context_limit"`
+	ThinkingBinding      string `json:"thinking_binding"`
+	ServerContextEditing string `json:"server_context_editing"`
+	ServerCompaction     string `json:"server_compaction"`
+	TokenFactor          string `json:"token_factor"`
+}
+
+// modelSources is the field sources of model id (an exact key of Models or
+// the undated entry a dated id uses): every field SourceCatalog when none
+// are recorded.
+func (c Config) modelSources(id string) ModelFieldSources {
+	if src, ok := c.ModelSources[id]; ok {
+		return src
+	}
+	if k := c.modelKey(id); k != id {
+		if src, ok := c.ModelSources[k]; ok {
+			return src
+		}
+	}
+	return ModelFieldSources{ContextLimit: SourceCatalog, ThinkingBinding: SourceCatalog,
+		ServerContextEditing: SourceCatalog, ServerCompaction: SourceCatalog, TokenFactor: SourceCatalog}
+}
+
+// ModelSourcesOf returns the field sources of model id's effective entry
+// (Model's lookup), and whether the entry exists.
+func (c Config) ModelSourcesOf(id string) (ModelFieldSources, bool) {
+	if _, ok := c.Model(id); !ok {
+		return ModelFieldSources{}, false
+	}
+	return c.modelSources(id), true
 }
 
 // Trigger is the compaction threshold rule (docs/design.md §3): exactly one of

@@ -140,6 +140,23 @@ func TestCheckJSONEffectiveValues(t *testing.T) {
 		t.Errorf("context_compaction uses non-TOML names or values: %v", cc)
 	}
 
+	// Each model field's source: a partial entry keeps the catalog's other
+	// fields, and says so.
+	dir0 := t.TempDir()
+	small := filepath.Join(dir0, "small.toml")
+	if err := os.WriteFile(small, []byte("[models.\"claude-opus-4-8\"]\ncontext_limit = 30000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = decode("--config", small)
+	opus := m["models"].(map[string]any)["claude-opus-4-8"].(map[string]any)
+	if opus["context_limit"] != 30000.0 || opus["thinking_binding"] != true || opus["server_compaction"] != true || opus["token_factor"] != 1.35 {
+		t.Errorf("partial entry = %v, want the catalog's other fields", opus)
+	}
+	src := m["model_sources"].(map[string]any)["claude-opus-4-8"].(map[string]any)
+	if src["context_limit"] != small || src["thinking_binding"] != "catalog" || src["token_factor"] != "catalog" {
+		t.Errorf("model_sources = %v", src)
+	}
+
 	m = decode("--config", "testdata/config/valid/minimal.toml")
 	if e := eff(m); e["threshold_buffer_tokens"] != 20000.0 || e["threshold_percent"] != nil {
 		t.Errorf("buffer trigger: effective = %v", e)
