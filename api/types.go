@@ -124,10 +124,19 @@ type Session struct {
 	ID string `json:"id"`
 	// Model is the model id.
 	Model string `json:"model"`
-	// ContextLimit is the context window in effect, in tokens.
+	// ContextLimit is the context window in effect, in tokens; 0 while
+	// unknown (a model nothing knows, before the provider names it).
 	ContextLimit uint64 `json:"context_limit"`
+	// WindowSource says where ContextLimit came from: "session" (its own
+	// context_limit), "config" (an operator's [models."<id>"]), "catalog",
+	// "wire" (the request: anthropic-beta context-1m-*), "learned" (the
+	// provider's overflow error) or "unknown". Empty from an older daemon.
+	WindowSource string `json:"window_source,omitempty"`
+	// SettingsDiff lists what the model settings stored with the session
+	// differ in from the daemon's current configuration (ctxctl doctor).
+	SettingsDiff []string `json:"settings_diff,omitempty"`
 	// Threshold is the token count at which automatic compaction fires
-	// (docs/design.md §3 trigger, §5.1).
+	// (docs/design.md §3 trigger, §5.1); 0 while the window is unknown.
 	Threshold uint64 `json:"threshold"`
 	// Auto is the session's context_compaction.auto in effect.
 	Auto bool `json:"auto"`

@@ -27,8 +27,11 @@ type Assembled struct {
 	// TokensSource whether it rests on reported usage.
 	Tokens       uint64 `json:"tokens"`
 	TokensSource string `json:"tokens_source"`
+	// Threshold and ContextLimit are in tokens, 0 while the window is
+	// unknown; WindowSource says where the window came from (Window*).
 	Threshold    uint64 `json:"threshold"`
 	ContextLimit uint64 `json:"context_limit"`
+	WindowSource string `json:"window_source,omitempty"`
 	// CheckpointSeq is the seq of the checkpoint the context starts from,
 	// 0 before the first.
 	CheckpointSeq uint64 `json:"checkpoint_seq,omitempty"`
@@ -139,7 +142,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	a.Compacted = compacted
 	a.Diagnostic = diagnostic
-	if a.Tokens > a.ContextLimit {
+	if a.ContextLimit > 0 && a.Tokens > a.ContextLimit {
 		// Compaction could not bring it under (a stall, the circuit, or
 		// fixed content larger than the window): say so rather than let the
 		// provider's 400 be the first news.
@@ -320,8 +323,9 @@ func (e *Engine) assemble(s *session) *Assembled {
 		Messages:        e.activeMessages(s),
 		Tokens:          tokens,
 		TokensSource:    source,
-		Threshold:       s.threshold,
-		ContextLimit:    s.limit,
+		Threshold:       s.shownThreshold(),
+		ContextLimit:    s.shownLimit(),
+		WindowSource:    s.win.source,
 		LastSeq:         s.lastSeq,
 		ThinkingBinding: s.model.ThinkingBinding,
 		ContextEditing:  s.cfg.ContextEditing,

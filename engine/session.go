@@ -58,7 +58,65 @@ type openCall struct {
 type sessionExtra struct {
 	// Pinned is the pinned context's blocks.
 	Pinned []history.Block `json:"pinned,omitempty"`
+	// WireLimit is the context window the session's first request implied
+	// (Anthropic's context-1m-* beta), in tokens; 0 for none.
+	WireLimit uint64 `json:"wire_context_limit,omitempty"`
+	// Provider is the wire API family of a proxied session ("anthropic",
+	// "openai"), which gives a model the catalog lacks its defaults.
+	Provider string `json:"provider,omitempty"`
+	// Settings are the session's effective model settings and window as
+	// they were when it was created (docs/decisions.md "Model entries and
+	// context windows"): a restart with another configuration serves the
+	// session with them; nil in sessions of an older ctxd.
+	Settings *storedSettings `json:"settings,omitempty"`
+	// Learned is what the provider said of the window and of its count
+	// (an overflow error), kept across restarts; nil before the first.
+	Learned *learnedWindow `json:"learned,omitempty"`
 }
+
+// storedSettings is a session's own model entry and window.
+type storedSettings struct {
+	Model   config.Model             `json:"model"`
+	Sources config.ModelFieldSources `json:"sources"`
+	// Window is the context window, in tokens (0 while unknown), and
+	// WindowSource where it came from (Window* constants).
+	Window       uint64 `json:"window"`
+	WindowSource string `json:"window_source"`
+}
+
+// learnedWindow is what a provider's context-length refusal taught.
+type learnedWindow struct {
+	// Limit is the window the provider named, in tokens; 0 when its
+	// error named none.
+	Limit uint64 `json:"limit,omitempty"`
+	// From is the provider's words it was read from.
+	From string `json:"from,omitempty"`
+	// Scale is the provider's count of the refused request ÷ ctxd's
+	// uncalibrated estimate of it; 0 when the error gave no count.
+	Scale float64 `json:"scale,omitempty"`
+}
+
+// Window sources (Info.WindowSource; docs/config.md "Context windows").
+const (
+	// WindowSession: the session's own context_limit (POST or PATCH
+	// context_limit, the proxy's X-Ctxd-Context-Limit header).
+	WindowSession = "session"
+	// WindowConfig: an operator's [models."<id>"] context_limit.
+	WindowConfig = "config"
+	// WindowCatalog: the built-in model catalog.
+	WindowCatalog = "catalog"
+	// WindowWire: the request said it (anthropic-beta context-1m-*).
+	WindowWire = "wire"
+	// WindowLearned: the provider's overflow error named a smaller one.
+	WindowLearned = "learned"
+	// WindowUnknown: none yet. The session is managed; automatic
+	// compaction waits until the provider's first overflow names it.
+	WindowUnknown = "unknown"
+)
+
+// ContextLimit1M is the window Anthropic's context-1m-* beta gives, in
+// tokens.
+const ContextLimit1M = 1_000_000
 
 // session is one loaded session. mu guards everything below it.
 type session struct {
@@ -76,8 +134,13 @@ type session struct {
 	cfgVersion uint64
 	model      config.Model
 	limit      uint64
-	threshold  uint64
-	shape      string
+	// win is how model and limit were resolved: where the window came
+	// from, what the stored settings differ in from the current
+	// configuration; learned is what the provider said.
+	win       window
+	learned   *learnedWindow
+	threshold uint64
+	shape     string
 
 	system string
 	tools  []history.ToolDef
@@ -376,24 +439,15 @@ func (e *Engine) configure(s *session) error {
 		}
 		cfg = c
 	}
-	model, known := cfg.Model(s.meta.Model)
-	limit := s.meta.ContextLimit
-	if limit == 0 {
-		if !known {
-			return invalidField("context_limit", "model %q is not in the model catalog: give the session's context_limit", s.meta.Model)
-		}
-		limit = model.ContextLimit
-	}
-	if limit < MinContextLimit || limit > MaxContextLimit {
-		return invalidField("context_limit", "%d tokens is outside %d..=%d", limit, MinContextLimit, MaxContextLimit)
-	}
-	if !known {
-		model = config.Model{ContextLimit: limit, TokenFactor: 1}
-	}
 	var extra sessionExtra
 	if len(s.meta.Extra) > 0 {
 		_ = json.Unmarshal(s.meta.Extra, &extra)
 	}
+	w, err := resolveWindow(cfg, s.meta, extra)
+	if err != nil {
+		return err
+	}
+	model, limit := w.model, w.limit
 	var tools []history.ToolDef
 	if len(s.meta.Tools) > 0 {
 		if err := json.Unmarshal(s.meta.Tools, &tools); err != nil {
@@ -416,6 +470,8 @@ func (e *Engine) configure(s *session) error {
 	s.cfgVersion = e.cfgVersion.Load()
 	s.model = model
 	s.limit = limit
+	s.win = w
+	s.learned = extra.Learned
 	// config.Load and ApplyOverlay fold the legacy buffer_tokens alias into
 	// Trigger (docs/design.md §3).
 	s.threshold = trigger.Threshold(limit, cfg.ContextCompaction.Trigger)

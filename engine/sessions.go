@@ -40,6 +40,14 @@ type CreateParams struct {
 	Overlay string
 	// Labels are free-form operator labels, kept with the session.
 	Labels map[string]string
+	// WireContextLimit is the window the session's first request implies
+	// (the proxy: Anthropic's context-1m-* beta), in tokens; 0 for none.
+	// It replaces the catalog's window, never an operator's.
+	WireContextLimit uint64
+	// Provider is the wire API family of a proxied session
+	// (ProviderAnthropic, ProviderOpenAI): the defaults of a model the
+	// catalog lacks.
+	Provider string
 }
 
 // Info describes a session (docs/design.md §7 GET /v1/sessions/{id}).
@@ -54,10 +62,19 @@ type Info struct {
 	// session not in memory: only the fields from its metadata are set.
 	Loaded bool `json:"loaded"`
 	// Auto is context_compaction.auto in effect.
-	Auto         bool   `json:"auto"`
-	Model        string `json:"model,omitempty"`
+	Auto  bool   `json:"auto"`
+	Model string `json:"model,omitempty"`
+	// ContextLimit is the context window in tokens, 0 while unknown;
+	// WindowSource where it came from (WindowSession, WindowConfig,
+	// WindowCatalog, WindowWire, WindowLearned, WindowUnknown).
 	ContextLimit uint64 `json:"context_limit"`
-	Threshold    uint64 `json:"threshold"`
+	WindowSource string `json:"window_source,omitempty"`
+	// Threshold is the automatic compaction threshold in tokens, 0 while
+	// the window is unknown.
+	Threshold uint64 `json:"threshold"`
+	// SettingsDiff says what the settings stored with the session differ
+	// in from the current configuration's entry of its model (doctor).
+	SettingsDiff []string `json:"settings_diff,omitempty"`
 	// Tokens is the assembled context's size in tokens; TokensSource is
 	// "reported" or "estimated".
 	Tokens       uint64 `json:"tokens"`
@@ -134,7 +151,11 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	if err := checkPinned(p.Pinned); err != nil {
 		return Info{}, err
 	}
-	extra, _ := json.Marshal(sessionExtra{Pinned: p.Pinned})
+	provider := p.Provider
+	if provider != ProviderAnthropic && provider != ProviderOpenAI {
+		provider = ""
+	}
+	extra, _ := json.Marshal(sessionExtra{Pinned: p.Pinned, WireLimit: p.WireContextLimit, Provider: provider})
 	meta := checkpoint.Meta{
 		Model:              p.Model,
 		ContextLimit:       p.ContextLimit,
@@ -151,6 +172,15 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
+	if probe.win.source == WindowUnknown && provider == "" {
+		// A client of the daemon API gives the window it knows; only a
+		// proxied session, whose client cannot, learns it from the provider.
+		return Info{}, invalidField("context_limit", "model %q is not in the model catalog: give the session's context_limit", p.Model)
+	}
+	// The session carries its own settings from now on (docs/decisions.md
+	// "Model entries and context windows").
+	meta = storeSettings(meta, probe.win)
+	probe.meta = meta
 	stored, err := e.opts.Log.CreateSession(ctx, p.ID, meta)
 	if err != nil {
 		return Info{}, mapLogErr(p.ID, err)
@@ -233,8 +263,10 @@ func (e *Engine) info(s *session) Info {
 		Loaded:         true,
 		Auto:           s.cfg.ContextCompaction.Auto,
 		Model:          s.meta.Model,
-		ContextLimit:   s.limit,
-		Threshold:      s.threshold,
+		ContextLimit:   s.shownLimit(),
+		WindowSource:   s.win.source,
+		Threshold:      s.shownThreshold(),
+		SettingsDiff:   s.win.diff,
 		Tokens:         tokens,
 		TokensSource:   source,
 		Messages:       s.messages,
@@ -300,6 +332,7 @@ type listRow struct {
 	TokensSource   string `json:"tokens_source,omitempty"`
 	Threshold      uint64 `json:"threshold"`
 	ContextLimit   uint64 `json:"context_limit"`
+	WindowSource   string `json:"window_source,omitempty"`
 	Auto           bool   `json:"auto"`
 	Shape          string `json:"shape,omitempty"`
 	// LastSeq is the session's last seq when the row was written.
@@ -318,7 +351,7 @@ type listRow struct {
 func (e *Engine) saveRow(s *session) {
 	tokens, source := e.estimate(s)
 	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
-		Threshold: s.threshold, ContextLimit: s.limit, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated(),
+		Threshold: s.shownThreshold(), ContextLimit: s.shownLimit(), WindowSource: s.win.source, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated(),
 		Mode: s.mode, Ledger: s.totals.Summary()})
 	if err == nil {
 		err = e.opts.Log.PutRow(s.id, b)
@@ -449,6 +482,7 @@ func (e *Engine) rowInfo(ctx context.Context, l checkpoint.Listed) (Info, error)
 	in.Tokens, in.TokensSource = row.Tokens, row.TokensSource
 	in.Threshold, in.ContextLimit, in.Auto, in.Shape = row.Threshold, row.ContextLimit, row.Auto, row.Shape
 	in.Mode, in.Ledger = row.Mode, row.Ledger
+	in.WindowSource = row.WindowSource
 	if row.Updated.After(in.Updated) {
 		in.Updated = row.Updated
 	}
@@ -537,14 +571,25 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 		meta.Tools = toolsJSON(*p.Tools)
 		meta.ToolsDigest = digest(meta.Tools)
 	}
+	var extra sessionExtra
+	if len(meta.Extra) > 0 {
+		_ = json.Unmarshal(meta.Extra, &extra)
+	}
 	if p.Pinned != nil {
 		if err := checkPinned(*p.Pinned); err != nil {
 			return Info{}, err
 		}
-		meta.Extra, _ = json.Marshal(sessionExtra{Pinned: *p.Pinned})
+		extra.Pinned = *p.Pinned
 	}
-	if p.Model != nil {
+	newModel := p.Model != nil && *p.Model != meta.Model
+	if newModel {
+		// Another model: its settings are the current configuration's,
+		// stored anew; what was learned of the old one's window is not its.
 		meta.Model = *p.Model
+		extra.Settings, extra.Learned, extra.WireLimit = nil, nil, 0
+	}
+	if p.Pinned != nil || newModel {
+		meta.Extra, _ = json.Marshal(extra)
 	}
 	if p.ContextLimit != nil {
 		meta.ContextLimit = *p.ContextLimit
@@ -552,6 +597,9 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	probe := &session{id: id, meta: meta, state: s.state}
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
+	}
+	if newModel {
+		meta = storeSettings(meta, probe.win)
 	}
 	if metaEqual(meta, cur) {
 		return e.info(s), nil // nothing changed: nothing to record
@@ -776,4 +824,21 @@ func (e *Engine) DeleteSessionFiles(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// shownLimit is the window as Info shows it: 0 while unknown.
+func (s *session) shownLimit() uint64 {
+	if s.win.source == WindowUnknown {
+		return 0
+	}
+	return s.limit
+}
+
+// shownThreshold is the threshold as Info shows it: 0 while the window is
+// unknown (automatic compaction waits for it).
+func (s *session) shownThreshold() uint64 {
+	if s.win.source == WindowUnknown {
+		return 0
+	}
+	return s.threshold
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/ctxd/ctxd/engine"
 )
 
 // Headers that name a session (docs/design.md §10), most explicit first.
@@ -125,4 +127,19 @@ func itoa(k int) string {
 		k /= 10
 	}
 	return string(b[i:])
+}
+
+// wireContextLimit is the context window a request's headers imply, in
+// tokens: Anthropic's context-1m-* beta in anthropic-beta (Claude Code sends
+// context-1m-2025-08-07 with its default model) gives a 1M window; 0 when
+// nothing says.
+func wireContextLimit(h http.Header) uint64 {
+	for _, v := range h.Values("Anthropic-Beta") {
+		for _, b := range strings.Split(v, ",") {
+			if strings.HasPrefix(strings.TrimSpace(b), "context-1m-") {
+				return engine.ContextLimit1M
+			}
+		}
+	}
+	return 0
 }

@@ -783,7 +783,11 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		labels["proxy.branch_of"] = prev.id
 		reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
 	}
-	params := engine.CreateParams{Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels}
+	params := engine.CreateParams{Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels,
+		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
+	if req.d.upstream() == "anthropic" {
+		params.Provider = engine.ProviderAnthropic
+	}
 	if v := h.Get(HeaderContextLimit); v != "" {
 		if !p.isAccepted(fp) {
 			// Who pays (docs/decisions.md): a window override shapes
@@ -820,7 +824,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		k++
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the session (a model the catalog lacks needs [models.%q] context_limit in the daemon's configuration, or the %s header): %w", req.model, HeaderContextLimit, err)
+		return nil, nil, fmt.Errorf("creating the session: %w", err)
 	}
 	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}}
 	if prev != nil {

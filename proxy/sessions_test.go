@@ -13,6 +13,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/engine"
 )
 
 func TestAgentSession(t *testing.T) {
@@ -272,22 +273,34 @@ func TestUpstreamErrors(t *testing.T) {
 	}
 }
 
-// A model the catalog lacks is passed through unmanaged, with a diagnostic
-// saying how to manage it; the context-limit header manages it.
+// A model the catalog lacks is managed all the same: its window is unknown
+// until the provider names it (or the context-limit header gives it), and
+// the session says so; Claude Code's context-1m beta gives a catalog
+// model a 1M window.
 func TestUnknownModel(t *testing.T) {
 	f := newFixture(t, testConfig())
+	ctx := context.Background()
 	c := newConversation().user("x")
 	c.model = "claude-local-1"
 	resp, _ := f.post(c.body(), nil)
-	if resp.Header.Get(HeaderSessionID) != "" || !strings.Contains(resp.Header.Get(HeaderDiagnostic), "context_limit") {
-		t.Errorf("unknown model: session %q diagnostic %q", resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	id := resp.Header.Get(HeaderSessionID)
+	if id == "" {
+		t.Fatalf("unknown model not managed: %s", resp.Header.Get(HeaderDiagnostic))
 	}
-	if got := f.up.requests()[0].body; string(got) != c.body() {
-		t.Errorf("pass-through changed the body")
+	if in, err := f.eng.Session(ctx, id); err != nil || in.WindowSource != engine.WindowUnknown || in.ContextLimit != 0 {
+		t.Errorf("unknown model: window %d (%s), %v", in.ContextLimit, in.WindowSource, err)
 	}
-	resp, _ = f.post(c.body(), map[string]string{HeaderContextLimit: "200000"})
-	if resp.Header.Get(HeaderSessionID) == "" {
-		t.Errorf("with %s: not managed (%s)", HeaderContextLimit, resp.Header.Get(HeaderDiagnostic))
+	c2 := newConversation().user("y")
+	c2.model = "claude-local-2"
+	resp, _ = f.post(c2.body(), map[string]string{HeaderContextLimit: "200000"})
+	if in, err := f.eng.Session(ctx, resp.Header.Get(HeaderSessionID)); err != nil || in.ContextLimit != 200000 || in.WindowSource != engine.WindowSession {
+		t.Errorf("with %s: window %d (%s), %v", HeaderContextLimit, in.ContextLimit, in.WindowSource, err)
+	}
+	c3 := newConversation().user("z")
+	c3.model = "claude-opus-4-8"
+	resp, _ = f.post(c3.body(), map[string]string{"anthropic-beta": "claude-code-20250219,context-1m-2025-08-07,interleaved-thinking-2025-05-14"})
+	if in, err := f.eng.Session(ctx, resp.Header.Get(HeaderSessionID)); err != nil || in.ContextLimit != 1000000 || in.WindowSource != engine.WindowWire {
+		t.Errorf("context-1m beta: window %d (%s), %v", in.ContextLimit, in.WindowSource, err)
 	}
 }
 

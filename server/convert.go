@@ -195,6 +195,8 @@ func toAPISession(in engine.Info) api.Session {
 		ID:                in.ID,
 		Model:             in.Model,
 		ContextLimit:      in.ContextLimit,
+		WindowSource:      in.WindowSource,
+		SettingsDiff:      in.SettingsDiff,
 		Threshold:         in.Threshold,
 		Auto:              in.Auto,
 		Created:           in.Created,

@@ -392,7 +392,10 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		return
 	}
 	s := r.Session.Session
-	fmt.Fprintf(w, "session %s (model %s, limit %d):\n", s.ID, s.Model, s.ContextLimit)
+	fmt.Fprintf(w, "session %s (model %s, limit %s):\n", s.ID, s.Model, windowLine(s))
+	for _, d := range s.SettingsDiff {
+		fmt.Fprintf(w, "  differs:         %s\n", d)
+	}
 	fmt.Fprintf(w, "  tokens:          %s — %s\n", tokensLine(s.Tokens, s.Threshold), sourceWhy(s.Tokens.Source))
 	auto := "on"
 	if !s.Auto {

@@ -152,14 +152,14 @@ func sessionList(c *cli.Context, e *env) error {
 			return err
 		}
 		if n == 0 {
-			fmt.Fprintln(tw, "ID\tMODEL\tMESSAGES\tTOKENS\tTHRESHOLD\tSOURCE\tCHECKPOINTS\tCOMPACTION\tCIRCUIT")
+			fmt.Fprintln(tw, "ID\tMODEL\tWINDOW\tMESSAGES\tTOKENS\tTHRESHOLD\tSOURCE\tCHECKPOINTS\tCOMPACTION\tCIRCUIT")
 		}
 		n++
 		circuit := "closed"
 		if s.Circuit.Open {
 			circuit = "open"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.ID, s.Model, s.Messages, s.Tokens.Value, s.Threshold, orDash(s.Tokens.Source), s.Checkpoints, orDash(s.Compaction), circuit)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.ID, s.Model, windowCell(&s), s.Messages, s.Tokens.Value, s.Threshold, orDash(s.Tokens.Source), s.Checkpoints, orDash(s.Compaction), circuit)
 		if n%api.MaxListLimit == 0 {
 			if err := tw.Flush(); err != nil {
 				return err
@@ -197,7 +197,10 @@ func writeSession(w io.Writer, s *api.Session) {
 	}
 	line("session", "%s", s.ID)
 	line("model", "%s", s.Model)
-	line("context limit", "%d tokens", s.ContextLimit)
+	line("context limit", "%s", windowLine(s))
+	for _, d := range s.SettingsDiff {
+		line("differs", "%s", d)
+	}
 	auto := "automatic compaction on"
 	if !s.Auto {
 		auto = "automatic compaction off: manual and overflow only"
@@ -397,4 +400,27 @@ func sessionDelete(c *cli.Context, e *env) error {
 	}
 	fmt.Fprintf(e.stderr, "deleted session %s\n", args[0])
 	return nil
+}
+
+// windowLine is a session's context window and where it came from, for
+// session show and doctor: "200000 tokens (catalog)".
+func windowLine(s *api.Session) string {
+	switch {
+	case s.WindowSource == "unknown":
+		return "unknown — the model is in no catalog or configuration: managed, automatic compaction waits until the provider's first overflow names the window"
+	case s.WindowSource == "":
+		return fmt.Sprintf("%d tokens", s.ContextLimit)
+	}
+	return fmt.Sprintf("%d tokens (%s)", s.ContextLimit, s.WindowSource)
+}
+
+// windowCell is the WINDOW column of session list: "200000/catalog".
+func windowCell(s *api.Session) string {
+	switch s.WindowSource {
+	case "unknown":
+		return "unknown"
+	case "":
+		return fmt.Sprint(s.ContextLimit)
+	}
+	return fmt.Sprintf("%d/%s", s.ContextLimit, s.WindowSource)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
@@ -118,6 +120,41 @@ func IsContextLength(status int, body []byte) bool {
 	}
 	return strings.Contains(msg, "prompt is too long") ||
 		(strings.Contains(msg, "input length") && strings.Contains(msg, "exceed context limit"))
+}
+
+// ContextLengthFigures reads the figures of a context-length refusal's
+// message (IsContextLength): count is the provider's count of the refused
+// request's input, limit the window it names, both in tokens; 0 for a
+// figure the message does not give. "prompt is too long: 200251 tokens >
+// 200000 maximum" gives 200251 and 200000; "input length and `max_tokens`
+// exceed context limit: 189136 + 20000 > 204648" gives 189136 and 204648.
+// The message may be wrapped in other text (Bedrock's).
+func ContextLengthFigures(body []byte) (count, limit uint64) {
+	msg := string(body)
+	if e, ok := ErrorBody(body); ok {
+		msg = e.Message
+	}
+	if m := promptTooLong.FindStringSubmatch(msg); m != nil {
+		return atou(m[1]), atou(m[2])
+	}
+	if m := inputPlusMax.FindStringSubmatch(msg); m != nil {
+		return atou(m[1]), atou(m[2])
+	}
+	return 0, 0
+}
+
+var (
+	promptTooLong = regexp.MustCompile(`(?i)prompt is too long:\s*([0-9]+)\s*tokens\s*>\s*([0-9]+)`)
+	inputPlusMax  = regexp.MustCompile(`(?i)exceed context limit:\s*([0-9]+)\s*\+\s*[0-9]+\s*>\s*([0-9]+)`)
+)
+
+// atou is s as a uint64, 0 when it is not one.
+func atou(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // StreamReader rebuilds a Response from the server-sent events of a

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
@@ -399,4 +401,43 @@ func IsContextLength(status int, body []byte) bool {
 		strings.Contains(msg, "context_length_exceeded") ||
 		strings.Contains(msg, "exceeds the available context size") ||
 		(strings.Contains(msg, "context length") && strings.Contains(msg, "exceed"))
+}
+
+// ContextLengthFigures reads the figures of a context-length refusal's
+// message (IsContextLength): count is the provider's count of the refused
+// request's input, limit the window it names, both in tokens; 0 for a
+// figure the message does not give (the Responses API's "Your input
+// exceeds the context window of this model" gives none). "This model's
+// maximum context length is 4097 tokens. However, your messages resulted
+// in 4363 tokens" gives 4363 and 4097; "… you requested 4120 tokens (3120
+// in the messages, 1000 in the completion)" gives 3120 and 4097.
+func ContextLengthFigures(body []byte) (count, limit uint64) {
+	msg := string(body)
+	if e, ok := ErrorBody(body); ok {
+		msg = e.Message
+	}
+	if m := maxContextLength.FindStringSubmatch(msg); m != nil {
+		limit = atou(m[1])
+	}
+	if m := inTheMessages.FindStringSubmatch(msg); m != nil {
+		count = atou(m[1])
+	} else if m := resultedIn.FindStringSubmatch(msg); m != nil {
+		count = atou(m[1])
+	}
+	return count, limit
+}
+
+var (
+	maxContextLength = regexp.MustCompile(`(?i)maximum context length is\s*([0-9]+)\s*tokens`)
+	resultedIn       = regexp.MustCompile(`(?i)resulted in\s*([0-9]+)\s*tokens`)
+	inTheMessages    = regexp.MustCompile(`(?i)\(([0-9]+) in the messages`)
+)
+
+// atou is s as a uint64, 0 when it is not one.
+func atou(s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/config"
+)
+
+// window is a session's resolved model entry and context window.
+type window struct {
+	model config.Model
+	// limit is the window in tokens; MaxContextLimit while unknown.
+	limit  uint64
+	source string
+	// entryLimit and entrySource are the window the model's entry gave
+	// (stored, configured, wire or catalog), before the session's own
+	// context_limit and the learned window; 0 and WindowUnknown for none.
+	entryLimit  uint64
+	entrySource string
+	// fieldSources are model's field sources (config.ModelSources, or the
+	// stored ones).
+	fieldSources config.ModelFieldSources
+	// diff says what the session's stored settings differ in from the
+	// current configuration's entry of its model.
+	diff []string
+}
+
+// resolveWindow derives a session's model entry and window
+// (docs/decisions.md "Model entries and context windows"), first found:
+//
+//   - the session's own context_limit (meta.ContextLimit);
+//   - the settings stored with the session when it was created, whatever
+//     the current configuration says (doctor shows the difference);
+//   - the configuration's entry: an operator's context_limit, else the
+//     window the first request implied (context-1m-*), else the catalog's;
+//   - for a model nothing knows: the wire's window, else none yet
+//     (WindowUnknown: managed, compacting at the provider's first
+//     overflow, which names the window).
+//
+// A window the provider named in an overflow error that is smaller than
+// the one found replaces it (WindowLearned). Errors: a window outside
+// MinContextLimit..=MaxContextLimit.
+func resolveWindow(cfg config.Config, meta checkpoint.Meta, extra sessionExtra) (window, error) {
+	cur, known := cfg.Model(meta.Model)
+	curSrc, _ := cfg.ModelSourcesOf(meta.Model)
+	curWindow, curWindowSrc := uint64(0), WindowUnknown
+	if known {
+		curWindow, curWindowSrc = cur.ContextLimit, windowSourceOf(curSrc.ContextLimit)
+		if curWindowSrc == WindowCatalog && extra.WireLimit > 0 {
+			curWindow, curWindowSrc = extra.WireLimit, WindowWire
+		}
+	} else if extra.WireLimit > 0 {
+		curWindow, curWindowSrc = extra.WireLimit, WindowWire
+	}
+	var w window
+	st := extra.Settings
+	switch {
+	case st != nil:
+		w.model, w.fieldSources = st.Model, st.Sources
+		w.limit, w.source = st.Window, st.WindowSource
+		if st.WindowSource == WindowUnknown {
+			// None was known at creation: the configuration's now, if any.
+			w.limit, w.source = curWindow, curWindowSrc
+		}
+		w.diff = settingsDiff(meta.Model, *st, cur, curSrc, known, curWindow, curWindowSrc)
+	case known:
+		w.model, w.fieldSources = cur, curSrc
+		w.limit, w.source = curWindow, curWindowSrc
+	default:
+		w.model = unknownModel(extra.Provider)
+		w.fieldSources = config.ModelFieldSources{ContextLimit: config.SourceDefault, ThinkingBinding: config.SourceDefault,
+			ServerContextEditing: config.SourceDefault, ServerCompaction: config.SourceDefault, TokenFactor: config.SourceDefault}
+		w.limit, w.source = curWindow, curWindowSrc
+	}
+	w.entryLimit, w.entrySource = w.limit, w.source
+	if meta.ContextLimit > 0 {
+		w.limit, w.source = meta.ContextLimit, WindowSession
+	}
+	if l := extra.Learned; l != nil && l.Limit > 0 && (w.limit == 0 || l.Limit < w.limit) {
+		w.limit, w.source = l.Limit, WindowLearned
+	}
+	if w.limit == 0 {
+		w.limit, w.source = MaxContextLimit, WindowUnknown
+	}
+	if w.entryLimit == 0 {
+		w.entrySource = WindowUnknown
+	}
+	if w.limit < MinContextLimit || w.limit > MaxContextLimit {
+		return window{}, invalidField("context_limit", "%d tokens is outside %d..=%d", w.limit, MinContextLimit, MaxContextLimit)
+	}
+	w.model.ContextLimit = w.limit
+	return w, nil
+}
+
+// windowSourceOf maps a config field source to a window source.
+func windowSourceOf(src string) string {
+	switch src {
+	case config.SourceCatalog:
+		return WindowCatalog
+	case config.OverlayName:
+		return WindowSession
+	case config.SourceDefault, "":
+		return WindowUnknown
+	}
+	return WindowConfig
+}
+
+// unknownModel is the entry of a model nothing knows, by the wire API
+// family of its session: an Anthropic model binds thinking to the prefix
+// and counts about 1.35 o200k tokens per token (the catalog's Claude
+// entries); any other counts as o200k.
+func unknownModel(provider string) config.Model {
+	if provider == ProviderAnthropic {
+		return config.Model{ThinkingBinding: true, TokenFactor: 1.35}
+	}
+	return config.Model{TokenFactor: config.DefaultModelTokenFactor}
+}
+
+// Wire API families of CreateParams.Provider.
+const (
+	ProviderAnthropic = "anthropic"
+	ProviderOpenAI    = "openai"
+)
+
+// settingsDiff lists what a session's stored settings differ in from the
+// current configuration's entry of its model, in words for doctor.
+func settingsDiff(model string, st storedSettings, cur config.Model, curSrc config.ModelFieldSources, known bool, curWindow uint64, curWindowSrc string) []string {
+	if !known {
+		return []string{fmt.Sprintf("the current configuration has no entry for model %q: the session is served with the settings stored when it was created (window %s)", model, windowText(st.Window, st.WindowSource))}
+	}
+	var out []string
+	if st.Window != curWindow && st.WindowSource != WindowUnknown {
+		out = append(out, fmt.Sprintf("context_limit: the session's %s, the current configuration's %s", windowText(st.Window, st.WindowSource), windowText(curWindow, curWindowSrc)))
+	}
+	add := func(key string, a, b any, srcA, srcB string) {
+		if a != b {
+			out = append(out, fmt.Sprintf("%s: the session's %v (%s), the current configuration's %v (%s)", key, a, srcA, b, srcB))
+		}
+	}
+	add("thinking_binding", st.Model.ThinkingBinding, cur.ThinkingBinding, st.Sources.ThinkingBinding, curSrc.ThinkingBinding)
+	add("server_context_editing", st.Model.ServerContextEditing, cur.ServerContextEditing, st.Sources.ServerContextEditing, curSrc.ServerContextEditing)
+	add("server_compaction", st.Model.ServerCompaction, cur.ServerCompaction, st.Sources.ServerCompaction, curSrc.ServerCompaction)
+	add("token_factor", st.Model.TokenFactor, cur.TokenFactor, st.Sources.TokenFactor, curSrc.TokenFactor)
+	return out
+}
+
+func windowText(limit uint64, source string) string {
+	if source == WindowUnknown || limit == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d tokens (%s)", limit, source)
+}
+
+// storeSettings returns meta with the session's resolved settings stored
+// in its Extra (sessionExtra.Settings), for a session being created or
+// whose model changed. w is the window resolved for meta.
+func storeSettings(meta checkpoint.Meta, w window) checkpoint.Meta {
+	var extra sessionExtra
+	if len(meta.Extra) > 0 {
+		_ = json.Unmarshal(meta.Extra, &extra)
+	}
+	// The session's own and the learned window live in their own fields;
+	// the stored one is what the model's entry gave.
+	st := storedSettings{Model: w.model, Sources: w.fieldSources, Window: w.entryLimit, WindowSource: w.entrySource}
+	st.Model.ContextLimit = w.entryLimit
+	extra.Settings = &st
+	meta.Extra, _ = json.Marshal(extra)
+	return meta
+}
