@@ -37,6 +37,10 @@ var ErrOpenRound = fmt.Errorf("%w: %s", ErrConflict, trigger.NotCompactingOpenRo
 // (docs/design.md §5.2). The error's text after NothingToCompactReason says why.
 var ErrNothingToCompact = fmt.Errorf("%w: nothing to compact", ErrConflict)
 
+// ErrStalled: a compaction wrote its checkpoint but left the context at or
+// above the threshold (docs/design.md §5.5); the checkpoint stands.
+var ErrStalled = fmt.Errorf("%w: compaction stalled", ErrConflict)
+
 func nothingErr(why string) error { return fmt.Errorf("%w: %s", ErrNothingToCompact, why) }
 
 // NothingToCompactReason returns why err (wrapping ErrNothingToCompact)
@@ -378,6 +382,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return nothingErr(why)
 	}
 	snap := snapshot{seq: s.lastMsg, tokensBefore: tokens}
+	// A deeper overflow compaction (CompactDeeper) retains nothing.
+	deep := sig == trigger.Overflow && s.retainNothing
+	s.retainNothing = false
 	s.compacting = true
 	defer func() {
 		s.mu.Lock()
@@ -517,6 +524,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	defer s.mu.Unlock()
 	summaryTokens := e.est.Message(summaryMessage(cp))
 	target := e.retentionTarget(s, shape, summaryTokens)
+	if deep {
+		target = 0
+	}
 	// Current entries of the snapshot's range (a context-edit pass may have
 	// changed their sent form meanwhile).
 	var covered []entry
@@ -559,7 +569,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 			after += en.tokens
 		}
 	}
-	cp.TokensAfter = e.calibrate(s, after)
+	cp.TokensAfter = e.scaled(s, after)
 	cp.Stalled = cp.TokensAfter >= s.threshold
 	if cp.SummarizedMessages <= prevSummarized && cp.TokensAfter >= cp.TokensBefore {
 		// Every message since the last checkpoint fits in the retention
@@ -628,7 +638,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 	}
 	if stored.Stalled {
-		return fmt.Errorf("%w: compaction stalled: %d tokens after it, threshold %d", ErrConflict, stored.TokensAfter, s.threshold)
+		return fmt.Errorf("%w: %d tokens after it, threshold %d", ErrStalled, stored.TokensAfter, s.threshold)
 	}
 	return nil
 }

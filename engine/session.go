@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -92,8 +93,10 @@ type learnedWindow struct {
 	// From is the provider's words it was read from.
 	From string `json:"from,omitempty"`
 	// Scale is the provider's count of the refused request ÷ ctxd's
-	// uncalibrated estimate of it; 0 when the error gave no count.
+	// uncalibrated estimate of it; 0 when the error gave no count. Seq is
+	// the session's last message seq when it was taken.
 	Scale float64 `json:"scale,omitempty"`
+	Seq   uint64  `json:"seq,omitempty"`
 }
 
 // Window sources (Info.WindowSource; docs/config.md "Context windows").
@@ -137,8 +140,18 @@ type session struct {
 	// win is how model and limit were resolved: where the window came
 	// from, what the stored settings differ in from the current
 	// configuration; learned is what the provider said.
-	win       window
-	learned   *learnedWindow
+	win     window
+	learned *learnedWindow
+	// scale is the provider's count of a whole request ÷ ctxd's
+	// uncalibrated estimate of it, from the newest reported usage (input
+	// + cache read + cache write) or overflow count (scaleSeq: the last
+	// message seq it was taken at); 0 before the first. It scales the
+	// estimate of a context no usage covers yet (docs/design.md §2).
+	scale    float64
+	scaleSeq uint64
+	// retainNothing: the next overflow compaction retains no message
+	// (CompactDeeper).
+	retainNothing bool
 	threshold uint64
 	shape     string
 
@@ -384,6 +397,10 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.lastSeq = seq
 		}
 	}
+	if l := s.learned; l != nil && l.Scale > 0 && l.Seq >= s.scaleSeq {
+		// The overflow's count is newer than any usage replayed.
+		s.scale, s.scaleSeq = l.Scale, l.Seq
+	}
 	e.restoreLastCheck(s)
 	return s, nil
 }
@@ -597,6 +614,12 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	s.lastMsg = m.Seq
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
 		e.observeUsage(s, m)
+		// The request this answer's usage counts is the context before it.
+		if raw := s.fixedTokens + s.carriedTokens() + s.summaryTokens + s.activeTokens - t; raw >= history.MinCalibrationTokens {
+			if r := float64(m.Usage.ContextTokens()) / float64(raw); r >= history.MinFactor && r <= history.MaxFactor {
+				s.scale, s.scaleSeq = r, m.Seq
+			}
+		}
 		u := *m.Usage
 		s.usage = &u
 		s.usageOutput = e.outputTokens(s, m)
@@ -765,7 +788,29 @@ func (e *Engine) estimate(s *session) (uint64, string) {
 		}
 		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
 	}
-	return e.calibrate(s, s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens), SourceEstimated
+	return e.scaled(s, e.rawTokens(s)), SourceEstimated
+}
+
+// rawTokens is ctxd's uncalibrated estimate of the whole assembled
+// context. Called with s.mu held.
+func (e *Engine) rawTokens(s *session) uint64 {
+	return s.fixedTokens + s.carriedTokens() + s.summaryTokens + s.activeTokens
+}
+
+// scaled is a whole context's estimate in the provider's tokens: raw (an
+// uncalibrated estimate of a whole request) times the session's scale
+// when its provider has counted one (usage, an overflow error), else
+// calibrated by the model's factor. The figures before and after a
+// compaction are both in this unit.
+func (e *Engine) scaled(s *session, raw uint64) uint64 {
+	if s.scale > 0 {
+		f := math.Ceil(float64(raw) * s.scale)
+		if f >= math.MaxUint64 {
+			return math.MaxUint64
+		}
+		return uint64(f)
+	}
+	return e.calibrate(s, raw)
 }
 
 // carriedTokens is the sent-form estimate of the requests the latest

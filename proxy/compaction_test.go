@@ -256,3 +256,65 @@ func TestEstimateSurvivesRestart(t *testing.T) {
 		t.Errorf("after the restart the request went to %s (want %s), stats %+v; first message %s", got, id, f.p.Stats(), c.msgs[0])
 	}
 }
+
+// An overflow whose provider count shows the request far larger than ctxd
+// estimated: the count corrects the session's estimate, the window the
+// refusal names is learned, and the request is retried only when the
+// compaction brought it under that window by the provider's count (with
+// OverflowMargin) — else no retry: the provider's error goes to the client
+// with a diagnostic, and the upstream sees no second refusal.
+func TestOverflowRetriesOnlyWhatFits(t *testing.T) {
+	refusal := func(count, limit uint64) string {
+		return fmt.Sprintf(`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > %d maximum"}}`, count, limit)
+	}
+	t.Run("fits", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		c := longConversation(f, 12, 600, nil)
+		id := onlySession(t, f)
+		count := uint64(len(c.body())) / 4 * 3 / 2 // about 1.5 × ctxd's estimate
+		before := len(f.up.requests())
+		f.up.script(reply{status: 400, body: refusal(count, count*9/10)}, textAnswer("fixed"))
+		resp, got := f.post(c.body(), nil)
+		if resp.StatusCode != 200 || !strings.Contains(string(got), "fixed") {
+			t.Fatalf("client got %d %s (%s)", resp.StatusCode, got, resp.Header.Get(HeaderDiagnostic))
+		}
+		if n := len(f.up.requests()) - before; n != 2 {
+			t.Errorf("%d upstream requests, want the refused one and the retry", n)
+		}
+		in, _ := f.eng.Session(context.Background(), id)
+		if in.WindowSource != engine.WindowLearned || in.ContextLimit != count*9/10 {
+			t.Errorf("window %d (%s), want %d learned", in.ContextLimit, in.WindowSource, count*9/10)
+		}
+		if cp := in.Checkpoint; cp == nil || cp.TokensAfter > uint64(float64(in.ContextLimit)*(1-OverflowMargin)) {
+			t.Errorf("checkpoint %+v over the learned window's margin", cp)
+		}
+	})
+	t.Run("does not fit", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		c := longConversation(f, 12, 600, nil)
+		count := uint64(len(c.body())) / 4 * 3 // about 3 × ctxd's estimate
+		body := refusal(count, 1000)
+		before := len(f.up.requests())
+		f.up.script(reply{status: 400, body: body}, textAnswer("never"))
+		resp, got := f.post(c.body(), nil)
+		if resp.StatusCode != 400 || string(got) != body {
+			t.Fatalf("client got %d %s, want the provider's error", resp.StatusCode, got)
+		}
+		if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "overflow not recovered") || !strings.Contains(d, "by the provider's count") {
+			t.Errorf("diagnostic %q", d)
+		}
+		if n := len(f.up.requests()) - before; n != 1 {
+			t.Errorf("%d upstream requests, want only the refused one (no retry that would be refused again)", n)
+		}
+	})
+}
+
+// onlySession is the id of the fixture's one session.
+func onlySession(t *testing.T, f *fixture) string {
+	t.Helper()
+	ids, err := f.eng.ListSessions(context.Background())
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("sessions %v, %v", ids, err)
+	}
+	return ids[0]
+}

@@ -49,6 +49,9 @@ type dialect interface {
 	tools(req *request) []history.ToolDef
 	// isContextLength classifies an upstream refusal.
 	isContextLength(status int, body []byte) bool
+	// contextLengthFigures reads such a refusal's count of the request
+	// and the window it names, in tokens (0: not given).
+	contextLengthFigures(body []byte) (count, limit uint64)
 	// reader reads a streamed answer on its way; decode a whole one.
 	reader(maxLine int) answerReader
 	decode(body []byte) (history.Message, string, error)
@@ -126,6 +129,9 @@ func (anthropicDialect) systemText(req *request) string       { return systemTex
 func (anthropicDialect) tools(req *request) []history.ToolDef { return toolDefs(req.tools) }
 func (anthropicDialect) isContextLength(status int, body []byte) bool {
 	return anthropic.IsContextLength(status, body)
+}
+func (anthropicDialect) contextLengthFigures(body []byte) (uint64, uint64) {
+	return anthropic.ContextLengthFigures(body)
 }
 
 func (anthropicDialect) reader(maxLine int) answerReader {
@@ -298,6 +304,9 @@ func (openaiDialect) tools(req *request) []history.ToolDef {
 
 func (openaiDialect) isContextLength(status int, body []byte) bool {
 	return openai.IsContextLength(status, body)
+}
+func (openaiDialect) contextLengthFigures(body []byte) (uint64, uint64) {
+	return openai.ContextLengthFigures(body)
 }
 
 func (d openaiDialect) reader(maxLine int) answerReader {

@@ -444,6 +444,9 @@ type plan struct {
 	// replaces, marked superseded once the upstream accepted.
 	created bool
 	prev    *branch
+	// tokens is the estimate of the context last assembled and window the
+	// session's context window (0 while unknown), in tokens.
+	tokens, window uint64
 }
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -879,6 +882,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 	msgs := a.Messages
 	pl.limit, pl.threshold = a.ContextLimit, a.Threshold
 	req.checked = &a.Checked
+	pl.tokens, pl.window = a.Tokens, a.ContextLimit
 	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
 		// A resend of a request already answered: send it as it was, not
 		// with the recorded answer after it.
@@ -1331,21 +1335,54 @@ func equalBlocks(a, b []anthropic.Block) bool {
 	return true
 }
 
-// recoverOverflow is the overflow recovery (docs/design.md §10): compact with
-// reason overflow, rebuild the body and retry once. False when the
-// compaction failed; the caller then passes the provider's error on.
+// recoverOverflow is the overflow recovery (docs/design.md §10): the
+// provider's figures go to the session (its count corrects the estimate, a
+// window it names is learned), then an overflow compaction, and the
+// request is retried once — only when it is now under the window by the
+// provider's count with a margin (OverflowMargin); otherwise a deeper
+// compaction that retains nothing, and if even that leaves it over, no
+// retry. False when no retry was sent; the caller then passes the
+// provider's error on, with a Ctxd-Diagnostic saying why
+// (docs/decisions.md "Overflow recovery retries only what fits").
 func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
 	ctx := r.Context()
-	if _, err := p.eng.Compact(ctx, pl.b.id, trigger.Overflow, true); err != nil {
-		p.log.Warn("overflow compaction failed; the provider's error goes to the client", "session", pl.b.id, "err", err)
+	count, limit := req.d.contextLengthFigures(x.ovBody)
+	if _, err := p.eng.ObserveOverflow(ctx, pl.b.id, engine.Overflow{Count: count, Limit: limit}); err != nil {
+		p.log.Warn("recording the overflow's figures", "session", pl.b.id, "err", err)
+	}
+	before := pl.tokens
+	fail := func(why string) bool {
+		p.log.Warn("overflow not retried; the provider's error goes to the client", "session", pl.b.id, "why", why)
+		w.Header().Set(HeaderDiagnostic, headerSafe("overflow not recovered: "+why))
 		p.m.overflow(req.d, false)
 		return false
 	}
-	out, diag, err := p.assemble(ctx, pl, req)
-	if err != nil {
-		p.log.Warn("overflow retry not built", "session", pl.b.id, "err", err)
-		p.m.overflow(req.d, false)
-		return false
+	var (
+		out  *outBody
+		diag string
+	)
+	for pass := 0; ; pass++ {
+		var err error
+		if pass == 0 {
+			_, err = p.eng.Compact(ctx, pl.b.id, trigger.Overflow, true)
+		} else {
+			_, err = p.eng.CompactDeeper(ctx, pl.b.id)
+		}
+		// A stalled compaction wrote its checkpoint: whether the retry
+		// fits is the test below.
+		if err != nil && !errors.Is(err, engine.ErrStalled) && (pass == 0 || !errors.Is(err, engine.ErrNothingToCompact)) {
+			return fail("the overflow compaction failed: " + err.Error())
+		}
+		if out, diag, err = p.assemble(ctx, pl, req); err != nil {
+			return fail("the retry could not be built: " + err.Error())
+		}
+		target, of := overflowTarget(pl.window, count, before)
+		if pl.tokens <= target {
+			break
+		}
+		if pass == 1 {
+			return fail(fmt.Sprintf("after the overflow compaction the request is still %d tokens by the provider's count, over %s: a retry would be refused again", pl.tokens, of))
+		}
 	}
 	pl.out = out
 	x.body, x.retried, x.overflow = out, true, nil
@@ -1364,6 +1401,29 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		p.m.overflow(req.d, false)
 	}
 	return true
+}
+
+// OverflowMargin is the share of the context window an overflow retry
+// keeps free by the provider's count: the estimate of what changed since
+// the provider counted errs, and a retry refused again costs the agent
+// its answer.
+const OverflowMargin = 0.05
+
+// overflowTarget is the most tokens an overflow retry may carry, and what
+// it is, in words: the window less OverflowMargin; with no window known,
+// a tenth under the provider's count of the refused request (or ctxd's
+// estimate of it, when the provider gave no count).
+func overflowTarget(window, count, before uint64) (uint64, string) {
+	if window > 0 {
+		t := uint64(float64(window) * (1 - OverflowMargin))
+		return t, fmt.Sprintf("the window of %d tokens less a %.0f %% margin (%d)", window, OverflowMargin*100, t)
+	}
+	ref, what := count, "the provider's count of the refused request"
+	if ref == 0 {
+		ref, what = before, "ctxd's estimate of the refused request"
+	}
+	t := ref * 9 / 10
+	return t, fmt.Sprintf("a tenth under %s, %d tokens (%d)", what, ref, t)
 }
 
 // recordAnswer appends the answer, rebuilt from what passed, with its

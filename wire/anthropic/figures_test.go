@@ -14,7 +14,7 @@ func TestContextLengthFiguresCorpus(t *testing.T) {
 		"anthropic_400_prompt_too_long_with_request_id_2":    {219898, 200000},
 		"anthropic_400_prompt_too_long_no_request_id":        {210266, 200000},
 		"anthropic_400_prompt_too_long_roo":                  {208732, 200000},
-		"anthropic_400_input_plus_max_tokens_exceed_context": {189136, 204648},
+		"anthropic_400_input_plus_max_tokens_exceed_context": {189136, 184648},
 		"openrouter_413_wrapped_prompt_too_long":             {0, 0},
 	}
 	for id, w := range want {

@@ -127,7 +127,8 @@ func IsContextLength(status int, body []byte) bool {
 // request's input, limit the window it names, both in tokens; 0 for a
 // figure the message does not give. "prompt is too long: 200251 tokens >
 // 200000 maximum" gives 200251 and 200000; "input length and `max_tokens`
-// exceed context limit: 189136 + 20000 > 204648" gives 189136 and 204648.
+// exceed context limit: 189136 + 20000 > 204648" gives 189136 and 184648
+// (the window left for the input beside that max_tokens).
 // The message may be wrapped in other text (Bedrock's).
 func ContextLengthFigures(body []byte) (count, limit uint64) {
 	msg := string(body)
@@ -138,14 +139,19 @@ func ContextLengthFigures(body []byte) (count, limit uint64) {
 		return atou(m[1]), atou(m[2])
 	}
 	if m := inputPlusMax.FindStringSubmatch(msg); m != nil {
-		return atou(m[1]), atou(m[2])
+		// The window left for the input is the limit less max_tokens.
+		in, out, l := atou(m[1]), atou(m[2]), atou(m[3])
+		if out >= l {
+			return in, 0
+		}
+		return in, l - out
 	}
 	return 0, 0
 }
 
 var (
 	promptTooLong = regexp.MustCompile(`(?i)prompt is too long:\s*([0-9]+)\s*tokens\s*>\s*([0-9]+)`)
-	inputPlusMax  = regexp.MustCompile(`(?i)exceed context limit:\s*([0-9]+)\s*\+\s*[0-9]+\s*>\s*([0-9]+)`)
+	inputPlusMax  = regexp.MustCompile(`(?i)exceed context limit:\s*([0-9]+)\s*\+\s*([0-9]+)\s*>\s*([0-9]+)`)
 )
 
 // atou is s as a uint64, 0 when it is not one.
