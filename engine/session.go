@@ -152,8 +152,8 @@ type session struct {
 	// retainNothing: the next overflow compaction retains no message
 	// (CompactDeeper).
 	retainNothing bool
-	threshold uint64
-	shape     string
+	threshold     uint64
+	shape         string
 
 	system string
 	tools  []history.ToolDef
