@@ -392,13 +392,14 @@ func TestThinkingWithheld(t *testing.T) {
 
 func TestServerEdit(t *testing.T) {
 	got := ServerEdit(config.Defaults().ContextEditing)
-	want := `{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":33334},"keep":{"type":"tool_uses","value":3},"clear_at_least":{"type":"input_tokens","value":16667},"exclude_tools":["todo","plan"]}]}`
+	want := `{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":33334},"keep":{"type":"tool_uses","value":3},"clear_at_least":{"type":"input_tokens","value":16667},"exclude_tools":["todo","plan"],"clear_tool_inputs":true}]}`
 	if string(got) != want {
 		t.Errorf("ServerEdit =\n%s\nwant\n%s", got, want)
 	}
 	cfg := testCfg()
 	cfg.ProtectToolNames = nil
 	cfg.KeepRecentTurns = 0
+	cfg.ClearToolInputs = false
 	if got := string(ServerEdit(cfg)); got != `{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":3334},"keep":{"type":"tool_uses","value":0},"clear_at_least":{"type":"input_tokens","value":1667}}]}` {
 		t.Errorf("ServerEdit = %s", got)
 	}

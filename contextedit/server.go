@@ -30,6 +30,9 @@ type serverEdit struct {
 	Keep         quantity `json:"keep"`
 	ClearAtLeast quantity `json:"clear_at_least"`
 	ExcludeTools []string `json:"exclude_tools,omitempty"`
+	// ClearToolInputs: the server also clears the cleared calls' inputs
+	// (the edit's clear_tool_inputs, false when omitted).
+	ClearToolInputs bool `json:"clear_tool_inputs,omitempty"`
 }
 
 type quantity struct {
@@ -44,25 +47,27 @@ type quantity struct {
 //	  "trigger":{"type":"input_tokens","value":N},
 //	  "keep":{"type":"tool_uses","value":K},
 //	  "clear_at_least":{"type":"input_tokens","value":M},
-//	  "exclude_tools":[...]}]}
+//	  "exclude_tools":[...],"clear_tool_inputs":true}]}
 //
 // N is max_total_tool_result_chars and M min_chars_per_pass, converted with
 // CharsPerToken; note the server's trigger counts the whole input, not only
 // tool results. K is keep_recent_turns, kept as a count of tool uses (the
 // server's unit; a turn may hold several). exclude_tools is
 // protect_tool_names, omitted when empty. min_chars_to_elide has no server
-// equivalent. It returns nil when cfg.Enabled is false. The bytes are the
+// equivalent. clear_tool_inputs is context_editing.clear_tool_inputs
+// (omitted when false, the API's default). It returns nil when cfg.Enabled is false. The bytes are the
 // same for the same cfg.
 func ServerEdit(cfg config.ContextEditing) json.RawMessage {
 	if !cfg.Enabled {
 		return nil
 	}
 	p := serverParam{Edits: []serverEdit{{
-		Type:         ServerEditType,
-		Trigger:      quantity{"input_tokens", charsToTokens(cfg.MaxTotalToolResultChars)},
-		Keep:         quantity{"tool_uses", cfg.KeepRecentTurns},
-		ClearAtLeast: quantity{"input_tokens", charsToTokens(cfg.MinCharsPerPass)},
-		ExcludeTools: cfg.ProtectToolNames,
+		Type:            ServerEditType,
+		Trigger:         quantity{"input_tokens", charsToTokens(cfg.MaxTotalToolResultChars)},
+		Keep:            quantity{"tool_uses", cfg.KeepRecentTurns},
+		ClearAtLeast:    quantity{"input_tokens", charsToTokens(cfg.MinCharsPerPass)},
+		ExcludeTools:    cfg.ProtectToolNames,
+		ClearToolInputs: cfg.ClearToolInputs,
 	}}}
 	b, err := json.Marshal(p)
 	if err != nil {
