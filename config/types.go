@@ -216,8 +216,17 @@ type Credential struct {
 	APIKey, Authorization, Beta string
 	// System and Tools are the client's own "system" and "tools" JSON,
 	// sent verbatim so that the summarizer request extends the prefix the
-	// provider cached for the session.
+	// provider cached for the session (Responses: System is the client's
+	// "instructions").
 	System, Tools []byte
+	// ToolChoice is the client's own "tool_choice" JSON (Messages API),
+	// nil when it sent none: kept in the summarizer's first request, since
+	// a changed tool_choice costs Anthropic's cache of the messages.
+	ToolChoice []byte
+	// Prefix is the JSON array of the client's leading prefix items of a
+	// Responses request (developer messages, Codex's additional_tools item
+	// declaring its code-mode tools), sent verbatim ahead of the history.
+	Prefix []byte
 }
 
 // String never shows the secret.

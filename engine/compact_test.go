@@ -309,8 +309,28 @@ func TestPreSendFailureReturnsTheUncompactedContextWithADiagnostic(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Compacted || a.Diagnostic == "" || len(a.Messages) != 4 {
-		t.Fatalf("compacted=%v diagnostic=%q messages=%d", a.Compacted, a.Diagnostic, len(a.Messages))
+	if a.Compacted || a.Diagnostic == "" || len(a.Messages) != 4 || a.DiagnosticCode != DiagCompactionFailed {
+		t.Fatalf("compacted=%v diagnostic=%q (%s) messages=%d", a.Compacted, a.Diagnostic, a.DiagnosticCode, len(a.Messages))
+	}
+}
+
+// TestNothingToCompactIsItsOwnCode: over the threshold with nothing a
+// compaction could do (the session holds only the current request), the
+// context's diagnostic code says why — futile or nothing_to_compact, as
+// its text does — never compaction_failed.
+func TestNothingToCompactIsItsOwnCode(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 10000)
+	h.append("s", user(words(8000)))
+	a, err := h.e.Context(context.Background(), "s", ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case strings.Contains(a.Diagnostic, "futile") && a.DiagnosticCode == DiagFutile:
+	case strings.Contains(a.Diagnostic, "nothing to compact") && a.DiagnosticCode == DiagNothingToCompact:
+	default:
+		t.Fatalf("diagnostic %q with code %q", a.Diagnostic, a.DiagnosticCode)
 	}
 }
 

@@ -42,6 +42,8 @@ type Assembled struct {
 	// Diagnostic says why a pre-send compaction failed; the context is then
 	// the uncompacted one.
 	Diagnostic string `json:"diagnostic,omitempty"`
+	// DiagnosticCode is Diagnostic's stable code (Diag*), "" with none.
+	DiagnosticCode string `json:"diagnostic_code,omitempty"`
 	// ThinkingBinding: the model binds thinking to the prefix.
 	ThinkingBinding bool `json:"-"`
 	// ContextEditMode is the context-editing mode in effect ("local",
@@ -92,7 +94,7 @@ type ContextOptions struct {
 // counted, and Context returns ErrProviderRule. Errors: ErrInvalid,
 // ErrNotFound, ErrProviderRule, ctx's.
 func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*Assembled, error) {
-	var diagnostic string
+	var diagnostic, code string
 	compacted := false
 	s, err := e.lock(ctx, id)
 	if err != nil {
@@ -106,6 +108,16 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			// compaction is futile or has nothing to replace): say why
 			// with the context rather than leave the agent guessing.
 			diagnostic = "no pre-send compaction: " + d.Reason
+			switch {
+			case s.lastFutile:
+				code = DiagFutile
+			case s.nothingAtCheck:
+				code = DiagNothingToCompact
+			case s.circuitOpen:
+				code = DiagCircuitOpen
+			default:
+				code = DiagNotCompacted
+			}
 		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
@@ -122,11 +134,14 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 				return nil, ctx.Err()
 			case errors.Is(err, errQueuedBehind):
 				diagnostic = "pre-send compaction " + err.Error() + "; the context is served uncompacted and the compaction runs when a worker frees"
+				code = DiagCompactionQueued
 			case errors.Is(err, ErrNothingToCompact):
 				// An answer, not a failure (docs/design.md §5.2).
 				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
+				code = DiagNothingToCompact
 			case err != nil:
 				diagnostic = "pre-send compaction failed: " + err.Error()
+				code = DiagCompactionFailed
 			default:
 				compacted = true
 			}
@@ -141,12 +156,15 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		return nil, err
 	}
 	a.Compacted = compacted
-	a.Diagnostic = diagnostic
+	a.Diagnostic, a.DiagnosticCode = diagnostic, code
 	if a.ContextLimit > 0 && a.Tokens > a.ContextLimit {
 		// Compaction could not bring it under (a stall, the circuit, or
 		// fixed content larger than the window): say so rather than let the
 		// provider's 400 be the first news.
 		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%s) exceeds the context window of %d tokens", e.sizeText(s, a.Tokens, a.TokensSource), a.ContextLimit))
+		if a.DiagnosticCode == "" {
+			a.DiagnosticCode = DiagOverWindow
+		}
 	}
 	return a, nil
 }
@@ -390,3 +408,27 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 	}
 	return m, false
 }
+
+// Codes of a context's diagnostic (Assembled.DiagnosticCode, the API's
+// diagnostic.code): only DiagCompactionFailed is a failure; futility and
+// nothing to compact are answers (docs/design.md §5.2).
+const (
+	// DiagFutile: the fixed prefix alone reaches the threshold.
+	DiagFutile = "futile"
+	// DiagNothingToCompact: over the threshold, but no message a summary
+	// could replace.
+	DiagNothingToCompact = "nothing_to_compact"
+	// DiagCircuitOpen: automatic compaction stopped after consecutive
+	// failures in this run.
+	DiagCircuitOpen = "circuit_open"
+	// DiagNotCompacted: over the threshold with no pre-send compaction for
+	// another reason (shape server, an open tool round, auto off).
+	DiagNotCompacted = "not_compacted"
+	// DiagCompactionQueued: the pre-send compaction waits for a worker;
+	// the context is served uncompacted.
+	DiagCompactionQueued = "compaction_queued"
+	// DiagCompactionFailed: the pre-send compaction failed.
+	DiagCompactionFailed = "compaction_failed"
+	// DiagOverWindow: the context exceeds the window.
+	DiagOverWindow = "over_window"
+)

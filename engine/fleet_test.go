@@ -208,7 +208,7 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 	c, prefix := fleetCluster(t)
 	slow := newFakeAnthropic(t, okSummary("slow summary never sent"))
 	slow.release = make(chan struct{}) // never released: the node dies first
-	fast := newFakeAnthropic(t, okSummary("Summary by node b."))
+	fast := newFakeAnthropic(t, okSummary("## Goal\nSummary by node b: the session's task, the files it read and changed, the commands it ran and their outcome, and what is left to do next."))
 	cfgA, cfgB := testConfig(), testConfig()
 	cfgA.Summarizer.Bindings = []config.Binding{slow.binding()}
 	cfgB.Summarizer.Bindings = []config.Binding{fast.binding()}
@@ -267,7 +267,7 @@ func TestFleetNodeDiesMidCompaction(t *testing.T) {
 		t.Fatalf("%d checkpoints (%v), summarizer calls a %d b %d; want 1, 1, 1", len(list), err, slow.count(), fast.count())
 	}
 	ctxB := contextBytes(t, b, "s")
-	if !bytes.Contains(ctxB, []byte("Summary by node b.")) {
+	if !bytes.Contains(ctxB, []byte("Summary by node b:")) {
 		t.Fatalf("node b's context lacks the summary: %s", ctxB)
 	}
 }

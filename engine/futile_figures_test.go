@@ -26,6 +26,9 @@ func TestFutileFiguresConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := a.Diagnostic
+	if a.DiagnosticCode != DiagFutile {
+		t.Errorf("diagnostic code %q, want %q (futility is not a failed compaction)", a.DiagnosticCode, DiagFutile)
+	}
 	fixedRe := regexp.MustCompile(`fixed prefix (\d+) tokens`)
 	ctxRe := regexp.MustCompile(`the assembled context \((\d+) tokens`)
 	fm, cm := fixedRe.FindStringSubmatch(d), ctxRe.FindStringSubmatch(d)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/ctxd/ctxd/checkpoint"
-	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
 )
 
@@ -32,7 +31,7 @@ const diagOverflowObserved = "overflow_observed"
 // unknown one) becomes the session's (WindowLearned, its threshold with
 // it); its count of the request — ctxd's estimate of the same context
 // being what it assembles now — corrects the session's estimate at once
-// (the scale of a whole request, until the next reported usage). Both are
+// (the estimate starts from that count until the next reported usage). Both are
 // stored with the session, with a diagnostic event
 // "overflow_observed", in one write, and kept across restarts. An
 // Overflow with neither figure changes nothing. It returns the session's
@@ -60,12 +59,10 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 		l.Limit = o.Limit
 		said = append(said, fmt.Sprintf("the provider's window is %d tokens (the session's was %s)", o.Limit, windowText(s.shownLimit(), s.win.source)))
 	}
-	if raw := e.rawTokens(s); o.Count > 0 && raw >= history.MinCalibrationTokens {
-		if r := float64(o.Count) / float64(raw); r >= history.MinFactor && r <= history.MaxFactor {
-			before, _ := e.estimate(s)
-			l.Scale, l.Seq = r, s.lastMsg
-			said = append(said, fmt.Sprintf("the provider counted %d tokens where ctxd estimated %d: the estimate is scaled by its count from now on", o.Count, before))
-		}
+	if raw := e.rawTokens(s); plausibleCount(o.Count, raw) {
+		before, _ := e.estimate(s)
+		l.Count, l.Raw, l.Seq = o.Count, e.rawTokens(s), s.lastMsg
+		said = append(said, fmt.Sprintf("the provider counted %d tokens where ctxd estimated %d: the estimate starts from its count", o.Count, before))
 	}
 	if len(said) == 0 {
 		return e.info(s), nil
@@ -95,8 +92,12 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 	if err := e.configure(s); err != nil {
 		return Info{}, err
 	}
-	if l.Scale > 0 && l.Seq == s.lastMsg {
-		s.scale, s.scaleSeq = l.Scale, l.Seq
+	if l.Count > 0 && l.Seq == s.lastMsg {
+		s.anchor, s.anchorRaw, s.anchorSeq = l.Count, l.Raw, l.Seq
+		// The refused request is the newest count: the usage-based
+		// estimate gives way to it.
+		s.usage = nil
+		s.sinceUsage, s.editedSinceUsage = 0, 0
 	}
 	e.log.Info("overflow observed", "session", id, "message", msg)
 	e.saveRow(s)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -92,11 +91,12 @@ type learnedWindow struct {
 	Limit uint64 `json:"limit,omitempty"`
 	// From is the provider's words it was read from.
 	From string `json:"from,omitempty"`
-	// Scale is the provider's count of the refused request ÷ ctxd's
-	// uncalibrated estimate of it; 0 when the error gave no count. Seq is
-	// the session's last message seq when it was taken.
-	Scale float64 `json:"scale,omitempty"`
-	Seq   uint64  `json:"seq,omitempty"`
+	// Count is the provider's count of the refused request and Raw ctxd's
+	// uncalibrated estimate of it, in tokens; 0 when the error gave no
+	// count. Seq is the session's last message seq when it was taken.
+	Count uint64 `json:"count,omitempty"`
+	Raw   uint64 `json:"raw,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
 }
 
 // Window sources (Info.WindowSource; docs/config.md "Context windows").
@@ -142,18 +142,23 @@ type session struct {
 	// configuration; learned is what the provider said.
 	win     window
 	learned *learnedWindow
-	// scale is the provider's count of a whole request ÷ ctxd's
-	// uncalibrated estimate of it, from the newest reported usage (input
-	// + cache read + cache write) or overflow count (scaleSeq: the last
-	// message seq it was taken at); 0 before the first. It scales the
-	// estimate of a context no usage covers yet (docs/design.md §2).
-	scale    float64
-	scaleSeq uint64
+	// anchor is the provider's newest count of a whole request (a
+	// reported usage: input + cache read + cache write; an overflow
+	// error's count) and anchorRaw ctxd's uncalibrated estimate of that
+	// same request, taken at message seq anchorSeq; anchor 0 before the
+	// first. A context no usage covers (after a checkpoint) is estimated
+	// from it: the count less ctxd's calibrated estimate of what left
+	// since (docs/design.md §2), so figures before and after a compaction
+	// are in one unit.
+	anchor, anchorRaw, anchorSeq uint64
 	// retainNothing: the next overflow compaction retains no message
 	// (CompactDeeper).
 	retainNothing bool
-	threshold     uint64
-	shape         string
+	// lastFutile and nothingAtCheck: the last check found compaction
+	// futile, or nothing to compact (the context's diagnostic code).
+	lastFutile, nothingAtCheck bool
+	threshold                  uint64
+	shape                      string
 
 	system string
 	tools  []history.ToolDef
@@ -397,9 +402,11 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			s.lastSeq = seq
 		}
 	}
-	if l := s.learned; l != nil && l.Scale > 0 && l.Seq >= s.scaleSeq {
+	if l := s.learned; l != nil && l.Count > 0 && l.Seq >= s.anchorSeq {
 		// The overflow's count is newer than any usage replayed.
-		s.scale, s.scaleSeq = l.Scale, l.Seq
+		s.anchor, s.anchorRaw, s.anchorSeq = l.Count, l.Raw, l.Seq
+		s.usage = nil
+		s.sinceUsage, s.editedSinceUsage = 0, 0
 	}
 	e.restoreLastCheck(s)
 	return s, nil
@@ -615,10 +622,8 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
 		e.observeUsage(s, m)
 		// The request this answer's usage counts is the context before it.
-		if raw := s.fixedTokens + s.carriedTokens() + s.summaryTokens + s.activeTokens - t; raw >= history.MinCalibrationTokens {
-			if r := float64(m.Usage.ContextTokens()) / float64(raw); r >= history.MinFactor && r <= history.MaxFactor {
-				s.scale, s.scaleSeq = r, m.Seq
-			}
+		if n, raw := m.Usage.ContextTokens(), s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens-t; plausibleCount(n, raw) {
+			s.anchor, s.anchorRaw, s.anchorSeq = n, raw, m.Seq
 		}
 		u := *m.Usage
 		s.usage = &u
@@ -797,20 +802,37 @@ func (e *Engine) rawTokens(s *session) uint64 {
 	return s.fixedTokens + s.carriedTokens() + s.summaryTokens + s.activeTokens
 }
 
-// scaled is a whole context's estimate in the provider's tokens: raw (an
-// uncalibrated estimate of a whole request) times the session's scale
-// when its provider has counted one (usage, an overflow error), else
-// calibrated by the model's factor. The figures before and after a
-// compaction are both in this unit.
-func (e *Engine) scaled(s *session, raw uint64) uint64 {
-	if s.scale > 0 {
-		f := math.Ceil(float64(raw) * s.scale)
-		if f >= math.MaxUint64 {
-			return math.MaxUint64
-		}
-		return uint64(f)
+// plausibleCount reports whether a provider's count of a whole request
+// can be of the context ctxd estimated at raw (uncalibrated): their ratio
+// within the calibrator's plausible factors. A count far outside is of
+// something else — a transcript that starts mid-session, a test's made-up
+// usage, an error body of another request — and anchors nothing.
+func plausibleCount(count, raw uint64) bool {
+	if count == 0 || raw < history.MinCalibrationTokens {
+		return false
 	}
-	return e.calibrate(s, raw)
+	r := float64(count) / float64(raw)
+	return r >= history.MinFactor && r <= history.MaxFactor
+}
+
+// scaled is a whole context's estimate in the provider's tokens, for raw,
+// ctxd's uncalibrated estimate of it: anchored at the provider's newest
+// count of a whole request (anchor) when there is one — that count, less
+// (or plus) ctxd's calibrated estimate of what changed since — else the
+// calibrated estimate. Never less than raw's calibrated estimate's half
+// (a count that far below ctxd's estimate of what remains is stale).
+func (e *Engine) scaled(s *session, raw uint64) uint64 {
+	est := e.calibrate(s, raw)
+	if s.anchor == 0 {
+		return est
+	}
+	var n uint64
+	if raw >= s.anchorRaw {
+		n = s.anchor + e.calibrate(s, raw-s.anchorRaw)
+	} else if d := e.calibrate(s, s.anchorRaw-raw); d < s.anchor {
+		n = s.anchor - d
+	}
+	return max(n, est/2)
 }
 
 // carriedTokens is the sent-form estimate of the requests the latest
@@ -833,6 +855,7 @@ func (s *session) carriedTokens() uint64 {
 func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trigger.Decision {
 	tokens, source := e.estimate(s)
 	d, futile := e.decide(s, sig, tokens)
+	s.lastFutile = futile
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
 		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
 	if futile && !s.futilityRun {
@@ -854,6 +877,7 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 // prefix (system prompt, tools, pinned context, the carried first request
 // and the current request) alone reaches it (futile). Called with s.mu held.
 func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.Decision, bool) {
+	s.nothingAtCheck = false
 	d := trigger.Decide(sig, s.triggerState(tokens))
 	if !d.Compact || !sig.Automatic() {
 		return d, false
@@ -870,6 +894,7 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 		return trigger.Decision{Reason: why}, true
 	}
 	if why := e.nothingToCompact(s, sig); why != "" {
+		s.nothingAtCheck = true
 		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but nothing to compact: %s", sig, tokens, s.threshold, why)}, false
 	}
 	return d, false

@@ -47,6 +47,7 @@ type request struct {
 	stream           bool
 	system           json.RawMessage
 	tools            json.RawMessage
+	toolChoice       json.RawMessage
 	metadata         json.RawMessage
 	thinking         json.RawMessage
 
@@ -170,6 +171,8 @@ func parseBody(body []byte, d dialect) (*request, error) {
 			r.system = raw
 		case "tools":
 			r.tools = raw
+		case "tool_choice":
+			r.toolChoice = raw
 		case "metadata":
 			r.metadata = raw
 		case "thinking":

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -88,7 +89,16 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string
 		// client's tools — Codex's free-form tools with their grammars —
 		// would make the summary request larger than the request it
 		// compacts; ctxd sends the session's function tools instead).
-		c.cred.System, c.cred.Tools = req.system, req.tools
+		c.cred.System, c.cred.Tools, c.cred.ToolChoice = req.system, req.tools, bytes.Clone(req.toolChoice)
+	}
+	if req.d == dialectResponses {
+		// The client's instructions and prefix items (developer messages,
+		// Codex's additional_tools item: its code-mode tools as the API
+		// declares them), byte for byte ahead of the history.
+		c.cred.System = req.system
+		if req.prefix > 0 {
+			c.cred.Prefix = append(append([]byte("["), bytes.Join(bytesOf(req.messages[:req.prefix]), []byte(","))...), ']')
+		}
 	}
 	p.creds.mu.Lock()
 	// Kept beyond the request: never the request's bytes, whose buffer
@@ -169,4 +179,13 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 		{Name: ClientBinding, Provider: summarizer.ProviderAnthropic, Model: c.model, BaseURL: p.upstream.String(), Credential: &cred},
 		{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
 	}, true, nil
+}
+
+// bytesOf is raws as byte slices.
+func bytesOf(raws []json.RawMessage) [][]byte {
+	out := make([][]byte, len(raws))
+	for i, r := range raws {
+		out[i] = r
+	}
+	return out
 }

@@ -61,7 +61,7 @@ type seen struct {
 }
 
 // summaryAnswer is the upstream's answer to a summarizer request.
-const summaryAnswer = `{"id":"msg_s","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"## Goal\nFix the build.\n## State\nSteps 0-7 ran."}],"stop_reason":"end_turn","usage":{"input_tokens":900,"cache_read_input_tokens":4000,"output_tokens":40}}`
+const summaryAnswer = `{"id":"msg_s","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"## Goal\nFix the build.\n## State\nSteps 0-7 ran; each printed its output, which the history holds. The build still fails in the step after them.\n## Next\nRead the failing step's output and fix its cause."}],"stop_reason":"end_turn","usage":{"input_tokens":900,"cache_read_input_tokens":4000,"output_tokens":40}}`
 
 // reply is one scripted answer: status and body; stream sends body as SSE.
 type reply struct {

@@ -261,7 +261,15 @@ func toContextResponse(a *engine.Assembled) api.ContextResponse {
 		LastSeq:       a.LastSeq,
 	}
 	if a.Diagnostic != "" {
-		r.Diagnostic = &api.Diagnostic{Level: "warn", Code: "compaction_failed", Message: a.Diagnostic}
+		code := a.DiagnosticCode
+		if code == "" {
+			code = engine.DiagCompactionFailed
+		}
+		level := "warn"
+		if code == engine.DiagNothingToCompact {
+			level = "info" // an answer, not a failure (docs/design.md §5.2)
+		}
+		r.Diagnostic = &api.Diagnostic{Level: level, Code: code, Message: a.Diagnostic}
 	}
 	return r
 }

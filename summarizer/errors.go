@@ -64,6 +64,10 @@ var (
 	ErrToolCallAnswer = errors.New("summarizer: answer contains a tool call")
 	// ErrEmptyAnswer: the summarizer answered with no text.
 	ErrEmptyAnswer = errors.New("summarizer: answer is empty")
+	// ErrAnswerTooShort: the answer is implausibly short for the history
+	// it summarizes (MinSummaryBytes): a failed attempt, the next binding
+	// is tried.
+	ErrAnswerTooShort = errors.New("summarizer: answer is implausibly short for its input")
 	// ErrAnswerTooLarge: the answer is longer than max_summary_bytes.
 	ErrAnswerTooLarge = errors.New("summarizer: answer exceeds max_summary_bytes")
 	// ErrAnswerTruncated: the provider cut the answer at its output cap

@@ -114,7 +114,12 @@ func (s *Summarizer) send(ctx context.Context, b config.Binding, url string, h h
 }
 
 // callAnthropic asks an Anthropic Messages endpoint for the summary.
-func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *Request, pruned bool) callOutcome {
+//
+// The first call is the cache-friendly extension of the session's own
+// request: a proxied session's system, tools and tool_choice as its client
+// sent them. toolNone, for the retry of an answer that was a tool call,
+// sets tool_choice {"type":"none"}.
+func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *Request, pruned, toolNone bool) callOutcome {
 	key, perr := apiKey(b)
 	if perr != nil {
 		return callOutcome{err: perr}
@@ -144,8 +149,17 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if c := b.Credential; c != nil && !pruned && (len(c.System) > 0 || len(c.Tools) > 0) {
 		// The client's own system and tools, byte for byte: the request
 		// then extends the prefix the provider cached for the session.
-		body, err = json.Marshal(clientPrefixRequest{Model: ar.Model, MaxTokens: ar.MaxTokens,
-			System: rawOrNil(c.System), Tools: rawOrNil(c.Tools), Messages: ar.Messages})
+		cr := clientPrefixRequest{Model: ar.Model, MaxTokens: ar.MaxTokens,
+			System: rawOrNil(c.System), Tools: rawOrNil(c.Tools), ToolChoice: rawOrNil(c.ToolChoice), Messages: ar.Messages}
+		if toolNone {
+			cr.ToolChoice = toolChoiceNone
+		}
+		body, err = json.Marshal(cr)
+	} else if toolNone && len(ar.Tools) > 0 {
+		body, err = json.Marshal(struct {
+			anthropic.Request
+			ToolChoice json.RawMessage `json:"tool_choice"`
+		}{ar, toolChoiceNone})
 	} else {
 		body, err = json.Marshal(ar)
 	}
@@ -337,7 +351,7 @@ func openAIText(raw json.RawMessage) string {
 // checkAnswer applies the answer checks (docs/design.md §3, §5.3): a tool call,
 // an empty answer, a cut answer, a refusal or an answer over maxBytes fails
 // the binding. It returns the sentinel of the first failed check, or nil.
-func checkAnswer(a answer, maxBytes uint64) error {
+func checkAnswer(a answer, maxBytes, minBytes uint64) error {
 	switch {
 	case a.toolCall:
 		return ErrToolCallAnswer
@@ -349,19 +363,57 @@ func checkAnswer(a answer, maxBytes uint64) error {
 		return ErrEmptyAnswer
 	case uint64(len(a.text)) > maxBytes:
 		return fmt.Errorf("%w: %d bytes > %d", ErrAnswerTooLarge, len(a.text), maxBytes)
+	case uint64(len(strings.TrimSpace(a.text))) < minBytes:
+		return fmt.Errorf("%w: %d bytes, at least %d expected", ErrAnswerTooShort, len(strings.TrimSpace(a.text)), minBytes)
 	}
 	return nil
+}
+
+// MinSummaryBytes is the shortest summary, in bytes, a summarizer's answer
+// may be for a long history (at least 100 × MinSummaryBytes of text): a
+// shorter one ("I have summarized the conversation.", 36 bytes) is no
+// summary of it. A history of MinSummaryHistoryBytes or more needs a
+// hundredth of its size, at most MinSummaryBytes; a shorter history has
+// no floor (a short summary of a short history is plausible).
+const (
+	MinSummaryBytes        = 128
+	MinSummaryHistoryBytes = 2048
+)
+
+// minSummaryBytes is the floor of a summary of msgs, in bytes.
+func minSummaryBytes(msgs []history.Message) uint64 {
+	var n uint64
+	for _, m := range msgs {
+		n += textBytes(m.Content)
+	}
+	if n < MinSummaryHistoryBytes {
+		return 0
+	}
+	return min(MinSummaryBytes, n/100)
+}
+
+// textBytes is the size of the text and tool inputs in blocks, in bytes.
+func textBytes(blocks []history.Block) uint64 {
+	var n uint64
+	for _, b := range blocks {
+		n += uint64(len(b.Text) + len(b.Input))
+	}
+	return n
 }
 
 // clientPrefixRequest is an Anthropic request whose system and tools are a
 // client's own JSON (config.Credential).
 type clientPrefixRequest struct {
-	Model     string              `json:"model,omitempty"`
-	MaxTokens uint64              `json:"max_tokens,omitempty"`
-	System    json.RawMessage     `json:"system,omitempty"`
-	Tools     json.RawMessage     `json:"tools,omitempty"`
-	Messages  []anthropic.Message `json:"messages"`
+	Model      string              `json:"model,omitempty"`
+	MaxTokens  uint64              `json:"max_tokens,omitempty"`
+	System     json.RawMessage     `json:"system,omitempty"`
+	Tools      json.RawMessage     `json:"tools,omitempty"`
+	ToolChoice json.RawMessage     `json:"tool_choice,omitempty"`
+	Messages   []anthropic.Message `json:"messages"`
 }
+
+// toolChoiceNone is the Messages API's tool_choice that forbids tool calls.
+var toolChoiceNone = json.RawMessage(`{"type":"none"}`)
 
 func rawOrNil(b []byte) json.RawMessage {
 	if len(b) == 0 {

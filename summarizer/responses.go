@@ -18,9 +18,14 @@ const ProviderOpenAIResponses = config.ProviderOpenAIResponses
 // summary: the summarizer request's messages as input items, the session's
 // system prompt as instructions and its tools as function tools with
 // tool_choice "none", store false. A proxied session's binding carries the
-// client's own instructions and tools (config.Credential), sent byte for
-// byte so the request extends the prefix the provider cached.
-func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *Request) callOutcome {
+// client's own instructions and prefix items (config.Credential) — Codex's
+// additional_tools item declares its code-mode tools, free-form ones
+// included, as the API declares them — sent byte for byte ahead of the
+// history so the request extends the prefix the provider cached, and its
+// custom tools' calls go back as custom_tool_call items. toolNone (the
+// retry of an answer that was a tool call) sets tool_choice "none" even
+// with no function tools.
+func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *Request, toolNone bool) callOutcome {
 	key, perr := apiKey(b)
 	if perr != nil {
 		return callOutcome{err: perr}
@@ -33,15 +38,26 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 	rr.Model = b.Model
 	rr.MaxOutputTokens = b.MaxOutputTokens
 	if c := b.Credential; c != nil {
-		if len(c.System) > 0 {
-			rr.Instructions = json.RawMessage(c.System)
+		if len(c.System) > 0 || len(c.Prefix) > 0 {
+			rr.Instructions = rawOrNil(c.System)
 		}
+		var prefix []json.RawMessage
+		if len(c.Prefix) > 0 {
+			_ = json.Unmarshal(c.Prefix, &prefix)
+		}
+		custom := openai.CustomToolNames(append([]json.RawMessage{json.RawMessage(c.Tools)}, prefix...)...)
 		if len(c.Tools) > 0 {
 			rr.Tools, rr.ToolChoice = json.RawMessage(c.Tools), "none"
-			// The client's free-form tools: their calls go back as
-			// custom_tool_call items.
-			rr.Input = openai.RenderItems(msgs, openai.CustomToolNames(json.RawMessage(c.Tools)))
 		}
+		if len(c.Tools) > 0 || len(prefix) > 0 {
+			rr.Input = openai.RenderItems(msgs, custom)
+		}
+		if len(prefix) > 0 {
+			rr.Input = append(prefix, rr.Input...)
+		}
+	}
+	if toolNone {
+		rr.ToolChoice = "none"
 	}
 	body, err := json.Marshal(rr)
 	if err != nil {

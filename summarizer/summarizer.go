@@ -228,22 +228,41 @@ func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request
 	cctx, cancel := context.WithTimeout(ctx, req.timeout())
 	defer cancel()
 
-	var out callOutcome
-	switch b.Provider {
-	case ProviderAnthropic:
-		out = s.callAnthropic(cctx, b, req, pruned)
-	case ProviderOpenAI:
-		out = s.callOpenAI(cctx, b, req)
-	case ProviderOpenAIResponses:
-		out = s.callResponses(cctx, b, req)
-	case ProviderExtractive:
-		out = callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.extractiveBytes())}}
-	default:
-		out = callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
+	call := func(toolNone bool) callOutcome {
+		switch b.Provider {
+		case ProviderAnthropic:
+			return s.callAnthropic(cctx, b, req, pruned, toolNone)
+		case ProviderOpenAI:
+			return s.callOpenAI(cctx, b, req)
+		case ProviderOpenAIResponses:
+			return s.callResponses(cctx, b, req, toolNone)
+		case ProviderExtractive:
+			return callOutcome{ans: answer{text: ExtractiveSummary(req.Messages, req.extractiveBytes())}}
+		}
+		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent,
 			Message: fmt.Sprintf("provider %q is not anthropic, openai, openai-responses or extractive", b.Provider), Err: ErrUnknownProvider}}
 	}
+	out := call(false)
+	retriedNone := false
+	if out.err == nil && out.ans.toolCall && (b.Provider == ProviderAnthropic || b.Provider == ProviderOpenAIResponses) && cctx.Err() == nil {
+		// The model answered the summary request with a tool call: once
+		// more with tool_choice none before the next binding (the first
+		// call kept the session's tool_choice for its prompt cache).
+		s.log.Info("summarizer answered with a tool call; asking once more with tool_choice none", "binding", b.Name)
+		tries := out.tries
+		out = call(true)
+		out.tries += tries
+		retriedNone = true
+	}
+	minBytes := uint64(0)
+	if b.Provider != ProviderExtractive {
+		minBytes = minSummaryBytes(req.Messages)
+	}
 	if out.err == nil {
-		if err := checkAnswer(out.ans, req.maxBytes()); err != nil {
+		if err := checkAnswer(out.ans, req.maxBytes(), minBytes); err != nil {
+			if retriedNone {
+				err = fmt.Errorf("%w (after a retry with tool_choice none)", err)
+			}
 			out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: out.status,
 				Class: ClassPermanent, Message: err.Error(), Err: err}
 		}

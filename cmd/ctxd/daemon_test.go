@@ -275,7 +275,10 @@ func TestAgentLoop(t *testing.T) {
 		_ = c.Events(ectx, "agent", 1, func(ev api.Event) error { events <- ev; return nil })
 	})
 
-	var used uint64 = 300
+	// The usage reported is what the provider would count for these
+	// messages (each result about 600 tokens), so ctxd's figures after a
+	// compaction, which start from that count, mean what they say.
+	var used uint64 = 100
 	queued := false
 	for i := 0; i < 12 && !queued; i++ {
 		call := api.Message{Role: api.RoleAssistant, Content: []api.Block{
@@ -283,8 +286,8 @@ func TestAgentLoop(t *testing.T) {
 			{Type: api.BlockToolCall, ID: fmt.Sprintf("call-%d", i), Name: "bash", Input: json.RawMessage(`{"cmd":"ls -la"}`)},
 		}, Usage: &api.Usage{InputTokens: used, OutputTokens: 40}}
 		result := api.Message{Role: api.RoleTool, ToolCallID: fmt.Sprintf("call-%d", i), ToolName: "bash",
-			Content: []api.Block{{Type: api.BlockText, Text: strings.Repeat(fmt.Sprintf("file-%d.go\n", i), 30)}}}
-		answer := assistantText(fmt.Sprintf("done with step %d", i), &api.Usage{InputTokens: used + 250, CacheReadInputTokens: 0, OutputTokens: 20})
+			Content: []api.Block{{Type: api.BlockText, Text: strings.Repeat(fmt.Sprintf("file-%d.go\n", i), 120)}}}
+		answer := assistantText(fmt.Sprintf("done with step %d", i), &api.Usage{InputTokens: used + 600, CacheReadInputTokens: 0, OutputTokens: 20})
 		res, err := c.AppendMessages(ctx, "agent", api.AppendMessagesRequest{Messages: []api.Message{userText(fmt.Sprintf("do step %d", i)), call, result, answer}})
 		if err != nil {
 			t.Fatal(err)
@@ -293,7 +296,7 @@ func TestAgentLoop(t *testing.T) {
 			t.Fatalf("append response: %+v", res)
 		}
 		queued = res.CompactionQueued
-		used += 500
+		used += 650
 	}
 	if !queued {
 		t.Fatal("the post-check never queued a compaction")

@@ -141,7 +141,9 @@ type Run struct {
 	WorkDir string
 	// Model is the model name sent. Defaults: claude-opus-4-8 (Claude Code,
 	// 200k window), claude-local-1 (pi, anthropic-messages), gpt-local-1 (pi,
-	// OpenAI), gpt-5.2-codex (Codex).
+	// OpenAI), gpt-5.2-codex (Codex). "default" gives Claude Code and Codex
+	// no model flag: their own default model (Claude Code's with the
+	// context-1m beta, Codex's gpt-6.2-sol in code mode).
 	Model string
 	// Thinking is pi's --thinking level (default "medium"; "off" disables).
 	Thinking string
@@ -258,9 +260,11 @@ func (r Run) codexDir() string { return filepath.Join(r.Home, ".codex") }
 func (r Run) command() ([]string, []string, error) {
 	switch r.Agent {
 	case ClaudeCode:
-		model := or(r.Model, "claude-opus-4-8")
 		args := []string{"-p", r.Prompt, "--output-format", "stream-json", "--verbose",
-			"--dangerously-skip-permissions", "--model", model}
+			"--dangerously-skip-permissions"}
+		if r.Model != "default" {
+			args = append(args, "--model", or(r.Model, "claude-opus-4-8"))
+		}
 		if r.Continue {
 			args = append(args, "--continue")
 		}

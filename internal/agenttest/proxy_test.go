@@ -47,6 +47,13 @@ type ctxd struct {
 
 func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 	t.Helper()
+	return newCtxdWith(t, upstream, limit, nil)
+}
+
+// newCtxdWith is newCtxd with edit, when not nil, applied to the
+// configuration last.
+func newCtxdWith(t *testing.T, upstream string, limit uint64, edit func(*config.Config)) *ctxd {
+	t.Helper()
 	db, err := store.OpenInMemory()
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +78,7 @@ func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 		}
 		if limit > 0 {
 			m.ContextLimit = limit
+			configuredWindow(&cfg, id)
 		}
 		cfg.Models[id] = m
 	}
@@ -82,6 +90,9 @@ func newCtxd(t *testing.T, upstream string, limit uint64) *ctxd {
 		cfg.ContextCompaction.Trigger = config.Trigger{Percent: 85}
 	}
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream
+	if edit != nil {
+		edit(&cfg)
+	}
 	c.cfg = cfg
 	c.start()
 	t.Cleanup(func() {
