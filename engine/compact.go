@@ -407,6 +407,9 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		ExtractiveBytes:   s.cfg.Compaction.ExtractiveSummaryBytes,
 		Timeout:           config.SummarizerTimeout(af),
 		ArtifactReadTools: s.cfg.ContextEditing.ArtifactReadTools,
+		// The provider refused the session's request as too long: a
+		// summarizer request extending it would be refused too.
+		NoPrefix: sig == trigger.Overflow,
 	}
 	if af != nil {
 		req.Prompt = af.Prompt

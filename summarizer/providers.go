@@ -128,7 +128,8 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
-	ar := anthropic.Render(req.System, req.Tools, msgs)
+	sys, tools := req.prefix()
+	ar := anthropic.Render(sys, tools, msgs)
 	ar.Model = b.Model
 	ar.MaxTokens = b.MaxOutputTokens
 	if ar.MaxTokens == 0 {
@@ -146,7 +147,7 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 		anthropic.MarkCacheBreakpoint(&ar, len(ar.Messages)-2)
 	}
 	var body []byte
-	if c := b.Credential; c != nil && !pruned && (len(c.System) > 0 || len(c.Tools) > 0) {
+	if c := b.Credential; c != nil && !pruned && !req.NoPrefix && (len(c.System) > 0 || len(c.Tools) > 0) {
 		// The client's own system and tools, byte for byte: the request
 		// then extends the prefix the provider cached for the session.
 		cr := clientPrefixRequest{Model: ar.Model, MaxTokens: ar.MaxTokens,
@@ -239,7 +240,8 @@ func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Requ
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
-	or := RenderOpenAI(req.System, req.Tools, msgs)
+	sys, tools := req.prefix()
+	or := RenderOpenAI(sys, tools, msgs)
 	or.Model = b.Model
 	// No cap configured: let the server use what the window leaves, rather
 	// than ask for more than a small local model's window and be refused.

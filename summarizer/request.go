@@ -109,6 +109,21 @@ type Request struct {
 	// (context_editing.artifact_read_tools); nil means
 	// DefaultArtifactReadTools.
 	ArtifactReadTools []string
+	// NoPrefix sends the history and the prompt alone: no system prompt,
+	// no tool definitions, not the client's own prefix (config.Credential).
+	// For an overflow compaction: the provider has just refused the
+	// session's request as too long, and a summarizer request that extends
+	// it would be longer still (docs/decisions.md "A summary call that
+	// holds").
+	NoPrefix bool
+}
+
+// prefix is the system prompt and tools a call sends: none with NoPrefix.
+func (r *Request) prefix() (string, []history.ToolDef) {
+	if r.NoPrefix {
+		return "", nil
+	}
+	return r.System, r.Tools
 }
 
 // prompt returns the compaction prompt in effect.

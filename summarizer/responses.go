@@ -34,10 +34,11 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 	if err != nil {
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
-	rr := openai.RenderResponses(req.System, req.Tools, msgs)
+	sys, tools := req.prefix()
+	rr := openai.RenderResponses(sys, tools, msgs)
 	rr.Model = b.Model
 	rr.MaxOutputTokens = b.MaxOutputTokens
-	if c := b.Credential; c != nil {
+	if c := b.Credential; c != nil && !req.NoPrefix {
 		if len(c.System) > 0 || len(c.Prefix) > 0 {
 			rr.Instructions = rawOrNil(c.System)
 		}

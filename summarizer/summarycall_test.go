@@ -120,3 +120,28 @@ func TestResponsesCodeModePrefix(t *testing.T) {
 		t.Errorf("custom tool calls not sent as custom_tool_call items: %.600s", body)
 	}
 }
+
+// TestNoPrefixSendsTheHistoryAlone: an overflow compaction's summarizer
+// request carries no system prompt, no tools and not the client's prefix
+// (the provider has just refused the request it would extend).
+func TestNoPrefixSendsTheHistoryAlone(t *testing.T) {
+	summary := strings.Repeat("The user asked to fix the failing test in pkg/foo. ", 4)
+	fake := newFakeProvider(t, reply{status: 200, body: textAnswer(summary)})
+	b := anthropicBinding("own", fake.URL)
+	b.Credential = &config.Credential{APIKey: "sk-ant-client", System: []byte(`[{"type":"text","text":"CLIENT-SYSTEM"}]`),
+		Tools: []byte(`[{"name":"read","input_schema":{"type":"object"}}]`), ToolChoice: []byte(`{"type":"auto"}`)}
+	req := sampleRequest()
+	req.NoPrefix = true
+	if _, err := newTestSummarizer().Summarize(context.Background(), []config.Binding{b}, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := string(fake.got()[0].body)
+	for _, no := range []string{"CLIENT-SYSTEM", req.System, `"tools"`, `"tool_choice"`, `"tool_use"`} {
+		if strings.Contains(body, no) {
+			t.Errorf("the request carries %s: %.400s", no, body)
+		}
+	}
+	if !strings.Contains(body, "Fix the failing test in pkg/foo.") || !strings.Contains(body, "go test ./pkg/foo/") {
+		t.Errorf("the history is missing: %.400s", body)
+	}
+}
