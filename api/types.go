@@ -593,6 +593,10 @@ type Status struct {
 	// Sessions is the number of sessions stored; -1 when the storage
 	// backend cannot be reached (Storage says which and why).
 	Sessions int `json:"sessions"`
+	// Windows counts the sessions in memory by where their context window
+	// came from (Session.WindowSource: "catalog", "config", "wire",
+	// "learned", "session", "unknown"); empty from an older daemon.
+	Windows map[string]int `json:"windows,omitempty"`
 	// Queue is the compaction queue.
 	Queue Queue `json:"queue"`
 	// Workers is the compaction worker pool.

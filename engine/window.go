@@ -169,3 +169,24 @@ func storeSettings(meta checkpoint.Meta, w window) checkpoint.Meta {
 	meta.Extra, _ = json.Marshal(extra)
 	return meta
 }
+
+// WindowSources counts the sessions in memory by where their context
+// window came from (Window*), for status. Sessions not loaded are not
+// read: their listing rows carry their source (ListSessionPage).
+func (e *Engine) WindowSources() map[string]int {
+	e.mu.Lock()
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		list = append(list, s)
+	}
+	e.mu.Unlock()
+	out := map[string]int{}
+	for _, s := range list {
+		s.mu.Lock()
+		if !s.evicted && s.win.source != "" {
+			out[s.win.source]++
+		}
+		s.mu.Unlock()
+	}
+	return out
+}

@@ -71,6 +71,9 @@ func TestWindowSources(t *testing.T) {
 	if a := h.context("unknown"); len(a.Messages) != 1 || a.WindowSource != WindowUnknown {
 		t.Errorf("unknown window: context %+v", a)
 	}
+	if got := h.e.WindowSources(); got[WindowWire] != 2 || got[WindowCatalog] != 2 || got[WindowConfig] != 1 || got[WindowSession] != 1 || got[WindowUnknown] != 1 {
+		t.Errorf("window sources for status: %v", got)
+	}
 	if _, err := h.e.CreateSession(ctx, CreateParams{ID: "api", Model: "gpt-9-mystery"}); err == nil || !strings.Contains(err.Error(), "context_limit") {
 		t.Errorf("daemon API, unknown model, no limit: %v", err)
 	}

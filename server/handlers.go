@@ -367,6 +367,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Started:       s.started,
 		UptimeSeconds: now.Sub(s.started).Seconds(),
 		Sessions:      n,
+		Windows:       s.eng.WindowSources(),
 		Queue:         api.Queue{Depth: st.Queued, Capacity: s.pool.Capacity},
 		Workers:       api.Workers{Size: s.pool.Size, Busy: st.Running},
 		Disk:          s.diskStatus(),

@@ -35,6 +35,9 @@ func statusCommand(e *env) *cli.Command {
 			fmt.Fprintf(w, "ctxd %s running on %s\n", st.Version, cl.SocketPath())
 			fmt.Fprintf(w, "started:   %s (up %s)\n", stamp(st.Started), up)
 			fmt.Fprintf(w, "sessions:  %s\n", sessionsCount(st.Sessions))
+			if l := windowsLine(st.Windows); l != "" {
+				fmt.Fprintf(w, "windows:   %s\n", l)
+			}
 			fmt.Fprintf(w, "storage:   %s\n", storageLine(st.Storage))
 			fmt.Fprintf(w, "workers:   %d busy of %d\n", st.Workers.Busy, st.Workers.Size)
 			fmt.Fprintf(w, "queue:     %s\n", queueLine(*st))
@@ -131,4 +134,19 @@ func storageLine(s *api.StorageStatus) string {
 		return s.Backend + " in " + s.Dir
 	}
 	return s.Backend
+}
+
+// windowsLine says where the windows of the sessions in memory came from:
+// "2 wire, 1 learned (sessions in memory)"; "" when none is loaded.
+func windowsLine(w map[string]int) string {
+	var parts []string
+	for _, src := range []string{"session", "config", "wire", "catalog", "learned", "unknown"} {
+		if n := w[src]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, src))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, ", ") + " (sessions in memory, by where their context window came from)"
 }
