@@ -29,13 +29,13 @@ const diagOverflowObserved = "overflow_observed"
 // newest request as too long said (docs/design.md §10 overflow recovery): a
 // window it names that is smaller than the session's (or the session's
 // unknown one) becomes the session's (WindowLearned, its threshold with
-// it); its count of the request — ctxd's estimate of the same context
+// it) — when it names none, the largest request the provider accepted
+// (reported usage) does; its count of the request — ctxd's estimate of the same context
 // being what it assembles now — corrects the session's estimate at once
 // (the estimate starts from that count until the next reported usage). Both are
 // stored with the session, with a diagnostic event
-// "overflow_observed", in one write, and kept across restarts. An
-// Overflow with neither figure changes nothing. It returns the session's
-// Info after. Errors: ErrNotFound, the log's.
+// "overflow_observed", in one write, and kept across restarts. It
+// returns the session's Info after. Errors: ErrNotFound, the log's.
 func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (Info, error) {
 	s, err := e.lock(ctx, id)
 	if err != nil {
@@ -43,9 +43,6 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 	}
 	defer s.mu.Unlock()
 	e.refresh(s)
-	if o.Count == 0 && o.Limit == 0 {
-		return e.info(s), nil
-	}
 	var extra sessionExtra
 	if len(s.meta.Extra) > 0 {
 		_ = json.Unmarshal(s.meta.Extra, &extra)
@@ -55,9 +52,15 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 		l = *extra.Learned
 	}
 	var said []string
-	if o.Limit >= MinContextLimit && o.Limit <= MaxContextLimit && (s.win.source == WindowUnknown || o.Limit < s.limit) {
+	switch {
+	case o.Limit >= MinContextLimit && o.Limit <= MaxContextLimit && (s.win.source == WindowUnknown || o.Limit < s.limit):
 		l.Limit = o.Limit
 		said = append(said, fmt.Sprintf("the provider's window is %d tokens (the session's was %s)", o.Limit, windowText(s.shownLimit(), s.win.source)))
+	case o.Limit == 0 && s.maxAccepted >= MinContextLimit && s.maxAccepted <= MaxContextLimit && (s.win.source == WindowUnknown || s.maxAccepted < s.limit):
+		// The refusal names no window (the Responses API's): the largest
+		// request the provider accepted is one it has.
+		l.Limit = s.maxAccepted
+		said = append(said, fmt.Sprintf("the provider names no window; the largest request it accepted, %d tokens, is taken as it (the session's was %s)", s.maxAccepted, windowText(s.shownLimit(), s.win.source)))
 	}
 	if raw := e.rawTokens(s); plausibleCount(o.Count, raw) {
 		before, _ := e.estimate(s)

@@ -122,3 +122,23 @@ func TestCompactDeeperRetainsNothing(t *testing.T) {
 		t.Errorf("%d messages after a deeper compaction, want the summary and the carried requests", n)
 	}
 }
+
+// TestOverflowWithoutFiguresLearnsFromUsage: a refusal that names no window
+// (the Responses API's) teaches the largest request the provider accepted,
+// by its reported usage, as the window of a session that had none.
+func TestOverflowWithoutFiguresLearnsFromUsage(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, testConfig(), t.TempDir())
+	defer h.Close()
+	if _, err := h.e.CreateSession(ctx, CreateParams{ID: "s", Model: "gpt-9-mystery", Provider: ProviderOpenAI}); err != nil {
+		t.Fatal(err)
+	}
+	h.append("s", user(words(2000)), withUsage(assistant(words(100)), 12000, 100), user(words(2000)))
+	in, err := h.e.ObserveOverflow(ctx, "s", Overflow{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.WindowSource != WindowLearned || in.ContextLimit != 12000 {
+		t.Errorf("window %d (%s), want 12000 learned from the usage", in.ContextLimit, in.WindowSource)
+	}
+}

@@ -151,6 +151,10 @@ type session struct {
 	// since (docs/design.md §2), so figures before and after a compaction
 	// are in one unit.
 	anchor, anchorRaw, anchorSeq uint64
+	// maxAccepted is the largest request the provider accepted, by its
+	// reported usage (input + cache read + cache write), in tokens: a
+	// window no smaller than it.
+	maxAccepted uint64
 	// retainNothing: the next overflow compaction retains no message
 	// (CompactDeeper).
 	retainNothing bool
@@ -622,6 +626,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
 		e.observeUsage(s, m)
 		// The request this answer's usage counts is the context before it.
+		s.maxAccepted = max(s.maxAccepted, m.Usage.ContextTokens())
 		if n, raw := m.Usage.ContextTokens(), s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens-t; plausibleCount(n, raw) {
 			s.anchor, s.anchorRaw, s.anchorSeq = n, raw, m.Seq
 		}
