@@ -117,6 +117,25 @@ type TriggerCheck struct {
 	Reason string `json:"reason"`
 }
 
+// RewriteFigures weighs a session's recorded rewrites, in ctxd's estimated
+// tokens and in cost units of one uncached input token at the prompt
+// cache's prices (write 1.25, read 0.1).
+type RewriteFigures struct {
+	// Passes and Compactions count the rewrites.
+	Passes      int `json:"passes"`
+	Compactions int `json:"compactions"`
+	// RewrittenTokens is what the rewrites made the next requests write
+	// to the cache again instead of reading it; SavedTokens what the
+	// requests after each rewrite did not send, summed over them.
+	RewrittenTokens uint64 `json:"rewritten_tokens"`
+	SavedTokens     uint64 `json:"saved_tokens"`
+	// Cost is RewrittenTokens × 1.15, Savings SavedTokens × 0.1, Net
+	// Savings − Cost (positive once the rewrites have paid for themselves).
+	Cost    float64 `json:"cost"`
+	Savings float64 `json:"savings"`
+	Net     float64 `json:"net"`
+}
+
 // Session describes one session: the body of RouteGetSession and of the
 // responses of RouteCreateSession and RoutePatchSession.
 type Session struct {
@@ -204,6 +223,11 @@ type Session struct {
 	// nil before its first entry (docs/design.md §10).
 	Mode   string         `json:"mode,omitempty"`
 	Ledger *LedgerSummary `json:"ledger,omitempty"`
+	// Rewrites weighs the session's context-edit passes and compactions:
+	// what they made the following requests write to the prompt cache
+	// again against what those requests no longer sent (docs/design.md
+	// §4); nil before the first.
+	Rewrites *RewriteFigures `json:"rewrites,omitempty"`
 }
 
 // ListSessionsResponse is the body of RouteListSessions.

@@ -149,6 +149,25 @@ func (e *Engine) thinkingBefore(s *session, seq uint64) bool {
 // restart, so both give identical state. Called with s.mu held (or during
 // load).
 func (e *Engine) applyPass(s *session, p contextedit.Pass) {
+	before := make([]uint64, len(s.active))
+	for i := range s.active {
+		before[i] = s.active[i].tokens
+	}
+	total := s.activeTokens
 	s.ledger.Apply(p)
 	e.retokenize(s)
+	// What the pass costs and saves (docs/design.md §4): from the first
+	// message it changed on, the next request writes the cache again;
+	// every later request sends what it removed no more.
+	var rewritten uint64
+	for i := range s.active {
+		if rewritten > 0 || s.active[i].tokens != before[i] {
+			rewritten += s.active[i].tokens
+		}
+	}
+	var saved uint64
+	if total > s.activeTokens {
+		saved = total - s.activeTokens
+	}
+	s.rewrites = append(s.rewrites, rewriteFigure{rewritten: rewritten, saved: saved, at: s.assistants})
 }

@@ -195,6 +195,9 @@ type session struct {
 
 	active       []entry
 	activeTokens uint64
+	// rewrites are the figures of each recorded rewrite (pass or
+	// compaction) since load, rebuilt from the log (RewriteFigures).
+	rewrites []rewriteFigure
 	// rules is the §4a check of the last assembled context, extended when
 	// the next one only appends to it (checkRules).
 	rules ruleCache
@@ -699,6 +702,14 @@ func (e *Engine) outputTokens(s *session, m history.Message) uint64 {
 // nothing is retained); reported usage before it is never used again
 // (docs/design.md §2 "Tokens"). Called with s.mu held (or during load).
 func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
+	// What the compaction costs and saves (docs/design.md §4): the next
+	// request writes its whole context again; every later one sends the
+	// difference no more. Both in the checkpoint's own unit.
+	f := rewriteFigure{rewritten: cp.TokensAfter, at: s.assistants, compaction: true}
+	if cp.TokensBefore > cp.TokensAfter {
+		f.saved = cp.TokensBefore - cp.TokensAfter
+	}
+	s.rewrites = append(s.rewrites, f)
 	c := cp
 	s.cp = &c
 	s.checkpoints++

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,10 @@ type Info struct {
 	// "server" or "off") and ContextEditWhy the reason (docs/design.md §6).
 	ContextEditMode string `json:"context_edit_mode"`
 	ContextEditWhy  string `json:"context_edit_why,omitempty"`
+	// Rewrites weighs what the session's passes and compactions cost in
+	// cache writes against what they saved over the requests that
+	// followed (docs/design.md §4); nil before the first.
+	Rewrites *RewriteFigures `json:"rewrites,omitempty"`
 	// ContextEditPasses is the number of context-edit passes recorded.
 	ContextEditPasses int `json:"context_edit_passes,omitempty"`
 	// Offloads is the number of tool results offloaded.
@@ -253,6 +258,62 @@ func (e *Engine) Session(ctx context.Context, id string) (Info, error) {
 	return e.info(s), nil
 }
 
+// rewriteFigure is one recorded rewrite: the tokens the next request had
+// to write to the prompt cache again from the rewrite point on
+// (rewritten), the tokens each later request no longer sends (saved),
+// and the number of assistant answers the session had then (at).
+type rewriteFigure struct {
+	rewritten, saved uint64
+	at               uint64
+	compaction       bool
+}
+
+// RewriteFigures weighs a session's recorded rewrites (docs/design.md
+// §4), in ctxd's estimated tokens, and in cost units of one uncached input
+// token at the prompt cache's prices (a write 1.25, a read 0.1).
+type RewriteFigures struct {
+	// Passes and Compactions count the rewrites.
+	Passes      int `json:"passes"`
+	Compactions int `json:"compactions"`
+	// RewrittenTokens is what the rewrites made the requests after them
+	// write to the cache again, instead of reading it.
+	RewrittenTokens uint64 `json:"rewritten_tokens"`
+	// SavedTokens is what the requests after each rewrite did not send,
+	// summed over those requests (one per assistant answer since).
+	SavedTokens uint64 `json:"saved_tokens"`
+	// Cost is RewrittenTokens × (1.25 − 0.1); Savings is SavedTokens ×
+	// 0.1 (each of those tokens would have been a cache read); Net is
+	// Savings − Cost: positive once the rewrites have paid for themselves.
+	Cost    float64 `json:"cost"`
+	Savings float64 `json:"savings"`
+	Net     float64 `json:"net"`
+}
+
+// rewriteFigures sums s's rewrites; nil when there is none. Called with
+// s.mu held.
+func rewriteFigures(s *session) *RewriteFigures {
+	if len(s.rewrites) == 0 {
+		return nil
+	}
+	f := &RewriteFigures{}
+	for _, r := range s.rewrites {
+		if r.compaction {
+			f.Compactions++
+		} else {
+			f.Passes++
+		}
+		f.RewrittenTokens += r.rewritten
+		if s.assistants > r.at {
+			f.SavedTokens += r.saved * (s.assistants - r.at)
+		}
+	}
+	// To a tenth of a token, as they are shown.
+	f.Cost = math.Round(11.5*float64(f.RewrittenTokens)) / 10
+	f.Savings = float64(f.SavedTokens) / 10
+	f.Net = math.Round(10*(f.Savings-f.Cost)) / 10
+	return f
+}
+
 func (e *Engine) info(s *session) Info {
 	tokens, source := e.estimate(s)
 	in := Info{
@@ -275,6 +336,7 @@ func (e *Engine) info(s *session) Info {
 		OpenRound:      s.openRound(),
 		OpenToolCalls:  len(s.state.Open()),
 		Checkpoints:    s.checkpoints,
+		Rewrites:       rewriteFigures(s),
 		Compaction:     "idle",
 		CircuitOpen:    s.circuitOpen,
 		Failures:       s.failures,

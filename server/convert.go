@@ -223,6 +223,10 @@ func toAPISession(in engine.Info) api.Session {
 		s.Compaction = api.CompactionIdle
 	}
 	s.Mode, s.Ledger = in.Mode, toAPILedgerSummary(in.Ledger)
+	if r := in.Rewrites; r != nil {
+		s.Rewrites = &api.RewriteFigures{Passes: r.Passes, Compactions: r.Compactions, RewrittenTokens: r.RewrittenTokens,
+			SavedTokens: r.SavedTokens, Cost: r.Cost, Savings: r.Savings, Net: r.Net}
+	}
 	if in.Checkpoint != nil {
 		cp := toAPICheckpoint(*in.Checkpoint)
 		cp.Summary = ""
