@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +153,40 @@ func TestModeHeaderIsKeptBySession(t *testing.T) {
 	resp, body := f.post(c.body(), map[string]string{HeaderMode: "shadow"})
 	if resp.StatusCode != 400 || !strings.Contains(string(body), HeaderMode) {
 		t.Fatalf("bad mode: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestDashboardOnTheProxyListener: /ui is served from Options.UI on the
+// proxy's listener, read-only, under the listener's checks, never upstream.
+func TestDashboardOnTheProxyListener(t *testing.T) {
+	f := newFixture(t, testConfig())
+	f.p.ui = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "dashboard "+r.URL.Path) })
+	get := func(method, path string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, f.url+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("GET", "/ui/", nil); code != 200 || body != "dashboard /ui/" {
+		t.Fatalf("GET /ui/: %d %s", code, body)
+	}
+	if code, _ := get("GET", "/ui", nil); code != http.StatusFound {
+		t.Fatalf("GET /ui: %d", code)
+	}
+	if code, _ := get("POST", "/ui/api/sessions", nil); code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST: %d", code)
+	}
+	if code, _ := get("GET", "/ui/", map[string]string{"Origin": "http://evil.example"}); code != http.StatusForbidden {
+		t.Fatalf("from a web page: %d", code)
+	}
+	if len(f.up.requests()) != 0 {
+		t.Fatal("a dashboard request went upstream")
 	}
 }

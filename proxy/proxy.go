@@ -63,12 +63,19 @@ type Options struct {
 	// Token is the daemon's bearer token, which every request carries in
 	// the TokenHeader when Config.Auth is "token"; required then.
 	Token string
+	// UI, when set, serves the read-only dashboard (package ui) at
+	// UIPrefix on this listener: GET and HEAD only, under the listener's
+	// own checks (loopback Host, no Origin or Referer).
+	UI http.Handler
 }
 
 // TokenHeader carries the daemon's bearer token on a proxy request when
 // proxy.auth is "token"; the proxy removes it before forwarding, so the
 // provider never sees it.
 const TokenHeader = "Ctxd-Proxy-Token"
+
+// UIPrefix is the path of the dashboard on the proxy listener (Options.UI).
+const UIPrefix = "/ui"
 
 // Proxy serves the provider-compatible endpoints. It is safe for
 // concurrent use.
@@ -77,6 +84,7 @@ type Proxy struct {
 	secret   []byte
 	token    string // the daemon's bearer token with proxy.auth = "token"
 	cfg      config.Proxy
+	ui       http.Handler
 	limits   config.ProxyLimits
 	log      *slog.Logger
 	upstream *url.URL // Anthropic's
@@ -130,7 +138,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
-	p := &Proxy{eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
+	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	p.accepted = map[string]struct{}{}
 	p.red = o.Redactor
@@ -283,6 +291,19 @@ func (p *Proxy) Handler() http.Handler {
 			} else {
 				writeError(w, http.StatusForbidden, "permission_error", msg)
 			}
+			return
+		}
+		if p.ui != nil && (r.URL.Path == UIPrefix || strings.HasPrefix(r.URL.Path, UIPrefix+"/")) {
+			// The dashboard: read-only, never forwarded upstream.
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
+				return
+			}
+			if r.URL.Path == UIPrefix {
+				http.Redirect(w, r, UIPrefix+"/", http.StatusFound)
+				return
+			}
+			p.ui.ServeHTTP(w, r)
 			return
 		}
 		if d := dialectOf(r); d != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/ctxd/ctxd/proxy"
 	"github.com/ctxd/ctxd/server"
 	"github.com/ctxd/ctxd/summarizer"
+	"github.com/ctxd/ctxd/ui"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -724,7 +725,7 @@ func (m *Main) listenProxy(cfg config.Config, token string) (net.Listener, error
 		return nil, nil
 	}
 	must := cfg.Storage.Backend == config.BackendNATS || (cfg.Proxy.Auth != "" && cfg.Proxy.Auth != config.ProxyAuthLoopback)
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token})
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token, UI: ui.Handler(m.eng)})
 	if err != nil {
 		if must {
 			return nil, fmt.Errorf("provider proxy: %w", err)
