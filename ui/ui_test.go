@@ -106,7 +106,7 @@ func TestDashboardServesTheLedger(t *testing.T) {
 	}
 
 	var p1, p2 struct {
-		Sessions []row `json:"sessions"`
+		Sessions []row  `json:"sessions"`
 		Next     string `json:"next"`
 	}
 	getJSON(t, srv.URL+"/ui/api/sessions?limit=2", &p1)
