@@ -278,6 +278,24 @@ func (s *state) mergeModel(d *doc, m Model, id, name string) {
 	if set("token_factor") {
 		base.TokenFactor, src.TokenFactor = m.TokenFactor, name
 	}
+	if m.Price != nil {
+		// [models."<id>".price]: the keys it sets over the price below.
+		p := Price{}
+		if base.Price != nil {
+			p = *base.Price
+		}
+		for _, f := range []struct {
+			key      string
+			dst, src *float64
+		}{{"input", &p.Input, &m.Price.Input}, {"cache_write_5m", &p.CacheWrite5m, &m.Price.CacheWrite5m},
+			{"cache_write_1h", &p.CacheWrite1h, &m.Price.CacheWrite1h}, {"cache_read", &p.CacheRead, &m.Price.CacheRead},
+			{"output", &p.Output, &m.Price.Output}} {
+			if _, ok := d.pos[keyPath("models", id, "price", f.key)]; ok {
+				*f.dst = *f.src
+			}
+		}
+		base.Price = &p
+	}
 	if s.cfg.Models == nil {
 		s.cfg.Models = map[string]Model{}
 	}

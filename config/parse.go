@@ -445,6 +445,10 @@ func field(t reflect.Type, seg string) (reflect.Type, bool) {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			if tagName(f) == seg {
+				if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+					// An optional table ([models."<id>".price]).
+					return f.Type.Elem(), true
+				}
 				return f.Type, true
 			}
 		}

@@ -31,6 +31,12 @@ func TestRuleProxy(t *testing.T) {
 			key: "proxy.listen", pos: "2:1", msg: "proxy.auth = \"token\""},
 		{name: "bad auth", src: "[proxy]\nauth = \"mtls\"\n",
 			key: "proxy.auth", pos: "2:1", msg: "\"loopback\""},
+		{name: "observe mode", src: "[proxy]\nmode = \"observe\"\n"},
+		{name: "bad mode", src: "[proxy]\nmode = \"shadow\"\n",
+			key: "proxy.mode", pos: "2:1", msg: "\"observe\""},
+		{name: "a price", src: "[models.\"claude-opus-4-8\".price]\ninput = 4.5\ncache_write_5m = 5.6\ncache_write_1h = 9\ncache_read = 0.45\noutput = 22\n"},
+		{name: "a negative price", src: "[models.\"claude-opus-4-8\".price]\ninput = -1\n",
+			key: "models.claude-opus-4-8.price.input", pos: "2:1", msg: "US dollars per million tokens"},
 	})
 }
 
