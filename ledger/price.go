@@ -41,10 +41,14 @@ var defaultPrices = map[string]config.Price{
 	"gpt-5":        openai(1.25, 0.125, 10),
 	"gpt-5-mini":   openai(0.25, 0.025, 2),
 	"gpt-5-nano":   openai(0.05, 0.005, 0.4),
-	"o1":           openai(15, 7.5, 60),
-	"o3":           openai(2, 0.5, 8),
-	"o3-mini":      openai(1.1, 0.55, 4.4),
-	"o4-mini":      openai(1.1, 0.275, 4.4),
+	// Codex's default models: no published price known to this table;
+	// gpt-5's until one is set in [models."<id>".price].
+	"gpt-5.5":     openai(1.25, 0.125, 10),
+	"gpt-6.2-sol": openai(1.25, 0.125, 10),
+	"o1":          openai(15, 7.5, 60),
+	"o3":          openai(2, 0.5, 8),
+	"o3-mini":     openai(1.1, 0.55, 4.4),
+	"o4-mini":     openai(1.1, 0.275, 4.4),
 
 	"gpt-oss-20b":            {},
 	"gpt-oss-120b":           {},
