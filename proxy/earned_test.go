@@ -293,6 +293,9 @@ func TestOverflowRecoveredOnlyWhenTheRetryIsAccepted(t *testing.T) {
 	if resp, _ := f.post(c.body(), nil); resp.StatusCode != 529 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+	// The outcome is counted once the retry's answer has been passed on:
+	// wait for the handler to finish.
+	f.settle()
 	if n := f.p.Stats().Overflows; n != 0 {
 		t.Fatalf("a refused retry counted as %d recovered overflows", n)
 	}
