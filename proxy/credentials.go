@@ -21,14 +21,14 @@ var errNoCredential = errors.New("a proxied session is summarized with its clien
 
 // errNotAccepted: with proxy.summarizer = "bindings", the session's
 // client has not shown a credential the upstream accepted.
-var errNotAccepted = errors.New("the operator's summarizer bindings are used only for a client whose credential the upstream accepted: the compaction waits until it has")
+var errNotAccepted = errors.New("a proxied session is compacted only once the upstream accepted its client's credential: the compaction waits until it has")
 
 // acceptedMax bounds the credential fingerprints remembered as accepted.
 const acceptedMax = 4096
 
-// accept remembers that the upstream accepted the credential fp (an
-// answer under 300): it may now cause summarizer calls on the operator's
-// bindings, and its X-Ctxd-Context-Limit header is taken.
+// accept remembers that the upstream accepted the credential fp
+// (authenticated): its sessions may now be compacted, on the operator's
+// bindings too.
 func (p *Proxy) accept(fp string) {
 	if fp == "" {
 		return
@@ -145,14 +145,16 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 	p.creds.mu.Lock()
 	c := p.creds.m[id]
 	p.creds.mu.Unlock()
+	if c != nil && !p.isAccepted(c.fp) {
+		// Nothing costs before it is earned: no compaction of a client
+		// whose credential the upstream has not accepted — neither on the
+		// operator's bindings (proxy.summarizer = "bindings") nor on its
+		// own (a window override header of its cannot make ctxd work).
+		// A compaction the owner asks for over the daemon API, with no
+		// client request held, is the owner's to pay.
+		return nil, false, errNotAccepted
+	}
 	if p.cfg.Summarizer == config.ProxySummarizerBindings {
-		// The operator's bindings spend the operator's keys: only for a
-		// client whose credential the upstream accepted (a compaction the
-		// owner asks for over the daemon API, with no client request
-		// held, is the owner's to pay).
-		if c != nil && !p.isAccepted(c.fp) {
-			return nil, false, errNotAccepted
-		}
 		return nil, false, nil
 	}
 	if c == nil {

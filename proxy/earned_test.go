@@ -80,22 +80,45 @@ func TestRefusedRequestLeavesNoState(t *testing.T) {
 	}
 }
 
-// TestWindowHeaderOnlyFromAcceptedCredentials: X-Ctxd-Context-Limit from a
-// credential the upstream has not accepted is not taken (the request goes
-// unmanaged, saying why); once it accepted one, it is.
-func TestWindowHeaderOnlyFromAcceptedCredentials(t *testing.T) {
+// TestWindowHeaderCostsNothingUntilAccepted: a client whose credential
+// the upstream refuses, with X-Ctxd-Context-Limit far under its
+// conversation, makes ctxd compact nothing (not even extractively) and
+// leaves no session; once the upstream accepted the credential, the header
+// sets the session's window and compactions run.
+func TestWindowHeaderCostsNothingUntilAccepted(t *testing.T) {
 	f := newFixture(t, testConfig())
-	hdr := map[string]string{HeaderContextLimit: "9000", "X-Api-Key": "another-client-key-55aa77"}
-	c := newConversation().user("hello")
-	resp, _ := f.post(c.body(), hdr)
-	if resp.Header.Get(HeaderSessionID) != "" || !strings.Contains(resp.Header.Get(HeaderDiagnostic), HeaderContextLimit) {
-		t.Fatalf("unaccepted credential: session %q, diagnostic %q", resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	long := func(key string) *http.Response {
+		c := newConversation().user("investigate the failing build")
+		for i := 0; i < 8; i++ {
+			id := "toolu_" + string(rune('a'+i))
+			c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`)).results([2]string{id, strings.Repeat("word ", 700)})
+		}
+		resp, _ := f.post(c.user("go on").body(), map[string]string{"X-Api-Key": key, HeaderContextLimit: "6000"})
+		f.settle()
+		return resp
 	}
-	resp, _ = f.post(c.body(), hdr)
+	for i := 0; i < 3; i++ {
+		f.up.script(reply{status: 401, body: authError})
+		if resp := long("not-a-valid-key-000111222"); resp.StatusCode != 401 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		reqs := f.up.requests()
+		if got := outgoingMessages(t, reqs[len(reqs)-1].body); len(got) != 18 {
+			t.Fatalf("a refused client's request went out with %d messages of 18: ctxd compacted it", len(got))
+		}
+	}
+	if ids := f.sessions(); len(ids) != 0 {
+		t.Fatalf("a refused client left sessions %v", ids)
+	}
+	f.post(newConversation().user("hi").body(), nil) // the credential accepted
+	resp := long(testKey)
 	id := resp.Header.Get(HeaderSessionID)
 	info, err := f.eng.Session(context.Background(), id)
-	if err != nil || info.ContextLimit != 9000 {
-		t.Fatalf("accepted credential: %+v %v", info, err)
+	if err != nil || info.ContextLimit != 6000 {
+		t.Fatalf("accepted: %+v %v", info, err)
+	}
+	if len(compactions(t, f, id)) == 0 {
+		t.Fatal("an accepted client's session over its window was not compacted")
 	}
 }
 

@@ -139,6 +139,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	p.m.upstreamStatus(d, resp.StatusCode)
 	if resp.StatusCode < 300 {
 		x.accepted = true
+	}
+	if authenticated(resp.StatusCode) {
 		p.accept(x.fp)
 	}
 	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
@@ -302,4 +304,12 @@ func (b *idleBody) Close() error {
 		b.t.Stop()
 	}
 	return b.ReadCloser.Close()
+}
+
+// authenticated reports whether an upstream status shows that it accepted
+// the request's credential: any answer under 500 but 401, 403 and 407 (a
+// provider checks the key before it reads the request, so a
+// context-length 400 or a 429 is an authenticated client's).
+func authenticated(status int) bool {
+	return status < 500 && status != http.StatusUnauthorized && status != http.StatusForbidden && status != http.StatusProxyAuthRequired
 }

@@ -792,12 +792,9 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		params.Provider = engine.ProviderAnthropic
 	}
 	if v := h.Get(HeaderContextLimit); v != "" {
-		if !p.isAccepted(fp) {
-			// Who pays (docs/decisions.md): a window override shapes
-			// compactions, so it is taken only from a client whose
-			// credential the upstream accepted.
-			return nil, nil, fmt.Errorf("%s is taken only from a client whose credential the upstream accepted; this request goes unmanaged, the next ones are managed", HeaderContextLimit)
-		}
+		// Who pays: a window override shapes compactions, and none runs
+		// for a client whose credential the upstream has not accepted
+		// (sessionBindings); the session of a refused request goes.
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %q is not a number of tokens", HeaderContextLimit, v)
