@@ -737,8 +737,14 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, err
 		}
 		pl.b, pl.prev, pl.created = b, prev, true
-	} else if err := p.syncPrefix(ctx, pl.b, req); err != nil {
-		return nil, err
+	} else {
+		// A stored branch of this credential's conversation exists only
+		// because the upstream accepted a request of it (dropBranch): the
+		// credential was authenticated, before a restart too.
+		p.accept(fp)
+		if err := p.syncPrefix(ctx, pl.b, req); err != nil {
+			return nil, err
+		}
 	}
 	// Held before anything can compact (the post-check of this append,
 	// the pre-send check below).
