@@ -416,7 +416,8 @@ type ProxyLimits struct {
 	// 262144.
 	HeaderBytes uint64 `toml:"header_bytes" json:"header_bytes"`
 	// BodyBytes caps a request body, in bytes; a longer one is answered
-	// 413. Default 67108864 (64 MiB; the Messages API's own limit is 32 MB).
+	// 413. Default 33554432 (32 MiB, the Messages API's own limit: a longer
+	// body would be refused upstream after costing ctxd its parse).
 	BodyBytes uint64 `toml:"body_bytes" json:"body_bytes"`
 	// BodyTimeoutMS is the longest wait for a body's next bytes, in
 	// milliseconds, and the grace before BodyMinRate applies. Default

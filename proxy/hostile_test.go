@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/config"
 )
 
 // rawRequest writes head (and body) on a new connection to the fixture's
@@ -199,4 +201,52 @@ func TestStreamIdleTimeout(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "stream_idle_timeout_ms") {
 		t.Errorf("the log does not name the limit:\n%s", f.logs.String())
 	}
+}
+
+// answer401 is an upstream that refuses every request's credential.
+type answer401 struct{}
+
+func (answer401) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	return &http.Response{StatusCode: 401, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+		Body: io.NopCloser(strings.NewReader(authError))}, nil
+}
+
+// FuzzHostileBody: any body on a managed endpoint, from a client the
+// upstream refuses, is answered (never a panic), costs no stored state,
+// and is refused by the limits when over them. The seeds are the hostile
+// bodies of the attack: deep nesting, many tiny blocks, many messages, a
+// long string, broken JSON.
+func FuzzHostileBody(f *testing.F) {
+	f.Add(`{"model":"m","messages":[{"role":"user","content":[` + strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"x"},`, 3000), ",") + `]}]}`)
+	f.Add(`{"model":"m","messages":[` + strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"x"},`, 3000), ",") + `]}`)
+	f.Add(`{"model":"m","messages":[{"role":"user","content":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}]}`)
+	f.Add(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("y", 1<<20) + `"}]}`)
+	f.Add(`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[[[[`)
+	f.Add(`{"messages":"x","messages":[]}`)
+	cfg := config.Defaults()
+	cfg.Proxy.Limits.Messages = 2000
+	cfg.Proxy.Limits.ContentBlocks = 2000
+	p := benchProxy(f, cfg, answer401{})
+	h := p.Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:7420/v1/messages", strings.NewReader(body))
+		req.Header.Set("X-Api-Key", "fuzz-client-key-0123456789")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case 401, 400, 403, 413:
+		default:
+			t.Fatalf("status %d: %s", w.Code, w.Body.String())
+		}
+		if strings.Count(body, `"type"`) > 2000 && w.Code == 401 && strings.Contains(body, `"messages":[{"role":"user","content":[{"type"`) && !strings.Contains(body, `\`) {
+			t.Fatalf("over proxy.limits.content_blocks, yet forwarded")
+		}
+		if ids, _ := p.eng.ListSessions(context.Background()); len(ids) != 0 {
+			t.Fatalf("a refused client left sessions %v", ids)
+		}
+	})
 }

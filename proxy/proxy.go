@@ -36,7 +36,7 @@ import (
 
 // MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
 // request body, in bytes (the Messages API's own limit is 32 MB).
-const MaxBodyBytes = 64 << 20
+const MaxBodyBytes = 32 << 20
 
 // Options configure a Proxy. Engine and Secret are required.
 type Options struct {

@@ -268,3 +268,39 @@ connections = 1300
 	cancel()
 	wg.Wait()
 }
+
+// TestDaemonAPISlowBodyAndIdle: on the daemon's unix socket a body that
+// stops arriving is answered 408 request_timeout naming the limits, and an
+// idle keep-alive connection is closed after daemon.limits.idle_timeout_ms.
+func TestDaemonAPISlowBodyAndIdle(t *testing.T) {
+	e := newEnv(t, baseConfig+`
+[daemon.limits]
+body_timeout_ms = 300
+body_min_rate = 1000
+idle_timeout_ms = 500
+`)
+	e.start(t)
+	c, err := net.Dial("unix", e.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "POST /v1/sessions HTTP/1.1\r\nHost: ctxd\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"id\":")
+	b, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 408") || !strings.Contains(string(b), `"request_timeout"`) || !strings.Contains(string(b), "daemon.limits.body_timeout_ms") {
+		t.Fatalf("a stalled body: %q", b)
+	}
+	idle, err := net.Dial("unix", e.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(idle, "GET /v1/status HTTP/1.1\r\nHost: ctxd\r\n\r\n")
+	start := time.Now()
+	b, _ = io.ReadAll(idle) // the answer, then EOF when the idle connection is closed
+	if !strings.HasPrefix(string(b), "HTTP/1.1 200") || time.Since(start) > 5*time.Second {
+		t.Fatalf("idle keep-alive connection: %q after %s", b[:min(len(b), 40)], time.Since(start))
+	}
+}
