@@ -53,14 +53,14 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
 	reqs, sums, tot := requestEntries(t, f, id)
-	// The first request goes unmanaged (X-Ctxd-Context-Limit is taken only
-	// from a credential the upstream accepted): every managed one has its
-	// entry.
-	if len(reqs) != len(agentRequests(f))-1 || len(reqs) != 8 {
+	// Every request is managed (X-Ctxd-Context-Limit is taken from the
+	// first; nothing compacts before the upstream authenticated the
+	// credential) and has its entry.
+	if len(reqs) != len(agentRequests(f)) || len(reqs) != 9 {
 		t.Fatalf("%d request entries for %d agent requests", len(reqs), len(agentRequests(f)))
 	}
-	for i, e := range reqs[:7] {
-		if e.Reported.Input != uint64(500*(i+2)) || e.Reported.Output != 5 || e.Mode != ledger.ModeEnforce || e.Cost <= 0 {
+	for i, e := range reqs[:8] {
+		if e.Reported.Input != uint64(500*(i+1)) || e.Reported.Output != 5 || e.Mode != ledger.ModeEnforce || e.Cost <= 0 {
 			t.Errorf("entry %d: %+v", i, e)
 		}
 	}
@@ -71,7 +71,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	if !slices.Contains(last.Rewrites, ledger.CauseCompaction) || last.SentTokens >= last.ClientTokens {
 		t.Fatalf("the request after the compaction: %+v", last)
 	}
-	if tot.Summarizer != sums[0].Cost || tot.Requests != 8 {
+	if tot.Summarizer != sums[0].Cost || tot.Requests != 9 {
 		t.Fatalf("totals %+v", tot)
 	}
 	f.restart()
@@ -80,7 +80,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 8 {
+	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 9 {
 		t.Fatalf("after a restart: %d entries, totals %+v, info %+v", len(reqs2), tot2, info.Ledger)
 	}
 }
@@ -114,7 +114,7 @@ func TestObserveModeSendsTheClientsBytes(t *testing.T) {
 		}
 	}
 	reqs, sums, tot := requestEntries(t, f, session)
-	if len(reqs) != len(sent)-1 || tot.ObservedRequests != uint64(len(reqs)) || tot.Requests != 0 {
+	if len(reqs) != len(sent) || tot.ObservedRequests != uint64(len(reqs)) || tot.Requests != 0 {
 		t.Fatalf("entries %d, totals %+v", len(reqs), tot)
 	}
 	projected := false

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # Peak resident memory of a real ctxd daemon under the hostile requests of
-# docs/operating.md "Limits": python3 scripts/hostile-rss.py blocks|text|slow
+# docs/operating.md "Limits": python3 scripts/hostile-rss.py blocks|text|text30|slow
 # (CTXD_BIN names the binary; an upstream answering 401 is started here).
-import http.server, threading, socket, subprocess, os, sys, time, tempfile, json, re
+import http.server, threading, socket, subprocess, os, sys, time, tempfile, json, re, shutil
 
 class Up(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
@@ -33,6 +33,7 @@ def start():
         if m: addr = m.group(1).decode()
     threading.Thread(target=lambda: p.stderr.read(), daemon=True).start()
     time.sleep(0.5)
+    p.dir = d
     return p, addr
 
 def hwm(p):
@@ -73,6 +74,9 @@ if scen == 'blocks':
     blocks = b','.join([b'{"type":"text","text":"x"}'] * 1000000)
     body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":[' + blocks + b']}]}'
     print(len(body) >> 20, 'MiB body', post(addr, body))
+elif scen == 'text30':
+    body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"' + b'x' * (30 << 20) + b'"}]}'
+    print(len(body) >> 20, 'MiB body', post(addr, body))
 elif scen == 'text':
     body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"' + b'x' * (50 << 20) + b'"}]}'
     print(len(body) >> 20, 'MiB body', post(addr, body))
@@ -97,3 +101,4 @@ elif scen == 'slow':
     print('12 slow bodies:', set(answers))
 print('%s: %.1fs baseline %s peak %s' % (scen, time.time() - t0, base, dict(hwm(p))))
 p.terminate(); p.wait()
+shutil.rmtree(p.dir, ignore_errors=True)
