@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -796,6 +797,13 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
 	if req.d.upstream() == "anthropic" {
 		params.Provider = engine.ProviderAnthropic
+	}
+	if uid, ok := ctx.Value(peerUIDKey{}).(uint32); ok && uid != uint32(os.Getuid()) {
+		// Another local user's agent cannot read the daemon user's
+		// offload directory: its results stay in the context (docs/proxy.md
+		// "Security").
+		params.Overlay = foreignOverlay
+		labels["proxy.client_uid"] = strconv.FormatUint(uint64(uid), 10)
 	}
 	if v := h.Get(HeaderContextLimit); v != "" {
 		// Who pays: a window override shapes compactions, and none runs

@@ -254,9 +254,23 @@ type startKey struct{}
 func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		ctx = context.WithValue(ctx, connPortKey{}, strconv.Itoa(a.Port))
+		if r, ok := c.RemoteAddr().(*net.TCPAddr); ok && r.IP.IsLoopback() {
+			if uid, ok := tcpPeerUID(r, a); ok {
+				ctx = context.WithValue(ctx, peerUIDKey{}, uid)
+			}
+		}
 	}
 	return ctx
 }
+
+// peerUIDKey is the context key of the uid of the local user whose
+// process opened the connection (tcpPeerUID), when known.
+type peerUIDKey struct{}
+
+// foreignOverlay is the session overlay of a conversation whose agent runs
+// as another local user than the daemon: no offloading, whose stubs would
+// send that agent to read files in the daemon user's private directory.
+const foreignOverlay = "[offload]\nenabled = false\n"
 
 // Handler serves the proxy: POST /v1/messages, /v1/responses and
 // /v1/chat/completions managed, everything else forwarded untouched. No daemon API route is served here.
