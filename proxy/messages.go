@@ -798,7 +798,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if req.d.upstream() == "anthropic" {
 		params.Provider = engine.ProviderAnthropic
 	}
-	if uid, ok := ctx.Value(peerUIDKey{}).(uint32); ok && uid != uint32(os.Getuid()) {
+	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
 		// Another local user's agent cannot read the daemon user's
 		// offload directory: its results stay in the context (docs/proxy.md
 		// "Security").

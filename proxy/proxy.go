@@ -255,17 +255,27 @@ func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		ctx = context.WithValue(ctx, connPortKey{}, strconv.Itoa(a.Port))
 		if r, ok := c.RemoteAddr().(*net.TCPAddr); ok && r.IP.IsLoopback() {
-			if uid, ok := tcpPeerUID(r, a); ok {
-				ctx = context.WithValue(ctx, peerUIDKey{}, uid)
-			}
+			// Looked up only when a conversation starts (peerUID): the
+			// accept loop stays cheap.
+			ctx = context.WithValue(ctx, peerAddrsKey{}, [2]*net.TCPAddr{r, a})
 		}
 	}
 	return ctx
 }
 
-// peerUIDKey is the context key of the uid of the local user whose
-// process opened the connection (tcpPeerUID), when known.
-type peerUIDKey struct{}
+// peerAddrsKey is the context key of a loopback connection's client and
+// server addresses.
+type peerAddrsKey struct{}
+
+// peerUID is the uid of the local user whose process opened the request's
+// connection (tcpPeerUID), when known.
+func peerUID(ctx context.Context) (uint32, bool) {
+	a, ok := ctx.Value(peerAddrsKey{}).([2]*net.TCPAddr)
+	if !ok {
+		return 0, false
+	}
+	return tcpPeerUID(a[0], a[1])
+}
 
 // foreignOverlay is the session overlay of a conversation whose agent runs
 // as another local user than the daemon: no offloading, whose stubs would

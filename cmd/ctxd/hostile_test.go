@@ -172,8 +172,9 @@ func reverse(s string) string {
 
 // TestOwnerSocketAnswersUnderLoad: 1,000 idle connections and 300 open
 // streams on the proxy, and the owner's unix socket still answers status
-// within a second; one connection over proxy.limits.connections is
-// answered 503 naming the limit.
+// within a second. (A connection over the cap is refused 503:
+// internal/netlimit's TestListenerCapAndOwnerShare; an idle connection that
+// sends nothing is closed after the 10 s header timeout.)
 func TestOwnerSocketAnswersUnderLoad(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
@@ -252,17 +253,6 @@ connections = 1300
 	}
 	if streams.Load() != 300 || refused.Load() != 0 {
 		t.Fatalf("%d streams open and %d refused of 300", streams.Load(), refused.Load())
-	}
-	over, err := net.Dial("tcp", st.Proxy.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer over.Close()
-	_ = over.SetDeadline(time.Now().Add(5 * time.Second))
-	_, _ = io.WriteString(over, "GET /v1/models HTTP/1.1\r\nHost: "+st.Proxy.Listen+"\r\n\r\n")
-	b, _ := io.ReadAll(over)
-	if !strings.HasPrefix(string(b), "HTTP/1.1 503") || !strings.Contains(string(b), "proxy.limits.connections") {
-		t.Fatalf("a connection over the limit: %q", b)
 	}
 	stop()
 	cancel()
