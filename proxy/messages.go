@@ -681,7 +681,15 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBod
 
 // prepare matches the request to its branch, appends what is new, and
 // builds the outgoing body.
-func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
+func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (_ *plan, err error) {
+	var created *plan
+	defer func() {
+		if err != nil && created != nil {
+			// The request goes unmanaged: the session it created goes
+			// too (nothing costs before it is earned).
+			p.dropBranch(context.WithoutCancel(ctx), l, created)
+		}
+	}()
 	if err := p.fresh(ctx, l); err != nil {
 		return nil, err
 	}
@@ -738,6 +746,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, err
 		}
 		pl.b, pl.prev, pl.created = b, prev, true
+		created = pl
 	} else {
 		// A stored branch of this credential's conversation exists only
 		// because the upstream accepted a request of it (dropBranch): the
