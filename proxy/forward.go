@@ -153,6 +153,16 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if !x.managed {
 		return nil
 	}
+	if x.retried && x.refusal == "" && x.recover != nil {
+		// The overflow retry's answer: recovered only when the upstream
+		// accepted it (status counts the overflows recovered); refused
+		// again, for any reason, the recovery failed.
+		if resp.StatusCode < 300 {
+			p.overflows.Add(1)
+		} else {
+			p.m.overflow(d, false)
+		}
+	}
 	x.status = resp.StatusCode
 	if resp.StatusCode >= 300 {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))

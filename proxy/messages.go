@@ -1411,15 +1411,9 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}
 	p.m.overflow(req.d, true)
+	// Counted recovered or failed by modifyResponse when the retry's
+	// answer arrives, before any byte of it reaches the client.
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
-	// Recovered only when the upstream accepted the retry (status counts
-	// the overflows recovered): a retry refused again, for any reason,
-	// is a failed recovery.
-	if x.accepted {
-		p.overflows.Add(1)
-	} else {
-		p.m.overflow(req.d, false)
-	}
 	return true
 }
 
