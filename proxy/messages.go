@@ -977,6 +977,11 @@ func (k *renderKey) same(m *history.Message) bool {
 		(len(m.Content) == 0 || &k.content[0] == &m.Content[0])
 }
 
+// carry is how the proxy renders the messages it read from the Anthropic
+// wire: every block ctxd has no model of is carried as the client sent it,
+// never flattened to text (docs/proxy.md "Blocks are carried").
+var carry = anthropic.Options{Carry: true}
+
 // markerReach is how many messages from the end placeMarkers may mark.
 const markerReach = 8
 
@@ -1013,9 +1018,9 @@ func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Messa
 			base[n-1].Content = slices.Clip(base[n-1].Content)
 		}
 	}
-	wire := anthropic.AppendMessages(base, msgs[k:])
+	wire := anthropic.AppendMessagesWith(base, msgs[k:], carry)
 	if verifyEncoding {
-		if full := anthropic.Render("", nil, msgs).Messages; !reflect.DeepEqual(wire, full) {
+		if full := anthropic.RenderWith("", nil, msgs, carry).Messages; !reflect.DeepEqual(wire, full) {
 			return nil, fmt.Errorf("proxy: the rendering extended from %d cached messages differs from a full one", k)
 		}
 	}
@@ -1059,7 +1064,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 		if err != nil {
 			continue
 		}
-		w := anthropic.Render("", nil, ms).Messages
+		w := anthropic.RenderWith("", nil, ms, carry).Messages
 		if len(w) != 1 {
 			continue
 		}
@@ -1347,6 +1352,7 @@ func equalBlocks(a, b []anthropic.Block) bool {
 		if x.Type != y.Type || x.Text != y.Text || x.Thinking != y.Thinking || x.Signature != y.Signature ||
 			x.Data != y.Data || x.ID != y.ID || x.Name != y.Name || !bytes.Equal(x.Input, y.Input) ||
 			x.ToolUseID != y.ToolUseID || x.IsError != y.IsError || !bytes.Equal(x.CacheControl, y.CacheControl) ||
+			!bytes.Equal(x.Raw, y.Raw) ||
 			(x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) ||
 			!equalBlocks(x.Content, y.Content) {
 			return false

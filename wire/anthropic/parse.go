@@ -25,12 +25,30 @@ type WireBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
-	Source    *struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-	} `json:"source"`
-	Raw json.RawMessage `json:"-"`
+	Source    *WireSource     `json:"source"`
+	Raw       json.RawMessage `json:"-"`
+}
+
+// WireSource is a block's "source" when it is an object (an image's or a
+// document's); any other value (a search_result's source is a string) is
+// read as the zero WireSource, the block then being kept whole (Raw).
+type WireSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// UnmarshalJSON reads an object's fields and ignores any other value.
+func (s *WireSource) UnmarshalJSON(data []byte) error {
+	if len(data) == 0 || data[0] != '{' {
+		*s = WireSource{}
+		return nil
+	}
+	type plain WireSource
+	if json.Unmarshal(data, (*plain)(s)) != nil {
+		*s = WireSource{}
+	}
+	return nil
 }
 
 // DecodeContent decodes an Anthropic content value: a string (one text

@@ -58,12 +58,28 @@ type Block struct {
 	// Compaction is the summary of a "compaction" block (server-side
 	// compaction), encoded as its "content" string.
 	Compaction string `json:"-"`
+	// Raw, when set, is a block carried as the client sent it (Options.Carry):
+	// a JSON object with a string "type", without its "cache_control"
+	// member. It is written byte for byte, CacheControl appended as its
+	// last member; the other fields are unset.
+	Raw json.RawMessage `json:"-"`
 }
 
 // MarshalJSON encodes b as the API wants it, without HTML escaping: a
 // "compaction" block as {"type":"compaction","content":"<summary>"}, any
 // other with its fields.
 func (b Block) MarshalJSON() ([]byte, error) {
+	if len(b.Raw) > 0 {
+		if len(b.CacheControl) == 0 {
+			return b.Raw, nil
+		}
+		end := bytes.LastIndexByte(b.Raw, '}')
+		out := make([]byte, 0, len(b.Raw)+len(b.CacheControl)+18)
+		out = append(out, b.Raw[:end]...)
+		out = append(out, `,"cache_control":`...)
+		out = append(out, b.CacheControl...)
+		return append(out, b.Raw[end:]...), nil
+	}
 	type plain Block
 	var v any = plain(b)
 	if b.Type == "compaction" {
@@ -142,6 +158,26 @@ var emptyObject = json.RawMessage(`{}`)
 // caller sets Model and MaxTokens. Render does not validate the
 // history; see CheckClosed.
 func Render(system string, tools []history.ToolDef, msgs []history.Message) Request {
+	return RenderWith(system, tools, msgs, Options{})
+}
+
+// Options choose how a rendering treats what the canonical model keeps
+// whole.
+type Options struct {
+	// Carry renders each json block that is an Anthropic content block
+	// (a JSON object with a string "type": tool_reference, cache_edits,
+	// document, search_result, server-tool results, an image by URL, any
+	// future type) as that block, byte for byte, instead of text holding its
+	// JSON; its "cache_control" member is left to the marker placement
+	// (Block.Raw). A user message made only of such blocks right after
+	// tool results joins their message, as the client sent them together.
+	// For messages read from the Anthropic wire (ParseMessage): json
+	// blocks from other providers must not become Anthropic blocks.
+	Carry bool
+}
+
+// RenderWith is Render with options.
+func RenderWith(system string, tools []history.ToolDef, msgs []history.Message, o Options) Request {
 	out := Request{System: system, Messages: []Message{}}
 	for _, t := range tools {
 		schema := t.InputSchema
@@ -150,7 +186,7 @@ func Render(system string, tools []history.ToolDef, msgs []history.Message) Requ
 		}
 		out.Tools = append(out.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
-	out.Messages = AppendMessages(out.Messages, msgs)
+	out.Messages = AppendMessagesWith(out.Messages, msgs, o)
 	return out
 }
 
@@ -161,6 +197,13 @@ func Render(system string, tools []history.ToolDef, msgs []history.Message) Requ
 // first). Render(s, t, append(a, b...)).Messages equals
 // AppendMessages(Render(s, t, a).Messages, b).
 func AppendMessages(out []Message, msgs []history.Message) []Message {
+	return AppendMessagesWith(out, msgs, Options{})
+}
+
+// AppendMessagesWith is AppendMessages with options;
+// RenderWith(s, t, append(a, b...), o).Messages equals
+// AppendMessagesWith(RenderWith(s, t, a, o).Messages, b, o).
+func AppendMessagesWith(out []Message, msgs []history.Message, o Options) []Message {
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Role {
@@ -169,7 +212,7 @@ func AppendMessages(out []Message, msgs []history.Message) []Message {
 				Type:      "tool_result",
 				ToolUseID: m.ToolCallID,
 				IsError:   m.IsError,
-				Content:   renderResultContent(m.Content),
+				Content:   renderResultContent(m.Content, o),
 			}
 			// Consecutive results of one round share one user message.
 			if n := len(out); n > 0 && allToolResults(out[n-1]) {
@@ -190,9 +233,13 @@ func AppendMessages(out []Message, msgs []history.Message) []Message {
 				if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
 					continue // refused by the API, and carries nothing
 				}
-				blocks = append(blocks, renderBlock(b))
+				blocks = append(blocks, renderBlock(b, o))
 			}
 			if len(blocks) == 0 {
+				continue
+			}
+			if n := len(out); n > 0 && role == "user" && allCarried(blocks) && allToolResults(out[n-1]) {
+				out[n-1].Content = append(out[n-1].Content, blocks...)
 				continue
 			}
 			out = append(out, Message{Role: role, Content: blocks})
@@ -215,8 +262,69 @@ func allToolResults(m Message) bool {
 	return true
 }
 
-// anthropicBlock renders one block of a user or assistant message.
-func renderBlock(b history.Block) Block {
+// allCarried reports whether every block of bs is carried (Block.Raw).
+func allCarried(bs []Block) bool {
+	for _, b := range bs {
+		if len(b.Raw) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// carried is the json block raw as a carried block (Block.Raw): a JSON
+// object with a string "type", its top-level "cache_control" member cut
+// out, the rest byte for byte. ok is false for any other value.
+func carried(raw json.RawMessage) (Block, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return Block{}, false
+	}
+	typ, cut := "", [2]int{-1, -1}
+	first := true
+	for dec.More() {
+		start := int(dec.InputOffset())
+		k, err := dec.Token()
+		if err != nil {
+			return Block{}, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return Block{}, false
+		}
+		end := int(dec.InputOffset())
+		switch k {
+		case "type":
+			if json.Unmarshal(v, &typ) != nil {
+				return Block{}, false
+			}
+		case "cache_control":
+			cut = [2]int{start, end}
+			if first {
+				// The first member: cut it with the comma after it.
+				if i := bytes.IndexByte(raw[end:], ','); i >= 0 {
+					cut[1] = end + i + 1
+				}
+			}
+		}
+		first = false
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') || typ == "" {
+		return Block{}, false
+	}
+	if cut[0] < 0 {
+		return Block{Type: typ, Raw: raw}, true
+	}
+	out := make(json.RawMessage, 0, len(raw))
+	out = append(append(out, raw[:cut[0]]...), raw[cut[1]:]...)
+	if !json.Valid(out) {
+		return Block{}, false
+	}
+	return Block{Type: typ, Raw: out}, true
+}
+
+// renderBlock renders one block of a user or assistant message.
+func renderBlock(b history.Block, o Options) Block {
 	switch b.Type {
 	case history.BlockThinking:
 		return Block{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
@@ -233,6 +341,11 @@ func renderBlock(b history.Block) Block {
 	case history.BlockImage:
 		return renderImage(b)
 	case history.BlockJSON:
+		if o.Carry {
+			if c, ok := carried(b.JSON); ok {
+				return c
+			}
+		}
 		return Block{Type: "text", Text: string(b.JSON)}
 	default:
 		return Block{Type: "text", Text: b.Text}
@@ -250,13 +363,19 @@ func renderImage(b history.Block) Block {
 
 // anthropicResultContent renders a tool result's blocks as tool_result
 // content: text and image blocks; anything else as text.
-func renderResultContent(blocks []history.Block) []Block {
+func renderResultContent(blocks []history.Block, o Options) []Block {
 	out := make([]Block, 0, len(blocks))
 	for _, b := range blocks {
 		switch b.Type {
 		case history.BlockImage:
 			out = append(out, renderImage(b))
 		case history.BlockJSON:
+			if o.Carry {
+				if c, ok := carried(b.JSON); ok {
+					out = append(out, c)
+					continue
+				}
+			}
 			out = append(out, Block{Type: "text", Text: string(b.JSON)})
 		case history.BlockToolCall:
 			out = append(out, Block{Type: "text", Text: string(b.Input)})
