@@ -105,6 +105,8 @@ func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	if resp.StatusCode != 400 || string(got) != refusal {
 		t.Fatalf("client got %d %s", resp.StatusCode, got)
 	}
+	// The outcome is counted after the answer went to the client.
+	f.settle()
 	for outcome, want := range map[string]float64{"retried": 1, "failed": 1} {
 		if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": outcome}); got != want {
 			t.Errorf("overflow retries %s = %v, want %v", outcome, got, want)
