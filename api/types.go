@@ -787,4 +787,7 @@ type ProxyStatus struct {
 	// what it resends does not.
 	Conversations uint64 `json:"conversations"`
 	MaxBranches   uint64 `json:"max_branches"`
+	// DeclinedUpgrades counts the protocol upgrades (Codex's WebSocket on
+	// GET /v1/responses) declined with 426 so that the client uses HTTP.
+	DeclinedUpgrades uint64 `json:"declined_upgrades"`
 }

@@ -140,19 +140,25 @@ type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
-// TestTunnelsAndUncleanPathsRefused: CONNECT, an Upgrade and a path with
-// dot segments (which the upstream would resolve to a managed endpoint)
-// are refused 403 with a message naming why; nothing is forwarded.
+// TestTunnelsAndUncleanPathsRefused: CONNECT and a path with dot segments
+// (which the upstream would resolve to a managed endpoint) are refused 403
+// with a message naming why, an Upgrade is declined 426
+// (TestWebSocketUpgradeDeclined); nothing is forwarded.
 func TestTunnelsAndUncleanPathsRefused(t *testing.T) {
 	f := newFixture(t, testConfig())
-	for _, c := range []struct{ head, want string }{
-		{"CONNECT example.com:443 HTTP/1.1\r\nHost: HOST\r\n\r\n", "CONNECT"},
-		{"GET /v1/models HTTP/1.1\r\nHost: HOST\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "Upgrade"},
-		{"POST /v1/x/../messages HTTP/1.1\r\nHost: HOST\r\nContent-Length: 2\r\n\r\n{}", "unclean path"},
-		{"POST /v1/x/%2e%2e/messages HTTP/1.1\r\nHost: HOST\r\nContent-Length: 2\r\n\r\n{}", "unclean path"},
+	for _, c := range []struct {
+		head, want string
+		status     int
+	}{
+		{"CONNECT example.com:443 HTTP/1.1\r\nHost: HOST\r\n\r\n", "CONNECT", http.StatusForbidden},
+		{"GET /v1/models HTTP/1.1\r\nHost: HOST\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "upgrade", http.StatusUpgradeRequired},
+		{"POST /v1/x/../messages HTTP/1.1\r\nHost: HOST\r\nContent-Length: 2\r\n\r\n{}", "unclean path", http.StatusForbidden},
+		{"POST /v1/x/%2e%2e/messages HTTP/1.1\r\nHost: HOST\r\nContent-Length: 2\r\n\r\n{}", "unclean path", http.StatusForbidden},
+		// A web page's upgrade is refused like any request of a web page.
+		{"GET /v1/responses HTTP/1.1\r\nHost: HOST\r\nOrigin: http://evil.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "web pages", http.StatusForbidden},
 	} {
 		resp, b := rawRequest(t, f, c.head, "", 5*time.Second)
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(b, c.want) {
+		if resp.StatusCode != c.status || !strings.Contains(b, c.want) {
 			t.Errorf("%q: %d %s", strings.SplitN(c.head, "\r\n", 2)[0], resp.StatusCode, b)
 		}
 	}

@@ -19,7 +19,9 @@ const (
 	// passed_through (forwarded untouched), client_rule (the client's own
 	// request broke docs/design.md §4a; forwarded as sent), violation (ctxd's
 	// assembled context broke it; the client's request went instead),
-	// refused (Origin, Referer or a foreign Host; a body too large).
+	// refused (Origin, Referer or a foreign Host; a body too large),
+	// upgrade_declined (a WebSocket upgrade answered 426: the client
+	// uses HTTP).
 	MetricRequests = "ctxd_proxy_requests_total"
 	// MetricUpstream counts upstream answers by api and status class: 2xx,
 	// 3xx, 4xx, 5xx, or error (no answer: connection, timeout).
@@ -44,6 +46,9 @@ const (
 	outcomeClientRule    = "client_rule"
 	outcomeViolation     = "violation"
 	outcomeRefused       = "refused"
+	// outcomeUpgradeDeclined: a protocol upgrade (WebSocket) declined with
+	// 426 so that the client uses HTTP.
+	outcomeUpgradeDeclined = "upgrade_declined"
 )
 
 // metrics are the proxy's collectors.
@@ -61,7 +66,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRequests, Help: "Provider proxy requests by api and outcome (managed, passed_through, client_rule, violation, refused).",
+			Name: MetricRequests, Help: "Provider proxy requests by api and outcome (managed, passed_through, client_rule, violation, refused, upgrade_declined).",
 		}, []string{"api", "outcome"}),
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricUpstream, Help: "Upstream provider answers by api and status class (2xx, 3xx, 4xx, 5xx, error: no answer).",

@@ -107,7 +107,7 @@ type Proxy struct {
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
-	conversations, maxBranches                                              atomic.Uint64
+	conversations, maxBranches, declinedUpgrades                            atomic.Uint64
 }
 
 // New returns a Proxy. Errors: a missing Engine or Secret, a bad upstream
@@ -235,13 +235,18 @@ type Stats struct {
 	// conversation has had since start: a client that touches what it
 	// resends must not start a branch per request (docs/design.md §10).
 	Conversations, MaxBranches uint64
+	// DeclinedUpgrades counts the protocol upgrades (a WebSocket opened on
+	// GET /v1/responses by Codex) declined with 426 so that the client
+	// uses HTTP, where its requests are managed (declineUpgrade).
+	DeclinedUpgrades uint64
 }
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
 	return Stats{Requests: p.requests.Load(), Managed: p.managed.Load(), PassedThrough: p.passed.Load(),
 		Overflows: p.overflows.Load(), Branches: p.branches.Load(), Violations: p.violations.Load(),
-		ClientRuleBreaks: p.clientRules.Load(), Conversations: p.conversations.Load(), MaxBranches: p.maxBranches.Load()}
+		ClientRuleBreaks: p.clientRules.Load(), Conversations: p.conversations.Load(), MaxBranches: p.maxBranches.Load(),
+		DeclinedUpgrades: p.declinedUpgrades.Load()}
 }
 
 type connPortKey struct{}
@@ -317,6 +322,10 @@ func (p *Proxy) Handler() http.Handler {
 			}
 			return
 		}
+		if isUpgrade(r) {
+			p.declineUpgrade(w, r)
+			return
+		}
 		if p.ui != nil && (r.URL.Path == UIPrefix || strings.HasPrefix(r.URL.Path, UIPrefix+"/")) {
 			// The dashboard: read-only, never forwarded upstream.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -363,9 +372,6 @@ func (p *Proxy) refuse(r *http.Request) string {
 		// ever reached (docs/design.md §8b).
 		return "ctxd proxy: CONNECT is refused: the proxy forwards HTTP requests to its configured upstreams only"
 	}
-	if r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade") {
-		return "ctxd proxy: protocol upgrades (Upgrade header) are refused: the provider APIs are plain HTTP"
-	}
 	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" || strings.Contains(r.URL.RawPath, "%2e") || strings.Contains(r.URL.RawPath, "%2E") {
 		// "/v1/x/../messages" would be forwarded unmanaged, and the
 		// upstream would read it as /v1/messages.
@@ -385,6 +391,34 @@ func (p *Proxy) refuse(r *http.Request) string {
 		return ""
 	}
 	return fmt.Sprintf("ctxd proxy: Host %q is not a loopback name", r.Host)
+}
+
+// isUpgrade reports whether r asks for a protocol upgrade (a WebSocket).
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+// declineUpgrade answers a protocol upgrade with 426 and closes the
+// connection: nothing reaches the upstream. Codex opens a WebSocket on GET
+// /v1/responses first and falls back to HTTP at once on a 426 (other
+// statuses, or a connection that never answers, make it retry the upgrade
+// first); over HTTP its requests are managed. ctxd does not carry the
+// WebSocket transport yet: an unmanaged tunnel would bypass every layer
+// (docs/decisions.md "The WebSocket transport is declined for now"). The decline
+// is logged, counted (Stats.DeclinedUpgrades) and said in Ctxd-Diagnostic.
+func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
+	p.declinedUpgrades.Add(1)
+	p.m.request(nil, outcomeUpgradeDeclined)
+	proto := headerSafe(r.Header.Get("Upgrade"))
+	msg := fmt.Sprintf("ctxd proxy: the %q upgrade of %s %s is declined: ctxd manages the HTTP transport only; send the request over HTTP", proto, r.Method, r.URL.Path)
+	p.log.Info("protocol upgrade declined; the client is expected to use HTTP", "path", r.URL.Path, "upgrade", proto, "user_agent", headerSafe(r.UserAgent()))
+	w.Header().Set(HeaderDiagnostic, headerSafe(msg))
+	w.Header().Set("Connection", "close")
+	if upstreamOf(r) == "openai" {
+		dialectResponses.writeError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+		return
+	}
+	writeError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
 }
 
 // credentialHeaders are the request headers that carry a client's

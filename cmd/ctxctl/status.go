@@ -88,6 +88,9 @@ func proxyLine(p *api.ProxyStatus) string {
 	if p.ClientRuleBreaks > 0 {
 		line += fmt.Sprintf("; %d client requests broke docs/design.md §4a themselves (forwarded as sent, not recorded)", p.ClientRuleBreaks)
 	}
+	if p.DeclinedUpgrades > 0 {
+		line += fmt.Sprintf("; %d WebSocket upgrades declined (426: the client fell back to HTTP)", p.DeclinedUpgrades)
+	}
 	if p.Violations > 0 {
 		line += fmt.Sprintf("; %d assembled contexts broke docs/design.md §4a and were not sent (a bug: see the log)", p.Violations)
 	}

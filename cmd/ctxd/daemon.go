@@ -761,7 +761,7 @@ func (m *Main) proxyStatus() *api.ProxyStatus {
 			st.Upstreams = append(st.Upstreams, api.ProxyUpstream{Name: u.Name, BaseURL: u.BaseURL, Endpoints: u.Endpoints})
 		}
 		st.Requests, st.Managed, st.PassedThrough, st.Overflows, st.Branches, st.Violations = s.Requests, s.Managed, s.PassedThrough, s.Overflows, s.Branches, s.Violations
-		st.ClientRuleBreaks = s.ClientRuleBreaks
+		st.ClientRuleBreaks, st.DeclinedUpgrades = s.ClientRuleBreaks, s.DeclinedUpgrades
 		if us, err := m.prx.Usage(context.Background()); err == nil {
 			for _, u := range us {
 				st.Credentials = append(st.Credentials, api.ProxyCredential{Credential: u.Credential, Sessions: u.Sessions, Bytes: u.Bytes})
