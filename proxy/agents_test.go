@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -239,5 +240,51 @@ func TestCodexResumedAfterCompaction(t *testing.T) {
 	}
 	if r := p.Refused(); len(r) != 0 {
 		t.Fatalf("%d upstream refusals, first: %s", len(r), r[0].Error)
+	}
+}
+
+// TestCodexWebSocketFallsBackAtOnce: Codex with a provider that supports
+// WebSockets (as OpenAI's own does) opens one on GET /v1/responses through
+// ctxd; ctxd declines it with 426, Codex falls back to HTTP in the same
+// turn, finishes the task managed, and its first model request reaches the
+// upstream about as soon as with the HTTP transport alone (within 10 %,
+// or a second on a loaded machine).
+func TestCodexWebSocketFallsBackAtOnce(t *testing.T) {
+	agenttest.Bin(t, agenttest.Codex)
+	const marker = "CTXD-DONE-CODEX-WS"
+	firstRequest := func(ws bool) (time.Duration, *fixture) {
+		p := fakeprovider.Start(t, fakeprovider.Config{Rounds: 1, OutputBytes: 2000, Marker: marker})
+		cfg := testConfig()
+		cfg.Proxy.Upstreams.OpenAI.BaseURL = p.URL()
+		cfg.Models["gpt-5.2-codex"] = config.Model{ContextLimit: 400000, TokenFactor: 1}
+		f := newFixture(t, cfg)
+		start := time.Now()
+		res := agenttest.Run{Agent: agenttest.Codex, BaseURL: f.url, Prompt: "Run the scripted task.", Timeout: 180e9, WebSockets: ws}.Exec(t)
+		if res.ExitCode != 0 || !strings.Contains(res.FinalText(), marker) {
+			agenttest.Log(t, res, p)
+			t.Fatalf("websockets %v: exit %d, answer %q; proxy logs:\n%s", ws, res.ExitCode, res.FinalText(), tail(f.logs.String()))
+		}
+		reqs := p.Requests()
+		if len(reqs) == 0 {
+			t.Fatal("no request reached the upstream")
+		}
+		for _, r := range reqs {
+			if r.Method != "POST" {
+				t.Errorf("websockets %v: a %s %s reached the upstream", ws, r.Method, r.Path)
+			}
+		}
+		if s := f.p.Stats(); s.Managed == 0 || s.PassedThrough != 0 {
+			t.Errorf("websockets %v: stats %+v: want every request managed", ws, s)
+		}
+		return reqs[0].Time.Sub(start), f
+	}
+	direct, _ := firstRequest(false)
+	viaWS, f := firstRequest(true)
+	t.Logf("first model request after %s over HTTP, %s when Codex tries a WebSocket first (%d upgrades declined)", direct, viaWS, f.p.Stats().DeclinedUpgrades)
+	if n := f.p.Stats().DeclinedUpgrades; n == 0 {
+		t.Error("Codex opened no WebSocket: supports_websockets was not taken")
+	}
+	if viaWS > direct+max(direct/10, time.Second) {
+		t.Errorf("the WebSocket attempt delayed the first request: %s vs %s over HTTP", viaWS, direct)
 	}
 }

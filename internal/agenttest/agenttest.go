@@ -163,6 +163,10 @@ type Run struct {
 	Timeout time.Duration
 	// Env adds KEY=VALUE entries to the agent's environment.
 	Env []string
+	// WebSockets makes Codex's provider declare supports_websockets, as
+	// OpenAI's own provider does: Codex then opens a WebSocket on GET
+	// /v1/responses before it uses HTTP.
+	WebSockets bool
 }
 
 // Result is what a run left.
@@ -325,6 +329,7 @@ name = "local"
 base_url = %q
 env_key = "LOCAL_OPENAI_KEY"
 wire_api = "responses"
+supports_websockets = %t
 [analytics]
 enabled = false
 [feedback]
@@ -332,7 +337,7 @@ enabled = false
 [features]
 plugins = false
 remote_plugin = false
-`, r.BaseURL+"/v1")
+`, r.BaseURL+"/v1", r.WebSockets)
 		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o644); err != nil {
 			return nil, nil, err
 		}
