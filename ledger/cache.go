@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"math"
 	"time"
@@ -138,6 +139,12 @@ func (c *CacheModel) Bill(r Request, now time.Time) Bill {
 // ready; not safe for concurrent use.
 type Conversation struct {
 	client, ctxd CacheModel
+	// clientRate is tokens per byte of the client's own requests, as
+	// reported the last time ctxd sent them unchanged (0: never): ctxd's
+	// rewritten context (summaries, stubs) has another ratio, and scaling
+	// the client's bytes by it would misstate what the client would have
+	// paid (docs/decisions.md "The savings ledger and observe mode").
+	clientRate float64
 }
 
 // Observation is one proxied request for Conversation.Entry.
@@ -175,15 +182,29 @@ func (c *Conversation) Entry(o Observation) Entry {
 		rate = float64(o.Reported.Context()) / float64(n)
 	}
 	tok := func(bytes int) uint64 { return uint64(math.Round(float64(bytes) * rate)) }
+	// The client's bytes at the client's own rate: the reported one when
+	// the client's request was sent (observe) or sent unchanged, else
+	// the last such.
+	if rate > 0 && (o.Mode == ModeObserve || sameElements(o.Client, o.Ctxd)) {
+		c.clientRate = rate
+	}
+	clientTok := tok
+	if r := c.clientRate; r > 0 {
+		clientTok = func(bytes int) uint64 { return uint64(math.Round(float64(bytes) * r)) }
+	}
+	altTok := clientTok
+	if o.Mode == ModeObserve {
+		altTok = tok
+	}
 	e := Entry{Kind: KindRequest, Time: o.Time, Model: o.Model, Mode: o.Mode, Reported: o.Reported,
-		ClientTokens: tok(o.Client.Bytes()), SentTokens: tok(o.Ctxd.Bytes()),
+		ClientTokens: clientTok(o.Client.Bytes()), SentTokens: tok(o.Ctxd.Bytes()),
 		ContextLimit: o.ContextLimit, Threshold: o.Threshold, Rewrites: o.Rewrites}
 	if o.Mode != ModeObserve {
 		e.SentTokens = o.Reported.Context()
 	} else {
 		e.ClientTokens = o.Reported.Context()
 	}
-	cf := Usage{}.withBill(altBill, alt.LongTTL, tok)
+	cf := Usage{}.withBill(altBill, alt.LongTTL, altTok)
 	cf.Output = o.Reported.Output
 	if altBill.Fresh && o.Reported.CacheRead > 0 {
 		// After a restart the model knows nothing of what the provider
@@ -197,7 +218,7 @@ func (c *Conversation) Entry(o Observation) Entry {
 	if o.Mode == ModeObserve {
 		ctxdWrites = cf.CacheWrite()
 	}
-	clientGrowth := tok(max(cb.Write-cb.Expired-cb.Changed, 0))
+	clientGrowth := clientTok(max(cb.Write-cb.Expired-cb.Changed, 0))
 	causes := map[string]uint64{}
 	left := ctxdWrites
 	take := func(cause string, n uint64) {
@@ -209,7 +230,7 @@ func (c *Conversation) Entry(o Observation) Entry {
 	}
 	take(CauseGrowth, clientGrowth)
 	take(CauseTTLExpiry, tok(xb.Expired))
-	take(CauseClientChange, tok(cb.Changed))
+	take(CauseClientChange, clientTok(cb.Changed))
 	cause := CauseOther
 	for _, k := range []string{CauseCompaction, CausePass, CauseOffload} {
 		if contains(o.Rewrites, k) {
@@ -242,4 +263,18 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// sameElements says whether a and b are the same request, element by
+// element.
+func sameElements(a, b Request) bool {
+	if len(a.Elements) != len(b.Elements) {
+		return false
+	}
+	for i := range a.Elements {
+		if !bytes.Equal(a.Elements[i], b.Elements[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/transcript"
 )
 
 // TestReplayReportsCost: a recorded Claude Code session replayed with a
@@ -61,4 +63,39 @@ func TestReplayReportsCost(t *testing.T) {
 		t.Fatalf("text report:\n%s", out.String())
 	}
 	t.Logf("%s", out.String())
+}
+
+// TestWithoutCtxdDoesNotDependOnTheWindow: what the agent would have paid
+// without ctxd is a property of the recording, not of how hard ctxd
+// compacts it. The demo session replayed with a 200k and a 50k window
+// (one compaction, then many) prices the agent's own requests alike: the
+// client's bytes are counted at the client's token rate, never at that of
+// ctxd's summaries and stubs (which put the 50k baseline at 3.9 times the
+// 200k one).
+func TestWithoutCtxdDoesNotDependOnTheWindow(t *testing.T) {
+	data, err := os.ReadFile(DemoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Import(bytes.NewReader(data), transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var without [2]ledger.Totals
+	var compactions [2]int
+	for i, limit := range []uint64{200000, 50000} {
+		r, err := Run(context.Background(), tr, Options{Config: config.Defaults(), ContextLimit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		without[i], compactions[i] = r.Cost.Totals, len(r.Compactions)
+	}
+	if compactions[1] <= compactions[0] {
+		t.Fatalf("compactions %d at 50k, %d at 200k: the smaller window should compact more", compactions[1], compactions[0])
+	}
+	ratio := float64(without[1].ClientTokens) / float64(without[0].ClientTokens)
+	cost := without[1].WithoutCtxd / without[0].WithoutCtxd
+	if math.Abs(ratio-1) > 0.01 || math.Abs(cost-1) > 0.01 {
+		t.Fatalf("without ctxd at 50k vs 200k: tokens ×%.3f, cost ×%.3f (want within 1 %%)", ratio, cost)
+	}
 }
