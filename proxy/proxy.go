@@ -296,6 +296,19 @@ func (p *Proxy) Handler() http.Handler {
 		// The request's credentials are masked everywhere while it is
 		// served (docs/operating.md "Security model").
 		defer p.holdSecrets(r.Header)()
+		// net/http reads up to HeaderSlack bytes past MaxHeaderBytes: the
+		// exact limit is checked here, refused naming its key.
+		if n := netlimit.HeaderBytes(r); uint64(n) > p.limits.HeaderBytes {
+			p.m.request(dialectOf(r), outcomeRefused)
+			w.Header().Set("Connection", "close")
+			msg := fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes)
+			if d := dialectOf(r); d != nil {
+				d.writeError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
+			} else {
+				writeError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
+			}
+			return
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = netlimit.NewBodyTimer(w, r, time.Duration(p.limits.BodyTimeoutMS)*time.Millisecond, p.limits.BodyMinRate)
 		}

@@ -300,7 +300,8 @@ func (f *fixture) serve() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	hs := &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext}
+	// As the daemon serves it (cmd/ctxd).
+	hs := &http.Server{Handler: f.p.Handler(), ConnContext: f.p.ConnContext, MaxHeaderBytes: int(f.p.Limits().HeaderBytes)}
 	f.hs = hs
 	go func() { _ = hs.Serve(l) }()
 	f.url = "http://" + l.Addr().String()

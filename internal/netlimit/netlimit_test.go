@@ -118,3 +118,17 @@ func TestBodyTimer(t *testing.T) {
 		t.Fatalf("the answer after the body: %v", err)
 	}
 }
+
+// TestHeaderBytesCountsWhatWasSent: HeaderBytes of a request read by
+// net/http equals the bytes of its request line and headers on the wire
+// (the blank line that ends them aside).
+func TestHeaderBytesCountsWhatWasSent(t *testing.T) {
+	raw := "POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nX-Api-Key: sk-x\r\nAccept: a\r\nAccept: b\r\nContent-Length: 0\r\n\r\n"
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := HeaderBytes(r), len(raw)-2; got != want {
+		t.Fatalf("HeaderBytes = %d, want %d", got, want)
+	}
+}
