@@ -38,6 +38,9 @@ const (
 	// TooLarge (413): the body exceeds MaxRequestBytes, or one append does
 	// not fit one transaction. Nothing was stored.
 	TooLarge = "too_large"
+	// HeaderTooLarge (431): the request line and headers exceed
+	// daemon.limits.header_bytes. Nothing was done.
+	HeaderTooLarge = "header_too_large"
 	// UnsupportedMediaType (415): a request body that is not
 	// ContentTypeJSON.
 	UnsupportedMediaType = "unsupported_media_type"
@@ -73,6 +76,7 @@ var codeStatus = map[string]int{
 	Conflict:             http.StatusConflict,
 	TooLarge:             http.StatusRequestEntityTooLarge,
 	UnsupportedMediaType: http.StatusUnsupportedMediaType,
+	HeaderTooLarge:       http.StatusRequestHeaderFieldsTooLarge,
 	Internal:             http.StatusInternalServerError,
 	InsufficientStorage:  http.StatusInsufficientStorage,
 	Upstream:             http.StatusBadGateway,
@@ -93,7 +97,7 @@ var statusCode = func() map[int]string {
 func Codes() []string {
 	return []string{
 		Invalid, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-		RequestTimeout, Conflict, TooLarge, UnsupportedMediaType, Internal, Upstream,
+		RequestTimeout, Conflict, TooLarge, UnsupportedMediaType, HeaderTooLarge, Internal, Upstream,
 		Unavailable, Timeout, InsufficientStorage,
 	}
 }

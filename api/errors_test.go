@@ -21,6 +21,7 @@ func TestCodeStatusTable(t *testing.T) {
 		Conflict:             409,
 		TooLarge:             413,
 		UnsupportedMediaType: 415,
+		HeaderTooLarge:       431,
 		Internal:             500,
 		Upstream:             502,
 		Unavailable:          503,

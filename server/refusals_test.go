@@ -6,11 +6,15 @@ package server
 // fix (docs/decisions.md "Daemon API details found by outside testing").
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/api"
 )
@@ -168,4 +172,51 @@ func TestAppendWithSeqIs400(t *testing.T) {
 	f.refusedUnchanged(t, "POST", "/v1/sessions/s1/messages",
 		`{"messages":[{"seq":2,"role":"assistant","content":[{"type":"text","text":"a"}]}]}`,
 		nil, http.StatusBadRequest, api.Invalid, "messages[0].seq")
+}
+
+// TestHeaderBytesLimitExact: daemon.limits.header_bytes is exact. A
+// request whose line and headers are exactly the limit is served; one byte
+// more is answered 431 header_too_large naming the key, though net/http
+// alone would read 4096 bytes more; a header far past that gets net/http's
+// own 431.
+func TestHeaderBytesLimitExact(t *testing.T) {
+	const limit = 4096
+	f := newFixture(t, func(o *Options) { o.HeaderBytes = limit })
+	host := strings.TrimPrefix(f.ts.URL, "http://")
+	// get sends a GET /v1/status whose line and headers (the blank line
+	// that ends them aside) are size bytes.
+	get := func(size int) (*http.Response, []byte) {
+		h := "GET /v1/status HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + fixtureToken + "\r\n"
+		h += "X-Pad: " + strings.Repeat("p", size-len(h)-len("X-Pad: \r\n")) + "\r\n\r\n"
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, h); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp, b
+	}
+	if resp, b := get(limit); resp.StatusCode != http.StatusOK {
+		t.Fatalf("headers of exactly the limit: %d %s", resp.StatusCode, b)
+	}
+	for _, size := range []int{limit + 1, limit + 3000} {
+		resp, b := get(size)
+		var env api.ErrorEnvelope
+		if err := json.Unmarshal(b, &env); err != nil || env.Error == nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge ||
+			env.Error.Code != api.HeaderTooLarge || !strings.Contains(env.Error.Message, "daemon.limits.header_bytes") {
+			t.Fatalf("headers of %d bytes: %d %s", size, resp.StatusCode, b)
+		}
+	}
+	if resp, b := get(64 << 10); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("headers of 64 KiB: %d %s", resp.StatusCode, b)
+	}
 }

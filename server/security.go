@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/internal/bearer"
+	"github.com/ctxd/ctxd/internal/netlimit"
 )
 
 // connInfo is what ConnContext learns about a connection once, when it is
@@ -72,7 +73,12 @@ func (s *Server) secure(next http.Handler) http.Handler {
 		start := time.Now()
 		w.Header().Set(api.HeaderVersion, s.version)
 		sw := &statusWriter{ResponseWriter: w}
-		if err := s.check(r); err != nil {
+		if n := netlimit.HeaderBytes(r); uint64(n) > s.headerMax {
+			// net/http reads up to netlimit.HeaderSlack bytes past
+			// MaxHeaderBytes: the exact limit is checked here.
+			w.Header().Set("Connection", "close")
+			s.writeError(sw, r, api.Errorf(api.HeaderTooLarge, "", "request line and headers of %d bytes, over daemon.limits.header_bytes (%d)", n, s.headerMax))
+		} else if err := s.check(r); err != nil {
 			s.writeError(sw, r, err)
 		} else if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
 			// The mux would answer an unclean path ("/v1/sessions/../status")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
+	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/internal/store"
@@ -75,6 +76,13 @@ type Options struct {
 	// AllowedUIDs may connect over the unix socket besides the daemon's
 	// own uid (daemon.allowed_uids). SetAllowedUIDs changes it later.
 	AllowedUIDs []uint32
+	// HeaderBytes caps a request's line and headers, in bytes
+	// (daemon.limits.header_bytes), as netlimit.HeaderBytes counts them: a
+	// larger request is answered 431 header_too_large naming the key. Serve
+	// the handler with http.Server.MaxHeaderBytes set to the same value,
+	// which bounds what net/http reads to it plus netlimit.HeaderSlack.
+	// 0 means config.DefaultDaemonLimits's.
+	HeaderBytes uint64
 	// OwnUID is the daemon's uid; the zero value of Options takes
 	// os.Getuid() (set OwnUIDSet to use 0 explicitly).
 	OwnUID    uint32
@@ -105,6 +113,7 @@ type GuardedDir struct {
 // Server answers the API of docs/design.md §7. Create it with New; it is safe for
 // concurrent use.
 type Server struct {
+	headerMax uint64
 	eng       *engine.Engine
 	artifacts ArtifactGetter
 	pool      PoolInfo
@@ -155,6 +164,10 @@ func New(opts Options) *Server {
 		spaces:    opts.Disk,
 		proxy:     opts.ProxyStatus,
 		storage:   opts.StorageStatus,
+		headerMax: opts.HeaderBytes,
+	}
+	if s.headerMax == 0 {
+		s.headerMax = config.DefaultDaemonLimits().HeaderBytes
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -103,6 +103,8 @@ func newFixture(t testing.TB, mod func(*Options)) *fixture {
 	srv := New(opts)
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config.ConnContext = srv.ConnContext
+	// As the daemon serves it (cmd/ctxd).
+	ts.Config.MaxHeaderBytes = int(srv.headerMax)
 	ts.Config.RegisterOnShutdown(srv.BeginShutdown)
 	ts.Start()
 	t.Cleanup(func() {

@@ -615,6 +615,7 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		Metrics:       metrics,
 		AuthToken:     token,
 		AllowedUIDs:   cfg.Daemon.AllowedUIDs,
+		HeaderBytes:   cfg.Daemon.Limits.HeaderBytes,
 		Disk:          disks,
 		Redactor:      m.redactor,
 		ProxyStatus:   m.proxyStatus,
