@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctxd/ctxd/api"
@@ -40,19 +37,14 @@ func mcpCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-			err = srv.Run(c.Context, t)
-			if errors.Is(err, io.EOF) || c.Context.Err() != nil {
-				return nil // the agent closed the connection, or a signal
+			err = mcpserver.Serve(c.Context, srv, e.stdin, e.stdout)
+			if c.Context.Err() != nil {
+				return nil // a signal
 			}
 			return err
 		},
 	}
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // recallFlags are the flags of session search and read: which session, the
 // offset, and extra.

@@ -94,3 +94,32 @@ func TestSessionSearchAndRead(t *testing.T) {
 		t.Fatalf("no session for /nowhere: exit %d, %s", code, errOut)
 	}
 }
+
+// A client that pipes its requests and closes stdin at once gets every
+// answer before `ctxctl mcp` exits 0 (mcpserver.Serve holds the end of
+// stdin back until then).
+func TestMCPPipedRequestsAllAnswered(t *testing.T) {
+	d := startDaemon(t)
+	var out, stderr strings.Builder
+	e := d.env(&out, &stderr)
+	e.stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"walrus"}}}
+`)
+	if c := runEnv([]string{"ctxctl", "mcp", "--session", "nosuch"}, e); c != exitOK {
+		t.Fatalf("ctxctl mcp exit %d; stderr %s", c, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("stdout %d lines, want the 3 answers:\n%s", len(lines), out.String())
+	}
+	for i, want := range []string{`"id":1,"result":{`, `"id":2,"result":{`, `"id":3,"result":{"content":[`} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("answer %d: %s, want %s", i+1, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[1], `"name":"search"`) {
+		t.Errorf("tools/list answer lacks search: %s", lines[1])
+	}
+}
