@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 )
@@ -439,4 +440,19 @@ func (s *Summary) Add(o Summary) {
 	s.Projected += o.Projected
 	s.ObserveSummarizer += o.ObserveSummarizer
 	s.ProjectedSaved += o.ProjectedSaved
+}
+
+// RewriteCause is the cache-write cause of a session event of kind k:
+// CauseCompaction, CausePass or CauseOffload for ctxd's recorded rewrites,
+// "" for any other kind.
+func RewriteCause(k checkpoint.Kind) string {
+	switch k {
+	case checkpoint.KindCheckpoint:
+		return CauseCompaction
+	case checkpoint.KindContextEdit:
+		return CausePass
+	case checkpoint.KindOffload:
+		return CauseOffload
+	}
+	return ""
 }

@@ -67,15 +67,7 @@ func (p *Proxy) rewritesSince(ctx context.Context, id string, after uint64) ([]s
 	seen := map[string]bool{}
 	_ = p.eng.Events(ctx, id, after+1, false, func(ev checkpoint.Event) error {
 		last = ev.Seq
-		c := ""
-		switch ev.Kind {
-		case checkpoint.KindCheckpoint:
-			c = ledger.CauseCompaction
-		case checkpoint.KindContextEdit:
-			c = ledger.CausePass
-		case checkpoint.KindOffload:
-			c = ledger.CauseOffload
-		}
+		c := ledger.RewriteCause(ev.Kind)
 		if c != "" && !seen[c] {
 			seen[c] = true
 			out = append(out, c)

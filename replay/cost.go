@@ -85,15 +85,7 @@ func (c *costRun) request(ctx context.Context, e *engine.Engine, a *engine.Assem
 		if ev.Seq > a.LastSeq {
 			return errStop
 		}
-		k := ""
-		switch ev.Kind {
-		case checkpoint.KindCheckpoint:
-			k = ledger.CauseCompaction
-		case checkpoint.KindContextEdit:
-			k = ledger.CausePass
-		case checkpoint.KindOffload:
-			k = ledger.CauseOffload
-		}
+		k := ledger.RewriteCause(ev.Kind)
 		if k != "" && !seen[k] {
 			seen[k] = true
 			rewrites = append(rewrites, k)
