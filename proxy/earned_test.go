@@ -379,3 +379,58 @@ func TestEditedToolInputIsSent(t *testing.T) {
 		t.Fatalf("the upstream did not get the edited input: %s", got)
 	}
 }
+
+// TestWindowHeaderOnlyFromAuthenticatedClients: X-Ctxd-Context-Limit is
+// honoured only for a request that carries a credential the upstream
+// accepted — at once when it accepted it before, once it has when the
+// conversation's first request is its first — never for one without a
+// credential (a Ctxd-Diagnostic says so); a value that is not a window is
+// answered 400 naming the header and the range, and nothing goes upstream
+// or is recorded.
+func TestWindowHeaderOnlyFromAuthenticatedClients(t *testing.T) {
+	f := newFixture(t, testConfig())
+	window := func(id string) uint64 {
+		t.Helper()
+		f.settle()
+		info, err := f.eng.Session(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ContextLimit
+	}
+	for _, v := range []string{"abc", "0", "999", "100000001", "-6000", "6e3", "6000 tokens"} {
+		resp, b := f.post(newConversation().user("hello "+v).body(), map[string]string{HeaderContextLimit: v})
+		if resp.StatusCode != 400 || !strings.Contains(string(b), HeaderContextLimit) || !strings.Contains(string(b), "1000 to 100000000") || !strings.Contains(string(b), "invalid_request_error") {
+			t.Fatalf("%q: %d %s, want 400 naming the header and the range", v, resp.StatusCode, b)
+		}
+	}
+	if n := len(f.up.requests()); n != 0 {
+		t.Fatalf("%d malformed requests went upstream", n)
+	}
+	if ids := f.sessions(); len(ids) != 0 {
+		t.Fatalf("malformed requests left sessions %v", ids)
+	}
+
+	// No credential: the header is not honoured, and the answer says so.
+	resp, _ := f.post(newConversation().user("no key").body(), map[string]string{"X-Api-Key": "", HeaderContextLimit: "6000"})
+	if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "not honoured") {
+		t.Errorf("no credential: diagnostic %q", d)
+	}
+	if w := window(resp.Header.Get(HeaderSessionID)); w == 6000 {
+		t.Error("the window header of a request without a credential was honoured")
+	}
+
+	// A credential the upstream has not accepted yet: the session's window
+	// is the header's once its first answer is accepted.
+	key := map[string]string{"X-Api-Key": "sk-ant-new-key-0123456789", HeaderContextLimit: "6000"}
+	resp, _ = f.post(newConversation().user("new key").body(), key)
+	if w := window(resp.Header.Get(HeaderSessionID)); w != 6000 {
+		t.Errorf("accepted at the first request: window %d, want 6000", w)
+	}
+	// Accepted before: honoured when the session is created.
+	key[HeaderContextLimit] = "7000"
+	resp, _ = f.post(newConversation().user("another conversation").body(), key)
+	if w := window(resp.Header.Get(HeaderSessionID)); w != 7000 {
+		t.Errorf("an accepted credential: window %d, want 7000", w)
+	}
+}

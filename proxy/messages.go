@@ -168,6 +168,10 @@ type branch struct {
 	// state is the client_state this proxy last read or wrote for the
 	// branch: another node of a fleet wrote when the log's differs (fresh).
 	state json.RawMessage
+	// pendingLimit is the window (tokens) of the X-Ctxd-Context-Limit
+	// header of the request that created the branch, while the upstream
+	// has not yet accepted its credential: applied once it has (0: none).
+	pendingLimit uint64
 	// conv is the ledger's cache models of the branch's requests and
 	// ledgerSeq the session's last seq at its last ledger entry (0: none
 	// since the proxy started), docs/design.md §10.
@@ -485,6 +489,13 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
 		return
 	}
+	if _, err := contextLimitHeader(r.Header); err != nil {
+		// A window the client asked for and ctxd cannot honour is never
+		// ignored silently (docs/proxy.md "Windows").
+		p.m.request(d, outcomeRefused)
+		d.writeError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
+		return
+	}
 	if req.previousResponseID != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
@@ -573,7 +584,44 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if x.accepted && pl.prev != nil {
 		p.supersede(ctx, pl.prev, pl.b)
 	}
+	if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
+		p.applyPendingLimit(ctx, pl.b)
+	}
 	p.recordAnswer(ctx, pl, x, req)
+}
+
+// applyPendingLimit gives the session of b the window its client asked for
+// (X-Ctxd-Context-Limit) now that the upstream accepted the client's
+// credential.
+func (p *Proxy) applyPendingLimit(ctx context.Context, b *branch) {
+	n := b.pendingLimit
+	b.pendingLimit = 0
+	if _, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{ContextLimit: &n}); err != nil {
+		p.log.Warn("applying the client's window", "session", b.id, "header", HeaderContextLimit, "err", err)
+	}
+}
+
+// contextLimitHeader reads the X-Ctxd-Context-Limit header of h: 0 when
+// absent; an error naming the header and the accepted range (tokens,
+// engine.MinContextLimit to engine.MaxContextLimit) when it is not a
+// whole number in it.
+func contextLimitHeader(h http.Header) (uint64, error) {
+	vs := h.Values(HeaderContextLimit)
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	v := strings.TrimSpace(vs[0])
+	n, err := strconv.ParseUint(v, 10, 64)
+	if len(vs) > 1 || err != nil || n < engine.MinContextLimit || n > engine.MaxContextLimit {
+		return 0, fmt.Errorf("%s: %q is not a context window: give one whole number of tokens from %d to %d", HeaderContextLimit, strings.Join(vs, ", "), engine.MinContextLimit, engine.MaxContextLimit)
+	}
+	return n, nil
+}
+
+// hasCredential reports whether h carries a credential for the upstream
+// (x-api-key or Authorization).
+func hasCredential(h http.Header) bool {
+	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
 }
 
 // dropBranch deletes the session a request created when the upstream did
@@ -775,6 +823,13 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	pl.out, pl.diag = out, diag
+	if n, _ := contextLimitHeader(h); n > 0 && !hasCredential(h) {
+		note := fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
+		if pl.diag != "" {
+			note = pl.diag + "; " + note
+		}
+		pl.diag = note
+	}
 	return pl, nil
 }
 
@@ -814,15 +869,17 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		params.Overlay = foreignOverlay
 		labels["proxy.client_uid"] = strconv.FormatUint(uint64(uid), 10)
 	}
-	if v := h.Get(HeaderContextLimit); v != "" {
-		// Who pays: a window override shapes compactions, and none runs
-		// for a client whose credential the upstream has not accepted
-		// (sessionBindings); the session of a refused request goes.
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %q is not a number of tokens", HeaderContextLimit, v)
+	// Who pays: a window override is honoured only for a credential the
+	// upstream accepted; one it has not yet is applied once it has
+	// (branch.pendingLimit), and none without a credential (prepare).
+	n, _ := contextLimitHeader(h)
+	pending := uint64(0)
+	if n > 0 && hasCredential(h) {
+		if p.isAccepted(fp) {
+			params.ContextLimit = n
+		} else {
+			pending = n
 		}
-		params.ContextLimit = n
 	}
 	if err := p.quotaCheck(ctx, fp); err != nil {
 		return nil, nil, err
@@ -849,7 +906,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the session: %w", err)
 	}
-	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}}
+	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}, pendingLimit: pending}
 	if prev != nil {
 		b.rec.BranchOf = prev.id
 	}
