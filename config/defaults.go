@@ -121,6 +121,7 @@ func defaultContextCompaction() ContextCompaction {
 		Trigger:          Trigger{Percent: DefaultTriggerPercent},
 		MaxSummaryBytes:  DefaultMaxSummaryBytes,
 		KeepRecentTokens: DefaultKeepRecentTokens,
+		Idle:             IdleAuto,
 	}
 }
 

@@ -30,6 +30,8 @@ var overlayKeys = []string{
 	"context_compaction.buffer_tokens",
 	"context_compaction.max_summary_bytes",
 	"context_compaction.keep_recent_tokens",
+	"context_compaction.prepare_percent",
+	"context_compaction.idle",
 	"compaction.shape",
 	"compaction.binding",
 	"compaction.keep_first_request",

@@ -97,6 +97,50 @@ type ContextCompaction struct {
 	// KeepRecentTokens is the retention budget in tokens (§5.2); 0 retains
 	// nothing. Default 16384.
 	KeepRecentTokens uint64 `toml:"keep_recent_tokens" json:"keep_recent_tokens"`
+	// PreparePercent is the prepare mark of speculative summaries
+	// (docs/design.md §5.1), in per cent of the context window: a session
+	// whose context reaches it has its summary made in the background,
+	// installed when the trigger fires. 0 (the default) derives it from
+	// the trigger (PrepareMark); 1..=99 below a percent trigger sets it;
+	// PrepareOff (100) turns speculative summaries off.
+	PreparePercent uint64 `toml:"prepare_percent,omitempty" json:"prepare_percent,omitempty"`
+	// Idle is idle compaction timed to the prompt cache (docs/design.md
+	// §5.1): IdleAuto (the default: on unless the session's summarizer is
+	// paid by the client's credential), IdleOn or IdleOff.
+	Idle string `toml:"idle" json:"idle"`
+}
+
+// Values of context_compaction.idle.
+const (
+	IdleAuto = "auto"
+	IdleOn   = "on"
+	IdleOff  = "off"
+)
+
+// PrepareOff is the context_compaction.prepare_percent that turns
+// speculative summaries off.
+const PrepareOff = 100
+
+// DefaultPrepareGap is how far below the threshold the derived prepare
+// mark lies, in per cent of the context window: a trigger of 70 per cent
+// prepares at 60.
+const DefaultPrepareGap = 10
+
+// PrepareMark is the token count at or above which a session of
+// contextLimit tokens whose threshold is threshold (trigger.Threshold)
+// prepares its summary: prepare_percent of the window when set; else
+// DefaultPrepareGap per cent of the window below the threshold (at least
+// half of it); 0 when speculative summaries are off (PrepareOff), or the
+// window is unknown.
+func (cc ContextCompaction) PrepareMark(contextLimit, threshold uint64) uint64 {
+	switch {
+	case contextLimit == 0 || threshold == 0 || cc.PreparePercent >= PrepareOff:
+		return 0
+	case cc.PreparePercent > 0:
+		return min(contextLimit/100*cc.PreparePercent+contextLimit%100*cc.PreparePercent/100, threshold)
+	}
+	gap := contextLimit / 100 * DefaultPrepareGap
+	return max(threshold-min(gap, threshold/2), 1)
 }
 
 // Compaction is the [compaction] table: ctxd's own compaction keys.

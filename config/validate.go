@@ -244,6 +244,17 @@ func (s *state) validateContextCompaction() {
 	if cc.MaxSummaryBytes < 1 || cc.MaxSummaryBytes > MaxMaxSummaryBytes {
 		s.errorf(TableContextCompaction, "context_compaction.max_summary_bytes", "must be in 1..=%d bytes (got %d)", MaxMaxSummaryBytes, cc.MaxSummaryBytes)
 	}
+	switch p := cc.PreparePercent; {
+	case p > PrepareOff:
+		s.errorf(TableContextCompaction, "context_compaction.prepare_percent", "must be 0 (derived from the trigger), 1..=99 (per cent of the window, below the trigger) or %d (off), got %d", PrepareOff, p)
+	case p > 0 && p < PrepareOff && t.Percent > 0 && p >= t.Percent:
+		s.errorf(TableContextCompaction, "context_compaction.prepare_percent", "must be below the trigger's percent (%d), got %d: the summary is prepared before the trigger fires", t.Percent, p)
+	}
+	switch cc.Idle {
+	case IdleAuto, IdleOn, IdleOff:
+	default:
+		s.errorf(TableContextCompaction, "context_compaction.idle", "must be %q, %q or %q, got %q", IdleAuto, IdleOn, IdleOff, cc.Idle)
+	}
 	if n := t.BufferTokens; n > 0 && t.Percent == 0 {
 		// A buffer at or above a model's window leaves it a threshold of 0:
 		// no compaction can get under it, so automatic compaction never runs
