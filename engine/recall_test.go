@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -138,13 +139,22 @@ func TestRecallWriteFailureSaysSo(t *testing.T) {
 // corpusRun appends a corpus session to the engine in n segments and
 // compacts (manually, with the extractive summarizer) at the end of each,
 // returning the summaries in order, the session's offload directory, the
-// messages as stored and the last checkpoint.
+// messages as stored and the checkpoints.
 type corpusRun struct {
 	summaries []string
 	dir       string
 	stored    []history.Message
 	last      checkpoint.Checkpoint
+	cps       []checkpoint.Checkpoint
 	h         *harness
+}
+
+// replacedTo is the last seq the summary of cp replaced.
+func replacedTo(cp checkpoint.Checkpoint) uint64 {
+	if cp.FirstRetainedSeq > 0 {
+		return cp.FirstRetainedSeq - 1
+	}
+	return cp.SnapshotSeq
 }
 
 func runCorpusCompactions(t *testing.T, msgs []history.Message, n int) corpusRun {
@@ -173,6 +183,7 @@ func runCorpusCompactions(t *testing.T, msgs []history.Message, n int) corpusRun
 			continue
 		}
 		run.last = h.fullCheckpoint("s", res.Checkpoint)
+		run.cps = append(run.cps, run.last)
 		run.summaries = append(run.summaries, run.last.Summary)
 	}
 	return run
@@ -215,10 +226,7 @@ func TestRecallFilesHoldEveryFact(t *testing.T) {
 			text := run.recallText(t)
 			low := strings.ToLower(text)
 			// Every line of every replaced message.
-			replacedTo := run.last.SnapshotSeq
-			if run.last.FirstRetainedSeq > 0 {
-				replacedTo = run.last.FirstRetainedSeq - 1
-			}
+			replacedTo := replacedTo(run.last)
 			var replaced strings.Builder
 			lines := 0
 			for _, m := range run.stored {
@@ -279,11 +287,13 @@ func originalText(msgs, stored []history.Message, to uint64) string {
 }
 
 // Repeated compaction holds (docs/design.md §5.3): over 3 and 5 successive
-// compactions of each corpus session with a fact list, the facts the first
-// summary kept are still in the last — at least 75 % of their weight in
-// every session and 93 % over all of them (what the last summary lost is
-// in the recall files its footer names) — and the summary's size stays
-// within the extractive budget without collapsing.
+// compactions of each corpus session with a fact list, every fact of the
+// first segment (the messages the first summary replaced) that the first
+// summary kept is still in the last summary, and every fact of the first
+// segment is in the last summary or the recall files its footer names; the
+// summary stays within the extractive budget plus the recall footer and
+// does not collapse (never under half the first summary's size).
+// CTXD_DUMP_SUMMARIES=dir writes every summary there.
 func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		var allKept, allTotal float64
@@ -293,22 +303,54 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 					t.Skip("a large corpus session: minutes under the race detector")
 				}
 				pts := facttest.Points(t, ff.Session)
-				run := runCorpusCompactions(t, pts[len(pts)-1].Msgs, n)
+				msgs := pts[len(pts)-1].Msgs
+				run := runCorpusCompactions(t, msgs, n)
 				if len(run.summaries) < 2 {
 					t.Skipf("%d compactions: the session is too short to compact again", len(run.summaries))
 				}
 				first, last := run.summaries[0], run.summaries[len(run.summaries)-1]
-				var lost []string
+				if dir := os.Getenv("CTXD_DUMP_SUMMARIES"); dir != "" {
+					for i, s := range run.summaries {
+						name := fmt.Sprintf("%s.%d.%d.md", strings.NewReplacer("/", "_").Replace(ff.Session), n, i+1)
+						_ = os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
+					}
+				}
+				// The first segment: what the first summary replaced, as
+				// stored and as the agent wrote it.
+				to := replacedTo(run.cps[0])
+				var seg strings.Builder
+				for _, m := range run.stored {
+					if m.Seq > to {
+						break
+					}
+					for _, b := range m.Content {
+						seg.WriteString(b.Text + "\n")
+					}
+				}
+				seg.WriteString(originalText(msgs, run.stored, to))
+				recallText := strings.ToLower(run.recallText(t))
+				var segFacts, inFirst, lostFirst, lostSeg []string
 				var kept, total float64
 				for _, f := range ff.Facts {
+					if !f.Kept(seg.String()) {
+						continue
+					}
+					segFacts = append(segFacts, f.ID)
+					if !f.Kept(last) {
+						lostSeg = append(lostSeg, f.ID)
+						if !f.Kept(recallText) {
+							t.Errorf("fact %s of the first segment is neither in the last summary nor in the recall files", f.ID)
+						}
+					}
 					if !f.Kept(first) {
 						continue
 					}
+					inFirst = append(inFirst, f.ID)
 					total += f.Weight
 					if f.Kept(last) {
 						kept += f.Weight
 					} else {
-						lost = append(lost, f.ID)
+						lostFirst = append(lostFirst, f.ID)
 					}
 				}
 				allKept, allTotal = allKept+kept, allTotal+total
@@ -316,12 +358,12 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 				for i, s := range run.summaries {
 					sizes[i] = len(s)
 				}
-				pct := 100 * kept / max(total, 1)
-				t.Logf("%d compactions, summary bytes %v; facts of the first summary kept by the last: %.0f %% of their weight; lost %v", len(run.summaries), sizes, pct, lost)
-				if pct < 75 {
-					t.Errorf("after %d compactions the last summary keeps %.0f %% of the first one's facts (< 75 %%); lost %v", len(run.summaries), pct, lost)
+				t.Logf("%d compactions, summary bytes %v; first segment: %d facts, %d in the first summary, %d of them in the last (lost %v); first-segment facts in the last summary: %d of %d (lost %v)",
+					len(run.summaries), sizes, len(segFacts), len(inFirst), len(inFirst)-len(lostFirst), lostFirst, len(segFacts)-len(lostSeg), len(segFacts), lostSeg)
+				if len(lostFirst) > 0 {
+					t.Errorf("after %d compactions the last summary lost facts of the first segment the first summary kept: %v", len(run.summaries), lostFirst)
 				}
-				limit := int(summarizer.DefaultExtractiveBytes) + 1024 // the recall footer
+				limit := int(summarizer.DefaultExtractiveBytes) + recallFooterMax
 				for i, sz := range sizes {
 					if sz > limit {
 						t.Errorf("summary %d: %d bytes > %d", i+1, sz, limit)
@@ -337,11 +379,12 @@ func TestFactsSurviveRepeatedCompaction(t *testing.T) {
 		}
 		pct := 100 * allKept / max(allTotal, 1)
 		t.Logf("%d compactions: %.1f %% of the first summaries' fact weight kept by the last ones", n, pct)
-		if pct < 93 {
-			t.Errorf("%d compactions: %.1f %% of the first summaries' facts kept over all sessions (< 93 %%)", n, pct)
-		}
 	}
 }
+
+// recallFooterMax bounds the recall paragraph ctxd appends to a summary
+// (recall.Footer with the test's temporary paths), in bytes.
+const recallFooterMax = 1024
 
 // An LLM summary that copies the earlier summary's recall paragraph ends,
 // like every summary, with this checkpoint's own: one "Full history"

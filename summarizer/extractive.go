@@ -194,6 +194,7 @@ type extraction struct {
 	ids        identCache
 	prevGoal   string // Goal of an earlier checkpoint summary, if the history starts with one
 	prev       string // that whole summary
+	prevIdx    int    // index of that summary's message in msgs
 	hasPrev    bool
 	abandoned  int
 }
@@ -222,6 +223,7 @@ func newExtraction(msgs []history.Message) *extraction {
 			if len(x.assistants) == 0 && len(x.calls) == 0 && !x.hasPrev && isSummary(t) {
 				x.hasPrev = true
 				x.prev = t
+				x.prevIdx = i
 				x.prevGoal = sectionBody(t, HeadingGoal)
 				continue
 			}
@@ -526,13 +528,22 @@ func (x *extraction) seqRange() string {
 	return fmt.Sprintf(", seq %d–%d", first, last)
 }
 
-// requests returns the user messages that are requests.
+// requests returns the user messages that are requests. A request before
+// an earlier summary that the summary already quotes (the first request the
+// engine carries beside every summary, docs/design.md §5.2) is not one
+// again: the Goal carries it from the summary, once.
 func (x *extraction) requests() []exUser {
 	var out []exUser
 	for _, u := range x.users {
-		if u.request {
-			out = append(out, u)
+		if !u.request {
+			continue
 		}
+		if x.hasPrev && u.idx < x.prevIdx {
+			if l, _, _ := strings.Cut(strings.TrimSpace(u.text), "\n"); strings.Contains(x.prev, strings.TrimSuffix(truncRunes(l, 100), "…")) {
+				continue
+			}
+		}
+		out = append(out, u)
 	}
 	return out
 }

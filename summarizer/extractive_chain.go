@@ -124,6 +124,10 @@ func prevLines(prev string) []exPrevLine {
 		case strings.HasPrefix(t, "No ") && strings.HasSuffix(t, "."):
 		case strings.HasSuffix(t, ":") && !strings.HasPrefix(t, "-") && !strings.HasPrefix(t, ">"):
 			// a group label
+		case strings.HasPrefix(t, ">") && prio == exCarryPrio[HeadingCarried]:
+			// A quote carried before (reasoning, a message): its names
+			// matter, its wording least.
+			out = append(out, exPrevLine{text: t, prio: exCarryPrio[HeadingReasoning]})
 		case strings.HasPrefix(t, "- `") && prio > exCarryPrio[HeadingDecisions]:
 			// A command worth re-running (a commit, a close): with the
 			// decisions, before the files' details.
@@ -154,8 +158,8 @@ func lostLines(prev, summary string) []exPrevLine {
 		seen[l] = true
 		if rest, ok := strings.CutPrefix(l, exNamesLabel); ok {
 			var missing []string
-			for _, n := range strings.Fields(rest) {
-				if !strings.Contains(summary, n) {
+			for _, n := range splitNames(rest) {
+				if !strings.Contains(summary, strings.Trim(n, "`")) {
 					missing = append(missing, n)
 				}
 			}
@@ -226,23 +230,47 @@ func wordHead(s string, n int) string {
 }
 
 // carriedSection renders lost lines under HeadingCarried in at most max
-// bytes, in carrying order; the names of the lines that do not fit (a
-// two fifths of max are kept for them) close the section on one line, so a
-// name the earlier summary kept is never lost while the budget holds it.
-// "" when nothing fits.
+// bytes. Names come first: every name a lost line states (a path by its
+// file name, an identifier, the head of a command or an error message) is
+// listed on one line closing the section, so a name the earlier summary
+// kept is never lost while the budget holds it; a lost line is carried
+// whole only while the names of the lines that are not still fit beside
+// it, in carrying order. When the names alone overflow max, the names of
+// the lines first in carrying order are kept. "" when nothing fits.
 func carriedSection(lost []exPrevLine, max int) string {
 	head := "\n\n" + HeadingCarried + "\n"
-	namesLabel := exNamesLabel
-	if len(lost) == 0 || max <= len(head)+len(namesLabel)+20 {
+	if len(lost) == 0 || max <= len(head)+len(exNamesLabel)+20 {
 		return ""
+	}
+	// Every name, in carrying order, once.
+	var names []string
+	seen := map[string]bool{}
+	for _, pl := range lost {
+		for _, n := range carriedNames(pl) {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	// covered marks the names a line carried whole holds.
+	covered := make([]bool, len(names))
+	namesLen := func() int {
+		n := 0
+		for i, nm := range names {
+			if !covered[i] {
+				n += 1 + len(nm)
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return len(exNamesLabel) + n + 1
 	}
 	var b strings.Builder
 	b.WriteString(head)
-	linesMax := max - max*2/5
-	var left []exPrevLine
 	for _, pl := range lost {
 		if pl.names {
-			left = append(left, pl)
 			continue
 		}
 		l := pl.text
@@ -250,58 +278,110 @@ func carriedSection(lost []exPrevLine, max int) string {
 			l = "- " + l
 		}
 		l = truncRunes(l, exCarriedLineRunes) + "\n"
-		if b.Len()+len(l) > linesMax {
-			left = append(left, pl)
-			continue // a shorter line later may fit
-		}
-		b.WriteString(l)
-	}
-	written := b.String()
-	var names []string
-	seen := map[string]bool{}
-	add := func(n string) {
-		// A path by its file name: the distinctive part, which a search
-		// of the recall files finds (docs/design.md §5.6).
-		if i := strings.LastIndex(strings.TrimSuffix(n, "/"), "/"); i >= 0 && len(n)-i > 5 {
-			n = n[i+1:]
-		}
-		if !seen[n] && !strings.Contains(written, n) {
-			seen[n] = true
-			names = append(names, n)
-		}
-	}
-	for _, pl := range left {
-		for _, n := range pl.missing {
-			if !strings.ContainsAny(n, " \t") {
-				add(n)
-				continue
-			}
-			// A command or a message: its distinctive words (a
-			// package, a flag, a path, an identifier).
-			for _, f := range strings.Fields(n) {
-				f = strings.Trim(f, "\"'`,;:()[]{}")
-				if len(f) >= 6 && strings.ContainsAny(f, "-_/.@") || len(lineTerms(f)) > 0 && len(f) >= 6 {
-					add(f)
-				}
+		var now []int
+		for i, nm := range names {
+			if !covered[i] && strings.Contains(l, nm) {
+				covered[i] = true
+				now = append(now, i)
 			}
 		}
+		if b.Len()+len(l)+namesLen() <= max {
+			b.WriteString(l)
+			continue
+		}
+		for _, i := range now {
+			covered[i] = false
+		}
 	}
-	if len(names) > 0 {
-		line := namesLabel
-		for _, n := range names {
-			if b.Len()+len(line)+1+len(n)+1 > max {
-				break
-			}
-			line += " " + n
+	line := exNamesLabel
+	for i, nm := range names {
+		if covered[i] || strings.Contains(b.String(), nm) {
+			continue
 		}
-		if line != namesLabel {
-			b.WriteString(line + "\n")
+		if b.Len()+len(line)+1+len(nm)+1 > max {
+			continue // a shorter name later may fit
 		}
+		line += " " + nm
+	}
+	if line != exNamesLabel {
+		b.WriteString(line + "\n")
 	}
 	if b.Len() == len(head) {
 		return ""
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Limits of a phrase on the names line: the head of a command or an error
+// message the earlier summary quoted, in words and bytes.
+const (
+	exPhraseWords = 4
+	exPhraseBytes = 60
+)
+
+// carriedNames returns the names a lost line carries on the names line: a
+// path by its file name (the distinctive part, which a search of the recall
+// files finds, docs/design.md §5.6), an identifier as it is, a command or
+// a message by its head as a backticked phrase ("`bd close spotter-dov.1`":
+// the command, not only its words) and by its distinctive words (a
+// package, a flag, a path, an identifier).
+func carriedNames(pl exPrevLine) []string {
+	var out []string
+	add := func(n string) {
+		if i := strings.LastIndex(strings.TrimSuffix(n, "/"), "/"); i >= 0 && len(n)-i > 5 {
+			n = n[i+1:]
+		}
+		if len(n) >= 3 {
+			out = append(out, n)
+		}
+	}
+	for _, n := range pl.missing {
+		if !strings.ContainsAny(n, " \t") {
+			add(n)
+			continue
+		}
+		if pl.names {
+			out = append(out, n) // a phrase already
+			continue
+		}
+		if f := strings.Fields(n); len(f) >= 2 && !strings.Contains(n, "`") {
+			p := strings.Join(f[:min(len(f), exPhraseWords)], " ")
+			if len(p) > exPhraseBytes {
+				p = wordHead(p, exPhraseBytes)
+				p = strings.TrimSuffix(p, " …")
+			}
+			if strings.Contains(p, " ") {
+				out = append(out, "`"+p+"`")
+			}
+		}
+		for _, f := range strings.Fields(n) {
+			f = strings.Trim(f, "\"'`,;:()[]{}")
+			if len(f) >= 6 && strings.ContainsAny(f, "-_/.@") || len(lineTerms(f)) > 0 && len(f) >= 6 {
+				add(f)
+			}
+		}
+	}
+	return out
+}
+
+// splitNames parses a names line's list: backticked phrases, then the
+// space-separated names around them.
+func splitNames(rest string) []string {
+	var out []string
+	for {
+		i := strings.Index(rest, "`")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i+1:], "`")
+		if j < 0 {
+			break
+		}
+		out = append(out, strings.Fields(rest[:i])...)
+		out = append(out, rest[i:i+1+j+1])
+		rest = rest[i+1+j+1:]
+	}
+	return append(out, strings.Fields(rest)...)
 }
 
 // withCarried returns the summary of x's items within maxBytes, followed
