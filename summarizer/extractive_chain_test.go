@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/facttest"
+	"github.com/ctxd/ctxd/recall"
 )
 
 // TestCarriedNamesFirst: when the lines an earlier summary kept do not fit
@@ -105,5 +107,142 @@ func TestChainedFirstRequestOnce(t *testing.T) {
 	}
 	if strings.Contains(s, "Latest substantive request") {
 		t.Errorf("the carried first request is quoted again as the latest substantive one:\n%s", s)
+	}
+}
+
+// chainPreamble stands for the engine's summary message preamble
+// (engine.SummaryPreamble, docs/design.md §4).
+const chainPreamble = "This is a summary of the %d earlier messages of this conversation, written when its context was compacted. The conversation continues after it."
+
+// chainSummaries compacts msgs at each cut the way the engine shapes the
+// summarizer's input after the first compaction (docs/design.md §5.2,
+// §5.3): the first request carried beside the summary, the previous summary
+// as a user message with its recall paragraph, then the messages since.
+// It returns each summary as the engine stores it (with its recall
+// paragraph).
+func chainSummaries(msgs []history.Message, cuts []int, maxBytes uint64) []string {
+	var first *history.Message
+	for i := range msgs {
+		if msgs[i].Role == history.RoleUser {
+			first = &msgs[i]
+			break
+		}
+	}
+	var out []string
+	prev, from := "", 0
+	for _, c := range cuts {
+		var in []history.Message
+		if prev != "" {
+			if first != nil {
+				in = append(in, *first)
+			}
+			in = append(in, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText,
+				Text: fmt.Sprintf(chainPreamble, from) + "\n\n" + prev}}})
+		}
+		rest := msgs[from:c]
+		for len(rest) > 0 && rest[0].Role == history.RoleTool {
+			rest = rest[1:]
+		}
+		in = append(in, rest...)
+		s := strings.TrimRight(ExtractiveSummary(in, maxBytes), "\n")
+		s += recall.Footer(fmt.Sprintf("/var/lib/ctxd/offload/s/%s", recall.FileName(uint64(from+1), uint64(c))), "/var/lib/ctxd/offload/s", uint64(from+1), uint64(c))
+		out = append(out, s)
+		prev, from = s, c
+	}
+	return out
+}
+
+// chainExcused are the first-segment facts (by pattern) the last summary of
+// a chain may lack, each with the reason: none is a fact of the first
+// segment's work.
+var chainExcused = map[string]string{
+	// "modes/interactive/components" is in the first segment only inside
+	// the plan file the agent read (WP18, a later work package); the list
+	// marks the fact as the task at the original agent's second compaction.
+	"pi/454tools-2compactions.jsonl c2-task-reorganize": "a later task named in a plan file the first segment read",
+}
+
+// TestExtractiveHoldsOverCompactions: 3 and 5 successive compactions of
+// every corpus session with a fact list (internal/facttest, shaped as the
+// engine shapes the input after the first one): every fact of the first
+// segment the first summary kept is in the last summary (issue: "facts from
+// the first segment survive five compactions") and so is every other fact
+// of the first segment but those chainExcused explains, every summary stays within
+// the budget plus its recall paragraph, and none collapses (each at least
+// half the first one's size). First-segment facts the first summary already
+// left out are logged, with the sizes (-v).
+func TestExtractiveHoldsOverCompactions(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		for _, ff := range loadFacts(t) {
+			t.Run(fmt.Sprintf("%s/%d", ff.Session, n), func(t *testing.T) {
+				if raceEnabled && ff.Large() {
+					t.Skip("a large corpus session: minutes under the race detector")
+				}
+				pts := factPoints(t, ff.Session)
+				msgs := pts[len(pts)-1].Msgs
+				cuts := facttest.Cuts(msgs, n)
+				if len(cuts) < 2 {
+					t.Skipf("%d cuts: too short to compact again", len(cuts))
+				}
+				sums := chainSummaries(msgs, cuts, 0)
+				first, last := sums[0], sums[len(sums)-1]
+				var inFirst, lostFirst, lostSeg []string
+				seg := ff.FirstSegment(facttest.Text(msgs[:cuts[0]]))
+				for _, f := range seg {
+					if !f.Kept(last) {
+						lostSeg = append(lostSeg, f.ID)
+					}
+					if f.Kept(first) {
+						inFirst = append(inFirst, f.ID)
+						if !f.Kept(last) {
+							lostFirst = append(lostFirst, f.ID)
+						}
+					}
+				}
+				sizes := make([]int, len(sums))
+				for i, s := range sums {
+					sizes[i] = len(s)
+				}
+				t.Logf("%d compactions, summary bytes %v; first segment: %d facts, %d in the first summary, %d of them in the last; first-segment facts not in the last: %v",
+					len(sums), sizes, len(seg), len(inFirst), len(inFirst)-len(lostFirst), lostSeg)
+				if len(lostFirst) > 0 {
+					t.Errorf("the last of %d summaries lost first-segment facts the first kept: %v\n%s", len(sums), lostFirst, last)
+				}
+				for _, id := range lostSeg {
+					if chainExcused[ff.Session+" "+id] == "" {
+						t.Errorf("the last of %d summaries lacks first-segment fact %s", len(sums), id)
+					}
+				}
+				for i, s := range sums {
+					body := s[:strings.Index(s, "\n\n"+HeadingFullHistory)]
+					if uint64(len(body)) > DefaultExtractiveBytes {
+						t.Errorf("summary %d: %d bytes before its recall paragraph > %d", i+1, len(body), DefaultExtractiveBytes)
+					}
+					if len(s) < len(first)/2 {
+						t.Errorf("summary %d collapsed: %d bytes, the first %d", i+1, len(s), len(first))
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestBuiltinPromptCarriesForward: the LLM summarizer's prompt asks, when
+// the conversation starts with an earlier summary, to carry forward what
+// repeated compaction must not lose (docs/design.md §5.3) and never to drop
+// a fact the earlier summary kept.
+func TestBuiltinPromptCarriesForward(t *testing.T) {
+	for _, want := range []string{
+		"begins with an earlier checkpoint summary",
+		"the first task and the goal in the user's words",
+		"decisions with their reasons",
+		"identifiers, paths and commands",
+		"errors not yet resolved",
+		"what was about to be done",
+		"never drop a fact the earlier summary kept",
+	} {
+		if !strings.Contains(BuiltinPrompt, want) {
+			t.Errorf("BuiltinPrompt lacks %q", want)
+		}
 	}
 }

@@ -167,3 +167,61 @@ func Points(tb testing.TB, rel string) []Point {
 func (ff *File) Large() bool {
 	return !strings.HasPrefix(ff.Session, "recorded/")
 }
+
+// Cuts returns where n successive compactions of msgs happen, as message
+// counts (msgs[:cut] is what the history holds at each): at even intervals
+// of the history up to its last closed round boundary (no tool call waiting
+// for its result, the last message not a user message), each at the first
+// boundary at or past k/n of it, the last at that last boundary. A short
+// history gets fewer than n cuts.
+func Cuts(msgs []history.Message, n int) []int {
+	var bounds []int
+	state := &history.State{}
+	for i, m := range msgs {
+		state.Apply(m)
+		if len(state.Open()) == 0 && m.Role != history.RoleUser {
+			bounds = append(bounds, i+1)
+		}
+	}
+	if len(bounds) == 0 || n <= 0 {
+		return nil
+	}
+	end := bounds[len(bounds)-1]
+	var cuts []int
+	next := 1
+	for _, b := range bounds {
+		if next <= n && b >= next*end/n {
+			cuts = append(cuts, b)
+			for next <= n && b >= next*end/n {
+				next++
+			}
+		}
+	}
+	return cuts
+}
+
+// FirstSegment returns the facts of ff whose patterns the first segment
+// text holds: the facts a first summary replaced.
+func (ff *File) FirstSegment(text string) []Fact {
+	var out []Fact
+	for _, f := range ff.Facts {
+		if f.Kept(text) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Text is the text of msgs a fact is looked for in: every block's text,
+// tool inputs as the agent wrote them, and tool results.
+func Text(msgs []history.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		for _, bl := range m.Content {
+			b.WriteString(bl.Text)
+			b.Write(bl.Input)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
