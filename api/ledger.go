@@ -46,8 +46,11 @@ type LedgerUsage struct {
 // model's usage of the one not sent (enforce: the client's own; observe:
 // ctxd's); Causes ctxd's cache-write tokens by cause ("growth",
 // "compaction", "pass", "offload", "client_change", "ttl_expiry",
-// "other"); Rewrites ctxd's rewrites since the previous request. Costs are
-// US dollars at the price table; Unpriced marks a model without a price.
+// "other"); Rewrites ctxd's rewrites since the previous request; Cold a
+// first request after a restart that claims nothing; Uncached a request of
+// a conversation whose upstream reported no cache use, both sides priced
+// as uncached input. Costs are US dollars at the price table; Unpriced
+// marks a model without a price.
 type LedgerEntry struct {
 	Kind               string             `json:"kind"`
 	Time               time.Time          `json:"time"`
@@ -60,6 +63,7 @@ type LedgerEntry struct {
 	Reported           LedgerUsage        `json:"reported"`
 	Counterfactual     LedgerUsage        `json:"counterfactual"`
 	Cold               bool               `json:"cold,omitempty"`
+	Uncached           bool               `json:"uncached,omitempty"`
 	Causes             map[string]uint64  `json:"causes,omitempty"`
 	CauseCosts         map[string]float64 `json:"cause_costs,omitempty"`
 	Rewrites           []string           `json:"rewrites,omitempty"`
@@ -101,6 +105,7 @@ type LedgerTotals struct {
 	ProjectedCacheWrites   map[string]uint64  `json:"projected_cache_writes,omitempty"`
 	Unpriced               uint64             `json:"unpriced,omitempty"`
 	Cold                   uint64             `json:"cold,omitempty"`
+	Uncached               uint64             `json:"uncached,omitempty"`
 	Last                   time.Time          `json:"last,omitzero"`
 }
 

@@ -760,6 +760,11 @@ type ProxyStatus struct {
 	Upstreams []ProxyUpstream `json:"upstreams,omitempty"`
 	// Error says why an enabled proxy is not listening.
 	Error string `json:"error,omitempty"`
+	// Mode is proxy.mode in effect: "enforce" (ctxd's context is sent) or
+	// "observe" (every request goes as the client sent it; the ledger
+	// projects the savings). A session's own mode (ctxctl session mode)
+	// overrides it for that session.
+	Mode string `json:"mode,omitempty"`
 	// Requests counts every request served; Managed those recorded and
 	// assembled by ctxd; PassedThrough those forwarded untouched;
 	// Overflows the context-length refusals recovered; Branches the

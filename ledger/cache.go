@@ -145,6 +145,10 @@ type Conversation struct {
 	// the client's bytes by it would misstate what the client would have
 	// paid (docs/decisions.md "The savings ledger and observe mode").
 	clientRate float64
+	// cacheSeen: a request of this conversation reported a prompt-cache
+	// read or write. Until one does, the upstream is treated as
+	// cache-less (Entry.Uncached).
+	cacheSeen bool
 }
 
 // Observation is one proxied request for Conversation.Entry.
@@ -210,6 +214,18 @@ func (c *Conversation) Entry(o Observation) Entry {
 		// After a restart the model knows nothing of what the provider
 		// holds: claim nothing for this request.
 		cf, e.Cold = o.Reported, true
+	}
+	if o.Reported.CacheRead+o.Reported.CacheWrite() > 0 {
+		c.cacheSeen = true
+	}
+	if !c.cacheSeen {
+		// No request of this conversation, this one included, reported a
+		// cache read or write: a cache-less upstream (or prompts under the
+		// provider's cacheable minimum). The provider billed the request
+		// that was sent as uncached input, and would have billed the other
+		// one the same way: pricing it with cache reads the upstream never
+		// makes would claim savings (or costs) nobody can know.
+		cf, e.Uncached = Usage{Input: altTok(alt.Bytes()), Output: o.Reported.Output}, true
 	}
 	e.Counterfactual = cf
 

@@ -126,6 +126,13 @@ type Entry struct {
 	// (the first request after a restart) while the provider read from its
 	// cache; Counterfactual is then Reported, and nothing is claimed.
 	Cold bool `json:"cold,omitempty"`
+	// Uncached: no request of the conversation so far, this one included,
+	// reported a prompt-cache read or write (a cache-less upstream, or
+	// prompts under the provider's cacheable minimum). Counterfactual is
+	// then the other request's tokens as uncached input, as the provider
+	// billed the one that was sent, and no cache write is attributed: the
+	// entry claims only the tokens ctxd kept out, at the input price.
+	Uncached bool `json:"uncached,omitempty"`
 	// Causes splits the cache writes of ctxd's request (Reported in
 	// enforce mode, Counterfactual in observe mode) by cause, in tokens;
 	// they sum to its cache writes.
@@ -238,9 +245,12 @@ type Totals struct {
 	// requests in observe mode, by cause, in tokens.
 	ProjectedCacheWrites map[string]uint64 `json:"projected_cache_writes,omitempty"`
 	// Unpriced counts entries whose model has no price; Cold the requests
-	// whose counterfactual is the reported usage.
+	// whose counterfactual is the reported usage; Uncached the requests
+	// of conversations whose upstream reported no cache use (both sides
+	// priced as uncached input: Entry.Uncached).
 	Unpriced uint64 `json:"unpriced,omitempty"`
 	Cold     uint64 `json:"cold,omitempty"`
+	Uncached uint64 `json:"uncached,omitempty"`
 	// Last is the newest entry's time.
 	Last time.Time `json:"last,omitzero"`
 }
@@ -272,6 +282,9 @@ func (t *Totals) Add(e Entry) {
 		t.Counterfactual = t.Counterfactual.Add(e.Counterfactual)
 		if e.Cold {
 			t.Cold++
+		}
+		if e.Uncached {
+			t.Uncached++
 		}
 		if e.Mode == ModeObserve {
 			t.ObservedRequests++
@@ -342,6 +355,7 @@ func (t *Totals) Merge(o Totals) {
 	}
 	t.Unpriced += o.Unpriced
 	t.Cold += o.Cold
+	t.Uncached += o.Uncached
 	if o.Last.After(t.Last) {
 		t.Last = o.Last
 	}

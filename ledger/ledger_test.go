@@ -199,3 +199,64 @@ func TestTotalsAreNetOfSummarizerCalls(t *testing.T) {
 		t.Fatalf("merge %+v", merged)
 	}
 }
+
+// USD never shows a negative zero.
+func TestUSD(t *testing.T) {
+	for v, want := range map[float64]string{0: "$0.0000", -0.00001: "$0.0000", -0.00004999: "$0.0000", -0.00005: "-$0.0001", 0.12345: "$0.1235", -1.5: "-$1.5000"} {
+		if got := USD(v); got != want {
+			t.Errorf("USD(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestCachelessUpstreamClaimsNoCacheSavings: an upstream that reports no
+// cache use at all, though the client marks its prefix, bills everything
+// as input; the ledger prices the other side the same way, so that the
+// saving is only the tokens ctxd kept out, at the input price — never
+// cache reads the upstream does not make — and attributes no cache write.
+// The first report of a cache read ends it.
+func TestCachelessUpstreamClaimsNoCacheSavings(t *testing.T) {
+	cfg := config.Defaults()
+	p, _ := PriceOf(cfg, "claude-opus-4-8")
+	t0 := time.Now()
+	for _, mode := range []string{ModeEnforce, ModeObserve} {
+		var c Conversation
+		var tot Totals
+		client := req("t", "s", "a")
+		for i, m := range []string{"b", "c", "d", "e"} {
+			client.Elements = append(client.Elements, []byte(strings.Repeat(m, 100)))
+			client.LastMarker = len(client.Elements) - 1
+			ctxd := req("t", "s", "Z", m) // ctxd's request: 400 bytes
+			sent := ctxd
+			if mode == ModeObserve {
+				sent = client
+			}
+			// 1 token = 10 bytes; everything billed as uncached input.
+			en := c.Entry(Observation{Time: t0.Add(time.Duration(i) * time.Minute), Model: "claude-opus-4-8", Mode: mode, Client: client, Ctxd: ctxd,
+				Reported: Usage{Input: uint64(sent.Bytes() / 10), Output: 7}})
+			en.Price(cfg)
+			if !en.Uncached || en.Counterfactual.CacheRead+en.Counterfactual.CacheWrite() != 0 || len(en.Causes) != 0 {
+				t.Fatalf("%s request %d: %+v, want an uncached counterfactual and no cause", mode, i, en)
+			}
+			tot.Add(en)
+		}
+		// Kept out: client 400+500+600+700 bytes against ctxd's 4 × 400.
+		want := float64(2200-1600) / 10 * p.Input / 1e6
+		got := tot.Saved
+		if mode == ModeObserve {
+			got = tot.ProjectedSaved
+		}
+		if math.Abs(got-want) > 1e-12 || tot.Uncached != 4 || tot.Counterfactual.CacheRead != 0 {
+			t.Fatalf("%s: saved %v, want %v (the tokens kept out at the input price); totals %+v", mode, got, want, tot)
+		}
+		// The upstream reads from its cache after all: the model prices
+		// the other side with the cache again.
+		client.Elements = append(client.Elements, []byte(strings.Repeat("f", 100)))
+		client.LastMarker = len(client.Elements) - 1
+		en := c.Entry(Observation{Time: t0.Add(5 * time.Minute), Model: "claude-opus-4-8", Mode: mode, Client: client, Ctxd: req("t", "s", "Z", "f"),
+			Reported: Usage{CacheRead: 30, Input: 10, Output: 7}})
+		if en.Uncached || en.Counterfactual.CacheRead == 0 {
+			t.Fatalf("%s after a cache read: %+v, want the cache model's counterfactual", mode, en)
+		}
+	}
+}

@@ -8,7 +8,9 @@
 package ledger
 
 import (
+	"fmt"
 	"maps"
+	"math"
 
 	"github.com/ctxd/ctxd/config"
 )
@@ -91,4 +93,15 @@ func PriceOf(cfg config.Config, model string) (p config.Price, ok bool) {
 		return *m.Price, true
 	}
 	return config.Price{}, false
+}
+
+// USD formats v US dollars to four decimals, as every figure of the
+// ledger is shown: "$0.1247", "-$0.0021". A value that rounds to zero is
+// "$0.0000", never "-$0.0000".
+func USD(v float64) string {
+	r := math.Round(v*1e4) / 1e4
+	if r < 0 {
+		return fmt.Sprintf("-$%.4f", -r)
+	}
+	return fmt.Sprintf("$%.4f", math.Abs(r))
 }

@@ -2,11 +2,20 @@ package replay
 
 import (
 	"fmt"
-	"github.com/ctxd/ctxd/ledger"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/ctxd/ctxd/ledger"
 )
+
+// count is "1 offload", "2 offloads": n with the noun of its number.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
 
 // WriteText writes the human reading of a report: the figures, ctxd's
 // compactions beside the original agent's, and the checks.
@@ -20,8 +29,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "context limit %d tokens, threshold %d\n", r.ContextLimit, r.Threshold)
-	fmt.Fprintf(w, "layers: %d offloads (%d tokens saved), %d context-edit passes (%d characters saved), %d compactions",
-		r.Offloads, r.OffloadTokensSaved, r.ContextEditPasses, r.ContextEditCharsSaved, len(r.Compactions))
+	fmt.Fprintf(w, "layers: %s (%d tokens saved), %s (%d characters saved), %s",
+		count(r.Offloads, "offload", "offloads"), r.OffloadTokensSaved, count(r.ContextEditPasses, "context-edit pass", "context-edit passes"),
+		r.ContextEditCharsSaved, count(len(r.Compactions), "compaction", "compactions"))
 	if r.AbandonedRounds > 0 {
 		fmt.Fprintf(w, ", %d abandoned rounds closed", r.AbandonedRounds)
 	}
@@ -101,10 +111,10 @@ func (c Cost) writeText(w io.Writer) {
 	if !c.Priced {
 		fmt.Fprintf(w, "cost: %s has no price ([models.%q.price]); tokens only\n", c.Model, c.Model)
 	}
-	fmt.Fprintf(w, "cost (%s, cache-aware): %d requests; without ctxd $%.4f (%d tokens sent: %d read from the cache, %d written, %d uncached); with ctxd $%.4f (%d tokens: %d read, %d written, %d uncached); summarizer $%.4f\n",
-		unit, t.Requests, t.WithoutCtxd, t.ClientTokens, t.Counterfactual.CacheRead, t.Counterfactual.CacheWrite(), t.Counterfactual.Input,
-		t.Paid, t.SentTokens, t.Reported.CacheRead, t.Reported.CacheWrite(), t.Reported.Input, t.Summarizer)
-	fmt.Fprintf(w, "saved: $%.4f = without ctxd − with ctxd − summarizer, %.1f %% of the $%.4f without ctxd\n", t.Saved, 100*t.SavedShare, t.WithoutCtxd)
+	fmt.Fprintf(w, "cost (%s, cache-aware): %s; without ctxd %s (%d tokens sent: %d read from the cache, %d written, %d uncached); with ctxd %s (%d tokens: %d read, %d written, %d uncached); summarizer %s\n",
+		unit, count(int(t.Requests), "request", "requests"), ledger.USD(t.WithoutCtxd), t.ClientTokens, t.Counterfactual.CacheRead, t.Counterfactual.CacheWrite(), t.Counterfactual.Input,
+		ledger.USD(t.Paid), t.SentTokens, t.Reported.CacheRead, t.Reported.CacheWrite(), t.Reported.Input, ledger.USD(t.Summarizer))
+	fmt.Fprintf(w, "saved: %s = without ctxd − with ctxd − summarizer, %.1f %% of the %s without ctxd\n", ledger.USD(t.Saved), 100*t.SavedShare, ledger.USD(t.WithoutCtxd))
 	if len(t.CacheWrites) > 0 {
 		fmt.Fprintf(w, "ctxd's cache writes by cause (tokens):")
 		for _, k := range ledger.Causes() {

@@ -30,18 +30,30 @@ func checkCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "config", Usage: "a configuration `FILE` layered above the system and user files; repeat for more"},
 			&cli.StringFlag{Name: "agent-file", Usage: "the compaction.md `FILE` to check (default: compaction.agent_file)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the effective configuration as JSON on stdout"},
+			&cli.BoolFlag{Name: "json", Usage: "print the effective configuration, or every problem, as JSON on stdout"},
 		},
 		Action: func(c *cli.Context) error { return runCheck(c, e) },
 	}
 }
 
-// checkOutput is the --json document: the effective configuration with TOML
-// key names and "sources" (from config.Config), plus derived values. Fields
-// are only ever added.
+// checkOutput is the --json document of a valid configuration: the
+// effective configuration with TOML key names and "sources" (from
+// config.Config), plus derived values, "valid": true and its warnings.
+// Fields are only ever added.
 type checkOutput struct {
+	Valid bool `json:"valid"`
 	config.Config
-	Effective effectiveValues `json:"effective"`
+	Effective effectiveValues  `json:"effective"`
+	Warnings  []config.Warning `json:"warnings,omitempty"`
+}
+
+// checkProblems is the --json document of an invalid configuration (exit
+// 1): "valid": false, every problem (file, line, col, key, message: as
+// printed on stderr) and the warnings.
+type checkProblems struct {
+	Valid    bool             `json:"valid"`
+	Problems []config.Problem `json:"problems"`
+	Warnings []config.Warning `json:"warnings,omitempty"`
 }
 
 // effectiveValues are values ctxd derives from the configuration.
@@ -106,6 +118,14 @@ func runCheck(c *cli.Context, e *env) error {
 		w.Message = "warning: " + w.Message
 		fmt.Fprintln(e.stderr, w.String())
 	}
+	asJSON := func(v any) error {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+		return nil
+	}
 	shape := serverShapeOf(cfg)
 	if err == nil && shape != nil {
 		fmt.Fprintln(e.stderr, shape.warning())
@@ -115,11 +135,16 @@ func runCheck(c *cli.Context, e *env) error {
 			fmt.Fprintln(e.stderr, p.String())
 		}
 		fmt.Fprintf(e.stderr, "ctxctl check: %d %s\n", len(problems), plural(len(problems), "problem", "problems"))
+		if c.Bool("json") {
+			if err := asJSON(checkProblems{Problems: problems, Warnings: warnings}); err != nil {
+				return err
+			}
+		}
 		return exitError{code: exitFailure}
 	}
 
 	if c.Bool("json") {
-		out := checkOutput{Config: cfg}
+		out := checkOutput{Valid: true, Config: cfg, Warnings: warnings}
 		if t := cfg.ContextCompaction.Trigger; t.Percent > 0 {
 			out.Effective.ThresholdPercent = &t.Percent
 		} else {
@@ -128,10 +153,8 @@ func runCheck(c *cli.Context, e *env) error {
 		out.Effective.AgentFile = agentPath
 		out.Effective.SummarizerTimeoutMS = config.SummarizerTimeout(agent).Milliseconds()
 		out.Effective.ServerShape = shape
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return fmt.Errorf("write json: %w", err)
+		if err := asJSON(out); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(e.stderr, "ctxctl check: OK (%s)\n", describeLayers(opts, agentPath))

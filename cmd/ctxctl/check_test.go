@@ -424,3 +424,38 @@ func TestCheckFleetNodeExampleIsValid(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// `ctxctl check --json` on an invalid configuration prints every problem
+// as JSON on stdout (as stderr lists them) and exits 1; a valid one says
+// "valid": true.
+func TestCheckJSONPrintsProblems(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[workers]\nsize = 0\n[offload]\nbogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := ctxctl(t, "check", "--json", "--config", bad)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	var doc struct {
+		Valid    *bool            `json:"valid"`
+		Problems []map[string]any `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%q", err, stdout)
+	}
+	if doc.Valid == nil || *doc.Valid || len(doc.Problems) != 2 {
+		t.Fatalf("document %s", stdout)
+	}
+	for _, p := range doc.Problems {
+		if p["file"] != bad || p["line"] == nil || p["key"] == "" || p["message"] == "" || !strings.Contains(stderr, p["key"].(string)) {
+			t.Errorf("problem %v (stderr %s)", p, stderr)
+		}
+	}
+	chdirRoot(t)
+	code, stdout, _ = ctxctl(t, "check", "--json", "--config", "testdata/config/valid/minimal.toml")
+	if code != 0 || !strings.HasPrefix(stdout, "{\n  \"valid\": true,") {
+		t.Errorf("valid configuration: exit %d, %.80q", code, stdout)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -48,12 +49,14 @@ func sessionMode(c *cli.Context, e *env) error {
 	return nil
 }
 
-// usd formats US dollars.
+// usd formats US dollars to four decimals, as ledger.USD does: a value
+// that rounds to zero is "$0.0000", never "-$0.0000".
 func usd(v float64) string {
-	if v < 0 {
-		return fmt.Sprintf("-$%.4f", -v)
+	r := math.Round(v*1e4) / 1e4
+	if r < 0 {
+		return fmt.Sprintf("-$%.4f", -r)
 	}
-	return fmt.Sprintf("$%.4f", v)
+	return fmt.Sprintf("$%.4f", math.Abs(r))
 }
 
 // causeList is "compaction 1200, growth 300" in the ledger's cause order.
@@ -95,12 +98,12 @@ func writeLedger(w io.Writer, l *api.LedgerResponse) {
 	t := l.Totals
 	fmt.Fprintln(w)
 	if t.Requests > 0 {
-		fmt.Fprintf(w, "enforce: %d requests; without ctxd %s, paid %s, summarizer %s: saved %s (%.1f %% of the %s without ctxd); %d tokens kept out\n",
-			t.Requests, usd(t.WithoutCtxd), usd(t.Paid), usd(t.Summarizer), usd(t.Saved), 100*t.SavedShare, usd(t.WithoutCtxd), t.TokensSaved)
+		fmt.Fprintf(w, "enforce: %s; without ctxd %s, paid %s, summarizer %s: saved %s (%.1f %% of the %s without ctxd); %d tokens kept out\n",
+			count(t.Requests, "request", "requests"), usd(t.WithoutCtxd), usd(t.Paid), usd(t.Summarizer), usd(t.Saved), 100*t.SavedShare, usd(t.WithoutCtxd), t.TokensSaved)
 	}
 	if t.ObservedRequests > 0 {
-		fmt.Fprintf(w, "observe: %d requests; paid %s as sent, ctxd would have paid %s + summarizer %s: projected saving %s (%.1f %% of the %s paid)\n",
-			t.ObservedRequests, usd(t.Observed), usd(t.Projected), usd(t.ObserveSummarizer), usd(t.ProjectedSaved), 100*t.ProjectedShare, usd(t.Observed))
+		fmt.Fprintf(w, "observe: %s; paid %s as sent, ctxd would have paid %s + summarizer %s: projected saving %s (%.1f %% of the %s paid)\n",
+			count(t.ObservedRequests, "request", "requests"), usd(t.Observed), usd(t.Projected), usd(t.ObserveSummarizer), usd(t.ProjectedSaved), 100*t.ProjectedShare, usd(t.Observed))
 	}
 	if len(t.CacheWrites) > 0 {
 		fmt.Fprintf(w, "cache writes by cause (tokens): %s\n", causeList(t.CacheWrites))
@@ -109,9 +112,12 @@ func writeLedger(w io.Writer, l *api.LedgerResponse) {
 		fmt.Fprintf(w, "projected cache writes by cause (tokens): %s\n", causeList(t.ProjectedCacheWrites))
 	}
 	if t.Unpriced > 0 {
-		fmt.Fprintf(w, "%d entries have no price (a model without [models.\"<id>\".price] and not in the catalog): counted at $0\n", t.Unpriced)
+		fmt.Fprintf(w, "%s no price (a model without [models.\"<id>\".price] and not in the catalog): counted at $0\n", count(t.Unpriced, "entry has", "entries have"))
+	}
+	if t.Uncached > 0 {
+		fmt.Fprintf(w, "%s of conversations whose upstream reported no cache use: both sides priced as uncached input (no cache saving claimed)\n", count(t.Uncached, "request", "requests"))
 	}
 	if t.Cold > 0 {
-		fmt.Fprintf(w, "%d requests after a restart claim no saving (the cache model had no history)\n", t.Cold)
+		fmt.Fprintf(w, "%s after a restart %s no saving (the cache model had no history)\n", count(t.Cold, "request", "requests"), plural(int(min(t.Cold, 2)), "claims", "claim"))
 	}
 }

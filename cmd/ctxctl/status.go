@@ -83,21 +83,43 @@ func proxyLine(p *api.ProxyStatus) string {
 		}
 		ups = strings.Join(parts, "; ")
 	}
-	line := fmt.Sprintf("http://%s → %s (%d requests, %d managed, %d passed through, %d overflows recovered, %d conversations, %d branches, at most %d sessions in one conversation)",
-		p.Listen, ups, p.Requests, p.Managed, p.PassedThrough, p.Overflows, p.Conversations, p.Branches, p.MaxBranches)
+	mode := ""
+	switch p.Mode {
+	case "":
+	case "observe":
+		mode = ", mode observe (every request forwarded as the client sent it; the ledger projects the savings)"
+	default:
+		mode = ", mode " + p.Mode
+	}
+	line := fmt.Sprintf("http://%s%s → %s (%s, %s managed, %s passed through, %s recovered, %s, %s, at most %s in one conversation)",
+		p.Listen, mode, ups, count(p.Requests, "request", "requests"), count(p.Managed, "", ""), count(p.PassedThrough, "", ""),
+		count(p.Overflows, "overflow", "overflows"), count(p.Conversations, "conversation", "conversations"),
+		count(p.Branches, "branch", "branches"), count(p.MaxBranches, "session", "sessions"))
 	if p.ClientRuleBreaks > 0 {
-		line += fmt.Sprintf("; %d client requests broke docs/design.md §4a themselves (forwarded as sent, not recorded)", p.ClientRuleBreaks)
+		line += fmt.Sprintf("; %s broke docs/design.md §4a themselves (forwarded as sent, not recorded)", count(p.ClientRuleBreaks, "client request", "client requests"))
 	}
 	if p.DeclinedUpgrades > 0 {
-		line += fmt.Sprintf("; %d WebSocket upgrades declined (426: the client fell back to HTTP)", p.DeclinedUpgrades)
+		line += fmt.Sprintf("; %s declined (426: the client fell back to HTTP)", count(p.DeclinedUpgrades, "WebSocket upgrade", "WebSocket upgrades"))
 	}
 	if p.Violations > 0 {
-		line += fmt.Sprintf("; %d assembled contexts broke docs/design.md §4a and were not sent (a bug: see the log)", p.Violations)
+		line += fmt.Sprintf("; %s broke docs/design.md §4a and %s not sent (a bug: see the log)", count(p.Violations, "assembled context", "assembled contexts"), plural(int(min(p.Violations, 2)), "was", "were"))
 	}
 	for _, c := range p.Credentials {
-		line += fmt.Sprintf("\n           credential %s: %d sessions, %d bytes", c.Credential, c.Sessions, c.Bytes)
+		line += fmt.Sprintf("\n           credential %s: %s, %s", c.Credential, count(c.Sessions, "session", "sessions"), count(c.Bytes, "byte", "bytes"))
 	}
 	return line
+}
+
+// count is "1 session", "2 sessions": n with the noun of its number; with
+// no nouns, n alone.
+func count[N int | int64 | uint64](n N, one, many string) string {
+	if one == "" {
+		return fmt.Sprint(n)
+	}
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprint(n) + " " + many
 }
 
 // sessionsCount is Status.Sessions for people: -1 means the storage could

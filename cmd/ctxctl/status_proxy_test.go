@@ -29,3 +29,20 @@ func TestProxyLineShowsCredentialUsage(t *testing.T) {
 		t.Errorf("proxy line %q", got)
 	}
 }
+
+// `ctxctl status` says which mode the proxy runs in, and counts in the
+// number of their noun ("1 session", not "1 sessions").
+func TestProxyLineShowsModeAndPlurals(t *testing.T) {
+	p := &api.ProxyStatus{Enabled: true, Listen: "127.0.0.1:7420", Upstream: "https://api.anthropic.com", Mode: "enforce", Requests: 1, Conversations: 1, Branches: 1, MaxBranches: 1,
+		Credentials: []api.ProxyCredential{{Credential: "0123456789ab", Sessions: 1, Bytes: 1}}}
+	got := proxyLine(p)
+	for _, want := range []string{"http://127.0.0.1:7420, mode enforce → ", "(1 request, ", "1 conversation, 1 branch, at most 1 session in one conversation", "credential 0123456789ab: 1 session, 1 byte"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("proxy line lacks %q:\n%s", want, got)
+		}
+	}
+	p.Mode = "observe"
+	if got := proxyLine(p); !strings.Contains(got, ", mode observe (every request forwarded as the client sent it") {
+		t.Errorf("observe mode not shown: %s", got)
+	}
+}

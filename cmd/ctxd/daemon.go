@@ -752,9 +752,12 @@ func (m *Main) listenProxy(cfg config.Config, token string) (net.Listener, error
 // proxyStatus is the proxy's part of GET /v1/status.
 func (m *Main) proxyStatus() *api.ProxyStatus {
 	m.mu.Lock()
-	enabled := m.cfg.Proxy.Enabled
+	enabled, mode := m.cfg.Proxy.Enabled, m.cfg.Proxy.Mode
 	m.mu.Unlock()
-	st := &api.ProxyStatus{Enabled: enabled, Listen: m.proxyAddr, Error: m.proxyErr}
+	if mode == "" {
+		mode = config.ProxyModeEnforce
+	}
+	st := &api.ProxyStatus{Enabled: enabled, Listen: m.proxyAddr, Error: m.proxyErr, Mode: mode}
 	if m.prx != nil {
 		s := m.prx.Stats()
 		st.Upstream = m.prx.Upstream()
