@@ -55,6 +55,10 @@ type request struct {
 	// messages it returned already in place of the client's (taken, and
 	// cleared, by the caller instead of withMessages).
 	spliced *outBody
+	// tail, when set, is the client's own new messages, sent as they
+	// came after ctxd's context (encode): a managed conversation whose
+	// client's new messages break a provider rule (plan.tail).
+	tail []json.RawMessage
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (msgDigests.marked of this request); out of range: not known.
 	marked []bool

@@ -174,11 +174,13 @@ func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 
 // A Messages request whose new user message has no content (content [],
 // "" or null, or a system message without text) is the client's own
-// rule break: forwarded byte for byte — never with that message dropped,
-// which would end the request on the assistant's message (a prefill) —
-// with a diagnostic, not recorded, counted apart; the conversation then
-// goes on on its branch (docs/decisions.md "The proxy forwards what the
-// client sent").
+// rule break: never sent with that message dropped, which would end the
+// request on the assistant's message (a prefill); with a diagnostic, not
+// recorded, counted apart. On a recorded branch the request stays managed
+// — ctxd's context, then the client's new message byte for byte — as the
+// first request of a conversation it is forwarded byte for byte; the
+// conversation then goes on on its branch (docs/decisions.md "The proxy
+// forwards what the client sent", "A managed conversation stays managed").
 func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 	for _, empty := range []string{`{"role":"user","content":[]}`, `{"role":"user","content":[ ]}`, `{"role":"user","content":""}`, `{"role":"user","content":null}`, `{"role":"system","content":[{"type":"text","text":""}]}`} {
 		f := newFixture(t, testConfig())
@@ -197,11 +199,20 @@ func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 			before := len(f.up.requests())
 			resp, _ = f.post(body, nil)
 			reqs := f.up.requests()
-			if len(reqs) != before+1 || string(reqs[before].body) != body {
-				t.Fatalf("%s, request %d: the upstream did not get the client's body:\n%s", empty, i, reqs[len(reqs)-1].body)
+			if len(reqs) != before+1 {
+				t.Fatalf("%s, request %d: %d requests upstream", empty, i, len(reqs)-before)
 			}
-			if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "empty_message") || resp.Header.Get(HeaderSessionID) != "" {
-				t.Errorf("%s, request %d: diagnostic %q, session %q", empty, i, d, resp.Header.Get(HeaderSessionID))
+			got := reqs[before].body
+			if i == 0 {
+				// Managed: ctxd's context, ending with the client's message.
+				if !bytes.HasSuffix(got, []byte(`,`+empty+`]}`)) || string(got) == body || resp.Header.Get(HeaderSessionID) != id {
+					t.Fatalf("%s: on a recorded branch the upstream got (session %q):\n%s", empty, resp.Header.Get(HeaderSessionID), got)
+				}
+			} else if string(got) != body || resp.Header.Get(HeaderSessionID) != "" {
+				t.Fatalf("%s, request %d: the upstream did not get the client's body (session %q):\n%s", empty, i, resp.Header.Get(HeaderSessionID), got)
+			}
+			if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "empty_message") {
+				t.Errorf("%s, request %d: diagnostic %q", empty, i, d)
 			}
 		}
 		f.settle()

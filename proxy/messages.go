@@ -449,6 +449,11 @@ type plan struct {
 	// replaces, marked superseded once the upstream accepted.
 	created bool
 	prev    *branch
+	// tail is the client's new messages, sent as they came after ctxd's
+	// context and never recorded, when they break a provider rule in a
+	// conversation ctxd manages (clientRule says which); nil otherwise.
+	tail       []json.RawMessage
+	clientRule error
 	// tokens is the estimate of the context last assembled and window the
 	// session's context window (0 while unknown), in tokens.
 	tokens, window uint64
@@ -553,6 +558,15 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	p.managed.Add(1)
 	p.m.request(d, outcomeManaged)
+	if pl.tail != nil {
+		p.clientRules.Add(1)
+		p.log.Info("client's new messages break a provider rule; sent as the client's after ctxd's context, not recorded", "session", pl.b.id, "err", pl.clientRule)
+		note := fmt.Sprintf("the client's %d new messages break a provider rule (%v): sent as the client's after ctxd's context, not recorded", len(pl.tail), pl.clientRule)
+		if pl.diag != "" {
+			note = pl.diag + "; " + note
+		}
+		pl.diag = note
+	}
 
 	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp}
 	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
@@ -777,10 +791,17 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if vs := clientViolations(req, msgs, from); len(vs) > 0 {
 		// Not recorded: the engine would hold a history no context of it
 		// could be sent from.
-		return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
+		if pl.b == nil {
+			return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
+		}
+		// A managed conversation stays managed (docs/design.md §10): ctxd's
+		// context of what it holds goes, then the client's new messages
+		// as it sent them, for the provider to judge; nothing of them is
+		// recorded. The wire's prefix stays ctxd's, so the cache keeps it.
+		pl.tail, pl.clientRule, msgs = req.messages[from:], vs.Err(), nil
 	}
 	var grow uint64
-	if !pl.resend {
+	if !pl.resend && pl.tail == nil {
 		for i := from; i < m; i++ {
 			grow += uint64(len(req.messages[i]))
 		}
@@ -808,7 +829,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	// the pre-send check below).
 	p.holdCredential(pl.b.id, req, h, fp)
 	rec := pl.b.rec
-	if !pl.resend {
+	if !pl.resend && pl.tail == nil {
 		rec.N, rec.Chain, rec.Resp = m, hex.EncodeToString(cs[m][:]), nil
 		state, _ := json.Marshal(rec)
 		if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state}); err != nil {
@@ -964,6 +985,13 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 		// A resend of a request already answered: send it as it was, not
 		// with the recorded answer after it.
 		msgs, req.checked = msgs[:len(msgs)-1], nil
+	}
+	if pl.tail != nil {
+		// ctxd's context answers the client's messages before the tail:
+		// markers and the client's bytes are aligned on those.
+		full := req.messages
+		req.messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
+		defer func() { req.messages, req.tail = full, nil }()
 	}
 	enc, err := req.d.render(p, pl.b, msgs, req)
 	req.checked = nil
@@ -1333,6 +1361,12 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 		}
 		body.add(c)
 	}
+	for i, c := range req.tail {
+		if i > 0 || len(parts) > 0 {
+			body.add(arrComma)
+		}
+		body.add(c)
+	}
 	body.add(arrClose)
 	var out []byte
 	if verifyEncoding {
@@ -1524,6 +1558,11 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		if en := p.recordLedger(ctx, pl, req, m.Usage); en != nil && pl.observe && !en.Cold {
 			m.Usage = projectedUsage(en)
 		}
+	}
+	if pl.tail != nil {
+		// The request's messages were not recorded: neither is its
+		// answer (the history would have a gap).
+		return
 	}
 	rec := pl.b.rec
 	var msgs []history.Message
