@@ -334,14 +334,72 @@ type ContextResponse struct {
 // Diagnostic is something an operator or agent should see: the Data of an
 // EventDiagnostic event and ContextResponse.Diagnostic.
 type Diagnostic struct {
-	// Level is "info", "warn" or "error".
+	// Level is DiagLevelInfo, DiagLevelWarn or DiagLevelError.
 	Level string `json:"level"`
-	// Code is a stable machine-readable tag, e.g. "compaction_failed",
-	// "circuit_open", "stalled".
+	// Code is a stable machine-readable tag: one of the Diag* codes below,
+	// e.g. DiagCompactionFailed, DiagCircuitOpen, DiagStall.
 	Code string `json:"code"`
 	// Message is one human-readable line.
 	Message string `json:"message"`
 }
+
+// Levels of a Diagnostic, the same in a context response and in a
+// diagnostic event. Logs written before this vocabulary was one may hold
+// diagnostic events with level "warning": read it as DiagLevelWarn.
+const (
+	// DiagLevelInfo: an answer worth seeing, not a failure (nothing to
+	// compact, a provider's count observed, a loop folded).
+	DiagLevelInfo = "info"
+	// DiagLevelWarn: something did not go as configured (a compaction
+	// failed or stalled, a fallback, a binding missing).
+	DiagLevelWarn = "warn"
+	// DiagLevelError: the session cannot be served as configured.
+	DiagLevelError = "error"
+)
+
+// Codes of a Diagnostic (Diagnostic.Code). The first group is the code of
+// a context response's diagnostic (ContextResponse.Diagnostic, the
+// proxy's Ctxd-Diagnostic); the second the code of diagnostic events
+// (EventDiagnostic). DiagFutile and DiagNothingToCompact are both.
+const (
+	// DiagFutile: the fixed prefix alone reaches the threshold; a
+	// compaction cannot bring the context under it.
+	DiagFutile = "futile"
+	// DiagNothingToCompact: over the threshold, but no message a summary
+	// could replace (level info: an answer, not a failure).
+	DiagNothingToCompact = "nothing_to_compact"
+	// DiagCircuitOpen: automatic compaction stopped after consecutive
+	// failures in this run.
+	DiagCircuitOpen = "circuit_open"
+	// DiagNotCompacted: over the threshold with no pre-send compaction for
+	// another reason (shape server, an open tool round, auto off).
+	DiagNotCompacted = "not_compacted"
+	// DiagCompactionQueued: the pre-send compaction waits for a worker;
+	// the context is served uncompacted.
+	DiagCompactionQueued = "compaction_queued"
+	// DiagCompactionFailed: the pre-send compaction failed.
+	DiagCompactionFailed = "compaction_failed"
+	// DiagOverWindow: the context exceeds the context window.
+	DiagOverWindow = "over_window"
+
+	// DiagStall: a compaction wrote its checkpoint but left the context at
+	// or above the threshold (the checkpoint's Stalled).
+	DiagStall = "stall"
+	// DiagFallback: the session's bindings failed and the extractive
+	// fallback wrote the summary.
+	DiagFallback = "fallback"
+	// DiagBindingMissing: the session's binding is no longer configured;
+	// the event names it in "binding".
+	DiagBindingMissing = "binding_missing"
+	// DiagLoopFolded: a compaction folded a thinking tool loop (level info).
+	DiagLoopFolded = "loop_folded"
+	// DiagOverflowObserved: a provider's context-length refusal counted the
+	// request (level info; "provider_count", "provider_limit").
+	DiagOverflowObserved = "overflow_observed"
+	// DiagServerShapeFallback: the provider refused its server-side
+	// compaction; the session falls back to ctxd's own.
+	DiagServerShapeFallback = "server_shape_fallback"
+)
 
 // Compaction reasons (CompactRequest.Reason, Checkpoint.Reason).
 const (

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -581,7 +582,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		// a failure (docs/design.md §5.2) — recorded so the event stream shows
 		// the compaction ended.
 		why := fmt.Sprintf("every message since the last checkpoint fits in the retention budget of %d tokens (keep_recent_tokens)", target)
-		d, _ := json.Marshal(map[string]any{"level": "info", "code": diagNothingToCompact, "message": "nothing to compact: " + why})
+		d, _ := json.Marshal(map[string]any{"level": api.DiagLevelInfo, "code": api.DiagNothingToCompact, "message": "nothing to compact: " + why})
 		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: d}}); err == nil {
 			s.lastSeq = max(s.lastSeq, seq)
 		}
@@ -601,18 +602,18 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// (docs/design.md §4): everything at or before the snapshot.
 	var events []checkpoint.Event
 	if folded {
-		d, _ := json.Marshal(map[string]any{"level": "info", "code": "loop_folded", "checkpoint_seq": stored.Seq,
+		d, _ := json.Marshal(map[string]any{"level": api.DiagLevelInfo, "code": api.DiagLoopFolded, "checkpoint_seq": stored.Seq,
 			"message": "the compaction ran inside an open tool loop of a thinking-bound model: the loop is folded into the summary (shape simple for this compaction), so no message loses the thinking the provider requires"})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
 	}
 	switch {
 	case stored.Fallback && missing != "":
-		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "binding_missing", "binding": missing,
+		d, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagBindingMissing, "binding": missing,
 			"message":        fmt.Sprintf("checkpoint %d was written by the extractive fallback: the session's configuration names summarizer binding %q, which the daemon's configuration no longer defines (add it back to summarizer.bindings and reload)", stored.Seq, missing),
 			"checkpoint_seq": stored.Seq})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
 	case stored.Fallback:
-		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "fallback",
+		d, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagFallback,
 			"message":        fmt.Sprintf("checkpoint %d was written by the extractive fallback: every configured summarizer binding failed", stored.Seq),
 			"checkpoint_seq": stored.Seq})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
@@ -625,7 +626,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	if stored.Stalled {
 		e.metrics.Compaction("stalled")
-		d, _ := json.Marshal(map[string]any{"level": "warning", "code": "stall",
+		d, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagStall,
 			"message":        fmt.Sprintf("checkpoint %d left the context at %d tokens, at or above the threshold of %d", stored.Seq, stored.TokensAfter, s.threshold),
 			"checkpoint_seq": stored.Seq, "consecutive": s.failures})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
@@ -645,10 +646,6 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 	return nil
 }
-
-// diagNothingToCompact is the code of the diagnostic event that ends a
-// compaction that found nothing to replace.
-const diagNothingToCompact = "nothing_to_compact"
 
 // FallbackBinding is the name of the implicit last binding that
 // [compaction] fallback = "extractive" adds (docs/design.md §5.5).

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
@@ -309,7 +310,7 @@ func TestPreSendFailureReturnsTheUncompactedContextWithADiagnostic(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Compacted || a.Diagnostic == "" || len(a.Messages) != 4 || a.DiagnosticCode != DiagCompactionFailed {
+	if a.Compacted || a.Diagnostic == "" || len(a.Messages) != 4 || a.DiagnosticCode != api.DiagCompactionFailed {
 		t.Fatalf("compacted=%v diagnostic=%q (%s) messages=%d", a.Compacted, a.Diagnostic, a.DiagnosticCode, len(a.Messages))
 	}
 }
@@ -327,8 +328,8 @@ func TestNothingToCompactIsItsOwnCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	switch {
-	case strings.Contains(a.Diagnostic, "futile") && a.DiagnosticCode == DiagFutile:
-	case strings.Contains(a.Diagnostic, "nothing to compact") && a.DiagnosticCode == DiagNothingToCompact:
+	case strings.Contains(a.Diagnostic, "futile") && a.DiagnosticCode == api.DiagFutile:
+	case strings.Contains(a.Diagnostic, "nothing to compact") && a.DiagnosticCode == api.DiagNothingToCompact:
 	default:
 		t.Fatalf("diagnostic %q with code %q", a.Diagnostic, a.DiagnosticCode)
 	}

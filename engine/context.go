@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
@@ -42,7 +43,7 @@ type Assembled struct {
 	// Diagnostic says why a pre-send compaction failed; the context is then
 	// the uncompacted one.
 	Diagnostic string `json:"diagnostic,omitempty"`
-	// DiagnosticCode is Diagnostic's stable code (Diag*), "" with none.
+	// DiagnosticCode is Diagnostic's stable code (api.Diag*), "" with none.
 	DiagnosticCode string `json:"diagnostic_code,omitempty"`
 	// ThinkingBinding: the model binds thinking to the prefix.
 	ThinkingBinding bool `json:"-"`
@@ -110,13 +111,13 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			diagnostic = "no pre-send compaction: " + d.Reason
 			switch {
 			case s.lastFutile:
-				code = DiagFutile
+				code = api.DiagFutile
 			case s.nothingAtCheck:
-				code = DiagNothingToCompact
+				code = api.DiagNothingToCompact
 			case s.circuitOpen:
-				code = DiagCircuitOpen
+				code = api.DiagCircuitOpen
 			default:
-				code = DiagNotCompacted
+				code = api.DiagNotCompacted
 			}
 		}
 		if d.Compact {
@@ -134,14 +135,14 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 				return nil, ctx.Err()
 			case errors.Is(err, errQueuedBehind):
 				diagnostic = "pre-send compaction " + err.Error() + "; the context is served uncompacted and the compaction runs when a worker frees"
-				code = DiagCompactionQueued
+				code = api.DiagCompactionQueued
 			case errors.Is(err, ErrNothingToCompact):
 				// An answer, not a failure (docs/design.md §5.2).
 				diagnostic = "no pre-send compaction: nothing to compact: " + NothingToCompactReason(err)
-				code = DiagNothingToCompact
+				code = api.DiagNothingToCompact
 			case err != nil:
 				diagnostic = "pre-send compaction failed: " + err.Error()
-				code = DiagCompactionFailed
+				code = api.DiagCompactionFailed
 			default:
 				compacted = true
 			}
@@ -163,7 +164,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		// provider's 400 be the first news.
 		a.Diagnostic = joinNonEmpty(a.Diagnostic, fmt.Sprintf("the assembled context (%s) exceeds the context window of %d tokens", e.sizeText(s, a.Tokens, a.TokensSource), a.ContextLimit))
 		if a.DiagnosticCode == "" {
-			a.DiagnosticCode = DiagOverWindow
+			a.DiagnosticCode = api.DiagOverWindow
 		}
 	}
 	return a, nil
@@ -408,27 +409,3 @@ func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, 
 	}
 	return m, false
 }
-
-// Codes of a context's diagnostic (Assembled.DiagnosticCode, the API's
-// diagnostic.code): only DiagCompactionFailed is a failure; futility and
-// nothing to compact are answers (docs/design.md §5.2).
-const (
-	// DiagFutile: the fixed prefix alone reaches the threshold.
-	DiagFutile = "futile"
-	// DiagNothingToCompact: over the threshold, but no message a summary
-	// could replace.
-	DiagNothingToCompact = "nothing_to_compact"
-	// DiagCircuitOpen: automatic compaction stopped after consecutive
-	// failures in this run.
-	DiagCircuitOpen = "circuit_open"
-	// DiagNotCompacted: over the threshold with no pre-send compaction for
-	// another reason (shape server, an open tool round, auto off).
-	DiagNotCompacted = "not_compacted"
-	// DiagCompactionQueued: the pre-send compaction waits for a worker;
-	// the context is served uncompacted.
-	DiagCompactionQueued = "compaction_queued"
-	// DiagCompactionFailed: the pre-send compaction failed.
-	DiagCompactionFailed = "compaction_failed"
-	// DiagOverWindow: the context exceeds the window.
-	DiagOverWindow = "over_window"
-)

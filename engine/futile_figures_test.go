@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/api"
 )
 
 // TestFutileFiguresConsistent (proxy finding 5): when the provider reports
@@ -26,8 +28,8 @@ func TestFutileFiguresConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := a.Diagnostic
-	if a.DiagnosticCode != DiagFutile {
-		t.Errorf("diagnostic code %q, want %q (futility is not a failed compaction)", a.DiagnosticCode, DiagFutile)
+	if a.DiagnosticCode != api.DiagFutile {
+		t.Errorf("diagnostic code %q, want %q (futility is not a failed compaction)", a.DiagnosticCode, api.DiagFutile)
 	}
 	fixedRe := regexp.MustCompile(`fixed prefix (\d+) tokens`)
 	ctxRe := regexp.MustCompile(`the assembled context \((\d+) tokens`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/trigger"
 )
@@ -20,10 +21,6 @@ type Overflow struct {
 	// none.
 	Limit uint64
 }
-
-// diagOverflowObserved is the code of the diagnostic event
-// ObserveOverflow records.
-const diagOverflowObserved = "overflow_observed"
 
 // ObserveOverflow records what a provider's refusal of the session's
 // newest request as too long said (docs/design.md §10 overflow recovery): a
@@ -84,7 +81,7 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 		}
 		msg += x
 	}
-	d, _ := json.Marshal(map[string]any{"level": "info", "code": diagOverflowObserved, "message": msg,
+	d, _ := json.Marshal(map[string]any{"level": api.DiagLevelInfo, "code": api.DiagOverflowObserved, "message": msg,
 		"provider_count": o.Count, "provider_limit": o.Limit})
 	first, err := e.opts.Log.PutMeta(ctx, id, meta, checkpoint.Event{Kind: checkpoint.KindDiagnostic, Data: d})
 	if err != nil {

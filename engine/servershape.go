@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/trigger"
@@ -108,7 +109,7 @@ func (e *Engine) RefuseServerShape(ctx context.Context, id, why string) error {
 		return nil
 	}
 	s.serverRefused = why
-	d, _ := json.Marshal(map[string]any{"level": "warning", "code": "server_shape_fallback",
+	d, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagServerShapeFallback,
 		"message": "shape server not in effect: the upstream refused the provider's compaction (" + why + "); the session falls back to the summarizer bindings"})
 	if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: d}}); err == nil {
 		s.lastSeq = max(s.lastSeq, seq)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/contextedit"
@@ -338,7 +339,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			var d struct {
 				Code string `json:"code"`
 			}
-			if json.Unmarshal(ev.Data, &d) == nil && d.Code == diagNothingToCompact {
+			if json.Unmarshal(ev.Data, &d) == nil && d.Code == api.DiagNothingToCompact {
 				ended = ev.Seq
 			}
 		case checkpoint.KindMessage:
@@ -877,7 +878,7 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 	if futile && !s.futilityRun {
 		s.futilityRun = true
 		fixed, _ := e.fixedFigure(s, tokens)
-		data, _ := json.Marshal(map[string]any{"level": "warning", "code": "futile", "message": d.Reason,
+		data, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagFutile, "message": d.Reason,
 			"fixed_prefix_tokens": fixed, "threshold": s.threshold})
 		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
 			s.lastSeq = max(s.lastSeq, seq)

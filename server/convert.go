@@ -267,11 +267,11 @@ func toContextResponse(a *engine.Assembled) api.ContextResponse {
 	if a.Diagnostic != "" {
 		code := a.DiagnosticCode
 		if code == "" {
-			code = engine.DiagCompactionFailed
+			code = api.DiagCompactionFailed
 		}
-		level := "warn"
-		if code == engine.DiagNothingToCompact {
-			level = "info" // an answer, not a failure (docs/design.md §5.2)
+		level := api.DiagLevelWarn
+		if code == api.DiagNothingToCompact {
+			level = api.DiagLevelInfo // an answer, not a failure (docs/design.md §5.2)
 		}
 		r.Diagnostic = &api.Diagnostic{Level: level, Code: code, Message: a.Diagnostic}
 	}
