@@ -167,16 +167,14 @@ func runCorpusCompactions(t *testing.T, msgs []history.Message, n int) corpusRun
 	h := newHarness(t, cfg, "")
 	h.create("s", 1000000)
 	run := corpusRun{dir: filepath.Join(dir, "s"), h: h}
-	state := &history.State{}
-	next := 1
+	cuts := facttest.Cuts(msgs, n)
 	for i, m := range msgs {
 		ar := h.append("s", m)
 		run.stored = append(run.stored, ar.Messages...)
-		state.Apply(m)
-		if i+1 < next*len(msgs)/n || len(state.Open()) > 0 || m.Role == history.RoleUser {
+		if len(cuts) == 0 || i+1 != cuts[0] {
 			continue
 		}
-		next++
+		cuts = cuts[1:]
 		res, err := h.e.Compact(context.Background(), "s", trigger.Manual, true)
 		if err != nil {
 			t.Logf("compaction after message %d: %v", i, err)
