@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,9 @@ type upstream struct {
 	refused []string
 	// allowRefusals: a test that sends a broken request on purpose.
 	allowRefusals bool
+	// sized: a streamed reply reports input_tokens as the request's size
+	// (a token per 4 bytes of its body) instead of its scripted figure.
+	sized bool
 }
 
 type seen struct {
@@ -69,6 +73,9 @@ type reply struct {
 	body   string
 	stream bool
 }
+
+// inputTokensRE finds the input figure of a scripted answer's usage.
+var inputTokensRE = regexp.MustCompile(`"input_tokens":\d+`)
 
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{t: t}
@@ -94,7 +101,11 @@ func newUpstream(t *testing.T) *upstream {
 		} else {
 			rp = textAnswer("ok")
 		}
+		sized := u.sized
 		u.mu.Unlock()
+		if rp.stream && sized {
+			rp.body = inputTokensRE.ReplaceAllString(rp.body, fmt.Sprintf(`"input_tokens":%d`, len(body)/4))
+		}
 		if rp.stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(200)
