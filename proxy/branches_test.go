@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -87,4 +88,85 @@ func TestEightyRequestsOfATouchingClientStayOnOneBranch(t *testing.T) {
 		t.Errorf("touched client: %d compactions, %d summaries; as received: %d, %d", touched.compactions, touched.summaries, plain.compactions, plain.summaries)
 	}
 	t.Logf("%d requests: %d compactions, %d summaries either way", requests, plain.compactions, plain.summaries)
+}
+
+// A real fork — the client edits the tool input of an answer it resends,
+// right after ctxd compacted the conversation — starts one branch that
+// inherits its parent's log up to the fork point, the checkpoint
+// included: the fork's request goes out with the parent's summary, no
+// summarizer call runs for the shared prefix, the edit goes upstream as
+// the client wrote it, and the next request stays on the new branch.
+func TestForkInheritsTheParentsCheckpoint(t *testing.T) {
+	f := newFixture(t, testConfig())
+	f.up.mu.Lock()
+	f.up.sized = true
+	f.up.mu.Unlock()
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := newConversation().user("investigate the failing build")
+	result := func(i int) string {
+		var sb strings.Builder
+		for w := range 250 {
+			fmt.Fprintf(&sb, "word%d-%d ", i, w)
+		}
+		return sb.String()
+	}
+	parent := ""
+	compactedAt := -1
+	for i := 0; i < 30 && compactedAt < 0; i++ {
+		id, input := fmt.Sprintf("toolu_%02d", i), fmt.Sprintf(`{"command":"step %d"}`, i)
+		f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", input}}, 100, 5)})
+		before := len(f.up.summaries())
+		resp, _ := f.post(c.body(), hdr)
+		parent = resp.Header.Get(HeaderSessionID)
+		if len(f.up.summaries()) > before {
+			compactedAt = i
+		}
+		c.assistant(assistantCall(id, "Bash", input)).results([2]string{id, result(i)})
+	}
+	if compactedAt < 0 {
+		t.Fatal("no compaction in 30 requests")
+	}
+	f.settle()
+	pinfo, _ := f.eng.Session(context.Background(), parent)
+	if pinfo.Checkpoints == 0 {
+		t.Fatalf("parent %s has no checkpoint", parent)
+	}
+	// The client edits the input of the newest answer it resends.
+	id := fmt.Sprintf("toolu_%02d", compactedAt)
+	edited := `{"command":"step 99 --edited"}`
+	c.msgs[len(c.msgs)-2] = assistantCall(id, "Bash", edited)
+	before := len(f.up.summaries())
+	f.up.script(textAnswer("done"))
+	resp, _ := f.post(c.body(), hdr)
+	child := resp.Header.Get(HeaderSessionID)
+	if child == "" || child == parent {
+		t.Fatalf("the edit went to session %q (parent %q): %s", child, parent, resp.Header.Get(HeaderDiagnostic))
+	}
+	if n := len(f.up.summaries()) - before; n != 0 {
+		t.Errorf("the fork ran %d summarizer calls: the shared prefix was compacted again", n)
+	}
+	cinfo, _ := f.eng.Session(context.Background(), child)
+	if cinfo.Labels["proxy.branch_of"] != parent || cinfo.Checkpoints != pinfo.Checkpoints {
+		t.Errorf("child %s: branch_of %q, %d checkpoints; parent %d", child, cinfo.Labels["proxy.branch_of"], cinfo.Checkpoints, pinfo.Checkpoints)
+	}
+	pcp, _ := f.eng.Checkpoints(context.Background(), parent)
+	ccp, _ := f.eng.Checkpoints(context.Background(), child)
+	if len(ccp) == 0 || len(pcp) == 0 || ccp[len(ccp)-1].Summary != pcp[len(pcp)-1].Summary || ccp[len(ccp)-1].Seq != pcp[len(pcp)-1].Seq {
+		t.Errorf("the child's checkpoints are not the parent's")
+	}
+	reqs := f.up.requests()
+	out := string(reqs[len(reqs)-1].body)
+	if !strings.Contains(out, "Fix the build.") || !strings.Contains(out, `step 99 --edited`) {
+		t.Errorf("the fork's request lacks the parent's summary or the client's edit: %.600s", out)
+	}
+	if strings.Contains(out, `"command":"step `+fmt.Sprint(compactedAt)+`"`) {
+		t.Error("the fork's request holds the answer the client edited away")
+	}
+	c.assistant(assistantText("done")).user("and now the docs")
+	if resp, _ = f.post(c.body(), hdr); resp.Header.Get(HeaderSessionID) != child {
+		t.Errorf("the next request went to %s, not the fork %s", resp.Header.Get(HeaderSessionID), child)
+	}
+	if st := f.p.Stats(); st.Branches != 1 || st.MaxBranches != 2 {
+		t.Errorf("stats %+v: want one fork", st)
+	}
 }

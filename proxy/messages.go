@@ -810,12 +810,19 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		}
 	}
 	if pl.b == nil {
-		b, prev, err := p.newBranch(ctx, l, req, h, fp, agent, cs)
+		b, prev, fork, err := p.newBranch(ctx, l, req, h, fp, agent, cs)
 		if err != nil {
 			return nil, err
 		}
 		pl.b, pl.prev, pl.created = b, prev, true
 		created = pl
+		if fork.at > 0 {
+			// The branch inherited the parent's log for the first
+			// fork.at messages: only the rest is its own.
+			if msgs, err = req.d.parse(req.messages, max(fork.at, req.prefix)); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		// A stored branch of this credential's conversation exists only
 		// because the upstream accepted a request of it (dropBranch): the
@@ -863,9 +870,12 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 
 // newBranch starts a ctxd session for a conversation the proxy has not
 // recorded, or whose client rewrote its history: the session holds the
-// client's whole list from the start. The branch it was forked from
-// (forkedFrom), when there is one, records that it was superseded.
-func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, error) {
+// client's whole list from the start, or, forked from a branch (forkedFrom)
+// that accounted for a prefix of it, that branch's log up to there
+// (forkPoint: its checkpoints are inherited, the fork says how many of the
+// client's messages they hold). The branch it was forked from records
+// that it was superseded.
+func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
 	labels := map[string]string{"proxy": req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
 	if agent != "" {
@@ -877,6 +887,10 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		prev = l.forkedFrom(cs)
 		labels["proxy.branch_of"] = prev.id
 		reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
+	}
+	var fork forkAt
+	if prev != nil {
+		fork = p.forkPoint(ctx, prev, req, cs)
 	}
 	params := engine.CreateParams{Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels,
 		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
@@ -903,18 +917,22 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		}
 	}
 	if err := p.quotaCheck(ctx, fp); err != nil {
-		return nil, nil, err
+		return nil, nil, forkAt{}, err
 	}
 	var err error
 	for tries := 0; ; tries++ {
 		params.ID = sessionID(p.secret, l.key, k)
-		_, err = p.eng.CreateSession(ctx, params)
+		made, cerr := p.createBranchSession(ctx, params, prev, fork)
 		var fe *engine.FieldError
-		if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
+		if errors.As(cerr, &fe) && strings.HasPrefix(fe.Field, "tools") {
 			// Tools the engine cannot take (server tools without a schema)
 			// only cost the estimate their tokens.
 			params.Tools = nil
-			_, err = p.eng.CreateSession(ctx, params)
+			made, cerr = p.createBranchSession(ctx, params, prev, fork)
+		}
+		err = cerr
+		if err == nil {
+			fork = made
 		}
 		if !errors.Is(err, engine.ErrExists) || tries >= maxBranchGap {
 			break
@@ -925,7 +943,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		k++
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the session: %w", err)
+		return nil, nil, forkAt{}, fmt.Errorf("creating the session: %w", err)
 	}
 	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}, pendingLimit: pending}
 	if prev != nil {
@@ -943,7 +961,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 			break
 		}
 	}
-	return b, prev, nil
+	return b, prev, fork, nil
 }
 
 // maxBranchGap bounds the existing session names newBranch steps over.
