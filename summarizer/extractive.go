@@ -3,6 +3,7 @@ package summarizer
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -976,6 +977,13 @@ func (x *extraction) files() []exItem {
 				line += fmt.Sprintf("; wrote `%s`", truncRunes(sn, 120))
 			}
 			items = append(items, exItem{sec: secFiles, order: k, rank: k, prio: prio, group: label, text: line + "\n", alt: short})
+			if more := elided(f, limit); len(more) > 0 {
+				// The names the line leaves out, where the budget has room
+				// after everything else: a name no summary held cannot be
+				// carried to the next one.
+				items = append(items, exItem{sec: secFiles, order: k, rank: k, prio: 4, group: label,
+					text: fmt.Sprintf("- also added to %s: %s\n", path.Base(f.path), strings.Join(more, " "))})
+			}
 		}
 	}
 	if len(read) > 0 {
@@ -1020,6 +1028,17 @@ func (x *extraction) files() []exItem {
 
 // identList renders the names an edit added (+), removed (−) and changed
 // (~) in a file, at most exIdentsPerFile of them, added first.
+// elided returns the names an edit added to f that identList(f, limit)
+// leaves out (the middle of a long list).
+func elided(f *exFile, limit int) []string {
+	over := len(f.added) - limit
+	if over <= 0 {
+		return nil
+	}
+	head := min(6, limit/2)
+	return f.added[head : head+over]
+}
+
 func identList(f *exFile, limit int) string {
 	var parts []string
 	added := f.added

@@ -1,6 +1,7 @@
 package summarizer
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -152,22 +153,12 @@ func chainSummaries(msgs []history.Message, cuts []int, maxBytes uint64) []strin
 	return out
 }
 
-// chainExcused are the first-segment facts (by pattern) the last summary of
-// a chain may lack, each with the reason: none is a fact of the first
-// segment's work.
-var chainExcused = map[string]string{
-	// "modes/interactive/components" is in the first segment only inside
-	// the plan file the agent read (WP18, a later work package); the list
-	// marks the fact as the task at the original agent's second compaction.
-	"pi/454tools-2compactions.jsonl c2-task-reorganize": "a later task named in a plan file the first segment read",
-}
-
 // TestExtractiveHoldsOverCompactions: 3 and 5 successive compactions of
 // every corpus session with a fact list (internal/facttest, shaped as the
 // engine shapes the input after the first one): every fact of the first
 // segment the first summary kept is in the last summary (issue: "facts from
 // the first segment survive five compactions") and so is every other fact
-// of the first segment but those chainExcused explains, every summary stays within
+// of the first segment but those facttest.Excused explains, every summary stays within
 // the budget plus its recall paragraph, and none collapses (each at least
 // half the first one's size). First-segment facts the first summary already
 // left out are logged, with the sizes (-v).
@@ -209,7 +200,7 @@ func TestExtractiveHoldsOverCompactions(t *testing.T) {
 					t.Errorf("the last of %d summaries lost first-segment facts the first kept: %v\n%s", len(sums), lostFirst, last)
 				}
 				for _, id := range lostSeg {
-					if chainExcused[ff.Session+" "+id] == "" {
+					if facttest.Excused(ff.Session, id) == "" {
 						t.Errorf("the last of %d summaries lacks first-segment fact %s", len(sums), id)
 					}
 				}
@@ -244,5 +235,34 @@ func TestBuiltinPromptCarriesForward(t *testing.T) {
 		if !strings.Contains(BuiltinPrompt, want) {
 			t.Errorf("BuiltinPrompt lacks %q", want)
 		}
+	}
+}
+
+// TestExtractiveNamesAllAdded: a file whose edits added more names than its
+// line lists gets the rest on a line of their own when the budget has room,
+// so the first summary holds every name a later one must carry.
+func TestExtractiveNamesAllAdded(t *testing.T) {
+	var src strings.Builder
+	var names []string
+	for i := range 30 {
+		n := fmt.Sprintf("handlePart%02d", i)
+		names = append(names, n)
+		fmt.Fprintf(&src, "func %s() {}\n", n)
+	}
+	in, _ := json.Marshal(map[string]string{"file_path": "/w/p/parts.go", "content": src.String()})
+	msgs := []history.Message{
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "Write the part handlers."}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockToolCall, ID: "1", Name: "Write", Input: in}}},
+		{Role: history.RoleTool, ToolCallID: "1", ToolName: "Write", Content: []history.Block{{Type: history.BlockText, Text: "ok"}}},
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "Written."}}},
+	}
+	s := ExtractiveSummary(msgs, 0)
+	for _, n := range names {
+		if !strings.Contains(s, n) {
+			t.Errorf("%s is not in the summary:\n%s", n, s)
+		}
+	}
+	if !strings.Contains(s, "- also added to parts.go: ") {
+		t.Errorf("no line of the names the file's line leaves out:\n%s", s)
 	}
 }
