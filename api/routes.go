@@ -91,6 +91,7 @@ func Routes() []string {
 		RouteAppendMessages, RouteContext, RouteCompact, RouteCheckpoints,
 		RouteEvents, RouteSearch, RouteReadMessages, RouteArtifact,
 		RouteStatus, RouteMetrics, RouteLedger, RouteSetMode, RouteLedgerTotals,
+		RouteDashboardLink,
 	}
 }
 

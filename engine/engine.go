@@ -210,6 +210,9 @@ type Engine struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	loading  map[string]*loadCall
+
+	// changes feeds ChangeSeq and Changes.
+	changes changes
 }
 
 type loadCall struct {

@@ -130,6 +130,9 @@ type session struct {
 	lastUsed atomic.Int64
 
 	mu sync.Mutex
+	// rowSum is the xxh3 of the listing row saveRow wrote last (0:
+	// none yet in this copy): an unchanged row is not a change.
+	rowSum uint64
 	// evicted: this copy was dropped from memory; callers use e.lock to
 	// get the live one.
 	evicted    bool

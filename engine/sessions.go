@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/ledger"
@@ -416,6 +418,12 @@ func (e *Engine) saveRow(s *session) {
 		Threshold: s.shownThreshold(), ContextLimit: s.shownLimit(), WindowSource: s.win.source, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated(),
 		Mode: s.mode, Ledger: s.totals.Summary()})
 	if err == nil {
+		if sum := xxh3.Hash(b); sum != s.rowSum {
+			// A change the listing shows (a reload that changes nothing
+			// is not one).
+			s.rowSum = sum
+			e.changes.note(s.id)
+		}
 		err = e.opts.Log.PutRow(s.id, b)
 	}
 	if err != nil && !errors.Is(err, checkpoint.ErrClosed) {
@@ -798,6 +806,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 		return mapLogErr(id, err)
 	}
 	e.forget(id)
+	e.changes.note(id)
 	return nil
 }
 

@@ -78,6 +78,12 @@ func (s *Server) secure(next http.Handler) http.Handler {
 			// MaxHeaderBytes: the exact limit is checked here.
 			w.Header().Set("Connection", "close")
 			s.writeError(sw, r, api.Errorf(api.HeaderTooLarge, "", "request line and headers of %d bytes, over daemon.limits.header_bytes (%d)", n, s.headerMax))
+		} else if p := r.URL.Path; isUIPath(p) {
+			if p != path.Clean(p) && p != path.Clean(p)+"/" {
+				s.writeError(sw, r, api.Errorf(api.NotFound, "", "no route for the unclean path %q", p))
+			} else {
+				s.serveUI(sw, r)
+			}
 		} else if err := s.check(r); err != nil {
 			s.writeError(sw, r, err)
 		} else if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
@@ -98,7 +104,11 @@ func (s *Server) secure(next http.Handler) http.Handler {
 // check refuses what docs/design.md §8b refuses. Browsers can reach loopback
 // and (through DNS rebinding) present any name, but they always send Origin
 // or Referer on the requests a page makes, and keep the page's name in Host.
-func (s *Server) check(r *http.Request) *api.Error {
+func (s *Server) check(r *http.Request) *api.Error { return s.checkAuth(r, false) }
+
+// checkAuth is check; for the dashboard (ui) a good dashboard cookie
+// stands for the bearer token on TCP.
+func (s *Server) checkAuth(r *http.Request, ui bool) *api.Error {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return api.Errorf(api.Forbidden, "", "requests from web pages are refused (Origin or Referer header present)")
 	}
@@ -121,6 +131,12 @@ func (s *Server) check(r *http.Request) *api.Error {
 	// before it exists.
 	if s.token == "" {
 		return api.Errorf(api.Unauthorized, "", "the daemon API on TCP needs a bearer token and this daemon has none (daemon.auth_token_env); use the unix socket")
+	}
+	if ui {
+		if bearer.Check(r, s.token) || s.uiAuth.valid(r, s.now()) {
+			return nil
+		}
+		return api.Errorf(api.Unauthorized, "", "the dashboard on TCP needs the daemon's token: open the one-time link `ctxctl dashboard` prints, or send \"Authorization: Bearer <token>\" (daemon.auth_token_env)")
 	}
 	if !bearer.Check(r, s.token) {
 		return api.Errorf(api.Unauthorized, "", "a valid \"Authorization: Bearer <token>\" header is required on TCP (daemon.auth_token_env)")

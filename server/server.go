@@ -95,6 +95,13 @@ type Options struct {
 	Heartbeat time.Duration
 	// Now is the clock (uptime); nil means time.Now.
 	Now func() time.Time
+	// UI, when set, is the dashboard (package ui), served under /ui on
+	// every listener: on TCP behind the bearer token or the cookie a
+	// one-time link sets (RouteDashboardLink; docs/api.md "Dashboard").
+	UI http.Handler
+	// Listen is the TCP listener's address (daemon.listen as bound), for
+	// the dashboard links' URL; "" when there is none.
+	Listen string
 	// Disk are the guarded directories (storage.min_free_bytes), reported
 	// in GET /v1/status and the disk_low metric. The one named "data" is
 	// checked before each append, session creation and compaction, which
@@ -130,6 +137,9 @@ type Server struct {
 	spaces    []GuardedDir
 	proxy     func() *api.ProxyStatus
 	storage   func() *api.StorageStatus
+	ui        http.Handler
+	listen    string
+	uiAuth    uiAuth
 
 	uidMu   sync.RWMutex
 	allowed map[uint32]bool
@@ -165,6 +175,8 @@ func New(opts Options) *Server {
 		proxy:     opts.ProxyStatus,
 		storage:   opts.StorageStatus,
 		headerMax: opts.HeaderBytes,
+		ui:        opts.UI,
+		listen:    opts.Listen,
 	}
 	if s.headerMax == 0 {
 		s.headerMax = config.DefaultDaemonLimits().HeaderBytes
@@ -246,6 +258,7 @@ func (s *Server) routes() *http.ServeMux {
 		api.RouteLedger:         s.ledger,
 		api.RouteSetMode:        s.setMode,
 		api.RouteLedgerTotals:   s.ledgerTotals,
+		api.RouteDashboardLink:  s.dashboardLink,
 	}
 	methods := map[string][]string{}
 	for _, route := range api.Routes() {

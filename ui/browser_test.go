@@ -10,11 +10,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/server"
+	"github.com/ctxd/ctxd/trigger"
 )
 
 // chromium runs headless Chromium with args and returns its standard
@@ -82,11 +88,66 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// p-beta has a history and a compaction (the extractive summarizer),
+	// which its page shows with what the summary replaced: the messages of
+	// seq 14 to 25 (its 13 ledger entries came first).
+	var msgs []history.Message
+	for k := range 6 {
+		msgs = append(msgs, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: fmt.Sprintf("Please run step %d of the migration and report the row counts.", k+1)}}},
+			history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: fmt.Sprintf("Step %d done: %d rows moved, no errors.", k+1, 1000*(k+1))}}})
+	}
+	if _, err := eng.Append(ctx, "p-beta", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Compact(ctx, "p-beta", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	cps, err := eng.Checkpoints(ctx, "p-beta")
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("p-beta checkpoints %v, %v", cps, err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: Handler(eng)}
+	// Once the page's event stream is open (its first flush), a change
+	// the page has not read: on the list, a new session; on the session
+	// page, a new request of it. The page shows it without a reload only
+	// if it follows the stream (its fallback poll is every 30 s, past the
+	// virtual-time budget).
+	var streams atomic.Int32
+	changes := []func(){
+		func() {
+			if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: "p-gamma", Model: "claude-opus-4-8", Labels: map[string]string{"proxy": "anthropic"}}); err != nil {
+				t.Error(err)
+			}
+		},
+		func() {
+			if err := eng.RecordLedger(ctx, "p-beta", ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeEnforce, ClientTokens: 130000, SentTokens: 50000,
+				Reported: ledger.Usage{CacheRead: 48000, CacheWrite5m: 2000, Output: 300}, Counterfactual: ledger.Usage{CacheRead: 128000, CacheWrite5m: 2000, Output: 300},
+				Causes: map[string]uint64{ledger.CauseGrowth: 2000}, ContextLimit: 200000, Threshold: 140000}); err != nil {
+				t.Error(err)
+			}
+		},
+	}
+	// Headless Chromium's virtual time stands still while a request is
+	// open: each stream ends after its change event (or at once when
+	// there is none to make), and the browser would reconnect only after
+	// ten minutes.
+	d := New(eng)
+	d.retry = 10 * time.Minute
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == Prefix+"/api/events" {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			o := &onFlush{ResponseWriter: w, end: cancel}
+			if n := int(streams.Add(1)); n <= len(changes) {
+				o.fn = changes[n-1]
+			}
+			w, r = o, r.WithContext(ctx)
+		}
+		d.ServeHTTP(w, r)
+	})}
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	base := "http://" + l.Addr().String() + "/ui/"
@@ -108,18 +169,33 @@ func TestDashboardInChromium(t *testing.T) {
 	if got := figure(t, dom, "t-without"); got != usd(sum.WithoutCtxd) {
 		t.Errorf("page total without ctxd %s, engine %s", got, usd(sum.WithoutCtxd))
 	}
-	for _, id := range []string{"p-alpha", "p-beta"} {
+	for _, id := range []string{"p-alpha", "p-beta", "p-gamma"} {
 		if !strings.Contains(dom, `data-id="`+id+`"`) {
-			t.Errorf("no row for %s", id)
+			t.Errorf("no row for %s (p-gamma was created after the page loaded)", id)
 		}
 	}
+	if !strings.Contains(dom, `data-sse="opened"`) || !strings.Contains(dom, `data-updates="1"`) {
+		t.Errorf("the page did not follow the event stream:\n%.1500s", dom)
+	}
+	if got := figure(t, dom, "total"); got != "3" {
+		t.Errorf("the list says %s sessions stored, want 3", got)
+	}
 
+	page := base + "#/s/p-beta"
+	dom = chromium(t, "--dump-dom", page)
 	_, tot, err := eng.Ledger(ctx, "p-beta")
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := base + "#/s/p-beta"
-	dom = chromium(t, "--dump-dom", page)
+	if !strings.Contains(dom, `data-updates="1"`) {
+		t.Errorf("the session page did not read its figures again on the change event")
+	}
+	if want := fmt.Sprintf("<b>checkpoint %d</b>", cps[0].Seq); !strings.Contains(dom, want) || !strings.Contains(dom, "replaced messages 14–25 (") || !strings.Contains(dom, "Step 6 done") {
+		t.Errorf("the session page lacks the compaction, what it replaced or its summary:\n%.4000s", dom[strings.Index(dom, `id="compactions"`):])
+	}
+	if tot.Requests != 13 {
+		t.Fatalf("p-beta has %d requests, want the 12 recorded and the one added while its page was open", tot.Requests)
+	}
 	for id, want := range map[string]string{"s-saved": usd(tot.Saved), "s-paid": usd(tot.Paid), "s-without": usd(tot.WithoutCtxd),
 		"s-summarizer": usd(tot.Summarizer), "s-requests": fmt.Sprint(tot.Requests)} {
 		if got := figure(t, dom, id); got != want {
@@ -134,8 +210,87 @@ func TestDashboardInChromium(t *testing.T) {
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "dashboard.png")
 	}
-	chromium(t, "--screenshot="+shot, "--window-size=1100,1300", page)
+	chromium(t, "--screenshot="+shot, "--window-size=1100,1500", page)
 	if st, err := os.Stat(shot); err != nil || st.Size() < 5000 {
 		t.Fatalf("screenshot %s: %v", shot, err)
+	}
+}
+
+// onFlush runs fn once, in its own goroutine, at the first Flush (an
+// event stream flushes once it follows the changes), and ends the stream
+// (end) after the first change event is written, or at the first Flush
+// when fn is nil.
+type onFlush struct {
+	http.ResponseWriter
+	fn   func()
+	end  context.CancelFunc
+	once sync.Once
+}
+
+func (o *onFlush) Write(b []byte) (int, error) {
+	n, err := o.ResponseWriter.Write(b)
+	if strings.Contains(string(b), "event: change") {
+		o.end()
+	}
+	return n, err
+}
+
+func (o *onFlush) Flush() {
+	if f, ok := o.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	o.once.Do(func() {
+		if o.fn == nil {
+			o.end()
+			return
+		}
+		go o.fn()
+	})
+}
+
+func (o *onFlush) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+// TestDashboardOnTCPInChromium: on the daemon's TCP listener (package
+// server, behind its token) a browser opening the dashboard is refused;
+// opening the one-time link `ctxctl dashboard` prints sets the cookie and
+// shows the sessions.
+func TestDashboardOnTCPInChromium(t *testing.T) {
+	eng := newEngine(t)
+	ctx := context.Background()
+	if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: "tcp-one", Model: "claude-opus-4-8"}); err != nil {
+		t.Fatal(err)
+	}
+	d := New(eng)
+	d.retry = 10 * time.Minute
+	// Streams end at once: virtual time stands still while one is open.
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == Prefix+"/api/events" {
+			c, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			w, r = &onFlush{ResponseWriter: w, end: cancel}, r.WithContext(c)
+		}
+		d.ServeHTTP(w, r)
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "a-token-of-the-daemon-0123456789"
+	srv := server.New(server.Options{Engine: eng, AuthToken: token, UI: ui, Listen: l.Addr().String()})
+	hs := &http.Server{Handler: srv.Handler(), ConnContext: srv.ConnContext}
+	go func() { _ = hs.Serve(l) }()
+	defer hs.Close()
+
+	dom := chromium(t, "--dump-dom", "http://"+l.Addr().String()+"/ui/")
+	if strings.Contains(dom, "tcp-one") || !strings.Contains(dom, "unauthorized") {
+		t.Fatalf("without the link the page shows:\n%.1500s", dom)
+	}
+	link, err := (&api.Client{BaseURL: "http://" + l.Addr().String(), Token: token}).DashboardLink(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom = chromium(t, "--dump-dom", link.URL)
+	if !strings.Contains(dom, `data-id="tcp-one"`) || !strings.Contains(dom, `data-sse="opened"`) {
+		t.Fatalf("after the link the page shows:\n%.2500s", dom)
 	}
 }

@@ -1,14 +1,18 @@
 package ui
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +44,11 @@ func newEngine(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pool runs compactions (the browser test compacts a session).
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = pool.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-ran })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := config.Defaults()
 	cfg.Storage.DataDir = t.TempDir()
@@ -106,12 +115,13 @@ func TestDashboardServesTheLedger(t *testing.T) {
 	}
 
 	var p1, p2 struct {
-		Sessions []row  `json:"sessions"`
-		Next     string `json:"next"`
+		Sessions []row `json:"sessions"`
+		Matched  int   `json:"matched"`
+		Total    int   `json:"total"`
 	}
 	getJSON(t, srv.URL+"/ui/api/sessions?limit=2", &p1)
-	getJSON(t, srv.URL+"/ui/api/sessions?limit=2&after="+p1.Next, &p2)
-	if len(p1.Sessions) != 2 || p1.Next == "" || len(p2.Sessions) != 1 || p2.Next != "" {
+	getJSON(t, srv.URL+"/ui/api/sessions?limit=2&offset=2", &p2)
+	if len(p1.Sessions) != 2 || p1.Total != 3 || p1.Matched != 3 || len(p2.Sessions) != 1 || p2.Sessions[0].ID != "s-c" {
 		t.Fatalf("pages %+v / %+v", p1, p2)
 	}
 	_, tot, _ := eng.Ledger(ctx, "s-a")
@@ -137,5 +147,173 @@ func TestDashboardServesTheLedger(t *testing.T) {
 	}
 	if r, _ := http.Get(srv.URL + "/ui/api/sessions/nope"); r.StatusCode != 404 {
 		t.Fatalf("unknown session: %d", r.StatusCode)
+	}
+}
+
+// TestSessionListAtScale: the list is sorted, filtered and paged on the
+// server over every stored session, read from their listing rows (none is
+// loaded): CTXD_UI_SESSIONS sessions (default 3000; docs/performance.md
+// has the figures at 100,000) through the engine's API, every page
+// checked against the order asked for.
+func TestSessionListAtScale(t *testing.T) {
+	n := 3000
+	if v := os.Getenv("CTXD_UI_SESSIONS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	eng := newEngine(t)
+	ctx := context.Background()
+	start := time.Now()
+	for i := range n {
+		id := fmt.Sprintf("m-%06d", i)
+		model := []string{"claude-opus-4-8", "claude-sonnet-4-5", "gpt-5"}[i%3]
+		if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: id, Model: model, ContextLimit: 100000 + uint64(i%7)*1000, Labels: map[string]string{"proxy": "anthropic"}}); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			// Every tenth has a ledger, with savings spread over sessions.
+			en := ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeEnforce, ClientTokens: 1000, SentTokens: 500,
+				Reported: ledger.Usage{Input: 500, Output: 10}, Counterfactual: ledger.Usage{Input: 1000 + uint64(i%97), Output: 10}}
+			if err := eng.RecordLedger(ctx, id, en); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	created := time.Since(start)
+	srv := httptest.NewServer(Handler(eng))
+	defer srv.Close()
+	type page struct {
+		Sessions []row `json:"sessions"`
+		Matched  int   `json:"matched"`
+		Total    int   `json:"total"`
+	}
+	// The first page reads every listing row; the next ones reuse that
+	// read until the engine reports a change.
+	start = time.Now()
+	var first page
+	getJSON(t, srv.URL+"/ui/api/sessions?sort=updated&order=desc", &first)
+	cold := time.Since(start)
+	// Sorted by saving, descending, a page of 1000 at a time: every
+	// session once, in order.
+	start = time.Now()
+	seen := map[string]bool{}
+	last := math.Inf(1)
+	for off := 0; ; off += MaxLimit {
+		var p page
+		getJSON(t, fmt.Sprintf("%s/ui/api/sessions?sort=saved&order=desc&limit=%d&offset=%d", srv.URL, MaxLimit, off), &p)
+		if p.Total != n || p.Matched != n {
+			t.Fatalf("total %d, matched %d, want %d", p.Total, p.Matched, n)
+		}
+		for _, r := range p.Sessions {
+			v := savedOf(r)
+			if v > last || seen[r.ID] {
+				t.Fatalf("offset %d: %s (saved %v) after %v, or seen twice", off, r.ID, v, last)
+			}
+			last, seen[r.ID] = v, true
+		}
+		if len(p.Sessions) < MaxLimit {
+			break
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("paged through %d sessions, want %d", len(seen), n)
+	}
+	paged := time.Since(start)
+	// Filtered: the GPT sessions, a third, by window ascending.
+	start = time.Now()
+	var p page
+	getJSON(t, srv.URL+"/ui/api/sessions?q=GPT-5&sort=window&limit=100", &p)
+	filtered := time.Since(start)
+	if want := n / 3; p.Matched != want || len(p.Sessions) != min(100, want) {
+		t.Fatalf("filter gpt-5: matched %d, page %d; want %d", p.Matched, len(p.Sessions), want)
+	}
+	for i, r := range p.Sessions {
+		if r.Model != "gpt-5" || (i > 0 && r.ContextLimit < p.Sessions[i-1].ContextLimit) {
+			t.Fatalf("row %d: %+v", i, r)
+		}
+	}
+	// A change is seen at the next read (the snapshot is not reused).
+	if err := eng.DeleteSession(ctx, "m-000000"); err != nil {
+		t.Fatal(err)
+	}
+	getJSON(t, srv.URL+"/ui/api/sessions?limit=1", &p)
+	if p.Total != n-1 || p.Sessions[0].ID != "m-000001" {
+		t.Fatalf("after a delete: total %d, first %s", p.Total, p.Sessions[0].ID)
+	}
+	for _, bad := range []string{"limit=0", "limit=1001", "offset=-1", "sort=nope", "order=up"} {
+		if r, err := http.Get(srv.URL + "/ui/api/sessions?" + bad); err != nil || r.StatusCode != 400 {
+			t.Errorf("%s: %v %v, want 400", bad, err, r.StatusCode)
+		}
+	}
+	start = time.Now()
+	getJSON(t, srv.URL+"/ui/api/sessions?sort=updated&order=desc", &p)
+	changed := time.Since(start)
+	t.Logf("%d sessions: created in %v; first page (every row read) %v; then every page of %d sorted by saving %v; a filtered page %v; first page after a change %v",
+		n, created, cold, MaxLimit, paged, filtered, changed)
+}
+
+// TestEventsFollowChanges: the event stream sends a change event naming
+// each session created, appended to or given a ledger entry, resumes
+// after Last-Event-ID, and ends at BeginShutdown.
+func TestEventsFollowChanges(t *testing.T) {
+	eng := newEngine(t)
+	ctx := context.Background()
+	d := New(eng)
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/ui/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	rd := bufio.NewReader(resp.Body)
+	next := func() (id, data string) {
+		t.Helper()
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				data = line[6:]
+			case line == "" && data != "":
+				return id, data
+			}
+		}
+	}
+	if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: "ev-1", Model: "claude-opus-4-8"}); err != nil {
+		t.Fatal(err)
+	}
+	id1, data := next()
+	if data != `{"sessions":["ev-1"]}` {
+		t.Fatalf("after a create: %s", data)
+	}
+	if err := eng.RecordLedger(ctx, "ev-1", ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeEnforce, Reported: ledger.Usage{Input: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, data := next(); data != `{"sessions":["ev-1"]}` {
+		t.Fatalf("after a ledger entry: %s", data)
+	}
+	// Resumed after the first event: the ledger entry's change again.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/api/events", nil)
+	req.Header.Set("Last-Event-ID", id1)
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Body.Close()
+	rd = bufio.NewReader(r2.Body)
+	if _, data := next(); data != `{"sessions":["ev-1"]}` {
+		t.Fatalf("resumed: %s", data)
+	}
+	d.BeginShutdown()
+	if _, err := io.ReadAll(r2.Body); err != nil {
+		t.Fatalf("stream did not end cleanly at shutdown: %v", err)
 	}
 }

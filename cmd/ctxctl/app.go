@@ -156,6 +156,7 @@ func commands(e *env) []*cli.Command {
 		doctorCommand(e),
 		replayCommand(e),
 		importCommand(e),
+		dashboardCommand(e),
 	}
 }
 

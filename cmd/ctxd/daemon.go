@@ -106,6 +106,10 @@ type Main struct {
 	closers []func() error
 	eng     *engine.Engine
 	srv     *server.Server
+	// dash is the dashboard, served by the daemon API's listeners and the
+	// proxy's; tcpAddr the daemon's TCP listener as bound ("" for none).
+	dash    *ui.Dashboard
+	tcpAddr string
 	poolRef interface{ Run(context.Context) error } // *workers.Pool or the fleet's *natsstore.Queue
 	secret  []byte
 	// reg is the registry served on /metrics (the engine's, the server's
@@ -306,6 +310,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("listen on %s: %w", cfg.Daemon.Listen, err)
 		}
 		m.onClose(func() error { return ignoreClosed(tcpL.Close()) })
+		m.tcpAddr = tcpL.Addr().String()
 	}
 
 	if err := m.open(ctx, cfg, token); err != nil {
@@ -356,6 +361,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			ErrorLog:          httpErrorLog(m.logger, name),
 		}
 		hs.RegisterOnShutdown(m.srv.BeginShutdown)
+		hs.RegisterOnShutdown(m.dash.BeginShutdown)
 		servers = append(servers, hs)
 		wg.Go(func() {
 			if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -410,6 +416,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			IdleTimeout:       time.Duration(pl.IdleTimeoutMS) * time.Millisecond,
 			ErrorLog:          httpErrorLog(m.logger, "proxy"),
 		}
+		hs.RegisterOnShutdown(m.dash.BeginShutdown)
 		servers = append(servers, hs)
 		wg.Go(func() {
 			if err := hs.Serve(proxyL); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -606,7 +613,10 @@ func (m *Main) open(ctx context.Context, cfg config.Config, token string) error 
 		return fmt.Errorf("engine: %w", err)
 	}
 	m.eng = eng
+	m.dash = ui.New(eng)
 	m.srv = server.New(server.Options{
+		UI:            m.dash,
+		Listen:        m.tcpAddr,
 		Engine:        eng,
 		Artifacts:     arts,
 		Pool:          server.PoolInfo{Stats: stats, Size: int(cfg.Workers.Size), Capacity: capacity},
@@ -726,7 +736,7 @@ func (m *Main) listenProxy(cfg config.Config, token string) (net.Listener, error
 		return nil, nil
 	}
 	must := cfg.Storage.Backend == config.BackendNATS || (cfg.Proxy.Auth != "" && cfg.Proxy.Auth != config.ProxyAuthLoopback)
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token, UI: ui.Handler(m.eng)})
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token, UI: m.dash})
 	if err != nil {
 		if must {
 			return nil, fmt.Errorf("provider proxy: %w", err)
