@@ -304,6 +304,13 @@ func TestClientMethods(t *testing.T) {
 			want: &LedgerTotalsResponse{Sessions: 3, Totals: LedgerSummary{Requests: 10, WithoutCtxd: 2, Paid: 1, Summarizer: 0.1, Saved: 0.9}},
 		},
 		{
+			name:   "DashboardLink",
+			call:   func() (any, error) { return c.DashboardLink(ctx) },
+			status: 200, body: `{"path":"/ui/login?code=ab","url":"http://127.0.0.1:7421/ui/login?code=ab","expires":"2026-12-02T10:02:00Z"}`,
+			pattern: RouteDashboardLink, uri: "/v1/dashboard/links",
+			want: &DashboardLink{Path: "/ui/login?code=ab", URL: "http://127.0.0.1:7421/ui/login?code=ab", Expires: time.Date(2026, 12, 2, 10, 2, 0, 0, time.UTC)},
+		},
+		{
 			name:   "Metrics",
 			call:   func() (any, error) { return c.Metrics(ctx) },
 			status: 200, ctype: "text/plain; version=0.0.4", body: "# HELP ctxd_sessions x\nctxd_sessions 2\n",
