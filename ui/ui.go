@@ -103,7 +103,9 @@ func Handler(eng *engine.Engine) http.Handler { return New(eng) }
 //   - /ui/api/events: server-sent events, one "change" event per change
 //     of the engine's sessions (engine.Changes) with data {"sessions":
 //     [ids]} or {"all": true} when changes were missed; "id:" is the
-//     change counter, and Last-Event-ID resumes after it.
+//     change counter, and Last-Event-ID resumes after it (a counter
+//     this engine never reached, from before a restart, gets {"all":
+//     true} at once).
 func New(eng *engine.Engine) *Dashboard {
 	d := &Dashboard{eng: eng, mux: http.NewServeMux(), heart: Heartbeat, retry: 2 * time.Second, done: make(chan struct{})}
 	sub, _ := fs.Sub(assets, "assets")
@@ -446,9 +448,14 @@ func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 // events serves GET /ui/api/events.
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	last := d.eng.ChangeSeq()
+	// A browser resuming from a counter this engine never reached (the
+	// daemon restarted since) is told to read everything again.
+	resync := false
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if n, err := strconv.ParseUint(v, 10, 64); err == nil && n <= last {
 			last = n
+		} else {
+			resync = true
 		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -474,6 +481,9 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// retry: how long the browser waits before it reconnects.
 	if !send("retry: " + strconv.FormatInt(d.retry.Milliseconds(), 10) + "\n: dashboard changes\n\n") {
+		return
+	}
+	if resync && !send("id: "+strconv.FormatUint(last, 10)+"\nevent: change\ndata: {\"all\":true}\n\n") {
 		return
 	}
 	for {

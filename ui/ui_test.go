@@ -312,6 +312,17 @@ func TestEventsFollowChanges(t *testing.T) {
 	if _, data := next(); data != `{"sessions":["ev-1"]}` {
 		t.Fatalf("resumed: %s", data)
 	}
+	// A counter from before a restart: read everything again.
+	req.Header.Set("Last-Event-ID", "999999")
+	r3, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r3.Body.Close()
+	rd = bufio.NewReader(r3.Body)
+	if _, data := next(); data != `{"all":true}` {
+		t.Fatalf("resumed from an unknown counter: %s", data)
+	}
 	d.BeginShutdown()
 	if _, err := io.ReadAll(r2.Body); err != nil {
 		t.Fatalf("stream did not end cleanly at shutdown: %v", err)
