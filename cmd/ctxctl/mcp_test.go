@@ -114,12 +114,22 @@ func TestMCPPipedRequestsAllAnswered(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("stdout %d lines, want the 3 answers:\n%s", len(lines), out.String())
 	}
-	for i, want := range []string{`"id":1,"result":{`, `"id":2,"result":{`, `"id":3,"result":{"content":[`} {
-		if !strings.Contains(lines[i], want) {
-			t.Errorf("answer %d: %s, want %s", i+1, lines[i], want)
+	// JSON-RPC matches answers by id: the server may answer the piped
+	// requests in any order.
+	byID := map[string]string{}
+	for _, l := range lines {
+		for _, id := range []string{"1", "2", "3"} {
+			if strings.Contains(l, `"id":`+id+`,`) {
+				byID[id] = l
+			}
 		}
 	}
-	if !strings.Contains(lines[1], `"name":"search"`) {
-		t.Errorf("tools/list answer lacks search: %s", lines[1])
+	for id, want := range map[string]string{"1": `"id":1,"result":{`, "2": `"id":2,"result":{`, "3": `"id":3,"result":{"content":[`} {
+		if !strings.Contains(byID[id], want) {
+			t.Errorf("answer to request %s: %q, want %s", id, byID[id], want)
+		}
+	}
+	if !strings.Contains(byID["2"], `"name":"search"`) {
+		t.Errorf("tools/list answer lacks search: %s", byID["2"])
 	}
 }
