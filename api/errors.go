@@ -218,3 +218,88 @@ func ErrorMessage(err error) string {
 type ErrorEnvelope struct {
 	Error *Error `json:"error"`
 }
+
+// ErrorCoder is an error that carries the api error it answers as from
+// where it is made, so the daemon needs no table of its own mapping other
+// packages' errors to codes (the pattern of Ben Johnson's WTF Dial): the
+// sentinel errors of the engine, the stores and the summarizer are
+// *CodedErrors, and error types that refine one (a field, a disk's
+// figures) implement it themselves. *Error implements it too.
+type ErrorCoder interface {
+	// APIError returns the api error to answer for err, an error whose
+	// chain (errors.As) holds the receiver.
+	APIError(err error) *Error
+}
+
+// APIError returns e itself: an *Error is its own answer.
+func (e *Error) APIError(error) *Error { return e }
+
+// AsAPIError returns the api error err carries: that of the first
+// ErrorCoder in err's chain (errors.As order: err, then what it wraps,
+// depth first), false when it carries none (nil, a context error, a
+// failure no package gave a code to).
+func AsAPIError(err error) (*Error, bool) {
+	var c ErrorCoder
+	if err == nil || !errors.As(err, &c) {
+		return nil, false
+	}
+	ae := c.APIError(err)
+	if ae == nil {
+		return nil, false
+	}
+	return ae, true
+}
+
+// CodedError is an error value that carries its Code: the sentinel errors
+// of ctxd's packages are made with NewCoded, compared by identity like
+// errors.New's values (errors.Is), and answered through ErrorCoder.
+type CodedError struct {
+	code   string
+	text   string
+	parent error
+	answer func(err error) *Error
+}
+
+// NewCoded returns a sentinel error with text answering as code: the
+// answer's message is the whole text of the error that wraps it.
+func NewCoded(code, text string) *CodedError {
+	return &CodedError{code: code, text: text}
+}
+
+// Under returns a copy of e that wraps parent (errors.Is(e, parent) holds)
+// and whose text is parent's, ": ", then e's, as fmt.Errorf("%w: %s")
+// would make it.
+func (e *CodedError) Under(parent error) *CodedError {
+	c := *e
+	c.parent = parent
+	c.text = parent.Error() + ": " + e.text
+	return &c
+}
+
+// Answer returns a copy of e whose answer f makes from the whole error
+// (err, whose chain holds e): to cut the sentinel's own words from the
+// message, name a field, or give a fixed sentence. f's *Error should carry
+// e's code.
+func (e *CodedError) Answer(f func(err error) *Error) *CodedError {
+	c := *e
+	c.answer = f
+	return &c
+}
+
+// Error returns the sentinel's text.
+func (e *CodedError) Error() string { return e.text }
+
+// Unwrap returns the parent Under gave, if any.
+func (e *CodedError) Unwrap() error { return e.parent }
+
+// Code returns the code e answers as.
+func (e *CodedError) Code() string { return e.code }
+
+// APIError returns the answer for err: the one Answer set, else e's code
+// with err's whole text as the message.
+func (e *CodedError) APIError(err error) *Error {
+	if e.answer != nil {
+		return e.answer(err)
+	}
+	return &Error{Code: e.code, Message: err.Error()}
+}

@@ -163,3 +163,39 @@ func TestErrorEnvelopeJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestCodedErrorsCarryTheirAnswer: a sentinel made with NewCoded answers
+// its code with the whole text of the error wrapping it, or what Answer
+// makes; Under keeps errors.Is to its parent; the first coder of a chain
+// answers (the outermost, where the error was made); an error carrying no
+// code has none.
+func TestCodedErrorsCarryTheirAnswer(t *testing.T) {
+	parent := NewCoded(Conflict, "conflict")
+	child := NewCoded(Conflict, "busy").Under(parent).Answer(func(error) *Error {
+		return &Error{Code: Conflict, Message: "busy, try later"}
+	})
+	if child.Error() != "conflict: busy" || !errors.Is(child, parent) || errors.Is(parent, child) {
+		t.Fatalf("child %q: Is parent %v", child.Error(), errors.Is(child, parent))
+	}
+	for _, c := range []struct {
+		err  error
+		code string
+		msg  string
+	}{
+		{fmt.Errorf("session %q: %w", "x", parent), Conflict, `session "x": conflict`},
+		{fmt.Errorf("compact: %w", child), Conflict, "busy, try later"},
+		{fmt.Errorf("%w: %w", NewCoded(NotFound, "gone"), parent), NotFound, "gone: conflict"},
+		{errors.Join(errors.New("plain"), fmt.Errorf("wrapped: %w", NewCoded(Timeout, "late"))), Timeout, "plain\nwrapped: late"},
+		{fmt.Errorf("outer: %w", Errorf(Forbidden, "f", "no")), Forbidden, "no"},
+	} {
+		ae, ok := AsAPIError(c.err)
+		if !ok || ae.Code != c.code || ae.Message != c.msg {
+			t.Errorf("AsAPIError(%q) = %+v, %v; want %s %q", c.err, ae, ok, c.code, c.msg)
+		}
+	}
+	for _, err := range []error{nil, errors.New("plain"), fmt.Errorf("x: %w", context.Canceled)} {
+		if ae, ok := AsAPIError(err); ok {
+			t.Errorf("AsAPIError(%v) = %+v, want none", err, ae)
+		}
+	}
+}

@@ -22,17 +22,24 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/internal/store"
 )
 
-// Errors of this package, wrapped with %w and context.
+// Errors of this package, wrapped with %w and context. ErrNotFound and
+// ErrInvalidID carry their api code (api.ErrorCoder); the others none
+// (api.Internal: a failure of the daemon).
 var (
 	// ErrNotFound: no artifact has this id. This package is the only place
 	// where badger's ErrKeyNotFound becomes it.
-	ErrNotFound = errors.New("artifact not found")
+	ErrNotFound error = api.NewCoded(api.NotFound, "artifact not found").Answer(func(error) *api.Error {
+		return &api.Error{Code: api.NotFound, Message: "no artifact has this id"}
+	})
 	// ErrInvalidID: a string that is not 64 lower-case hex digits, or a
 	// URI that is not "artifact://" followed by one.
-	ErrInvalidID = errors.New("invalid artifact id")
+	ErrInvalidID error = api.NewCoded(api.Invalid, "invalid artifact id").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.Invalid, Field: "id", Message: "id: " + err.Error()}
+	})
 	// ErrInvalid: bad input to Retain — an unknown format, tool-content-json
 	// content that is not JSON — or a bad secret.
 	ErrInvalid = errors.New("invalid artifact")

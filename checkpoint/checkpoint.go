@@ -13,27 +13,37 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/store"
 )
 
 // Errors of this package. Every error a Log returns wraps one of them (or is
 // the caller's context error), with %w and a message naming the session and
-// the offending value.
+// the offending value. Those the daemon API answers carry their api code
+// (api.ErrorCoder); ErrCorrupt and ErrConflict carry none (api.Internal).
 var (
 	// ErrNotFound: the session (or checkpoint) does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound error = api.NewCoded(api.NotFound, "not found")
 	// ErrExists: CreateSession of a session that exists.
-	ErrExists = errors.New("already exists")
+	ErrExists error = api.NewCoded(api.Conflict, "already exists")
 	// ErrInvalid: bad input — a malformed session id, an event or
 	// checkpoint that fails validation. Nothing was stored.
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid error = api.NewCoded(api.Invalid, "invalid").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.Invalid, Message: strings.TrimPrefix(err.Error(), "invalid: ")}
+	})
 	// ErrTooLarge: one call's events do not fit in one transaction (see
 	// Store.Append). Nothing was stored; split the events.
-	ErrTooLarge = errors.New("too large")
+	ErrTooLarge error = api.NewCoded(api.TooLarge, "too large").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.TooLarge, Message: store.TooLargeMessage + err.Error()}
+	})
 	// ErrClosed: the log was closed.
-	ErrClosed = errors.New("log closed")
+	ErrClosed error = api.NewCoded(api.Unavailable, "log closed").Answer(func(error) *api.Error {
+		return &api.Error{Code: api.Unavailable, Message: store.ShuttingDown}
+	})
 	// ErrCorrupt: a stored record could not be decoded.
 	ErrCorrupt = errors.New("corrupt record")
 	// ErrConflict: an AppendAt whose expected last seq is no longer the
@@ -45,15 +55,32 @@ var (
 	// NATS servers are all down, docs/design.md §9); the error's text names the
 	// backend and its servers. Nothing was done; try again once it is back.
 	// The daemon answers 503 unavailable.
-	ErrUnavailable = errors.New("storage unavailable")
+	ErrUnavailable error = api.NewCoded(api.Unavailable, "storage unavailable").Answer(func(err error) *api.Error {
+		// The backend's own words ("storage: nats: no servers available
+		// …"), not the time limit the request would otherwise run into.
+		return &api.Error{Code: api.Unavailable, Message: cutAfter(err.Error(), "storage unavailable: ")}
+	})
 	// ErrUncertain: a write whose outcome is unknown — the backend did not
 	// acknowledge it in time (a fleet's stream lost its leader mid-write,
 	// docs/design.md §9) — so it may or may not have been stored. Retrying
 	// with the same idempotency key is safe: the retry returns the first
 	// answer if the write was stored. The daemon answers 504 timeout, saying
 	// the write may have happened.
-	ErrUncertain = errors.New("write outcome unknown")
+	ErrUncertain error = api.NewCoded(api.Timeout, "write outcome unknown").Answer(func(err error) *api.Error {
+		// The storage's own words, and what the client can do about a
+		// write that may have happened.
+		return &api.Error{Code: api.Timeout, Message: "the write may have been stored: " + cutAfter(err.Error(), "write outcome unknown: ") +
+			"; retry with the same Idempotency-Key header: if it was stored, the retry returns the first answer and stores nothing"}
+	})
 )
+
+// cutAfter returns s after the first sep, or s when sep is not in it.
+func cutAfter(s, sep string) string {
+	if _, a, ok := strings.Cut(s, sep); ok {
+		return a
+	}
+	return s
+}
 
 // Log is a store of sessions, each an append-only event log with
 // checkpoints and a metadata record. Implementations are safe for concurrent

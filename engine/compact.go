@@ -31,7 +31,9 @@ const CircuitFailures = 3
 // ErrOpenRound: a compaction was asked for while a tool call waits on its
 // result; its message is exactly trigger.NotCompactingOpenRound
 // (docs/design.md §5.1).
-var ErrOpenRound = fmt.Errorf("%w: %s", ErrConflict, trigger.NotCompactingOpenRound)
+var ErrOpenRound error = api.NewCoded(api.Conflict, trigger.NotCompactingOpenRound).Under(ErrConflict).Answer(func(error) *api.Error {
+	return &api.Error{Code: api.Conflict, Message: trigger.NotCompactingOpenRound}
+})
 
 // ErrNothingToCompact: the session has no message a summary could replace.
 // It is an answer, not a failure: it never counts toward the circuit

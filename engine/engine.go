@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
@@ -30,29 +32,41 @@ import (
 )
 
 // Errors of this package. Every error the Engine returns wraps one of them
-// (or is the caller's context error); the server maps them to API codes.
+// (or is the caller's context error); each carries the api code it answers
+// as (api.ErrorCoder), so the server needs no table of its own.
 var (
-	// ErrNotFound: the session does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrExists: a session with that id exists.
-	ErrExists = errors.New("already exists")
-	// ErrInvalid: bad input; nothing was stored. A *FieldError names the
-	// field.
-	ErrInvalid = errors.New("invalid")
+	// ErrNotFound: the session does not exist (api.NotFound).
+	ErrNotFound error = api.NewCoded(api.NotFound, "not found")
+	// ErrExists: a session with that id exists (api.Conflict).
+	ErrExists error = api.NewCoded(api.Conflict, "already exists")
+	// ErrInvalid: bad input; nothing was stored (api.Invalid; the message
+	// without the "invalid: " the error begins with). A *FieldError names
+	// the field.
+	ErrInvalid error = api.NewCoded(api.Invalid, "invalid").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.Invalid, Message: invalidMessage(err, "")}
+	})
 	// ErrConflict: the request cannot be served in the session's state,
-	// such as a compaction while a tool call waits on its result.
-	ErrConflict = errors.New("conflict")
+	// such as a compaction while a tool call waits on its result
+	// (api.Conflict, the message without the leading "conflict: ").
+	ErrConflict error = api.NewCoded(api.Conflict, "conflict").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.Conflict, Message: strings.TrimPrefix(err.Error(), "conflict: ")}
+	})
 	// ErrUnavailable: the compaction queue is full or the engine is
-	// shutting down; try again later.
-	ErrUnavailable = errors.New("unavailable")
+	// shutting down; try again later (api.Unavailable, the message without
+	// the leading "unavailable: ").
+	ErrUnavailable error = api.NewCoded(api.Unavailable, "unavailable").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.Unavailable, Message: strings.TrimPrefix(err.Error(), "unavailable: ")}
+	})
 	// ErrProviderRule: the assembled context breaks a provider rule
 	// (docs/design.md §4a) and was not returned; it wraps
-	// history.ErrProviderRule. A bug of ctxd: logged and counted.
+	// history.ErrProviderRule. A bug of ctxd: logged and counted (it
+	// carries no code: api.Internal).
 	ErrProviderRule = history.ErrProviderRule
 )
 
 // FieldError is bad input in one field of a request: Field is its path
-// ("messages[3].content[1].type"), Err wraps ErrInvalid.
+// ("messages[3].content[1].type"), Err wraps ErrInvalid (or another error
+// carrying its code, such as checkpoint.ErrInvalid).
 type FieldError struct {
 	Field string
 	Err   error
@@ -67,6 +81,35 @@ func (e *FieldError) Error() string {
 
 // Unwrap returns the cause, which wraps ErrInvalid.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// APIError answers e as its cause's code (api.Invalid when the cause
+// carries none) with Field set, and the message: the field, then the
+// cause without the "invalid: " the engine wraps in (a cause that already
+// names the field is not prefixed again).
+func (e *FieldError) APIError(error) *api.Error {
+	code := api.Invalid
+	if ae, ok := api.AsAPIError(e.Err); ok {
+		code = ae.Code
+	}
+	return &api.Error{Code: code, Field: e.Field, Message: invalidMessage(e, e.Field)}
+}
+
+// invalidMessage is the message of an invalid-input error: the field, then
+// the cause without the "invalid: " sentinel text the engine wraps in. A
+// cause that already names the field as "FIELD: " (a configuration
+// problem, "config: session overlay:3:1: summarizer.bindings: …") is not
+// prefixed again.
+func invalidMessage(err error, field string) string {
+	msg := err.Error()
+	if fe, ok := errors.AsType[*FieldError](err); ok && fe.Err != nil {
+		msg = fe.Err.Error()
+	}
+	msg = strings.TrimPrefix(msg, "invalid: ")
+	if field != "" && !strings.HasPrefix(msg, field) && !strings.Contains(msg, " "+field+": ") {
+		msg = field + ": " + msg
+	}
+	return msg
+}
 
 func invalidField(field, format string, args ...any) error {
 	return &FieldError{Field: field, Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}

@@ -154,7 +154,7 @@ func (e *Engine) modeOf(s *session) string {
 	if s.mode != "" {
 		return s.mode
 	}
-	if s.meta.Labels["proxy"] != "" && e.Config().Proxy.Mode != "" {
+	if s.meta.Labels[LabelProxy] != "" && e.Config().Proxy.Mode != "" {
 		return e.Config().Proxy.Mode
 	}
 	return ledger.ModeEnforce

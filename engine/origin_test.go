@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/history"
 )
 
@@ -68,4 +70,75 @@ func BenchmarkProxyAPIBesideAppend(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRefuseProxyOwned: a write to what a proxied session's client owns is
+// one error, ErrProxyOwned (a conflict), answering 409 with the field of a
+// PATCH and none for an append; a daemon-API session takes the write; a
+// Patch of context_limit alone names no owned field.
+func TestRefuseProxyOwned(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, testConfig(), t.TempDir())
+	if _, err := h.e.CreateSession(ctx, CreateParams{ID: ProxyIDPrefix + "1", Model: "claude-sonnet-4-5", Labels: map[string]string{LabelProxy: "anthropic"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.create("s", 100000)
+	sys, limit := "x", uint64(9000)
+	for _, c := range []struct {
+		patch Patch
+		field string
+	}{{Patch{System: &sys}, "system"}, {Patch{Model: &sys}, "model"}, {Patch{ContextLimit: &limit}, ""}, {Patch{ContextLimit: &limit, System: &sys}, "system"}} {
+		if got := ProxyOwnedField(c.patch); got != c.field {
+			t.Errorf("ProxyOwnedField(%+v) = %q, want %q", c.patch, got, c.field)
+		}
+	}
+	for _, field := range []string{"messages", "system", "tools", "pinned", "model"} {
+		err := h.e.RefuseProxyOwned(ctx, ProxyIDPrefix+"1", field)
+		var pe *ProxyOwnedError
+		if !errors.Is(err, ErrProxyOwned) || !errors.Is(err, ErrConflict) || !errors.As(err, &pe) || pe.API != "anthropic" {
+			t.Fatalf("%s: err = %v, want a *ProxyOwnedError wrapping ErrProxyOwned", field, err)
+		}
+		ae, ok := api.AsAPIError(err)
+		wantField := field
+		if field == "messages" {
+			wantField = ""
+		}
+		if !ok || ae.Code != api.Conflict || ae.Field != wantField || !strings.Contains(ae.Message, "is owned by the proxy (anthropic API)") || !strings.Contains(ae.Message, "nothing was stored") {
+			t.Errorf("%s: answers %+v", field, ae)
+		}
+		if err := h.e.RefuseProxyOwned(ctx, "s", field); err != nil {
+			t.Errorf("%s: a daemon-API session is refused: %v", field, err)
+		}
+	}
+	if err := h.e.RefuseProxyOwned(ctx, "none", "messages"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a missing session: %v, want ErrNotFound", err)
+	}
+}
+
+// TestReservedForProxy: the daemon API may not create a session with the
+// proxy's label or under its id prefix (400 invalid naming the field);
+// other proxy.* labels and other ids are free.
+func TestReservedForProxy(t *testing.T) {
+	for _, c := range []struct {
+		id     string
+		labels map[string]string
+		field  string
+	}{
+		{"s", map[string]string{LabelProxy: "anthropic"}, "labels.proxy"},
+		{ProxyIDPrefix + "abc", nil, "id"},
+		{"s", map[string]string{"proxy.model": "m"}, ""},
+		{"xp-1", nil, ""},
+	} {
+		err := ReservedForProxy(c.id, c.labels)
+		if c.field == "" {
+			if err != nil {
+				t.Errorf("%q %v: %v", c.id, c.labels, err)
+			}
+			continue
+		}
+		ae, ok := api.AsAPIError(err)
+		if !errors.Is(err, ErrReservedForProxy) || !errors.Is(err, ErrInvalid) || !ok || ae.Code != api.Invalid || ae.Field != c.field || !strings.HasPrefix(ae.Message, c.field+": ") || !strings.Contains(ae.Message, "reserved") {
+			t.Errorf("%q %v: err %v, answers %+v", c.id, c.labels, err, ae)
+		}
+	}
 }

@@ -16,10 +16,6 @@ import (
 // compaction block the provider returned.
 const BindingServer = "server"
 
-// LabelProxy is the session label naming the wire API of a proxied
-// session ("anthropic", "responses" or "chat"; docs/design.md §10).
-const LabelProxy = "proxy"
-
 // ServerShape says whether shape "server" is in effect for a session
 // (docs/design.md §10): the provider compacts, ctxd adds the provider's
 // compaction to the session's requests and records the block it returns as

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/summarizer"
 )
 
@@ -139,7 +140,7 @@ const maxCredentials = 4096
 // client credential, then the extractive fallback — unless proxy.summarizer
 // is "bindings", which keeps the operator's configured bindings.
 func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.Binding, bool, error) {
-	if labels["proxy"] == "" {
+	if labels[engine.LabelProxy] == "" {
 		return nil, false, nil
 	}
 	p.creds.mu.Lock()
@@ -161,7 +162,7 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 		return nil, false, errNoCredential
 	}
 	cred := c.cred
-	if labels["proxy"] == dialectResponses.name() {
+	if labels[engine.LabelProxy] == dialectResponses.name() {
 		// A Responses session (Codex): its summary through the Responses
 		// API of its own upstream, the API its model is served on.
 		return []config.Binding{
@@ -169,7 +170,7 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 			{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
 		}, true, nil
 	}
-	if labels["proxy"] != dialectAnthropic.name() {
+	if labels[engine.LabelProxy] != dialectAnthropic.name() {
 		// A Chat session: its summary through Chat Completions, the API
 		// every OpenAI-compatible upstream serves.
 		return []config.Binding{

@@ -108,7 +108,7 @@ func conversationKey(secret []byte, fp, agent string, r *request) string {
 // sessionID is the ctxd session id of a conversation's branch k (0 is the
 // first): "p-" and 24 hex digits of the key's MAC, then "-b<k>".
 func sessionID(secret []byte, key string, k int) string {
-	id := "p-" + hex.EncodeToString(mac(secret, "ctxd proxy session", key))[:24]
+	id := engine.ProxyIDPrefix + hex.EncodeToString(mac(secret, "ctxd proxy session", key))[:24]
 	if k > 0 {
 		id += "-b" + itoa(k)
 	}

@@ -877,7 +877,7 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 // that it was superseded.
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
-	labels := map[string]string{"proxy": req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
+	labels := map[string]string{engine.LabelProxy: req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ctxd/ctxd/engine"
 )
 
 // errQuota: the client's credential is at one of its [proxy.quotas]; the
@@ -65,7 +67,7 @@ func (p *Proxy) seedQuotas(ctx context.Context) error {
 		}
 		for _, in := range page {
 			c := in.Labels["proxy.credential"]
-			if in.Labels["proxy"] == "" || c == "" {
+			if in.Labels[engine.LabelProxy] == "" || c == "" {
 				continue
 			}
 			p.quotaAddLocked(c, in.ID, in.Tokens*4)
@@ -194,7 +196,7 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 			return 0, err
 		}
 		for _, in := range page {
-			if in.Labels["proxy"] != "" && in.Updated.Before(cut) {
+			if in.Labels[engine.LabelProxy] != "" && in.Updated.Before(cut) {
 				old = append(old, in.ID)
 			}
 		}

@@ -44,11 +44,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, api.Errorf(api.Invalid, "labels", "labels: an empty key; every label needs a name (\"team\": \"payments\")"))
 		return
 	}
-	if err := reservedLabel(req.Labels); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := reservedID(req.ID); err != nil {
+	if err := engine.ReservedForProxy(req.ID, req.Labels); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -105,15 +101,16 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue(api.PathValueID)
-	if field := patchOwnedField(req); field != "" {
+	patch := toPatch(req)
+	if field := engine.ProxyOwnedField(patch); field != "" {
 		// A proxied session's prompt, tools and model are its client's
 		// (docs/design.md §10, docs/decisions.md).
-		if err := s.refuseProxyOwned(r.Context(), id, field); err != nil {
+		if err := s.eng.RefuseProxyOwned(r.Context(), id, field); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	info, err := s.eng.UpdateSession(r.Context(), id, toPatch(req))
+	info, err := s.eng.UpdateSession(r.Context(), id, patch)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -176,7 +173,7 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue(api.PathValueID)
 	// A proxied session's history is its client's (docs/design.md §10,
 	// docs/decisions.md).
-	if err := s.refuseProxyOwned(r.Context(), id, "messages"); err != nil {
+	if err := s.eng.RefuseProxyOwned(r.Context(), id, "messages"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -238,6 +238,18 @@ func TestToAPIError(t *testing.T) {
 		{name: "artifact not found", err: fmt.Errorf("get: %w", artifacts.ErrNotFound), code: api.NotFound},
 		{name: "artifact bad id", err: fmt.Errorf("%w: x", artifacts.ErrInvalidID), code: api.Invalid, field: "id"},
 		{name: "api error passes", err: api.Errorf(api.Forbidden, "", "no"), code: api.Forbidden, msg: "no"},
+		{name: "open round wrapped", err: fmt.Errorf("compact %q: %w", "x", engine.ErrOpenRound), code: api.Conflict, msg: "Not compacting now: a tool call is still waiting on its result."},
+		{name: "nothing to compact", err: fmt.Errorf("%w: no message a summary could replace", engine.ErrNothingToCompact), code: api.Conflict, msg: "nothing to compact: no message a summary could replace"},
+		{name: "store too large", err: fmt.Errorf("commit: %w", store.ErrTooLarge), code: api.TooLarge, msgHas: "split them into smaller appends"},
+		{name: "store closed", err: fmt.Errorf("commit: %w", store.ErrClosed), code: api.Unavailable, msg: "ctxd is shutting down"},
+		{name: "disk full", err: fmt.Errorf("append: %w", store.ErrNoSpace), code: api.InsufficientStorage, msg: "the disk is full: ctxd refuses writes below its free-space reserve; nothing was stored"},
+		{name: "disk full with figures", err: fmt.Errorf("append: %w", &store.SpaceError{Dir: "/d", Free: 1, Need: 2, Reserve: 3}), code: api.InsufficientStorage, msgHas: "/d has"},
+		{name: "checkpoint invalid", err: fmt.Errorf("%w: session id %q", checkpoint.ErrInvalid, "a/b"), code: api.Invalid, msg: `session id "a/b"`},
+		{name: "checkpoint not found", err: fmt.Errorf("session %q: %w", "x", checkpoint.ErrNotFound), code: api.NotFound, msg: `session "x": not found`},
+		{name: "checkpoint conflict is the daemon's", err: fmt.Errorf("append at: %w", checkpoint.ErrConflict), code: api.Internal, internal: true},
+		{name: "proxy owned", err: &engine.ProxyOwnedError{ID: "p-1", API: "chat", Field: "tools"}, code: api.Conflict, field: "tools", msgHas: "is owned by the proxy (chat API)"},
+		{name: "reserved label", err: engine.ReservedForProxy("s", map[string]string{engine.LabelProxy: "x"}), code: api.Invalid, field: "labels.proxy", msgHas: "labels.proxy: reserved"},
+		{name: "cancelled", err: fmt.Errorf("wait: %w", context.Canceled), code: api.Unavailable, msg: "the request was cancelled"},
 		{name: "unknown is internal", err: errors.New("disk on fire at /secret/path"), code: api.Internal, internal: true, msgHasNot: "/secret/path"},
 	}
 	for _, c := range cases {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxd/ctxd/api"
 )
 
 // Class is the class of a summarizer failure (docs/design.md §5.5). It decides
@@ -81,7 +83,7 @@ var (
 	// ErrAllBindingsFailed: every binding failed; the compaction failed.
 	// The error returned by Summarizer.Summarize also wraps each binding's
 	// failure.
-	ErrAllBindingsFailed = errors.New("summarizer: every binding failed")
+	ErrAllBindingsFailed error = api.NewCoded(api.Upstream, "summarizer: every binding failed")
 	// ErrInvalidHistory: the assembled request would carry a tool call
 	// without its result, or a result without its call. No binding is tried.
 	ErrInvalidHistory = errors.New("summarizer: history is not closed")

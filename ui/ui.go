@@ -159,7 +159,7 @@ type row struct {
 }
 
 func rowOf(in engine.Info) row {
-	agent := in.Labels["proxy"]
+	agent := in.Labels[engine.LabelProxy]
 	if agent == "" {
 		agent = "api"
 	}

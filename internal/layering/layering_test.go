@@ -23,7 +23,7 @@ var root = filepath.Join("..", "..")
 // layer or one above). Layer 0 imports no package of ctxd.
 const (
 	layerBase     = iota // api, wire/sse and the leaf helpers: import no package of ctxd
-	layerModel           // history, config: the message model and the configuration
+	layerModel           // history, config: the message model and the configuration; badger
 	layerWire            // one package per provider wire API
 	layerStores          // the append-only log, artifacts, the worker pool
 	layerRules           // compaction's rules and parts, importers, the fleet backend
@@ -41,11 +41,11 @@ var layers = map[string]int{
 	"internal/bearer":   layerBase,
 	"internal/netlimit": layerBase,
 	"internal/redact":   layerBase,
-	"internal/store":    layerBase,
 	"internal/syncbuf":  layerBase,
 
-	"history": layerModel,
-	"config":  layerModel,
+	"history":        layerModel,
+	"config":         layerModel,
+	"internal/store": layerModel, // its errors carry api codes
 
 	"wire/anthropic": layerWire,
 	"wire/openai":    layerWire,

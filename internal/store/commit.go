@@ -8,17 +8,32 @@ import (
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ctxd/ctxd/api"
 )
 
-// Errors returned by Committer.Commit.
+// Errors returned by Committer.Commit, each carrying its api code
+// (api.ErrorCoder).
 var (
 	// ErrClosed: the committer was closed before the write was handed over.
-	ErrClosed = errors.New("store closed")
+	ErrClosed error = api.NewCoded(api.Unavailable, "store closed").Answer(func(error) *api.Error {
+		return &api.Error{Code: api.Unavailable, Message: ShuttingDown}
+	})
 	// ErrTooLarge: one commit exceeds what badger accepts in a single
 	// transaction (about 15 % of MemTableSize, counting values below
 	// ValueThreshold in full and larger ones as a 12-byte pointer).
-	ErrTooLarge = errors.New("write too large for one transaction")
+	ErrTooLarge error = api.NewCoded(api.TooLarge, "write too large for one transaction").Answer(func(err error) *api.Error {
+		return &api.Error{Code: api.TooLarge, Message: TooLargeMessage + err.Error()}
+	})
 )
+
+// TooLargeMessage begins the api message of a too-large append
+// (ErrTooLarge, checkpoint.ErrTooLarge); the error's text follows it.
+const TooLargeMessage = "the messages take more than one append may hold (about 1.1 MB as stored: docs/api.md \"Limits\"); split them into smaller appends; nothing was stored: "
+
+// ShuttingDown is the api message of a write to a closed store or log
+// (ErrClosed, checkpoint.ErrClosed).
+const ShuttingDown = "ctxd is shutting down"
 
 // Write is one key to set, or with Delete to delete, in a commit.
 type Write struct {

@@ -8,13 +8,17 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxd/ctxd/api"
 )
 
 // ErrNoSpace: a write was refused because the file system holding the data
 // would have less free space than the configured reserve after it
-// (storage.min_free_bytes). Nothing was written. Callers map it to the API
-// code insufficient_storage (HTTP 507).
-var ErrNoSpace = errors.New("insufficient storage")
+// (storage.min_free_bytes). Nothing was written. It answers as the API
+// code insufficient_storage (HTTP 507); a *SpaceError gives the figures.
+var ErrNoSpace error = api.NewCoded(api.InsufficientStorage, "insufficient storage").Answer(func(error) *api.Error {
+	return &api.Error{Code: api.InsufficientStorage, Message: "the disk is full: ctxd refuses writes below its free-space reserve; nothing was stored"}
+})
 
 // DefaultReserve is storage.min_free_bytes' default, in bytes (128 MiB).
 //
@@ -40,6 +44,11 @@ type SpaceError struct {
 	Need uint64
 	// Reserve is storage.min_free_bytes.
 	Reserve uint64
+}
+
+// APIError answers insufficient_storage with e's figures.
+func (e *SpaceError) APIError(error) *api.Error {
+	return &api.Error{Code: api.InsufficientStorage, Message: e.Error() + "; nothing was stored"}
 }
 
 func (e *SpaceError) Error() string {
