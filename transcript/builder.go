@@ -3,10 +3,10 @@ package transcript
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // builder appends canonical messages to a Transcript and keeps the
@@ -162,33 +162,7 @@ func textBlocks(s string) []history.Block {
 // jsonBlock keeps any structured value whole. An invalid value is stored as
 // a JSON string of its bytes so the block always holds valid JSON.
 func jsonBlock(raw json.RawMessage) history.Block {
-	return history.Block{Type: history.BlockJSON, JSON: validJSON(raw)}
-}
-
-// validJSON returns raw when it is a valid JSON value, else raw encoded as a
-// JSON string; empty input becomes {}.
-func validJSON(raw []byte) json.RawMessage {
-	if len(strings.TrimSpace(string(raw))) == 0 {
-		return json.RawMessage("{}")
-	}
-	if json.Valid(raw) {
-		return append(json.RawMessage(nil), raw...)
-	}
-	s, _ := json.Marshal(string(raw))
-	return s
-}
-
-// argumentsJSON turns an OpenAI-style arguments string (JSON text) into the
-// JSON value it holds, or into a JSON string when it does not parse.
-func argumentsJSON(args string) json.RawMessage {
-	if strings.TrimSpace(args) == "" {
-		return json.RawMessage("{}")
-	}
-	if json.Valid([]byte(args)) {
-		return json.RawMessage(args)
-	}
-	s, _ := json.Marshal(args)
-	return s
+	return history.Block{Type: history.BlockJSON, JSON: rawjson.Value(raw)}
 }
 
 // parseTime accepts RFC 3339 strings and Unix milliseconds; anything else

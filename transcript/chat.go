@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai"
 )
@@ -226,10 +227,10 @@ func openAIAppend(b *builder, raw json.RawMessage) error {
 		b.user(content, zeroTime)
 	case "assistant":
 		for _, c := range m.ToolCalls {
-			in := validJSON(c.Function.Arguments)
+			in := rawjson.Value(c.Function.Arguments)
 			var s string
 			if json.Unmarshal(c.Function.Arguments, &s) == nil {
-				in = argumentsJSON(s)
+				in = rawjson.Arguments(s)
 			}
 			content = append(content, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // piLine is one entry of a pi session JSONL.
@@ -94,7 +95,7 @@ func (b piBlock) canonical() history.Block {
 	case "thinking":
 		return history.Block{Type: history.BlockThinking, Text: b.Thinking, Signature: b.ThinkingSignature}
 	case "toolCall":
-		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: validJSON(b.Arguments)}
+		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: rawjson.Value(b.Arguments)}
 	case "image":
 		return history.Block{Type: history.BlockImage, MediaType: b.MimeType, Data: b.Data}
 	}

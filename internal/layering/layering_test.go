@@ -37,6 +37,7 @@ const (
 // A new package fails TestLayering until it is placed here.
 var layers = map[string]int{
 	"api":               layerBase,
+	"internal/rawjson":  layerBase,
 	"wire/sse":          layerBase,
 	"internal/bearer":   layerBase,
 	"internal/netlimit": layerBase,

@@ -1,12 +1,12 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // WireBlock is one Anthropic Messages content block as read from the wire
@@ -99,7 +99,7 @@ func (b WireBlock) Canonical() history.Block {
 			return history.Block{Type: history.BlockCompaction, Text: summary}
 		}
 	case "tool_use":
-		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: validJSON(b.Input)}
+		return history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: rawjson.Value(b.Input)}
 	case "image":
 		if b.Source != nil && b.Source.Type == "base64" {
 			return history.Block{Type: history.BlockImage, MediaType: b.Source.MediaType, Data: b.Source.Data}
@@ -232,20 +232,7 @@ func textBlock(s string) history.Block {
 
 // jsonBlock keeps any structured value whole.
 func jsonBlock(raw json.RawMessage) history.Block {
-	return history.Block{Type: history.BlockJSON, JSON: validJSON(raw)}
-}
-
-// validJSON returns raw when it is a valid JSON value, else raw encoded as a
-// JSON string; empty input becomes {}.
-func validJSON(raw []byte) json.RawMessage {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return json.RawMessage("{}")
-	}
-	if json.Valid(raw) {
-		return append(json.RawMessage(nil), raw...)
-	}
-	s, _ := json.Marshal(string(raw))
-	return s
+	return history.Block{Type: history.BlockJSON, JSON: rawjson.Value(raw)}
 }
 
 // WireMessage is one message of a Messages API request as read from the

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // Recorded items: Codex CLI writes each Responses item of a conversation
@@ -157,7 +158,7 @@ func RecordedItem(payload json.RawMessage) (Recorded, error) {
 		if p.CallID == "" {
 			return Recorded{}, errors.New("local_shell_call without call_id")
 		}
-		return assistant(history.Block{Type: history.BlockToolCall, ID: p.CallID, Name: "local_shell", Input: validJSON(p.Action)})
+		return assistant(history.Block{Type: history.BlockToolCall, ID: p.CallID, Name: "local_shell", Input: rawjson.Value(p.Action)})
 	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 		blocks, isErr, err := recordedOutput(p.Output)
 		if err != nil {
@@ -213,27 +214,7 @@ func stringOrJSON(raw json.RawMessage, parse bool) json.RawMessage {
 			out, _ := json.Marshal(str)
 			return out
 		}
-		if strings.TrimSpace(str) == "" {
-			return json.RawMessage("{}")
-		}
-		if json.Valid([]byte(str)) {
-			return json.RawMessage(str)
-		}
-		out, _ := json.Marshal(str)
-		return out
+		return rawjson.Arguments(str)
 	}
-	return validJSON(raw)
-}
-
-// validJSON returns raw when it is valid JSON, {} when it is empty, else
-// the JSON string of its bytes.
-func validJSON(raw []byte) json.RawMessage {
-	if len(strings.TrimSpace(string(raw))) == 0 {
-		return json.RawMessage("{}")
-	}
-	if json.Valid(raw) {
-		return append(json.RawMessage(nil), raw...)
-	}
-	s, _ := json.Marshal(string(raw))
-	return s
+	return rawjson.Value(raw)
 }
