@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/wire/overflow"
 )
 
 // Class is the class of a summarizer failure (docs/design.md §5.5). It decides
@@ -172,27 +173,6 @@ func ClassOf(err error) Class {
 	return ClassPermanent
 }
 
-// contextLengthPhrases are lower-case fragments that only ever appear in a
-// provider's "this does not fit the context window" error. They are matched
-// against the whole body, so wrappers that nest the provider's body as an
-// escaped string (OpenRouter's metadata.raw, Bedrock's "The model returned
-// the following errors: …", python reprs) match too.
-var contextLengthPhrases = []string{
-	"prompt is too long",                      // Anthropic, Bedrock, OpenRouter raw
-	"exceed context limit",                    // Anthropic: input length and `max_tokens` exceed context limit
-	"context_length_exceeded",                 // OpenAI chat and Responses code
-	"maximum context length",                  // OpenAI chat, vLLM, OpenRouter message
-	"exceeds the context window",              // OpenAI Responses message
-	"input is too long",                       // Bedrock "Input is too long for requested model"
-	"exceed_context_size",                     // llama.cpp error type
-	"exceeds the available context size",      // llama.cpp message
-	"context window exceeded",                 // generic
-	"model_context_window_exceeded",           // Anthropic stop reason echoed by proxies
-	"exceeds the maximum number of tokens",    // Gemini via OpenRouter
-	"input length exceeds the context length", // Ollama
-	"request_too_large",                       // Anthropic 413 type
-}
-
 // transientPhrases mark a body as transient whatever its status (some
 // proxies answer 400 or 200 with an overloaded body).
 var transientPhrases = []string{
@@ -209,23 +189,19 @@ var transientPhrases = []string{
 //   - 0, 408, 429: transient (a rate limit is never a context-length
 //     problem, even when its message says "reduce the prompt length");
 //   - 413, or a body carrying a context-length phrase (Anthropic, OpenAI,
-//     Bedrock, OpenRouter, vLLM, llama.cpp, Ollama wordings): context length;
+//     Bedrock, OpenRouter, vLLM, llama.cpp, Ollama wordings): context
+//     length, by the one classifier of every caller (wire/overflow);
 //   - 5xx, 529, or an overloaded / rate-limit error type in the body:
 //     transient;
 //   - anything else: permanent.
 func Classify(status int, body []byte) Class {
-	switch status {
-	case 0, http.StatusRequestTimeout, http.StatusTooManyRequests:
+	switch {
+	case status == 0, status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
 		return ClassTransient
-	case http.StatusRequestEntityTooLarge:
+	case overflow.IsContextLength(status, body):
 		return ClassContextLength
 	}
 	lower := strings.ToLower(string(body))
-	for _, p := range contextLengthPhrases {
-		if strings.Contains(lower, p) {
-			return ClassContextLength
-		}
-	}
 	if status >= 500 {
 		return ClassTransient
 	}

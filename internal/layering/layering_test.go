@@ -39,6 +39,7 @@ var layers = map[string]int{
 	"api":               layerBase,
 	"internal/rawjson":  layerBase,
 	"wire/sse":          layerBase,
+	"wire/overflow":     layerBase,
 	"internal/bearer":   layerBase,
 	"internal/netlimit": layerBase,
 	"internal/redact":   layerBase,

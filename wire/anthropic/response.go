@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/overflow"
 	"github.com/ctxd/ctxd/wire/sse"
 )
 
@@ -102,24 +103,11 @@ func ErrorBody(body []byte) (e APIError, ok bool) {
 }
 
 // IsContextLength reports whether an HTTP status and body are the
-// provider's refusal of a request too large for the model's context window:
-// a 400 whose message says "prompt is too long" or "input length and
-// `max_tokens` exceed context limit" (the real bodies are in the corpus,
-// providers/error-bodies.json), or a 413.
+// provider's refusal of a request too large for the model's context window
+// ("prompt is too long", "input length and `max_tokens` exceed context
+// limit", a 413): wire/overflow's classifier, the one every caller uses.
 func IsContextLength(status int, body []byte) bool {
-	if status == 413 {
-		return true
-	}
-	if status != 400 {
-		return false
-	}
-	e, ok := ErrorBody(body)
-	msg := strings.ToLower(e.Message)
-	if !ok {
-		msg = strings.ToLower(string(body))
-	}
-	return strings.Contains(msg, "prompt is too long") ||
-		(strings.Contains(msg, "input length") && strings.Contains(msg, "exceed context limit"))
+	return overflow.IsContextLength(status, body)
 }
 
 // ContextLengthFigures reads the figures of a context-length refusal's

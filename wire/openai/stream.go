@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/overflow"
 	"github.com/ctxd/ctxd/wire/sse"
 )
 
@@ -377,30 +378,12 @@ func ErrorBody(body []byte) (e APIError, ok bool) {
 
 // IsContextLength reports whether an HTTP status and body are a refusal of
 // a request too long for the model's context window, by OpenAI or a
-// compatible server: a 400 (or 413) with code context_length_exceeded, or
-// whose message says "maximum context length", "exceeds the context
-// window", "context length" with "exceed", or llama.cpp's "exceeds the
-// available context size" (the real bodies are in the corpus,
-// providers/error-bodies.json). A 413 always counts.
+// compatible server (code context_length_exceeded, "maximum context
+// length", "exceeds the context window", llama.cpp's "exceeds the
+// available context size", a 413): wire/overflow's classifier, the one
+// every caller uses.
 func IsContextLength(status int, body []byte) bool {
-	if status == 413 {
-		return true
-	}
-	if status != 400 {
-		return false
-	}
-	msg := strings.ToLower(string(body))
-	if e, ok := ErrorBody(body); ok {
-		if c, _ := e.Code.(string); c == "context_length_exceeded" {
-			return true
-		}
-		msg = strings.ToLower(e.Message)
-	}
-	return strings.Contains(msg, "maximum context length") ||
-		strings.Contains(msg, "exceeds the context window") ||
-		strings.Contains(msg, "context_length_exceeded") ||
-		strings.Contains(msg, "exceeds the available context size") ||
-		(strings.Contains(msg, "context length") && strings.Contains(msg, "exceed"))
+	return overflow.IsContextLength(status, body)
 }
 
 // ContextLengthFigures reads the figures of a context-length refusal's
