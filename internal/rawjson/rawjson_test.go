@@ -9,7 +9,7 @@ import (
 // its JSON string; the result is always valid.
 func TestValue(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"a":1}`: `{"a":1}`,
+		`{"a":1}`:  `{"a":1}`,
 		` [1, 2] `: ` [1, 2] `,
 		"":         `{}`,
 		" \n\t":    `{}`,
