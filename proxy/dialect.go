@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai"
+	wiresse "github.com/ctxd/ctxd/wire/sse"
 )
 
 // dialect is what differs between the wire APIs the proxy manages
@@ -455,7 +456,7 @@ func (f *chatUsageFilter) feed(b []byte) {
 
 // isUsageOnlyChunk: a "data:" line of a chunk with no choices and a usage.
 func isUsageOnlyChunk(line []byte) bool {
-	data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
+	data, ok := wiresse.Data(bytes.TrimSpace(line))
 	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
 		return false
 	}

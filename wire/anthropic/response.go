@@ -158,8 +158,7 @@ func atou(s string) uint64 {
 // holds more than the current event, so a stream can be read on its way to
 // the client without being buffered. Not safe for concurrent use.
 type StreamReader struct {
-	lines   sse.Lines // the stream's lines
-	data    []byte    // the data lines of the current event
+	events  sse.Events // the stream's events
 	resp    Response
 	partial map[int]*strings.Builder // input_json_delta text per block index
 	index   map[int]int              // block index → position in resp.Content
@@ -185,43 +184,22 @@ func NewStreamReader() *StreamReader { return NewStreamReaderMax(0) }
 // maxLine bytes (0: sse.DefaultMaxLine): a longer line is dropped, and
 // Response reports sse.ErrLineTooLong.
 func NewStreamReaderMax(maxLine int) *StreamReader {
-	return &StreamReader{lines: sse.Lines{Max: maxLine}, partial: map[int]*strings.Builder{}, index: map[int]int{}, deltas: map[int]*blockDeltas{}}
+	return &StreamReader{events: sse.Events{Lines: sse.Lines{Max: maxLine}}, partial: map[int]*strings.Builder{}, index: map[int]int{}, deltas: map[int]*blockDeltas{}}
 }
 
 // Write feeds stream bytes. It always returns len(p), nil; a malformed
 // event is remembered and reported by Response.
 func (s *StreamReader) Write(p []byte) (int, error) {
-	s.lines.Feed(p, s.handleLine)
-	if err := s.lines.Err(); err != nil {
+	s.events.Feed(p, s.handleEvent)
+	if err := s.events.Err(); err != nil {
 		s.fail(err)
 	}
 	return len(p), nil
 }
 
-// handleLine takes one SSE line: a data line is collected, a blank line
-// dispatches the event; event names are not needed (the data carries its
-// type), comments and other fields are ignored.
-func (s *StreamReader) handleLine(line []byte) {
-	switch {
-	case len(line) == 0:
-		if len(s.data) > 0 {
-			s.event(s.data)
-			s.data = s.data[:0]
-		}
-	case bytes.HasPrefix(line, []byte("data:")):
-		d := bytes.TrimPrefix(line[5:], []byte(" "))
-		if max := s.lines.Max; len(s.data)+len(d) > max && max > 0 || len(s.data)+len(d) > sse.DefaultMaxLine && max <= 0 {
-			// An event of many data lines: bounded as one line is.
-			s.fail(fmt.Errorf("%w: an event's data over the line limit", sse.ErrLineTooLong))
-			s.data = s.data[:0]
-			return
-		}
-		if len(s.data) > 0 {
-			s.data = append(s.data, '\n')
-		}
-		s.data = append(s.data, d...)
-	}
-}
+// handleEvent applies one server-sent event; event names are not needed
+// (the data carries its type).
+func (s *StreamReader) handleEvent(ev sse.Event) { s.event(ev.Data) }
 
 // streamEvent is the union of the stream's event payloads.
 type streamEvent struct {
@@ -368,10 +346,7 @@ var ErrIncomplete = errors.New("stream ended before message_stop")
 // (and no error event explains it); the partial Response is returned with
 // it.
 func (s *StreamReader) Response() (*Response, error) {
-	if len(s.data) > 0 { // a final event without its blank line
-		s.event(s.data)
-		s.data = s.data[:0]
-	}
+	s.events.Flush(s.handleEvent) // a final event without its blank line
 	r := s.resp
 	r.Content = append([]WireBlock(nil), s.resp.Content...)
 	for pos, d := range s.deltas {

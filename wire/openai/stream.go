@@ -229,7 +229,7 @@ func (s *StreamReader) Write(p []byte) (int, error) {
 }
 
 func (s *StreamReader) handle(line []byte) {
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	data, ok := sse.Data(line)
 	if !ok {
 		return
 	}

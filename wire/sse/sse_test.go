@@ -48,3 +48,63 @@ func TestLineTooLong(t *testing.T) {
 		t.Errorf("a 64 MiB line over a 1 KiB limit allocated %d bytes", d)
 	}
 }
+
+// TestField: name and value by the SSE rules: one space after the colon
+// dropped, a line without a colon a field with no value, comments and
+// blank lines no field.
+func TestField(t *testing.T) {
+	for _, c := range []struct {
+		line, name, value string
+		ok                bool
+	}{
+		{"data: {\"a\":1}", "data", `{"a":1}`, true},
+		{"data:{\"a\":1}", "data", `{"a":1}`, true},
+		{"data:  two", "data", " two", true},
+		{"event: message_start", "event", "message_start", true},
+		{"data", "data", "", true},
+		{": ping", "", "", false},
+		{"", "", "", false},
+	} {
+		name, value, ok := Field([]byte(c.line))
+		if string(name) != c.name || string(value) != c.value || ok != c.ok {
+			t.Errorf("Field(%q) = %q, %q, %v; want %q, %q, %v", c.line, name, value, ok, c.name, c.value, c.ok)
+		}
+	}
+	if v, ok := Data([]byte("data: [DONE]")); !ok || string(v) != "[DONE]" {
+		t.Errorf("Data = %q, %v", v, ok)
+	}
+	if _, ok := Data([]byte("event: data")); ok {
+		t.Error("Data took an event line")
+	}
+}
+
+// TestEventsCutAnywhere: events come out whole however the stream is cut,
+// data lines joined by newlines, the last event name kept, comments and
+// other fields ignored, an event without data not dispatched, and Flush
+// passing an event whose blank line never came.
+func TestEventsCutAnywhere(t *testing.T) {
+	stream := ": ping\n\nevent: a\ndata: 1\n\nid: 7\nevent: b\ndata: x\r\ndata: y\nretry: 5\n\nevent: empty\n\ndata: last\n"
+	want := []string{"a=1", "b=x\ny", "=last"}
+	for cut := 0; cut <= len(stream); cut++ {
+		var e Events
+		var got []string
+		fn := func(ev Event) { got = append(got, string(ev.Name)+"="+string(ev.Data)) }
+		e.Feed([]byte(stream[:cut]), fn)
+		e.Feed([]byte(stream[cut:]), fn)
+		e.Flush(fn)
+		if strings.Join(got, "|") != strings.Join(want, "|") || e.Err() != nil {
+			t.Fatalf("cut at %d: %q, err %v; want %q", cut, got, e.Err(), want)
+		}
+	}
+}
+
+// TestEventDataOverTheLimit: an event whose data lines together pass the
+// limit is dropped and reported; the events after it are read.
+func TestEventDataOverTheLimit(t *testing.T) {
+	e := Events{Lines: Lines{Max: 8}}
+	var got []string
+	e.Feed([]byte("data: 12345\ndata: 67890\n\ndata: ok\n\n"), func(ev Event) { got = append(got, string(ev.Data)) })
+	if !errors.Is(e.Err(), ErrLineTooLong) || len(got) != 1 || got[0] != "ok" {
+		t.Errorf("got %q, err %v", got, e.Err())
+	}
+}
