@@ -181,23 +181,8 @@ func anthropicAppend(b *builder, raw json.RawMessage) error {
 	return nil
 }
 
-// --- OpenAI chat messages (also SWE-agent history entries) ---
-
-type oaiMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Name      string          `json:"name"`
-	ToolCalls []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
-	ToolCallID  string   `json:"tool_call_id"`
-	ToolCallIDs []string `json:"tool_call_ids"`
-	Model       string   `json:"model"`
-}
+// --- OpenAI chat messages (also SWE-agent history entries), decoded by
+// wire/openai (DecodeChatIn) ---
 
 // openAIContent converts content in the OpenAI shapes (a string, null, or
 // an array of parts) for chat messages and Codex rollouts alike: the wire
@@ -206,8 +191,8 @@ func openAIContent(raw json.RawMessage) ([]history.Block, error) { return openai
 
 // openAIAppend converts one chat message; nothing changes on error.
 func openAIAppend(b *builder, raw json.RawMessage) error {
-	var m oaiMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m, err := openai.DecodeChatIn(raw)
+	if err != nil {
 		return err
 	}
 	content, err := openAIContent(m.Content)
@@ -226,10 +211,15 @@ func openAIAppend(b *builder, raw json.RawMessage) error {
 	case "user":
 		b.user(content, zeroTime)
 	case "assistant":
+		// An import keeps the arguments' value (a string that is JSON
+		// text becomes that value; one that is not, a JSON string), where
+		// the proxy's ParseChat keeps their bytes to send them back. An
+		// import leaves reasoning_content out, as it always has: without a
+		// signature it would become text (docs/decisions.md, "Imported
+		// thinking without a signature becomes text").
 		for _, c := range m.ToolCalls {
 			in := rawjson.Value(c.Function.Arguments)
-			var s string
-			if json.Unmarshal(c.Function.Arguments, &s) == nil {
+			if s, ok := c.ArgumentsText(); ok && len(c.Function.Arguments) > 0 {
 				in = rawjson.Arguments(s)
 			}
 			content = append(content, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})

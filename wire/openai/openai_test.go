@@ -476,3 +476,30 @@ func TestStreamLineLimit(t *testing.T) {
 		t.Fatalf("%d calls allocated for one hostile index", len(c.calls))
 	}
 }
+
+// TestDecodeChatInArguments: a call's arguments are read raw, their text
+// when a JSON string ("" absent or null), not ok for another value, which
+// ParseChat refuses naming the field (an import keeps the value).
+func TestDecodeChatInArguments(t *testing.T) {
+	for raw, want := range map[string]struct {
+		text string
+		ok   bool
+	}{
+		`{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{\"a\":1}"}}]}`: {`{"a":1}`, true},
+		`{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]}`:                         {"", true},
+		`{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":null}}]}`:        {"", true},
+		`{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":{"a":1}}}]}`:     {"", false},
+	} {
+		m, err := DecodeChatIn(json.RawMessage(raw))
+		if err != nil || len(m.ToolCalls) != 1 {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if text, ok := m.ToolCalls[0].ArgumentsText(); text != want.text || ok != want.ok {
+			t.Errorf("%s: ArgumentsText = %q, %v; want %q, %v", raw, text, ok, want.text, want.ok)
+		}
+		_, err = ParseChat([]json.RawMessage{json.RawMessage(raw)}, 0)
+		if want.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "messages[0].tool_calls[0].function.arguments")) {
+			t.Errorf("%s: ParseChat err %v", raw, err)
+		}
+	}
+}

@@ -9,15 +9,54 @@ import (
 	"github.com/ctxd/ctxd/history"
 )
 
-// chatIn is the part of a Chat Completions message the conversion reads.
-type chatIn struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []ToolCall      `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+// ChatIn is one Chat Completions message as read from the wire: the one
+// decoding of a Chat message in ctxd. ParseChat (the proxy's requests)
+// and transcript's importers of chat arrays and SWE-agent trajectories
+// read it (DecodeChatIn); each maps it to the canonical model by its own
+// rules (ParseChat keeps the bytes it must send back; an import keeps the
+// values).
+type ChatIn struct {
+	Role string `json:"role"`
+	// Content is a string, null, or an array of parts (Content reads it).
+	Content   json.RawMessage `json:"content"`
+	Name      string          `json:"name"`
+	ToolCalls []ChatCallIn    `json:"tool_calls"`
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string `json:"tool_call_id"`
+	// ToolCallIDs: a SWE-agent history entry answering several calls.
+	ToolCallIDs []string `json:"tool_call_ids"`
 	// ReasoningContent is what compatible servers (vLLM, DeepSeek) return
 	// as the model's reasoning.
 	ReasoningContent string `json:"reasoning_content"`
+	// Model is the model a recorded assistant message names.
+	Model string `json:"model"`
+}
+
+// ChatCallIn is one tool call of a ChatIn. Arguments is kept raw: the wire
+// sends a JSON string, some recorders store the object itself.
+type ChatCallIn struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ArgumentsText returns the arguments as the wire sends them, the text of
+// a JSON string ("" when they are absent or null); ok is false when they
+// are another JSON value.
+func (c ChatCallIn) ArgumentsText() (text string, ok bool) {
+	if len(c.Function.Arguments) == 0 {
+		return "", true
+	}
+	return text, json.Unmarshal(c.Function.Arguments, &text) == nil
+}
+
+// DecodeChatIn reads one Chat Completions message.
+func DecodeChatIn(raw json.RawMessage) (ChatIn, error) {
+	var m ChatIn
+	err := json.Unmarshal(raw, &m)
+	return m, err
 }
 
 // IsChatPrefix reports whether a raw Chat message belongs to the request's
@@ -57,8 +96,8 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 	}
 	var out []history.Message
 	for i := from; i < len(msgs); i++ {
-		var m chatIn
-		if err := json.Unmarshal(msgs[i], &m); err != nil {
+		m, err := DecodeChatIn(msgs[i])
+		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 		switch m.Role {
@@ -85,7 +124,11 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 				if c.ID == "" {
 					return nil, fmt.Errorf("messages[%d].tool_calls[%d].id: missing", i, k)
 				}
-				in := argumentsInput(c.Function.Arguments)
+				args, ok := c.ArgumentsText()
+				if !ok {
+					return nil, fmt.Errorf("messages[%d].tool_calls[%d].function.arguments: not a JSON string", i, k)
+				}
+				in := argumentsInput(args)
 				names[c.ID] = c.Function.Name
 				blocks = append(blocks, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})
 			}

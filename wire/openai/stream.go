@@ -143,13 +143,21 @@ func nonNil(items []json.RawMessage) []json.RawMessage {
 type chatCompletion struct {
 	Model   string `json:"model"`
 	Choices []struct {
-		Index        int             `json:"index"`
-		Message      *chatIn         `json:"message"`
-		Delta        *chatDelta      `json:"delta"`
-		FinishReason json.RawMessage `json:"finish_reason"`
+		Index        int                `json:"index"`
+		Message      *chatAnswerMessage `json:"message"`
+		Delta        *chatDelta         `json:"delta"`
+		FinishReason json.RawMessage    `json:"finish_reason"`
 	} `json:"choices"`
 	Usage json.RawMessage `json:"usage"`
 	Error *APIError       `json:"error"`
+}
+
+// chatAnswerMessage is the message of a non-streamed Chat answer: its tool
+// calls keep their arguments as the string the answer carries.
+type chatAnswerMessage struct {
+	Content          json.RawMessage `json:"content"`
+	ToolCalls        []ToolCall      `json:"tool_calls"`
+	ReasoningContent string          `json:"reasoning_content"`
 }
 
 type chatDelta struct {
