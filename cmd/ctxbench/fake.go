@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -58,7 +59,10 @@ func startFake(latency time.Duration, contextLength, overloaded float64, seed ui
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", f.messages)
-	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// net/http's own complaints go through slog as warn records, as the
+	// daemon's do.
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 	f.wg.Go(func() { _ = f.srv.Serve(ln) })
 	return f, nil
 }

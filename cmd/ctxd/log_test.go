@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +134,64 @@ func TestHTTPServerErrorLogIsARecord(t *testing.T) {
 	rec := waitForRecord(t, &buf, "http: panic serving")
 	if rec["level"] != "WARN" || rec[attrOrigin] != "net/http" || rec[attrListener] != "unix socket" {
 		t.Errorf("record %v: want level WARN, origin net/http, listener %q", rec, "unix socket")
+	}
+}
+
+// TestEveryHTTPServerLogsThroughSlog: every http.Server the module's
+// non-test code builds sets ErrorLog, so net/http's own lines ("http:
+// TLS handshake error", a handler's panic) are slog records, never bare
+// lines on stderr: the daemon's listeners (httpErrorLog), the proxy's, the
+// load generator's fake provider and the wire replay's.
+func TestEveryHTTPServerLogsThroughSlog(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	found := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			sel, ok := lit.Type.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Server" {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "http" {
+				return true
+			}
+			found++
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "ErrorLog" {
+						return true
+					}
+				}
+			}
+			t.Errorf("%s: an http.Server without ErrorLog: net/http would print on stderr past slog", fset.Position(lit.Pos()))
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 3 {
+		t.Fatalf("found %d http.Server literals: wrong directory?", found)
 	}
 }

@@ -119,7 +119,7 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hs := &http.Server{Handler: p.Handler(), ConnContext: p.ConnContext}
+	hs := &http.Server{Handler: p.Handler(), ConnContext: p.ConnContext, ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
 	go func() { _ = hs.Serve(l) }()
 	url := "http://" + l.Addr().String()
 
