@@ -21,6 +21,7 @@ import (
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // The fixture the proxy benchmarks share (BenchmarkProxy,
@@ -31,12 +32,19 @@ import (
 // with cfg, sending upstream through tr; everything is closed when b ends.
 func benchProxy(b testing.TB, cfg config.Config, tr http.RoundTripper) *Proxy {
 	b.Helper()
-	cfg.Storage.DataDir = b.TempDir()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := store.OpenInMemory()
 	if err != nil {
 		b.Fatal(err)
 	}
+	return benchProxyOn(b, cfg, tr, db)
+}
+
+// benchProxyOn is benchProxy over the store db, which it closes when b
+// ends.
+func benchProxyOn(b testing.TB, cfg config.Config, tr http.RoundTripper, db *badger.DB) *Proxy {
+	b.Helper()
+	cfg.Storage.DataDir = b.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	arts, err := artifacts.Open(db, testSecret)
 	if err != nil {
 		b.Fatal(err)
