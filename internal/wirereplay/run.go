@@ -33,8 +33,9 @@ type Result struct {
 	// Stats are the proxy's counters (zero directly).
 	Stats proxy.Stats
 	// MissingPrompt lists the turns whose forwarded request lacks the
-	// newest person's prompt (Turn.Prompt).
-	MissingPrompt []int
+	// newest person's prompt (Turn.Prompt), MissingFirst those that lack
+	// the first task (Turn.FirstTask).
+	MissingPrompt, MissingFirst []int
 	// Failed lists the turns the client got no 200 for, with the status.
 	Failed []string
 	// Sessions are ctxd's sessions of the run, with their figures (nil
@@ -54,8 +55,8 @@ func Direct(tb testing.TB, s *Session) Result {
 	up := StartUpstream(tb)
 	res := Result{}
 	for i, t := range s.Turns {
-		up.Next(t.Answer)
-		status, _ := post(tb, up.URL(), t.Body)
+		up.NextTurn(t)
+		status, _ := post(tb, up.URL(), s, t.Body)
 		res.Turns++
 		if status != http.StatusOK {
 			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
@@ -63,7 +64,8 @@ func Direct(tb testing.TB, s *Session) Result {
 		res.Managed++
 	}
 	res.Usage = up.Usage()
-	res.MissingPrompt = missing(s, up.Bodies())
+	res.MissingPrompt = missing(s, up.Bodies(), func(t Turn) string { return t.Prompt })
+	res.MissingFirst = missing(s, up.Bodies(), func(t Turn) string { return t.FirstTask })
 	if errs := up.Errors(); len(errs) > 0 {
 		tb.Fatalf("replay upstream: %v", errs)
 	}
@@ -78,9 +80,14 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	tb.Helper()
 	up := StartUpstream(tb)
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = up.URL()
+	cfg.Proxy.Upstreams.OpenAI.BaseURL = up.URL()
 	if s.Limit > 0 {
 		cfg.Models = maps.Clone(cfg.Models)
-		cfg.Models[s.Model] = config.Model{ContextLimit: s.Limit, ThinkingBinding: true, TokenFactor: 1.35}
+		if s.Agent == "codex" {
+			cfg.Models[s.Model] = config.Model{ContextLimit: s.Limit}
+		} else {
+			cfg.Models[s.Model] = config.Model{ContextLimit: s.Limit, ThinkingBinding: true, TokenFactor: 1.35}
+		}
 	}
 	if cfg.Storage.DataDir == "" {
 		cfg.Storage.DataDir = tb.TempDir()
@@ -126,8 +133,8 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	res := Result{}
 	ids := map[string]bool{}
 	for i, t := range s.Turns {
-		up.Next(t.Answer)
-		status, h := post(tb, url, t.Body)
+		up.NextTurn(t)
+		status, h := post(tb, url, s, t.Body)
 		res.Turns++
 		if status != http.StatusOK {
 			res.Failed = append(res.Failed, strconv.Itoa(i)+": "+strconv.Itoa(status))
@@ -144,7 +151,11 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	<-done
 	res.Usage = up.Usage()
 	res.Stats = p.Stats()
-	res.MissingPrompt = missing(s, up.Bodies())
+	res.MissingPrompt = missing(s, up.Bodies(), func(t Turn) string { return t.Prompt })
+	res.MissingFirst = missing(s, up.Bodies(), func(t Turn) string { return t.FirstTask })
+	if dumpBodies != nil {
+		dumpBodies(up.Bodies())
+	}
 	for id := range ids {
 		if info, err := eng.Session(context.Background(), id); err == nil {
 			res.Sessions = append(res.Sessions, info)
@@ -159,15 +170,25 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	return res
 }
 
-// post sends one request as the agent does and reads the whole answer.
-func post(tb testing.TB, base string, body []byte) (int, http.Header) {
-	req, err := http.NewRequest("POST", base+"/v1/messages?beta=true", bytes.NewReader(body))
+// post sends one request of s as its agent does and reads the whole
+// answer: Codex to the Responses API with a bearer credential, the others
+// to the Messages API.
+func post(tb testing.TB, base string, s *Session, body []byte) (int, http.Header) {
+	path := "/v1/messages?beta=true"
+	if s.Agent == "codex" {
+		path = "/v1/responses"
+	}
+	req, err := http.NewRequest("POST", base+path, bytes.NewReader(body))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", apiKey)
-	req.Header.Set("Anthropic-Version", "2023-06-01")
+	if s.Agent == "codex" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	} else {
+		req.Header.Set("X-Api-Key", apiKey)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
@@ -177,18 +198,22 @@ func post(tb testing.TB, base string, body []byte) (int, http.Header) {
 	return resp.StatusCode, resp.Header
 }
 
-// missing lists the turns whose forwarded body lacks the turn's prompt
-// piece; bodies are the agent requests the upstream received, one per
-// turn.
-func missing(s *Session, bodies [][]byte) []int {
+// missing lists the turns whose forwarded body lacks the turn's piece
+// (piece: its prompt or first task); bodies are the agent requests the
+// upstream received, one per turn.
+func missing(s *Session, bodies [][]byte, piece func(Turn) string) []int {
 	var out []int
 	for i, t := range s.Turns {
-		if t.Prompt == "" {
+		p := piece(t)
+		if p == "" {
 			continue
 		}
-		if i >= len(bodies) || !bytes.Contains(bodies[i], []byte(t.Prompt)) {
+		if i >= len(bodies) || !bytes.Contains(bodies[i], []byte(p)) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
+
+// dumpBodies, when set (a debugging test), gets the bodies ctxd forwarded.
+var dumpBodies func([][]byte)

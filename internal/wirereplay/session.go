@@ -73,6 +73,12 @@ type Turn struct {
 	// plain characters only, so that it appears byte for byte in any JSON
 	// encoding of the request ("" when the prompt has no such piece).
 	Prompt string
+	// FirstTask is such a piece of the first prompt a person wrote in the
+	// request (the first task, as the client still holds it).
+	FirstTask string
+	// Items, for a Responses API session (LoadCodex), is the recorded
+	// answer as its output items (a JSON array); Answer is unset then.
+	Items json.RawMessage
 }
 
 // Load rebuilds src's requests. An agent's own compaction (Claude Code's
@@ -157,7 +163,7 @@ func turns(list []history.Message, head []byte, limit int) []Turn {
 		}
 		b.Write(lastEnc)
 		b.WriteString(`]}`)
-		out = append(out, Turn{Messages: list[:k:k], Body: b.Bytes(), Answer: list[k], Prompt: promptPiece(list[:k])})
+		out = append(out, Turn{Messages: list[:k:k], Body: b.Bytes(), Answer: list[k], Prompt: promptPiece(list[:k]), FirstTask: firstPiece(list[:k])})
 		prev = k
 	}
 	return out
@@ -233,7 +239,21 @@ func NewestPrompt(msgs []history.Message) int {
 // characters — letters, digits, spaces and .,-_: — in the newest person's
 // prompt of msgs: it reads the same in every JSON encoding.
 func promptPiece(msgs []history.Message) string {
-	i := NewestPrompt(msgs)
+	return pieceOf(msgs, NewestPrompt(msgs))
+}
+
+// firstPiece is promptPiece of the first person's prompt of msgs.
+func firstPiece(msgs []history.Message) string {
+	for i := range msgs {
+		if history.IsPersonPrompt(msgs[i]) {
+			return pieceOf(msgs, i)
+		}
+	}
+	return ""
+}
+
+// pieceOf is plainPiece of message i's text ("" when i < 0).
+func pieceOf(msgs []history.Message, i int) string {
 	if i < 0 {
 		return ""
 	}
@@ -244,12 +264,18 @@ func promptPiece(msgs []history.Message) string {
 			text.WriteByte('\n')
 		}
 	}
+	return plainPiece(text.String())
+}
+
+// plainPiece is the longest run (at most 60 bytes, at least 12) of plain
+// characters — letters, digits, spaces and .,-_: — of text ("" when none
+// is that long).
+func plainPiece(s string) string {
 	plain := func(r rune) bool {
 		return r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(" .,-_:", r))
 	}
 	best := ""
 	cur := 0
-	s := text.String()
 	for j, r := range s + "\x00" {
 		if plain(r) {
 			continue

@@ -50,8 +50,9 @@ func (u Usage) Cost() float64 {
 
 // Upstream is a fake Anthropic Messages endpoint for the replay. It answers
 // an agent's request with the answer the test queued (Next), a summarizer
-// request (one ending with summarizer.BuiltinPrompt) with a summary built
-// from the request's text, and models the prompt cache: a request's cached
+// request (one whose last message holds summarizer.BuiltinPrompt) with a
+// summary built from the request's text (the prompt left out, so a later
+// request holding the summary is no summarizer request), and models the prompt cache: a request's cached
 // part is the longest prefix — tools, system, then messages, compared as
 // whole elements with cache markers left out — that an earlier request
 // had; what follows up to its last cache marker is written to the cache;
@@ -64,7 +65,7 @@ type Upstream struct {
 	mu     sync.Mutex
 	seen   map[[32]byte]bool // chain digests of every prefix sent
 	elems  map[[32]byte]element
-	next   []history.Message
+	next   []queued
 	usage  Usage
 	bodies [][]byte // the agent requests received (not summaries)
 	errs   []string
@@ -81,10 +82,25 @@ func StartUpstream(tb testing.TB) *Upstream {
 // URL is the upstream's base URL.
 func (u *Upstream) URL() string { return u.srv.URL }
 
+// queued is an answer to come: a message (Messages API) or output items
+// (Responses API).
+type queued struct {
+	msg   history.Message
+	items json.RawMessage
+}
+
 // Next queues the answer to the next agent request.
 func (u *Upstream) Next(m history.Message) {
 	u.mu.Lock()
-	u.next = append(u.next, m)
+	u.next = append(u.next, queued{msg: m})
+	u.mu.Unlock()
+}
+
+// NextTurn queues t's answer: its output items when it has them, else its
+// message.
+func (u *Upstream) NextTurn(t Turn) {
+	u.mu.Lock()
+	u.next = append(u.next, queued{msg: t.Answer, items: t.Items})
 	u.mu.Unlock()
 }
 
@@ -114,6 +130,10 @@ var summaryKey = []byte(strings.SplitN(summarizer.BuiltinPrompt, ".", 2)[0])
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if r.URL.Path == "/v1/responses" {
+		u.serveResponses(w, body)
+		return
+	}
 	if r.URL.Path != "/v1/messages" {
 		http.Error(w, "not served by the replay upstream", http.StatusNotFound)
 		return
@@ -128,7 +148,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, "messages is not an array")
 		return
 	}
-	summary := bytes.Contains(body, summaryKey)
+	summary := len(msgs) > 0 && bytes.Contains(msgs[len(msgs)-1], summaryKey)
 	elems := append([]json.RawMessage{f["tools"], f["system"]}, msgs...)
 	read, write, input := u.bill(elems)
 
@@ -143,7 +163,7 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 			u.fail(w, "no answer queued for an agent request")
 			return
 		}
-		answer, u.next = u.next[0], u.next[1:]
+		answer, u.next = u.next[0].msg, u.next[1:]
 		u.bodies = append(u.bodies, body)
 		u.usage.MaxPrompt = max(u.usage.MaxPrompt, read+write+input)
 	}
@@ -305,7 +325,7 @@ func summaryOf(msgs []json.RawMessage) history.Message {
 		}
 		for _, m := range ms {
 			for _, bl := range m.Content {
-				if bl.Type != history.BlockText || b.Len() > 12000 {
+				if bl.Type != history.BlockText || b.Len() > 12000 || strings.Contains(bl.Text, string(summaryKey)) {
 					continue
 				}
 				line, _, _ := strings.Cut(strings.TrimSpace(bl.Text), "\n")
@@ -320,4 +340,130 @@ func summaryOf(msgs []json.RawMessage) history.Message {
 	}
 	b.WriteString("## Next steps\nGo on from the last step above.\n")
 	return history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: b.String()}}}
+}
+
+// serveResponses is the Responses API endpoint: it answers an agent's
+// request with the output items queued (NextTurn) and a summarizer request
+// with summaryOf's text as one output message, and bills the request as
+// OpenAI's automatic prompt cache does: the elements are tools,
+// instructions, then each input item; the cached part is the longest
+// prefix an earlier request had, and the whole request is written to the
+// cache (there are no markers), the uncached part counted as a cache write
+// so that both APIs are priced alike. Usage is reported as OpenAI does
+// (input_tokens including input_tokens_details.cached_tokens).
+func (u *Upstream) serveResponses(w http.ResponseWriter, body []byte) {
+	var f map[string]json.RawMessage
+	if json.Unmarshal(body, &f) != nil {
+		u.fail(w, "not a Responses request")
+		return
+	}
+	items, ok := splitArray(f["input"])
+	if !ok {
+		u.fail(w, "input is not an array")
+		return
+	}
+	summary := len(items) > 0 && bytes.Contains(items[len(items)-1], summaryKey)
+	elems := append([]json.RawMessage{f["tools"], f["instructions"]}, items...)
+	read, write := u.billAll(elems)
+
+	u.mu.Lock()
+	var output json.RawMessage
+	out := uint64(0)
+	if summary {
+		m := summaryOfItems(items)
+		out = uint64(len(m)+3) / 4
+		o, _ := json.Marshal([]map[string]any{{"type": "message", "id": "msg_replay_summary", "status": "completed", "role": "assistant",
+			"content": []map[string]any{{"type": "output_text", "text": m, "annotations": []any{}}}}})
+		output = o
+		u.usage.Summaries++
+		u.usage.Output += out
+	} else {
+		if len(u.next) == 0 {
+			u.mu.Unlock()
+			u.fail(w, "no answer queued for an agent request")
+			return
+		}
+		var q queued
+		q, u.next = u.next[0], u.next[1:]
+		output = q.items
+		u.bodies = append(u.bodies, body)
+		u.usage.MaxPrompt = max(u.usage.MaxPrompt, read+write)
+	}
+	u.usage.Requests++
+	u.usage.CacheRead += read
+	u.usage.CacheWrite += write
+	u.mu.Unlock()
+
+	var model struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &model)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"resp_replay","object":"response","created_at":1764662400,"status":"completed","model":%q,"output":%s,"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":%d},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
+		model.Model, output, read+write, read, max(out, 50), read+write+max(out, 50))
+}
+
+// billAll is bill for a request whose every element is written to the
+// cache (no markers: OpenAI caches the whole prompt).
+func (u *Upstream) billAll(elems []json.RawMessage) (read, write uint64) {
+	var chain [32]byte
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cached := true
+	for _, e := range elems {
+		key := sha256.Sum256(e)
+		el, ok := u.elems[key]
+		if !ok {
+			el.digest, el.tokens = sha256.Sum256(e), uint64(len(e)+3)/4
+			u.elems[key] = el
+		}
+		h := sha256.New()
+		h.Write(chain[:])
+		h.Write(el.digest[:])
+		copy(chain[:], h.Sum(nil))
+		if cached && u.seen[chain] {
+			read += el.tokens
+			continue
+		}
+		cached = false
+		u.seen[chain] = true
+		write += el.tokens
+	}
+	return read, write
+}
+
+// summaryOfItems is summaryOf for Responses input items: the first line of
+// each message's text, under the built-in prompt's headings.
+func summaryOfItems(items []json.RawMessage) string {
+	var b strings.Builder
+	b.WriteString("## Goal\nContinue the task the user gave.\n## State\n")
+	for _, raw := range items {
+		var m struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Type != "message" && m.Type != "" {
+			continue
+		}
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		var text string
+		if json.Unmarshal(m.Content, &text) != nil {
+			_ = json.Unmarshal(m.Content, &parts)
+			for _, p := range parts {
+				text += p.Text + "\n"
+			}
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+		if r := []rune(line); len(r) > 200 {
+			line = string(r[:200])
+		}
+		if line != "" && b.Len() < 12000 && !strings.Contains(text, string(summaryKey)) {
+			fmt.Fprintf(&b, "- %s: %s\n", m.Role, line)
+		}
+	}
+	b.WriteString("## Next steps\nGo on from the last step above.\n")
+	return b.String()
 }

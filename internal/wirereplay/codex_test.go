@@ -1,0 +1,72 @@
+package wirereplay
+
+import (
+	"os"
+	"testing"
+)
+
+// checkReplay holds what docs/design.md §10 promises on a replayed
+// session: every request managed (no pass-through, rule break or
+// violation), none failed, the newest prompt and the first task a person
+// wrote in every forwarded request, and a cost through ctxd no higher than
+// direct. It returns the compactions of the run.
+func checkReplay(t *testing.T, s *Session, direct, via Result) int {
+	t.Helper()
+	pieces := 0
+	for _, turn := range s.Turns {
+		if turn.Prompt != "" && turn.FirstTask != "" {
+			pieces++
+		}
+	}
+	if pieces == 0 {
+		t.Fatal("no request has a person's prompt to look for")
+	}
+	if len(direct.Failed) > 0 || len(via.Failed) > 0 {
+		t.Fatalf("failed requests: direct %v, via ctxd %v", direct.Failed, via.Failed)
+	}
+	st := via.Stats
+	if via.Managed != via.Turns || st.ClientRuleBreaks != 0 || st.Violations != 0 || st.PassedThrough != 0 {
+		t.Errorf("%d of %d requests managed (client rule breaks %d, violations %d, passed through %d)",
+			via.Managed, via.Turns, st.ClientRuleBreaks, st.Violations, st.PassedThrough)
+	}
+	if len(via.MissingPrompt) > 0 {
+		t.Errorf("the newest prompt is missing from %d forwarded requests (first turn %d: %q)", len(via.MissingPrompt), via.MissingPrompt[0], s.Turns[via.MissingPrompt[0]].Prompt)
+	}
+	if len(via.MissingFirst) > 0 {
+		t.Errorf("the first task is missing from %d forwarded requests (first turn %d: %q)", len(via.MissingFirst), via.MissingFirst[0], s.Turns[via.MissingFirst[0]].FirstTask)
+	}
+	compactions := 0
+	for _, info := range via.Sessions {
+		compactions += int(info.Checkpoints)
+	}
+	dc, vc := direct.Usage.Cost(), via.Usage.Cost()
+	t.Logf("%d requests: cost direct %.0f, via ctxd %.0f (%+.1f %%); cache writes %d vs %d; %d compactions, %d summaries",
+		len(s.Turns), dc, vc, 100*(vc/dc-1), direct.Usage.CacheWrite, via.Usage.CacheWrite, compactions, via.Usage.Summaries)
+	if vc > dc {
+		t.Errorf("ctxd costs more than no proxy: %.0f > %.0f", vc, dc)
+	}
+	return compactions
+}
+
+// smallWindows are replayed sessions with a window small enough that ctxd
+// compacts them (the recordings' own windows are never crossed by ctxd's
+// estimate): Codex's function-tools session and Claude Code's 150-tool
+// session.
+var smallWindows = []Source{
+	{File: "claude-code/autocompact-150tools.jsonl", Agent: "claude-code", Thinking: `{"type":"adaptive"}`, Limit: 60000},
+}
+
+// Replayed sessions that cross ctxd's compaction threshold (a window set
+// smaller than the model's, as an operator configures it): at least one
+// compaction each, and checkReplay's promises — every request managed, the
+// newest prompt and the first task a person wrote in every request (after
+// every compaction), no more cost than direct, ctxd's summaries included.
+// CTXD_REPLAY_COMPACT_TABLE=FILE writes the figures as the Markdown table
+// of docs/performance.md.
+func TestReplayAcrossCompactions(t *testing.T) {
+	replayTable(t, smallWindows, os.Getenv("CTXD_REPLAY_COMPACT_TABLE"), func(t *testing.T, src Source, _ *Session, _ float64, compactions int) {
+		if compactions == 0 {
+			t.Errorf("no compaction with a window of %d tokens", src.Limit)
+		}
+	})
+}
