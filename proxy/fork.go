@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/engine"
@@ -80,7 +81,10 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 		_, err := p.eng.CreateSession(ctx, params)
 		return forkAt{}, err
 	}
-	_, err := p.eng.ForkSession(ctx, params, parent.id, fork.through)
+	forked := params
+	forked.Labels = maps.Clone(params.Labels)
+	forked.Labels[labelInherits] = parent.id
+	_, err := p.eng.ForkSession(ctx, forked, parent.id, fork.through)
 	var fe *engine.FieldError
 	if err == nil || errors.Is(err, engine.ErrExists) || (errors.As(err, &fe) && fe.Field != "fork_through") {
 		return fork, err
@@ -89,3 +93,8 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 	_, err = p.eng.CreateSession(ctx, params)
 	return forkAt{}, err
 }
+
+// labelInherits names, on a branch that inherited its parent's log
+// (forkPoint), that parent: its files are kept while the branch is
+// (expirable).
+const labelInherits = "proxy.inherits"

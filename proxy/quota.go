@@ -188,7 +188,7 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 		return 0, nil
 	}
 	cut := now.Add(-time.Duration(h) * time.Hour)
-	var old []string
+	var all []engine.Info
 	after := ""
 	for {
 		page, next, err := p.eng.ListSessionPage(ctx, after, 1000)
@@ -196,8 +196,8 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 			return 0, err
 		}
 		for _, in := range page {
-			if in.Labels[engine.LabelProxy] != "" && in.Updated.Before(cut) {
-				old = append(old, in.ID)
+			if in.Labels[engine.LabelProxy] != "" {
+				all = append(all, engine.Info{ID: in.ID, Updated: in.Updated, Labels: map[string]string{labelInherits: in.Labels[labelInherits]}})
 			}
 		}
 		if next == "" {
@@ -205,6 +205,7 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 		}
 		after = next
 	}
+	old := expirable(all, cut)
 	n := 0
 	for _, id := range old {
 		if err := p.eng.DeleteSessionFiles(ctx, id); err != nil {
@@ -244,4 +245,33 @@ func (p *Proxy) forgetSession(id string) {
 		}
 	}
 	p.mu.Unlock()
+}
+
+// expirable lists the proxied sessions (all) idle since before cut, but
+// for those a session that stays inherited from, directly or through
+// another (labelInherits): a fork's inherited offload stubs name its
+// parent's files, which go with the parent.
+func expirable(all []engine.Info, cut time.Time) []string {
+	inherits := map[string]string{}
+	for _, in := range all {
+		if par := in.Labels[labelInherits]; par != "" {
+			inherits[in.ID] = par
+		}
+	}
+	needed := map[string]bool{}
+	for _, in := range all {
+		if in.Updated.Before(cut) {
+			continue
+		}
+		for par := inherits[in.ID]; par != "" && !needed[par]; par = inherits[par] {
+			needed[par] = true
+		}
+	}
+	var old []string
+	for _, in := range all {
+		if in.Updated.Before(cut) && !needed[in.ID] {
+			old = append(old, in.ID)
+		}
+	}
+	return old
 }
