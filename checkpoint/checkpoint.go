@@ -236,6 +236,11 @@ const (
 	// counterfactual and cache-write causes, a summarizer call, or a
 	// change of the session's proxy mode; Data is a ledger.Entry.
 	KindLedger Kind = "ledger"
+	// KindPrepared: a speculative summary was prepared in the background
+	// (docs/design.md §5.1), installed when the trigger fires; Data is the
+	// engine's (the summary, the checkpoint it extends and the message seq
+	// it covers up to).
+	KindPrepared Kind = "prepared"
 )
 
 var kinds = map[Kind]bool{
@@ -244,7 +249,7 @@ var kinds = map[Kind]bool{
 	KindCircuitOpen: true, KindContextEdit: true, KindOffload: true, KindOffloadFailed: true,
 	KindDiagnostic: true, KindPrefixReset: true, KindAbandonedRound: true,
 	KindRunStarted: true, KindSessionUpdated: true, KindImported: true,
-	KindClientState: true, KindLedger: true,
+	KindClientState: true, KindLedger: true, KindPrepared: true,
 }
 
 // Kinds returns every valid Kind.
@@ -253,7 +258,7 @@ func Kinds() []Kind {
 		KindMessage, KindUsage, KindCheckpoint, KindCompactionStarted,
 		KindCompactionFailed, KindCircuitOpen, KindContextEdit, KindOffload, KindOffloadFailed,
 		KindDiagnostic, KindPrefixReset, KindAbandonedRound, KindRunStarted,
-		KindSessionUpdated, KindImported, KindClientState, KindLedger,
+		KindSessionUpdated, KindImported, KindClientState, KindLedger, KindPrepared,
 	}
 }
 

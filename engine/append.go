@@ -276,7 +276,10 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 			} else {
 				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)
 			}
+		} else {
+			e.maybePrepare(s)
 		}
+		e.noteRequest(s, usageMsg.Usage, now)
 	}
 	e.saveRow(s)
 	return res, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/recall"
 	"github.com/ctxd/ctxd/summarizer"
@@ -257,6 +258,11 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	}
 	before := s.lastCheckpointSeq()
 	open := s.openRound()
+	if d.Compact && s.preparing() {
+		// The submit below joins the speculative summary job: it ends with
+		// this compaction (runPrepare).
+		s.afterPrepare = reason
+	}
 	s.mu.Unlock()
 	if !d.Compact {
 		if open {
@@ -338,7 +344,12 @@ func (e *Engine) submit(id string, sig trigger.Signal, prio workers.Priority) (*
 // job is the work of one compaction job of session id.
 func (e *Engine) job(id string, sig trigger.Signal) workers.Func {
 	return func(ctx context.Context) error {
-		err := e.runCompaction(ctx, id, sig)
+		var err error
+		if sig == trigger.Prepare {
+			err = e.runPrepare(ctx, id)
+		} else {
+			err = e.runCompaction(ctx, id, sig)
+		}
 		e.saveRowOf(ctx, id)
 		return err
 	}
@@ -367,6 +378,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// 1. Snapshot, re-deciding under the lock: the state may have changed
 	// since the job was queued.
 	e.refresh(s)
+	s.afterPrepare = "" // this is the compaction it asked for
 	tokens, _ := e.estimate(s)
 	d, _ := e.decide(s, sig, tokens)
 	if !d.Compact {
@@ -397,6 +409,13 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	snap.sent = e.activeMessages(s)
 	snap.raw = append([]entry(nil), s.active...)
 	snap.messages = s.messages // every message so far is at or before snap.seq
+	// A speculative summary is installed instead of a summarizer call
+	// (docs/design.md §5.1): the snapshot is the one it covers.
+	base := s.lastCheckpointSeq()
+	inst := e.installable(s, sig, deep)
+	if inst != nil {
+		snap.seq, snap.messages, snap.raw = inst.seq, inst.messages, inst.raw
+	}
 	var prevSummarized uint64
 	if s.cp != nil {
 		prevSummarized = s.cp.SummarizedMessages
@@ -461,7 +480,11 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if folded {
 		shape = trigger.ShapeSimple
 	}
-	started, _ := json.Marshal(map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens})
+	startedData := map[string]any{"reason": reasonOf(sig), "signal": sig, "snapshot_seq": snap.seq, "tokens_before": tokens}
+	if inst != nil {
+		startedData["prepared_seq"] = inst.prep.Seq
+	}
+	started, _ := json.Marshal(startedData)
 	if afErr == nil && (missing == "" || len(bindings) > 0) {
 		// Under the lock, so the loaded session's last seq never lags the
 		// log (appends are placed at it: checkpoint.Log.AppendAt).
@@ -479,25 +502,36 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	}
 
 	// 2. The summarizer call, outside the lock: appends go on meanwhile.
-	if hook := e.opts.OnSummarizerRequest; hook != nil {
-		if msgs, err := req.Assemble(); err == nil {
-			hook(id, msgs)
+	// An installed speculative summary needs none.
+	var res summarizer.Result
+	if inst != nil {
+		res = summarizer.Result{Summary: inst.summary, Binding: inst.prep.Binding, PrunedRetry: inst.prep.PrunedRetry}
+	} else {
+		if hook := e.opts.OnSummarizerRequest; hook != nil {
+			if msgs, err := req.Assemble(); err == nil {
+				hook(id, msgs)
+			}
 		}
-	}
-	start := time.Now()
-	res, err := e.opts.Summarizer.Summarize(ctx, bindings, req, artifactAdapter{e.opts.Artifacts})
-	for _, at := range res.Attempts {
-		e.metrics.SummarizerCall(at.Binding, at.Duration, at.Err)
-	}
-	if entries := summarizerEntries(res.Attempts, bindings, e.modeOf(s)); len(entries) > 0 {
-		if lerr := e.RecordLedger(context.WithoutCancel(ctx), id, entries...); lerr != nil {
-			e.log.Warn("summarizer calls not recorded in the ledger", "session", id, "err", lerr)
+		start := time.Now()
+		var err error
+		res, err = e.opts.Summarizer.Summarize(ctx, bindings, req, artifactAdapter{e.opts.Artifacts})
+		for _, at := range res.Attempts {
+			e.metrics.SummarizerCall(at.Binding, at.Duration, at.Err)
 		}
+		purpose := ""
+		if sig == trigger.Idle {
+			purpose = ledger.PurposeIdle
+		}
+		if entries := summarizerEntriesFor(res.Attempts, bindings, e.modeOf(s), purpose); len(entries) > 0 {
+			if lerr := e.RecordLedger(context.WithoutCancel(ctx), id, entries...); lerr != nil {
+				e.log.Warn("summarizer calls not recorded in the ledger", "session", id, "err", lerr)
+			}
+		}
+		if err != nil {
+			return e.fail(ctx, s, sig, err, res.Attempts)
+		}
+		e.log.Debug("summarizer answered", "session", id, "binding", res.Binding, "elapsed", time.Since(start))
 	}
-	if err != nil {
-		return e.fail(ctx, s, sig, err, res.Attempts)
-	}
-	e.log.Debug("summarizer answered", "session", id, "binding", res.Binding, "elapsed", time.Since(start))
 
 	// 3. Retention (docs/design.md §5.2) on the snapshot's own messages.
 	// The summary ends with where the full text of what it replaces is
@@ -526,12 +560,20 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		Reason:             reasonOf(sig),
 		Fallback:           fallback != "" && res.Binding == fallback,
 	}
+	if inst != nil {
+		cp.Fallback = inst.prep.Fallback
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	summaryTokens := e.est.Message(summaryMessage(cp))
 	target := e.retentionTarget(s, shape, summaryTokens)
 	if deep {
 		target = 0
+	}
+	if inst != nil {
+		// The messages after the prepared snapshot follow it verbatim:
+		// they take their share of the budget first.
+		target -= min(target, inst.tail)
 	}
 	// Current entries of the snapshot's range (a context-edit pass may have
 	// changed their sent form meanwhile).
@@ -599,6 +641,10 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	s.lastSeq = max(s.lastSeq, stored.Seq)
 	e.applyCheckpoint(s, stored)
 	s.lastError = ""
+	e.preparedOutcome(ctx, s, inst, base)
+	if sig == trigger.Idle {
+		e.recordIdle(ctx, s, stored.TokensBefore, stored.TokensAfter)
+	}
 
 	// 5. Thinking the rewrite invalidated is no longer replayed
 	// (docs/design.md §4): everything at or before the snapshot.

@@ -120,11 +120,22 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 				code = api.DiagNotCompacted
 			}
 		}
+		if !d.Compact {
+			e.maybePrepare(s)
+		}
+		tokens, _ := e.estimate(s)
+		if d.Compact && tokens <= s.limit && s.preparing() {
+			// The speculative summary is being made: the context still
+			// fits the window, so it is served now and the summary is
+			// installed when ready (docs/design.md §5.1), not waited for.
+			d.Compact = false
+			diagnostic = "pre-send compaction: the speculative summary is still being made; the context fits the window and is served uncompacted, and the summary is installed when it is ready"
+			code = DiagSummaryPreparing
+		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
 			// The context can still be sent as it is: the estimate is within
 			// the window (the same test as the over-window diagnostic below).
-			tokens, _ := e.estimate(s)
 			fits := tokens <= s.limit
 			s.mu.Unlock()
 			wctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)

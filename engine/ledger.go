@@ -36,7 +36,7 @@ func (e *Engine) recordLedgerLocked(ctx context.Context, s *session, entries []l
 		if en.Time.IsZero() {
 			en.Time = time.Now().UTC()
 		}
-		if en.Kind != ledger.KindMode {
+		if en.Kind == ledger.KindRequest || en.Kind == ledger.KindSummarizer {
 			en.Price(cfg)
 		}
 		b, err := json.Marshal(en)
@@ -64,6 +64,7 @@ func (e *Engine) applyLedger(s *session, en ledger.Entry) {
 		s.mode = en.Mode
 		return
 	}
+	noteLedgerRequest(s, en)
 	s.totals.Add(en)
 }
 
@@ -126,13 +127,18 @@ func (e *Engine) SetMode(ctx context.Context, id, mode string) error {
 // calls: one per attempt that reached a provider, with the usage it
 // reported and whose credential paid. mode is the session's mode.
 func summarizerEntries(attempts []summarizer.Attempt, bindings []config.Binding, mode string) []ledger.Entry {
+	return summarizerEntriesFor(attempts, bindings, mode, "")
+}
+
+// summarizerEntriesFor is summarizerEntries with the calls' Purpose.
+func summarizerEntriesFor(attempts []summarizer.Attempt, bindings []config.Binding, mode, purpose string) []ledger.Entry {
 	var out []ledger.Entry
 	for _, at := range attempts {
 		if at.Provider == summarizer.ProviderExtractive || (at.Usage == nil && at.Status == 0) {
 			continue
 		}
 		en := ledger.Entry{Kind: ledger.KindSummarizer, Mode: mode, Binding: at.Binding, Provider: at.Provider,
-			Credential: ledger.CredentialDaemon, Reported: ledger.FromHistory(at.Usage), Failed: at.Err != nil}
+			Credential: ledger.CredentialDaemon, Reported: ledger.FromHistory(at.Usage), Failed: at.Err != nil, Purpose: purpose}
 		for _, b := range bindings {
 			if b.Name == at.Binding {
 				en.Model = b.Model

@@ -20,6 +20,7 @@ import (
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // entry is one message of the active history with its estimate: the o200k
@@ -285,6 +286,25 @@ type session struct {
 	lastCheck  Check
 	lastError  string
 	compacting bool // a compaction of this session is past its snapshot
+
+	// prepared is the newest speculative summary (docs/design.md §5.1),
+	// nil when none (prepare.go); prepareTicket is the job making one
+	// that this node submitted, nil when none.
+	prepared      *preparedSummary
+	prepareTicket *workers.Ticket
+	// afterPrepare is a manual or overflow compaction that joined the
+	// running speculative summary job, which runs it when the summary is
+	// stored ("" for none).
+	afterPrepare trigger.Signal
+	// cacheAt is when the session's provider request was last sent (its
+	// prompt cache refreshed), cacheTTL the lifetime that request asked
+	// for, and idleDone the cacheAt an idle compaction was last tried for
+	// (idle.go).
+	cacheAt, idleDone time.Time
+	cacheTTL          time.Duration
+	// idlePlan is the estimate the queued idle compaction was queued
+	// with, nil when none.
+	idlePlan *idlePlan
 }
 
 // Check is the last trigger check of a session, for `ctxctl doctor`.
@@ -378,6 +398,12 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			}
 		case checkpoint.KindClientState:
 			s.clientState = ev.Data
+		case checkpoint.KindPrepared:
+			var p preparedSummary
+			if json.Unmarshal(ev.Data, &p) == nil {
+				p.Seq = ev.Seq
+				s.prepared = &p
+			}
 		case checkpoint.KindLedger:
 			var en ledger.Entry
 			if json.Unmarshal(ev.Data, &en) == nil {

@@ -60,6 +60,32 @@ const (
 	KindSummarizer = "summarizer"
 	// KindMode records a change of the session's proxy mode (Entry.Mode).
 	KindMode = "mode"
+	// KindPrepared records what became of a speculative summary
+	// (Entry.Outcome; docs/design.md §5.1): its summarizer calls are
+	// KindSummarizer entries of Purpose PurposePrepare.
+	KindPrepared = "prepared"
+	// KindIdle records an idle compaction timed to the prompt cache, with
+	// its expected payback (Entry.PaybackTokens, Entry.Payback).
+	KindIdle = "idle_compaction"
+)
+
+// Purposes of a summarizer call (Entry.Purpose); "" is a compaction's.
+const (
+	PurposePrepare = "prepare"
+	PurposeIdle    = "idle"
+)
+
+// Outcomes of a speculative summary (Entry.Outcome).
+const (
+	// OutcomeReady: made (or extended) and waiting for the trigger.
+	OutcomeReady = "ready"
+	// OutcomeUsed: installed as a checkpoint.
+	OutcomeUsed = "used"
+	// OutcomeExtended: replaced by its extension, which carries its cost.
+	OutcomeExtended = "extended"
+	// OutcomeUnused: discarded (a checkpoint made without it); its cost
+	// bought nothing.
+	OutcomeUnused = "unused"
 )
 
 // Modes of a request (config.ProxyModeEnforce, config.ProxyModeObserve).
@@ -98,7 +124,7 @@ func Causes() []string {
 
 // Entry is one ledger entry (checkpoint.KindLedger's Data).
 type Entry struct {
-	// Kind is KindRequest, KindSummarizer or KindMode.
+	// Kind is KindRequest, KindSummarizer, KindMode, KindPrepared or KindIdle.
 	Kind string    `json:"kind"`
 	Time time.Time `json:"time"`
 	// Model is the model the request or summarizer call named.
@@ -151,6 +177,30 @@ type Entry struct {
 	Provider   string `json:"provider,omitempty"`
 	Credential string `json:"credential,omitempty"`
 	Failed     bool   `json:"failed,omitempty"`
+	// Purpose is what a summarizer call was for: "" a compaction,
+	// PurposePrepare a speculative summary, PurposeIdle an idle compaction.
+	Purpose string `json:"purpose,omitempty"`
+
+	// KindPrepared: Outcome (Outcome*), the seq of the prepared event,
+	// the message seq the summary covers up to, and PreparedCost, the
+	// summarizer cost of the summary and the ones it extended, in US
+	// dollars (already counted in the summarizer calls' entries).
+	Outcome      string  `json:"outcome,omitempty"`
+	PreparedSeq  uint64  `json:"prepared_seq,omitempty"`
+	CoversSeq    uint64  `json:"covers_seq,omitempty"`
+	PreparedCost float64 `json:"prepared_cost,omitempty"`
+
+	// KindIdle: the context before and after the compaction (TokensBefore,
+	// TokensAfter), the cache lifetime it beat (CacheTTLSeconds) and its
+	// expected payback: the next request's cache write it spares less
+	// the summarizer call, in input-token equivalents (PaybackTokens, with
+	// reads at 0.1× and writes at 1.25× the input price) and in US dollars
+	// at the model's price (Payback; 0 when unpriced).
+	TokensBefore    uint64  `json:"tokens_before,omitempty"`
+	TokensAfter     uint64  `json:"tokens_after,omitempty"`
+	CacheTTLSeconds uint64  `json:"cache_ttl_seconds,omitempty"`
+	PaybackTokens   int64   `json:"payback_tokens,omitempty"`
+	Payback         float64 `json:"payback,omitempty"`
 
 	// Cost is Reported priced, CounterfactualCost Counterfactual priced,
 	// in US dollars (0 when Unpriced).
@@ -251,6 +301,20 @@ type Totals struct {
 	Unpriced uint64 `json:"unpriced,omitempty"`
 	Cold     uint64 `json:"cold,omitempty"`
 	Uncached uint64 `json:"uncached,omitempty"`
+	// Speculative summaries (docs/design.md §5.1): made (extensions
+	// included), installed, extended, discarded unused, and the summarizer
+	// cost of the unused ones, in US dollars (part of Summarizer).
+	PreparedMade       uint64  `json:"prepared_made,omitempty"`
+	PreparedUsed       uint64  `json:"prepared_used,omitempty"`
+	PreparedExtended   uint64  `json:"prepared_extended,omitempty"`
+	PreparedUnused     uint64  `json:"prepared_unused,omitempty"`
+	PreparedUnusedCost float64 `json:"prepared_unused_cost,omitempty"`
+	// IdleCompactions counts idle compactions and IdlePayback sums their
+	// expected payback, in US dollars (IdlePaybackTokens in input-token
+	// equivalents).
+	IdleCompactions   uint64  `json:"idle_compactions,omitempty"`
+	IdlePayback       float64 `json:"idle_payback,omitempty"`
+	IdlePaybackTokens int64   `json:"idle_payback_tokens,omitempty"`
 	// Last is the newest entry's time.
 	Last time.Time `json:"last,omitzero"`
 }
@@ -264,6 +328,22 @@ func (t *Totals) Add(e Entry) {
 		t.Unpriced++
 	}
 	switch e.Kind {
+	case KindPrepared:
+		switch e.Outcome {
+		case OutcomeReady:
+			t.PreparedMade++
+		case OutcomeUsed:
+			t.PreparedUsed++
+		case OutcomeExtended:
+			t.PreparedExtended++
+		case OutcomeUnused:
+			t.PreparedUnused++
+			t.PreparedUnusedCost += e.PreparedCost
+		}
+	case KindIdle:
+		t.IdleCompactions++
+		t.IdlePayback += e.Payback
+		t.IdlePaybackTokens += e.PaybackTokens
 	case KindSummarizer:
 		t.SummarizerCalls++
 		if e.Mode == ModeObserve {
@@ -353,6 +433,14 @@ func (t *Totals) Merge(o Totals) {
 		}
 		t.ProjectedCacheWrites[k] += v
 	}
+	t.PreparedMade += o.PreparedMade
+	t.PreparedUsed += o.PreparedUsed
+	t.PreparedExtended += o.PreparedExtended
+	t.PreparedUnused += o.PreparedUnused
+	t.PreparedUnusedCost += o.PreparedUnusedCost
+	t.IdleCompactions += o.IdleCompactions
+	t.IdlePayback += o.IdlePayback
+	t.IdlePaybackTokens += o.IdlePaybackTokens
 	t.Unpriced += o.Unpriced
 	t.Cold += o.Cold
 	t.Uncached += o.Uncached

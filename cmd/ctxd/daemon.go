@@ -327,6 +327,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	errc := make(chan error, 2)
 	pool := m.poolRef
 	wg.Go(func() { _ = pool.Run(poolCtx) })
+	// Idle compaction timed to the prompt cache (docs/design.md §5.1).
+	eng := m.eng
+	wg.Go(func() { _ = eng.RunIdle(poolCtx, engine.IdleSweepInterval) })
 
 	servers := []*http.Server{}
 	// Requests on sessions and artifacts, for the idle trim (monitoring's
