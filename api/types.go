@@ -377,6 +377,11 @@ const (
 	// DiagCompactionQueued: the pre-send compaction waits for a worker;
 	// the context is served uncompacted.
 	DiagCompactionQueued = "compaction_queued"
+	// DiagSummaryPreparing: over the threshold while the session's
+	// speculative summary is still being made (level info): the context
+	// fits the window and is served uncompacted; the summary is installed
+	// when it is ready.
+	DiagSummaryPreparing = "summary_preparing"
 	// DiagCompactionFailed: the pre-send compaction failed.
 	DiagCompactionFailed = "compaction_failed"
 	// DiagOverWindow: the context exceeds the context window.

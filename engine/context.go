@@ -130,7 +130,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			// installed when ready (docs/design.md §5.1), not waited for.
 			d.Compact = false
 			diagnostic = "pre-send compaction: the speculative summary is still being made; the context fits the window and is served uncompacted, and the summary is installed when it is ready"
-			code = DiagSummaryPreparing
+			code = api.DiagSummaryPreparing
 		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)

@@ -60,12 +60,6 @@ type preparedSummary struct {
 // summary and those messages do not fit the retention budget.
 const FoldHeading = "## Since this summary was prepared"
 
-// DiagSummaryPreparing: over the threshold while the session's
-// speculative summary is still being made: the context still fits the
-// window and is served at once; the summary is installed when it is
-// ready (docs/design.md §5.1).
-const DiagSummaryPreparing = "summary_preparing"
-
 // usablePrepared returns the session's prepared summary when a compaction
 // can install it: it follows the latest checkpoint and covers at least one
 // active message. Called with s.mu held.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/ledger"
@@ -237,8 +238,8 @@ func TestPreSendDoesNotWaitForAPreparingSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Compacted || a.DiagnosticCode != DiagSummaryPreparing {
-		t.Fatalf("pre-send: compacted %v, diagnostic %q (%s); want served at once with %q", a.Compacted, a.DiagnosticCode, a.Diagnostic, DiagSummaryPreparing)
+	if a.Compacted || a.DiagnosticCode != api.DiagSummaryPreparing {
+		t.Fatalf("pre-send: compacted %v, diagnostic %q (%s); want served at once with %q", a.Compacted, a.DiagnosticCode, a.Diagnostic, api.DiagSummaryPreparing)
 	}
 	close(fake.release)
 	cpEv := h.waitEvent("s", 1, checkpoint.KindCheckpoint)

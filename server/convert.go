@@ -270,7 +270,7 @@ func toContextResponse(a *engine.Assembled) api.ContextResponse {
 			code = api.DiagCompactionFailed
 		}
 		level := api.DiagLevelWarn
-		if code == api.DiagNothingToCompact {
+		if code == api.DiagNothingToCompact || code == api.DiagSummaryPreparing {
 			level = api.DiagLevelInfo // an answer, not a failure (docs/design.md §5.2)
 		}
 		r.Diagnostic = &api.Diagnostic{Level: level, Code: code, Message: a.Diagnostic}
