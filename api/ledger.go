@@ -38,9 +38,18 @@ type LedgerUsage struct {
 	Output       uint64 `json:"output"`
 }
 
+// Kinds of a LedgerEntry besides "request", "summarizer" and "mode".
+const (
+	// LedgerKindPrepared: a speculative summary's outcome.
+	LedgerKindPrepared = "prepared"
+	// LedgerKindIdle: an idle compaction timed to the prompt cache.
+	LedgerKindIdle = "idle_compaction"
+)
+
 // LedgerEntry is one ledger entry. Kind is "request" (a proxied request),
-// "summarizer" (one summarizer call) or "mode" (the session's mode
-// changed to Mode). For a request: ClientTokens is what the client sent,
+// "summarizer" (one summarizer call), "mode" (the session's mode
+// changed to Mode), "prepared" (a speculative summary's outcome) or
+// "idle_compaction". For a request: ClientTokens is what the client sent,
 // SentTokens what ctxd sent (in observe mode: would have sent); Reported
 // the provider's usage of the request sent; Counterfactual the cache
 // model's usage of the one not sent (enforce: the client's own; observe:
@@ -52,18 +61,40 @@ type LedgerUsage struct {
 // as uncached input. Costs are US dollars at the price table; Unpriced
 // marks a model without a price.
 type LedgerEntry struct {
-	Kind               string             `json:"kind"`
-	Time               time.Time          `json:"time"`
-	Model              string             `json:"model,omitempty"`
-	Mode               string             `json:"mode,omitempty"`
-	ClientTokens       uint64             `json:"client_tokens,omitempty"`
-	SentTokens         uint64             `json:"sent_tokens,omitempty"`
-	ContextLimit       uint64             `json:"context_limit,omitempty"`
-	Threshold          uint64             `json:"threshold,omitempty"`
-	Reported           LedgerUsage        `json:"reported"`
-	Counterfactual     LedgerUsage        `json:"counterfactual"`
-	Cold               bool               `json:"cold,omitempty"`
-	Uncached           bool               `json:"uncached,omitempty"`
+	Kind           string      `json:"kind"`
+	Time           time.Time   `json:"time"`
+	Model          string      `json:"model,omitempty"`
+	Mode           string      `json:"mode,omitempty"`
+	ClientTokens   uint64      `json:"client_tokens,omitempty"`
+	SentTokens     uint64      `json:"sent_tokens,omitempty"`
+	ContextLimit   uint64      `json:"context_limit,omitempty"`
+	Threshold      uint64      `json:"threshold,omitempty"`
+	Reported       LedgerUsage `json:"reported"`
+	Counterfactual LedgerUsage `json:"counterfactual"`
+	Cold           bool        `json:"cold,omitempty"`
+	Uncached       bool        `json:"uncached,omitempty"`
+	// Purpose of a summarizer call: "" a compaction's, "prepare" a
+	// speculative summary's, "idle" an idle compaction's.
+	Purpose string `json:"purpose,omitempty"`
+	// Kind "prepared" (a speculative summary, docs/design.md §5.1):
+	// Outcome is "ready", "used", "extended" or "unused"; PreparedSeq the
+	// prepared event's seq, CoversSeq the message seq it covers up to,
+	// PreparedCost the summarizer cost of it and those it extended (US
+	// dollars, already in the summarizer entries).
+	Outcome      string  `json:"outcome,omitempty"`
+	PreparedSeq  uint64  `json:"prepared_seq,omitempty"`
+	CoversSeq    uint64  `json:"covers_seq,omitempty"`
+	PreparedCost float64 `json:"prepared_cost,omitempty"`
+	// Kind "idle_compaction" (timed to the prompt cache): the context
+	// before and after, the cache lifetime it beat, and its expected
+	// payback in input-token equivalents and US dollars. A request's
+	// CacheTTLSeconds is the cache lifetime it asked for (0: the
+	// provider's default).
+	TokensBefore       uint64             `json:"tokens_before,omitempty"`
+	TokensAfter        uint64             `json:"tokens_after,omitempty"`
+	CacheTTLSeconds    uint64             `json:"cache_ttl_seconds,omitempty"`
+	PaybackTokens      int64              `json:"payback_tokens,omitempty"`
+	Payback            float64            `json:"payback,omitempty"`
 	Causes             map[string]uint64  `json:"causes,omitempty"`
 	CauseCosts         map[string]float64 `json:"cause_costs,omitempty"`
 	Rewrites           []string           `json:"rewrites,omitempty"`
@@ -106,7 +137,18 @@ type LedgerTotals struct {
 	Unpriced               uint64             `json:"unpriced,omitempty"`
 	Cold                   uint64             `json:"cold,omitempty"`
 	Uncached               uint64             `json:"uncached,omitempty"`
-	Last                   time.Time          `json:"last,omitzero"`
+	// Speculative summaries by outcome, and the summarizer cost of the
+	// unused ones (US dollars, part of Summarizer); idle compactions and
+	// the sum of their expected paybacks.
+	PreparedMade       uint64    `json:"prepared_made,omitempty"`
+	PreparedUsed       uint64    `json:"prepared_used,omitempty"`
+	PreparedExtended   uint64    `json:"prepared_extended,omitempty"`
+	PreparedUnused     uint64    `json:"prepared_unused,omitempty"`
+	PreparedUnusedCost float64   `json:"prepared_unused_cost,omitempty"`
+	IdleCompactions    uint64    `json:"idle_compactions,omitempty"`
+	IdlePayback        float64   `json:"idle_payback,omitempty"`
+	IdlePaybackTokens  int64     `json:"idle_payback_tokens,omitempty"`
+	Last               time.Time `json:"last,omitzero"`
 }
 
 // LedgerSummary is a session's ledger in brief (Session.Ledger), US dollars

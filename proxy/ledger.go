@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -108,6 +110,7 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 	}
 	en := b.conv.Entry(ledger.Observation{Time: now, Model: req.model, Mode: mode, Client: client, Ctxd: ctxd,
 		Reported: ledger.FromHistory(u), Rewrites: rewrites, ContextLimit: pl.limit, Threshold: pl.threshold})
+	en.CacheTTLSeconds = cacheLifetime(req.d, req.body, ctxd)
 	if err := p.eng.RecordLedger(ctx, b.id, en); err != nil {
 		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
 		return nil
@@ -126,4 +129,28 @@ func projectedUsage(en *ledger.Entry) *history.Usage {
 	c := en.Counterfactual
 	return &history.Usage{InputTokens: c.Input, CacheReadInputTokens: c.CacheRead, CacheCreationInputTokens: c.CacheWrite(),
 		CacheCreation1hInputTokens: c.CacheWrite1h, OutputTokens: c.Output}
+}
+
+// cacheLifetime is the prompt-cache lifetime ctxd's request asked for, in
+// seconds, for idle compaction (docs/design.md §5.1): an Anthropic
+// request's "ttl": "1h" markers give an hour; an OpenAI request's
+// prompt_cache_retention "24h" a day; 0 otherwise (the provider's
+// default, about 5 minutes).
+func cacheLifetime(d dialect, body []byte, sent ledger.Request) uint64 {
+	if d == dialectAnthropic {
+		if sent.LongTTL {
+			return 3600
+		}
+		return 0
+	}
+	if !bytes.Contains(body, []byte(`"prompt_cache_retention"`)) {
+		return 0
+	}
+	var r struct {
+		Retention string `json:"prompt_cache_retention"`
+	}
+	if json.Unmarshal(body, &r) == nil && r.Retention == "24h" {
+		return 24 * 3600
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -115,6 +116,36 @@ type doctorSessionReport struct {
 	Session *api.Session `json:"session,omitempty"`
 	// Why explains the last trigger check in one line.
 	Why string `json:"why,omitempty"`
+	// Speculative counts the session's speculative summaries by outcome
+	// and IdleCompactions lists its idle compactions with their expected
+	// payback (docs/design.md §5.1), from its ledger; omitted when none.
+	Speculative     *doctorSpeculative `json:"speculative,omitempty"`
+	IdleCompactions []api.LedgerEntry  `json:"idle_compactions,omitempty"`
+}
+
+// doctorSpeculative is a session's speculative summaries by outcome, and
+// the summarizer cost of the unused ones in US dollars.
+type doctorSpeculative struct {
+	Made       uint64  `json:"made"`
+	Used       uint64  `json:"used"`
+	Extended   uint64  `json:"extended"`
+	Unused     uint64  `json:"unused"`
+	UnusedCost float64 `json:"unused_cost"`
+}
+
+// addLedger fills the report's speculative summaries and idle
+// compactions from the session's ledger.
+func (r *doctorSessionReport) addLedger(l *api.LedgerResponse) {
+	t := l.Totals
+	if t.PreparedMade+t.PreparedUnused > 0 {
+		r.Speculative = &doctorSpeculative{Made: t.PreparedMade, Used: t.PreparedUsed, Extended: t.PreparedExtended,
+			Unused: t.PreparedUnused, UnusedCost: t.PreparedUnusedCost}
+	}
+	for _, en := range l.Entries {
+		if en.Kind == api.LedgerKindIdle {
+			r.IdleCompactions = append(r.IdleCompactions, en)
+		}
+	}
 }
 
 func runDoctor(c *cli.Context, e *env) error {
@@ -217,6 +248,9 @@ func runDoctor(c *cli.Context, e *env) error {
 			sess = s
 			rep.Session.Session = s
 			rep.Session.Why = whyLastCheck(s)
+			if l, err := cl.Ledger(c.Context, sessionID); err == nil {
+				rep.Session.addLedger(l)
+			}
 		}
 	}
 	if sess != nil {
@@ -415,6 +449,14 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		fmt.Fprintf(w, "  last checkpoint: %s\n", checkpointLine(s.LastCheckpoint))
 	} else {
 		fmt.Fprintln(w, "  last checkpoint: none")
+	}
+	if sp := r.Session.Speculative; sp != nil {
+		fmt.Fprintf(w, "  speculative:     %d summaries prepared: %d used, %d extended, %d never used (%s)\n",
+			sp.Made, sp.Used, sp.Extended, sp.Unused, usd(sp.UnusedCost))
+	}
+	for _, en := range r.Session.IdleCompactions {
+		fmt.Fprintf(w, "  idle compaction: %s: %d → %d tokens before a %s cache lapsed; expected payback %d input tokens (%s)\n",
+			en.Time.UTC().Format(time.RFC3339), en.TokensBefore, en.TokensAfter, time.Duration(en.CacheTTLSeconds)*time.Second, en.PaybackTokens, usd(en.Payback))
 	}
 	fmt.Fprintf(w, "  shape:           %s\n", shapeOf(s))
 	if l := serverShapeLine(s); l != "" {
