@@ -409,18 +409,29 @@ func (e *Engine) installable(s *session, sig trigger.Signal, deep bool) *install
 	for i, en := range tail {
 		msgs[i] = e.render(s, en.msg)
 	}
-	sep := "\n\n" + FoldHeading + "\n\n"
-	room := int(s.cfg.ContextCompaction.MaxSummaryBytes) - len(p.Summary) - len(sep)
-	budget := min(int(s.cfg.Compaction.ExtractiveSummaryBytes), room)
-	if budget < minFoldBytes {
+	folded, ok := foldSummary(p.Summary, msgs, s.cfg.Compaction.ExtractiveSummaryBytes, s.cfg.ContextCompaction.MaxSummaryBytes)
+	if !ok {
 		return nil
 	}
-	part := summarizer.ExtractiveSummary(msgs, uint64(budget))
-	in.summary = p.Summary + sep + part
+	in.summary = folded
 	in.seq, in.messages = s.lastMsg, s.messages
 	in.raw = append([]entry(nil), s.active...)
 	in.tail, in.folded = 0, true
 	return in
+}
+
+// foldSummary is prepared followed by FoldHeading and the extractive
+// summary of newPart (the messages after the prepared snapshot, as sent),
+// within extractiveBytes and the room max_summary_bytes (maxBytes) leaves;
+// ok false when that room is under minFoldBytes.
+func foldSummary(prepared string, newPart []history.Message, extractiveBytes, maxBytes uint64) (string, bool) {
+	sep := "\n\n" + FoldHeading + "\n\n"
+	room := int(maxBytes) - len(prepared) - len(sep)
+	budget := min(int(extractiveBytes), room)
+	if budget < minFoldBytes {
+		return "", false
+	}
+	return prepared + sep + summarizer.ExtractiveSummary(newPart, uint64(budget)), true
 }
 
 // minFoldBytes is the least room a fold's extractive summary needs.

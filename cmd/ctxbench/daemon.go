@@ -29,6 +29,8 @@ type daemonConfig struct {
 	queue         int
 	syncWrites    bool
 	summaryTokens int
+	// preparePercent is context_compaction.prepare_percent (0: derived).
+	preparePercent uint64
 }
 
 // toml renders the configuration file.
@@ -48,7 +50,10 @@ sync_writes = %t
 [workers]
 size = %d
 queue = %d
-`, c.fakeURL, envFakeKey, c.summaryTokens, c.syncWrites, c.workers, c.queue)
+
+[context_compaction]
+prepare_percent = %d
+`, c.fakeURL, envFakeKey, c.summaryTokens, c.syncWrites, c.workers, c.queue, c.preparePercent)
 }
 
 // tailBuffer keeps the last max bytes written to it: the daemon's stderr,

@@ -39,7 +39,12 @@ type sessionRecord struct {
 // agentResult is what one simulated agent measured.
 type agentResult struct {
 	appendLat, contextLat []time.Duration
-	appends, messages     int
+	// crossLat are the latencies of the context reads at a compaction:
+	// the first read of a session after its context reached the
+	// threshold (a new checkpoint, a pre-send diagnostic, or a context
+	// still at or over the threshold).
+	crossLat          []time.Duration
+	appends, messages int
 	// overWindow and queuedBehind count context reads over the window and
 	// those whose compaction was queued behind others.
 	overWindow, queuedBehind int
@@ -221,6 +226,7 @@ func (a *agent) replay(ctx context.Context, sc *script, rec *sessionRecord) {
 	if len(sc.head) > 0 && !a.appendMsgs(ctx, rec, sc.head) {
 		return
 	}
+	var lastCheckpoint uint64
 	for _, st := range sc.steps {
 		if a.stopped() || ctx.Err() != nil {
 			return
@@ -235,7 +241,12 @@ func (a *agent) replay(ctx context.Context, sc *script, rec *sessionRecord) {
 			a.fail("context of "+rec.id, err)
 			return
 		}
-		a.res.contextLat = append(a.res.contextLat, time.Since(start))
+		lat := time.Since(start)
+		a.res.contextLat = append(a.res.contextLat, lat)
+		if cr.CheckpointSeq != lastCheckpoint || cr.Diagnostic != nil || (cr.Threshold > 0 && cr.Tokens.Value >= cr.Threshold) {
+			a.res.crossLat = append(a.res.crossLat, lat)
+		}
+		lastCheckpoint = cr.CheckpointSeq
 		if cr.ContextLimit > 0 && cr.Tokens.Value > cr.ContextLimit {
 			a.res.overWindow++
 		}

@@ -8,7 +8,7 @@
 //	         [--generated] [--rate R] [--arrivals fixed|poisson]
 //	         [--context-limit N] [--duration D]
 //	         [--max-requests N] [--summarizer-latency D]
-//	         [--context-length-rate F] [--overloaded-rate F]
+//	         [--context-length-rate F] [--overloaded-rate F] [--prepare-percent N]
 //	         [--workers N] [--queue N] [--json]
 //	ctxbench --idle-sessions N [--idle-wait D] ...
 //	ctxbench --queue-full N --workers 1 --queue 1 --summarizer-latency 2s ...

@@ -30,6 +30,8 @@ func printReport(w io.Writer, rep *Report) {
 			l.AppendsPerSecond, l.MessagesPerSec, l.Appends, l.Messages, l.ContextReads, l.Sessions)
 		p("append          p50 %.2f ms  p99 %.2f ms  max %.2f ms", l.Append.P50, l.Append.P99, l.Append.Max)
 		p("context         p50 %.2f ms  p99 %.2f ms  max %.2f ms", l.Context.P50, l.Context.P99, l.Context.Max)
+		p("at a compaction p50 %.2f ms  p99 %.2f ms  max %.2f ms  (%d context reads)", l.Crossing.P50, l.Crossing.P99, l.Crossing.Max, l.CrossingReads)
+		p("prepared        %d summaries: %d used, %d extended, %d unused, %d ready at the end", l.Prepared.Made, l.Prepared.Used, l.Prepared.Extended, l.Prepared.Unused, l.Prepared.Pending)
 		p("context reads   %d over the window, %d served uncompacted (compaction queued behind others)", l.ContextOverWindow, l.ContextQueuedBehind)
 		p("compactions     ok %d, stalled %d, failed %d (pruned retry %d)", l.Compactions.OK, l.Compactions.Stalled, l.Compactions.Failed, l.Compactions.PrunedRetry)
 		in := l.Integrity

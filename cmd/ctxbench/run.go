@@ -65,6 +65,7 @@ type options struct {
 	arrivals            string
 	checkConcurrency    int
 	summaryOutputTokens int
+	preparePercent      uint64
 }
 
 // The bounds of a non-zero --rate, in appends per second per agent: the
@@ -105,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.queue, "queue", 64, "workers.queue of the ctxd ctxbench starts")
 	fs.BoolVar(&o.syncWrites, "sync-writes", true, "storage.sync_writes of the ctxd ctxbench starts")
 	fs.IntVar(&o.summaryOutputTokens, "summary-max-tokens", 2048, "max_output_tokens of the fake binding")
+	fs.Uint64Var(&o.preparePercent, "prepare-percent", 0, "context_compaction.prepare_percent of the ctxd ctxbench starts: 0 derived from the trigger, 100 speculative summaries off")
 	fs.IntVar(&o.idleSessions, "idle-sessions", 0, "idle mode: create `N` sessions of a few messages, let the daemon sit, report its memory")
 	fs.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "idle mode: how long the daemon sits before memory is read")
 	fs.IntVar(&o.idleConcurrency, "idle-concurrency", 16, "idle mode: sessions created at once")
@@ -238,6 +240,15 @@ type Settings struct {
 	External bool `json:"external_daemon"`
 }
 
+// PreparedCounts are speculative summaries by outcome.
+type PreparedCounts struct {
+	Made     uint64 `json:"made"`
+	Used     uint64 `json:"used"`
+	Extended uint64 `json:"extended"`
+	Unused   uint64 `json:"unused"`
+	Pending  uint64 `json:"pending"`
+}
+
 // LoadReport is the load mode's figures.
 type LoadReport struct {
 	// Sessions is the number of sessions the agents wrote.
@@ -261,6 +272,16 @@ type LoadReport struct {
 	// pre-send context reads (canonical format), as the agents saw them.
 	Append  Latencies `json:"append_latency"`
 	Context Latencies `json:"context_latency"`
+	// Crossing is the latency of the context reads at a compaction (the
+	// first read after a session reached its threshold: a new
+	// checkpoint, a pre-send diagnostic, or a context still over it), and
+	// CrossingReads their number: the wait speculative summaries remove.
+	Crossing      Latencies `json:"crossing_latency"`
+	CrossingReads int       `json:"crossing_reads"`
+	// Prepared sums the sessions' speculative summaries by outcome, from
+	// their ledgers (docs/design.md §5.1); Pending is made less used,
+	// extended and unused: ready when the run ended.
+	Prepared PreparedCounts `json:"prepared"`
 	// Compactions counts the outcomes found in the sessions' event logs.
 	Compactions Outcomes `json:"compactions"`
 	// Integrity is the loss and order check.
@@ -353,7 +374,7 @@ func execute(ctx context.Context, o *options, stderr io.Writer) (rep *Report, er
 			return nil, err
 		}
 		t.d, err = startDaemon(ctx, bin, daemonConfig{fakeURL: t.fake.URL(), workers: o.workers, queue: o.queue,
-			syncWrites: o.syncWrites, summaryTokens: o.summaryOutputTokens})
+			syncWrites: o.syncWrites, summaryTokens: o.summaryOutputTokens, preparePercent: o.preparePercent})
 		if err != nil {
 			t.fake.close()
 			return nil, err
@@ -526,11 +547,12 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 	rep.ElapsedSeconds = round2(elapsed.Seconds())
 
 	lr := &LoadReport{Errors: map[string]int{}}
-	var appendLat, contextLat []time.Duration
+	var appendLat, contextLat, crossLat []time.Duration
 	var sessions []sessionRecord
 	for _, r := range results {
 		appendLat = append(appendLat, r.appendLat...)
 		contextLat = append(contextLat, r.contextLat...)
+		crossLat = append(crossLat, r.crossLat...)
 		lr.Appends += r.appends
 		lr.Messages += r.messages
 		lr.ContextReads += len(r.contextLat)
@@ -548,6 +570,7 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 	lr.AppendsPerSecond = round2(float64(lr.Appends) / elapsed.Seconds())
 	lr.MessagesPerSec = round2(float64(lr.Messages) / elapsed.Seconds())
 	lr.Append, lr.Context = summarize(appendLat), summarize(contextLat)
+	lr.Crossing, lr.CrossingReads = summarize(crossLat), len(crossLat)
 	rep.Load = lr
 
 	// The check: every acknowledged message once, in order. Compactions
@@ -558,6 +581,7 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 		return err
 	}
 	lr.Integrity, lr.Compactions = in, oc
+	lr.Prepared = preparedCounts(context.WithoutCancel(ctx), t.client(), sessions)
 	if !in.OK() {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("integrity: %d lost, %d duplicated, %d reordered, %d at another seq (of %d acknowledged)",
 			in.Lost, in.Duplicated, in.Reordered, in.SeqMismatch, in.Acknowledged))
@@ -566,6 +590,29 @@ func runLoadMode(ctx context.Context, o *options, t *target, rep *Report) error 
 		rep.Problems = append(rep.Problems, fmt.Sprintf("request errors %v; first: %s", lr.Errors, lr.FirstError))
 	}
 	return nil
+}
+
+// preparedCounts sums the speculative summaries of sessions by outcome,
+// from their ledgers (a session whose ledger cannot be read counts none).
+func preparedCounts(ctx context.Context, c *api.Client, sessions []sessionRecord) PreparedCounts {
+	var pc PreparedCounts
+	for _, s := range sessions {
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		l, err := c.Ledger(rctx, s.id)
+		cancel()
+		if err != nil {
+			continue
+		}
+		t := l.Totals
+		pc.Made += t.PreparedMade
+		pc.Used += t.PreparedUsed
+		pc.Extended += t.PreparedExtended
+		pc.Unused += t.PreparedUnused
+	}
+	if done := pc.Used + pc.Extended + pc.Unused; pc.Made > done {
+		pc.Pending = pc.Made - done
+	}
+	return pc
 }
 
 // checkSessions reads the log of every session, conc at a time, and
