@@ -101,7 +101,9 @@ type ContextCompaction struct {
 	// (docs/design.md §5.1), in per cent of the context window: a session
 	// whose context reaches it has its summary made in the background,
 	// installed when the trigger fires. 0 (the default) derives it from
-	// the trigger (PrepareMark); 1..=99 below a percent trigger sets it;
+	// the trigger (PrepareMark), except for a session whose summarizer the
+	// client's credential pays (none there); 1..=99 below a percent
+	// trigger sets it, for every session;
 	// PrepareOff (100) turns speculative summaries off.
 	PreparePercent uint64 `toml:"prepare_percent,omitempty" json:"prepare_percent,omitempty"`
 	// Idle is idle compaction timed to the prompt cache (docs/design.md

@@ -110,16 +110,7 @@ func (e *Engine) idleEnabled(s *session) bool {
 	case config.IdleOff:
 		return false
 	}
-	bindings, _, why := e.sessionBindings(s)
-	if why != "" {
-		return false
-	}
-	for _, b := range bindings {
-		if b.Credential != nil {
-			return false
-		}
-	}
-	return true
+	return !e.clientPays(s)
 }
 
 // idleDue returns the idle compaction of the session due at now, ok false

@@ -124,8 +124,26 @@ func (e *Engine) prepareGate(s *session, tokens uint64) string {
 		return "a tool call waits on its result"
 	case tokens < mark:
 		return fmt.Sprintf("%d tokens is below the prepare mark of %d", tokens, mark)
+	case s.cfg.ContextCompaction.PreparePercent == 0 && e.clientPays(s):
+		return "the client's credential pays the summarizer: speculative summaries need an explicit prepare_percent"
 	}
 	return ""
+}
+
+// clientPays reports whether the session's summarizer is paid by its
+// client's credential (a proxied session summarizing with its client's
+// key), or cannot be called now. Called with s.mu held.
+func (e *Engine) clientPays(s *session) bool {
+	bindings, _, why := e.sessionBindings(s)
+	if why != "" {
+		return true
+	}
+	for _, b := range bindings {
+		if b.Credential != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareDue reports whether the session needs a speculative summary made

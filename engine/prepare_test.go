@@ -366,3 +366,33 @@ func TestPreparePercentOff(t *testing.T) {
 		t.Fatalf("%d prepared, %d summarizer calls; want none", n, fake.count())
 	}
 }
+
+// With the derived prepare mark, a session whose summarizer the client's
+// credential pays prepares nothing (a call the client may never need);
+// an explicit prepare_percent turns speculative summaries on there too.
+func TestPrepareDefaultOffWhenTheClientPays(t *testing.T) {
+	for _, pct := range []uint64{0, 60} {
+		fake := newFakeAnthropic(t, okSummary(specSummary()))
+		cfg := specConfig(fake)
+		cfg.ContextCompaction.PreparePercent = pct
+		h := newHarness(t, cfg, "")
+		b := fake.binding()
+		b.Credential = &config.Credential{}
+		h.e.SetSessionBindings(func(string, map[string]string) ([]config.Binding, bool, error) {
+			return []config.Binding{b}, true, nil
+		})
+		h.create("s", 20000)
+		h.toPrepareMark("s")
+		s, err := h.e.lock(context.Background(), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, _ := h.e.estimate(s)
+		why := h.e.prepareGate(s, tokens)
+		s.mu.Unlock()
+		if (why == "") != (pct != 0) {
+			t.Errorf("prepare_percent %d, client pays: gate %q", pct, why)
+		}
+		h.Close()
+	}
+}
