@@ -134,6 +134,13 @@ type RewriteFigures struct {
 	Cost    float64 `json:"cost"`
 	Savings float64 `json:"savings"`
 	Net     float64 `json:"net"`
+	// DeferredPasses counts the context-edit passes deferred (since the
+	// daemon loaded the session) because their savings before the next
+	// compaction would not pay for their rewrite; DeferredCost and
+	// DeferredSavings are the newest one's, in Cost's and Savings' units.
+	DeferredPasses  uint64  `json:"deferred_passes,omitempty"`
+	DeferredCost    float64 `json:"deferred_cost,omitempty"`
+	DeferredSavings float64 `json:"deferred_savings,omitempty"`
 }
 
 // Session describes one session: the body of RouteGetSession and of the

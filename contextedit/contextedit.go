@@ -17,6 +17,7 @@ package contextedit
 
 import (
 	"encoding/json"
+	"maps"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -45,6 +46,36 @@ type Pass struct {
 	// field names are recorded, not re-derived from the configuration, so a
 	// resume rebuilds byte-identical requests.
 	Inputs []ClearedInput `json:"inputs,omitempty"`
+	// Weighed is what the pass was expected to cost and save when it
+	// fired (docs/design.md §4); nil in passes recorded before it existed.
+	Weighed *Weighing `json:"weighed,omitempty"`
+}
+
+// Weighing is a pass's cache cost against its savings, in estimated
+// tokens, as the engine decided it: the pass fires only when
+// SavedTokens × 0.1 × Requests ≥ RewrittenTokens × 1.15 (a cache read
+// costs 0.1 of an input token, a write 1.25, so a token rewritten costs
+// 1.15 more than one read), or when Requests is unknown (no window).
+type Weighing struct {
+	// RewrittenTokens is what the next request writes to the cache again
+	// from the first message the pass changes on; SavedTokens what each
+	// later request no longer sends.
+	RewrittenTokens uint64 `json:"rewritten_tokens"`
+	SavedTokens     uint64 `json:"saved_tokens"`
+	// Requests is the requests expected before the next compaction
+	// rewrites the context anyway (what is left under the threshold over
+	// the session's growth per answer); 0 when the window is unknown.
+	Requests uint64 `json:"requests"`
+}
+
+// PaysBack reports whether the pass's savings over Requests requests pay
+// for its rewrite; true when Requests is 0 (unknown: nothing to weigh).
+func (w Weighing) PaysBack() bool {
+	if w.Requests == 0 {
+		return true
+	}
+	// saved × 0.1 × requests ≥ rewritten × 1.15, in integers.
+	return w.SavedTokens*w.Requests >= w.RewrittenTokens*23/2
 }
 
 // ClearedInput is one tool call whose input lost string fields to a pass.
@@ -92,6 +123,19 @@ func (l *Ledger) Apply(p Pass) {
 	}
 	l.withheld = max(l.withheld, p.WithheldThinkingBefore)
 	l.passes++
+}
+
+// Clone returns a copy of l that Apply on it leaves l as it is: what a
+// pass would change, weighed before it is recorded.
+func (l *Ledger) Clone() Ledger {
+	c := Ledger{withheld: l.withheld, passes: l.passes, elided: maps.Clone(l.elided), cleared: maps.Clone(l.cleared)}
+	if l.inputs != nil {
+		c.inputs = make(map[string][]string, len(l.inputs))
+		for k, v := range l.inputs {
+			c.inputs[k] = append([]string(nil), v...)
+		}
+	}
+	return c
 }
 
 // Withhold moves the withheld-thinking point forward to seq (never back):

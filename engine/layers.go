@@ -104,6 +104,16 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	if p == nil {
 		return nil
 	}
+	// Cache cost against savings (docs/design.md §4): a pass that would
+	// not pay for its rewrite before the next compaction is deferred; the
+	// next append weighs it again.
+	w := e.weighPass(s, *p)
+	if !w.PaysBack() {
+		s.deferredPasses++
+		s.lastDeferred = w
+		return nil
+	}
+	p.Weighed = &w
 	d, err := json.Marshal(p)
 	if err != nil {
 		return nil
@@ -127,6 +137,47 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		events[i].Seq = seq + uint64(i)
 	}
 	return events
+}
+
+// weighPass is what p would cost and save (docs/design.md §4), read on a
+// copy of the ledger with p applied: the tokens from the first message it
+// changes on (the next request writes them to the cache again), the
+// tokens every later request no longer sends, and the requests expected
+// before the next compaction rewrites the context anyway — what is left
+// under the threshold after the pass, over the session's average growth
+// per answer (0 when the window is unknown). Called with s.mu held.
+func (e *Engine) weighPass(s *session, p contextedit.Pass) contextedit.Weighing {
+	orig := s.ledger
+	s.ledger = orig.Clone()
+	s.ledger.Apply(p)
+	var w contextedit.Weighing
+	var before, after, answers uint64
+	for i := range s.active {
+		t := e.sentTokens(s, s.active[i].msg)
+		before += s.active[i].tokens
+		after += t
+		if w.RewrittenTokens > 0 || t != s.active[i].tokens {
+			w.RewrittenTokens += t
+		}
+		if s.active[i].msg.Role == history.RoleAssistant {
+			answers++
+		}
+	}
+	s.ledger = orig
+	if before > after {
+		w.SavedTokens = before - after
+	}
+	if s.threshold == 0 {
+		return w
+	}
+	tokens, _ := e.estimate(s)
+	left := uint64(0)
+	if tokens < w.SavedTokens+s.threshold {
+		left = s.threshold + w.SavedTokens - tokens
+	}
+	growth := max(after/max(answers, 1), 1)
+	w.Requests = max(left/growth, 1)
+	return w
 }
 
 // thinkingBefore reports whether an active assistant message before seq

@@ -203,6 +203,11 @@ type session struct {
 	// rewrites are the figures of each recorded rewrite (pass or
 	// compaction) since load, rebuilt from the log (RewriteFigures).
 	rewrites []rewriteFigure
+	// deferredPasses counts the passes planned since load that were
+	// deferred because they would not pay for their rewrite, and
+	// lastDeferred is the newest one's weighing (planPass).
+	deferredPasses uint64
+	lastDeferred   contextedit.Weighing
 	// rules is the §4a check of the last assembled context, extended when
 	// the next one only appends to it (checkRules).
 	rules ruleCache

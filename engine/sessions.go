@@ -289,15 +289,28 @@ type RewriteFigures struct {
 	Cost    float64 `json:"cost"`
 	Savings float64 `json:"savings"`
 	Net     float64 `json:"net"`
+	// DeferredPasses counts the context-edit passes deferred since the
+	// session was loaded because their savings before the next compaction
+	// would not pay for their rewrite (contextedit.Weighing.PaysBack; in
+	// memory only: the next append weighs again). DeferredCost and
+	// DeferredSavings are the newest one's, in the units of Cost and
+	// Savings: what it would have cost and saved over its Requests.
+	DeferredPasses  uint64  `json:"deferred_passes,omitempty"`
+	DeferredCost    float64 `json:"deferred_cost,omitempty"`
+	DeferredSavings float64 `json:"deferred_savings,omitempty"`
 }
 
 // rewriteFigures sums s's rewrites; nil when there is none. Called with
 // s.mu held.
 func rewriteFigures(s *session) *RewriteFigures {
-	if len(s.rewrites) == 0 {
+	if len(s.rewrites) == 0 && s.deferredPasses == 0 {
 		return nil
 	}
-	f := &RewriteFigures{}
+	f := &RewriteFigures{DeferredPasses: s.deferredPasses}
+	if d := s.lastDeferred; s.deferredPasses > 0 {
+		f.DeferredCost = math.Round(11.5*float64(d.RewrittenTokens)) / 10
+		f.DeferredSavings = float64(d.SavedTokens*d.Requests) / 10
+	}
 	for _, r := range s.rewrites {
 		if r.compaction {
 			f.Compactions++

@@ -180,7 +180,7 @@ func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 // — ctxd's context, then the client's new message byte for byte — as the
 // first request of a conversation it is forwarded byte for byte; the
 // conversation then goes on on its branch (docs/decisions.md "The proxy
-// forwards what the client sent", "A managed conversation stays managed").
+// forwards what the client sent", "A managed conversation stays managed; a pass pays for its rewrite").
 func TestEmptyUserMessageForwardedAsSent(t *testing.T) {
 	for _, empty := range []string{`{"role":"user","content":[]}`, `{"role":"user","content":[ ]}`, `{"role":"user","content":""}`, `{"role":"user","content":null}`, `{"role":"system","content":[{"type":"text","text":""}]}`} {
 		f := newFixture(t, testConfig())

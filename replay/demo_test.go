@@ -53,9 +53,11 @@ func TestDemoSessionReplaysWithDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("demo: %d responses, %d compactions, %d passes, %d offloads, final %d tokens", r.Responses, len(r.Compactions), r.ContextEditPasses, r.Offloads, r.FinalTokens)
-	if len(r.Compactions) == 0 || r.Offloads == 0 || r.ContextEditPasses == 0 {
-		t.Fatalf("the demo must show every layer: %d compactions, %d offloads, %d passes", len(r.Compactions), r.Offloads, r.ContextEditPasses)
+	t.Logf("demo: %d responses, %d compactions, %d passes (%d deferred), %d offloads, final %d tokens", r.Responses, len(r.Compactions), r.ContextEditPasses, r.ContextEditDeferred, r.Offloads, r.FinalTokens)
+	// A pass shows as fired or as deferred: the demo's would not pay for
+	// its cache rewrite before the compaction that follows it.
+	if len(r.Compactions) == 0 || r.Offloads == 0 || r.ContextEditPasses+int(r.ContextEditDeferred) == 0 {
+		t.Fatalf("the demo must show every layer: %d compactions, %d offloads, %d passes, %d deferred", len(r.Compactions), r.Offloads, r.ContextEditPasses, r.ContextEditDeferred)
 	}
 	checkClean(t, r)
 }

@@ -32,6 +32,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "layers: %s (%d tokens saved), %s (%d characters saved), %s",
 		count(r.Offloads, "offload", "offloads"), r.OffloadTokensSaved, count(r.ContextEditPasses, "context-edit pass", "context-edit passes"),
 		r.ContextEditCharsSaved, count(len(r.Compactions), "compaction", "compactions"))
+	if r.ContextEditDeferred > 0 {
+		fmt.Fprintf(w, ", a context-edit pass deferred at %d appends (it would not pay for its cache rewrite before the next compaction)", r.ContextEditDeferred)
+	}
 	if r.AbandonedRounds > 0 {
 		fmt.Fprintf(w, ", %d abandoned rounds closed", r.AbandonedRounds)
 	}

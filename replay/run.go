@@ -61,6 +61,10 @@ type Report struct {
 	Compactions         []Compaction         `json:"compactions"`
 	OriginalCompactions []OriginalCompaction `json:"original_compactions"`
 	ContextEditPasses   int                  `json:"context_edit_passes"`
+	// ContextEditDeferred counts the appends at which a context-edit pass
+	// was planned and deferred because its savings before the next
+	// compaction would not pay for its cache rewrite (docs/design.md §6).
+	ContextEditDeferred uint64 `json:"context_edit_deferred,omitempty"`
 	// ContextEditCharsSaved is the characters (code points) the recorded
 	// passes removed; OffloadTokensSaved the uncalibrated tokens offload
 	// stubs saved against the original results.
@@ -201,6 +205,9 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 	r.FinalTokens = final.Tokens
 	r.Cost = rp.cost.finish(ctx, e)
 	r.ContextEditPasses = final.ContextEditPasses
+	if final.Rewrites != nil {
+		r.ContextEditDeferred = final.Rewrites.DeferredPasses
+	}
 	r.Offloads = final.Offloads
 	r.OffloadTokensSaved = rp.offloadSaved
 	r.EstimateError = stats(rp.estimateErrs)

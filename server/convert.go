@@ -225,7 +225,8 @@ func toAPISession(in engine.Info) api.Session {
 	s.Mode, s.Ledger = in.Mode, toAPILedgerSummary(in.Ledger)
 	if r := in.Rewrites; r != nil {
 		s.Rewrites = &api.RewriteFigures{Passes: r.Passes, Compactions: r.Compactions, RewrittenTokens: r.RewrittenTokens,
-			SavedTokens: r.SavedTokens, Cost: r.Cost, Savings: r.Savings, Net: r.Net}
+			SavedTokens: r.SavedTokens, Cost: r.Cost, Savings: r.Savings, Net: r.Net,
+			DeferredPasses: r.DeferredPasses, DeferredCost: r.DeferredCost, DeferredSavings: r.DeferredSavings}
 	}
 	if in.Checkpoint != nil {
 		cp := toAPICheckpoint(*in.Checkpoint)
