@@ -403,11 +403,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	if proxyL != nil {
 		// Proxy traffic keeps the daemon busy for the idle trim too.
-		ph := m.prx.Handler()
-		proxyHandler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			served.Add(1)
-			ph.ServeHTTP(w, r)
-		})
+		proxyHandler := countServed(m.prx.Handler(), &served)
 		pl := m.prx.Limits()
 		proxyL = &netlimit.Listener{Listener: proxyL, Max: int(pl.Connections),
 			Refusal: netlimit.Refusal503(proxy.ConnectionsRefusal(pl.Connections))}
@@ -451,22 +447,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	trim := time.NewTicker(idleTrimCheck)
 	defer trim.Stop()
-	lastServed, lastActive, trimmed := served.Load(), time.Now(), true
+	idle := newIdleTrim(&served, time.Now())
 
 	var runErr error
 loop:
 	for {
 		select {
 		case now := <-trim.C:
-			switch n := served.Load(); {
-			case n != lastServed:
-				lastServed, lastActive, trimmed = n, now, false
-			case !trimmed && now.Sub(lastActive) >= idleTrimAfter:
+			if idle.due(now) {
 				// A full collection that also returns the freed pages
 				// now: tens of milliseconds, once per idle period.
 				debug.FreeOSMemory()
 				releaseMappedFiles(m.dataDir)
-				trimmed = true
 			}
 		case <-ctx.Done():
 			m.logger.Info("ctxd stopping", attrReason, context.Cause(ctx))
@@ -884,6 +876,43 @@ func logConfigError(l *slog.Logger, err error) {
 		return
 	}
 	l.Error("configuration", attrErr, err)
+}
+
+// countServed counts each request h serves in served (the idle trim's
+// measure of activity: proxy traffic keeps the daemon busy too).
+func countServed(h http.Handler, served *atomic.Uint64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// idleTrim decides when the daemon returns the memory it no longer uses:
+// once per idle period, idleTrimAfter after the last request counted in
+// served.
+type idleTrim struct {
+	served     *atomic.Uint64
+	last       uint64
+	lastActive time.Time
+	trimmed    bool
+}
+
+// newIdleTrim starts idle at now (nothing to trim before a request).
+func newIdleTrim(served *atomic.Uint64, now time.Time) *idleTrim {
+	return &idleTrim{served: served, last: served.Load(), lastActive: now, trimmed: true}
+}
+
+// due reports, at a check at now, whether to trim: requests were served
+// since the last trim and none for idleTrimAfter.
+func (t *idleTrim) due(now time.Time) bool {
+	switch n := t.served.Load(); {
+	case n != t.last:
+		t.last, t.lastActive, t.trimmed = n, now, false
+	case !t.trimmed && now.Sub(t.lastActive) >= idleTrimAfter:
+		t.trimmed = true
+		return true
+	}
+	return false
 }
 
 // apiRefusal is the daemon API's error envelope (unavailable) for a
