@@ -26,7 +26,7 @@ import (
 	"github.com/ctxd/ctxd/internal/store"
 )
 
-// The proxy's headline benchmark (issue 29): growing conversations with
+// The proxy's headline benchmark: growing conversations with
 // real-sized new content per request, through ctxd's proxy on real storage
 // with its default durability and through a plain httputil.ReverseProxy,
 // both on loopback HTTP in front of the same fake upstream, in the same run,
@@ -388,8 +388,8 @@ func pct(d []time.Duration, q float64) float64 {
 	return float64(s[i]) / float64(time.Millisecond)
 }
 
-// BenchmarkProxyGrowing is the proxy's headline benchmark (issue 29;
-// docs/performance.md): conversations growing from ~7k to ~267k tokens by
+// BenchmarkProxyGrowing is the proxy's headline benchmark
+// (docs/performance.md "The proxy on growing conversations"): conversations growing from ~7k to ~267k tokens by
 // ~21 KB of real tool output per request (the corpus's Claude Code tool
 // results), each request sent to ctxd's proxy (defaults: badger on disk,
 // sync_writes), to a plain httputil.ReverseProxy and directly to the same
