@@ -73,6 +73,7 @@ func benchProxyOn(b testing.TB, cfg config.Config, tr http.RoundTripper, db *bad
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = p.WaitRecords(context.Background()) })
 	// The agent's credential was accepted by an earlier request (its
 	// X-Ctxd-Context-Limit is taken from the first request on).
 	p.accept(fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}}))

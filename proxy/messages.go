@@ -468,7 +468,14 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
 	body, bb, err := readBody(w, r, int64(p.limits.BodyBytes))
-	defer bb.release()
+	// trailing: the answer's record runs after the response ended
+	// (trail.go), and releases the body's buffer and the lane itself.
+	trailing := false
+	defer func() {
+		if !trailing {
+			bb.release()
+		}
+	}()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -513,11 +520,19 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		agent = req.promptCacheKey
 	}
 	l := p.lane(conversationKey(p.secret, fp, agent, req))
-	defer p.release(l)
+	defer func() {
+		if !trailing {
+			p.release(l)
+		}
+	}()
 	if err := l.lock(r.Context()); err != nil {
 		return
 	}
-	defer l.unlock()
+	defer func() {
+		if !trailing {
+			l.unlock()
+		}
+	}()
 
 	pl, err := p.prepare(r.Context(), l, req, r.Header, fp, agent)
 	if err != nil {
@@ -595,13 +610,22 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		p.dropBranch(ctx, l, pl)
 		return
 	}
-	if x.accepted && pl.prev != nil {
-		p.supersede(ctx, pl.prev, pl.b)
-	}
-	if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
-		p.applyPendingLimit(ctx, pl.b)
-	}
-	p.recordAnswer(ctx, pl, x, req)
+	// The answer's record comes after the response ended (its last
+	// chunk is written when this handler returns), still holding the
+	// conversation's lane: its next request waits for the record.
+	trailing = true
+	p.trail(func() {
+		defer bb.release()
+		defer p.release(l)
+		defer l.unlock()
+		if x.accepted && pl.prev != nil {
+			p.supersede(ctx, pl.prev, pl.b)
+		}
+		if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
+			p.applyPendingLimit(ctx, pl.b)
+		}
+		p.recordAnswer(ctx, pl, x, req)
+	})
 }
 
 // applyPendingLimit gives the session of b the window its client asked for

@@ -80,6 +80,9 @@ const UIPrefix = "/ui"
 // Proxy serves the provider-compatible endpoints. It is safe for
 // concurrent use.
 type Proxy struct {
+	// trailing counts the answers' records running after their response
+	// ended (trail.go).
+	trailing sync.WaitGroup
 	eng      *engine.Engine
 	secret   []byte
 	token    string // the daemon's bearer token with proxy.auth = "token"

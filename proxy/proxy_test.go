@@ -279,6 +279,7 @@ func newFixture(t *testing.T, cfg config.Config) *fixture {
 	f.start()
 	t.Cleanup(func() {
 		_ = f.hs.Close()
+		_ = f.p.WaitRecords(context.Background())
 		cancel()
 		<-done
 		_ = f.cps.Close()

@@ -480,6 +480,12 @@ loop:
 			_ = hs.Close()
 		}
 	}
+	if m.prx != nil {
+		// Answers already sent are recorded before the engine closes.
+		if err := m.prx.WaitRecords(shutCtx); err != nil {
+			m.logger.Warn("proxied answers still being recorded at the shutdown deadline were not recorded (each is recorded again from its client's next request)", attrErr, err)
+		}
+	}
 	stopPool()
 	wg.Wait()
 	m.logger.Info("ctxd stopped")
