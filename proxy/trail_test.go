@@ -9,7 +9,7 @@ import (
 )
 
 // The answer's record comes after the client has the whole answer, end of
-// body included (issue 29): the record is held back until the client read
+// body included: the record is held back until the client read
 // the streamed body to its end, which a record made before the handler
 // returns would never let it do. The record is then written, and the
 // conversation's next request finds it (its lane waits for the record).
