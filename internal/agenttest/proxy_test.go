@@ -41,6 +41,7 @@ type ctxd struct {
 	cps  *checkpoint.Store
 	pool *workers.Pool
 	eng  *engine.Engine
+	p    *proxy.Proxy
 	hs   *http.Server
 	url  string
 }
@@ -97,6 +98,7 @@ func newCtxdWith(t *testing.T, upstream string, limit uint64, edit func(*config.
 	c.start()
 	t.Cleanup(func() {
 		_ = c.hs.Close()
+		_ = c.p.WaitRecords(context.Background())
 		cancel()
 		<-done
 		_ = c.cps.Close()
@@ -120,6 +122,7 @@ func (c *ctxd) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.p = p
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +136,7 @@ func (c *ctxd) start() {
 // ones over the same store: a daemon restart.
 func (c *ctxd) restart() {
 	_ = c.hs.Shutdown(context.Background())
+	_ = c.p.WaitRecords(context.Background()) // the answers' records trail their responses
 	c.start()
 }
 

@@ -144,9 +144,11 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 			ids[id] = true
 		}
 	}
-	// Shutdown waits for the handlers: the proxy records the last answer
-	// (and its ledger entry) after the client has read its last byte.
+	// Shutdown waits for the handlers, WaitRecords for the answers'
+	// records, which trail their responses: the last answer's (and its
+	// ledger entry) is written after the client has read its last byte.
 	_ = hs.Shutdown(context.Background())
+	_ = p.WaitRecords(context.Background())
 	cancel()
 	<-done
 	res.Usage = up.Usage()
