@@ -54,6 +54,9 @@ type Summarizer struct {
 	client *retryablehttp.Client
 	log    *slog.Logger
 	red    *redact.Redactor
+	// withTimeout bounds one binding call: context.WithTimeout; tests
+	// replace it to expire a call at a point they choose.
+	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 }
 
 // New returns a Summarizer configured by o.
@@ -77,7 +80,7 @@ func New(o Options) *Summarizer {
 		o.RetryWaitMax = o.RetryWaitMin
 	}
 	log := o.Logger.With("component", "summarizer")
-	return &Summarizer{client: newRetryClient(o, log), log: log, red: o.Redactor}
+	return &Summarizer{client: newRetryClient(o, log), log: log, red: o.Redactor, withTimeout: context.WithTimeout}
 }
 
 // redactorFor is the redactor of a call of binding b: the configured
@@ -225,7 +228,7 @@ func (s *Summarizer) success(res Result, b config.Binding, ans answer, pruned bo
 // when it passed).
 func (s *Summarizer) attempt(ctx context.Context, b config.Binding, req *Request, pruned bool) (Attempt, answer) {
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, req.timeout())
+	cctx, cancel := s.withTimeout(ctx, req.timeout())
 	defer cancel()
 
 	call := func(toolNone bool) callOutcome {
