@@ -161,6 +161,12 @@ type Session struct {
 	// SettingsDiff lists what the model settings stored with the session
 	// differ in from the daemon's current configuration (ctxctl doctor).
 	SettingsDiff []string `json:"settings_diff,omitempty"`
+	// PrepareMark is the token count at which a speculative summary is
+	// prepared in the background (docs/config.md prepare_percent); 0 when
+	// the session prepares none. IdleCompaction says whether the session
+	// is compacted before its idle prompt cache lapses.
+	PrepareMark    uint64 `json:"prepare_mark,omitempty"`
+	IdleCompaction bool   `json:"idle_compaction,omitempty"`
 	// Threshold is the token count at which automatic compaction fires
 	// (docs/design.md §3 trigger, §5.1); 0 while the window is unknown.
 	Threshold uint64 `json:"threshold"`

@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestRulePreparePercent(t *testing.T) {
 	runRuleCases(t, []ruleCase{
@@ -41,6 +45,33 @@ func TestPrepareMark(t *testing.T) {
 	} {
 		if got := tc.cc.PrepareMark(tc.limit, tc.threshold); got != tc.want {
 			t.Errorf("%s: PrepareMark(%d, %d) = %d, want %d", tc.name, tc.limit, tc.threshold, got, tc.want)
+		}
+	}
+}
+
+// With a buffer_tokens trigger the threshold is per model: a prepare mark
+// at or above a named model's threshold is a warning naming the model
+// (the summary would not be prepared before the trigger); one below every
+// threshold is not.
+func TestPreparePercentAboveABufferThresholdWarns(t *testing.T) {
+	src := "[context_compaction]\ntrigger = { buffer_tokens = 50000 }\nprepare_percent = %d\n[models.\"m-200k\"]\ncontext_limit = 200000\n"
+	_, warnings, problems := loadSrc(t, fmt.Sprintf(src, 90))
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	var hit *Warning
+	for i := range warnings {
+		if warnings[i].Key == "context_compaction.prepare_percent" {
+			hit = &warnings[i]
+		}
+	}
+	if hit == nil || !strings.Contains(hit.Message, "m-200k (threshold 150000)") {
+		t.Fatalf("90 %% above a 150000 threshold of a 200000 window: warnings %v", warnings)
+	}
+	_, warnings, _ = loadSrc(t, fmt.Sprintf(src, 60))
+	for _, w := range warnings {
+		if w.Key == "context_compaction.prepare_percent" && strings.Contains(w.Message, "m-200k") {
+			t.Errorf("60 %% is below m-200k's threshold, yet: %v", w)
 		}
 	}
 }

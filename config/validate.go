@@ -250,6 +250,23 @@ func (s *state) validateContextCompaction() {
 	case p > 0 && p < PrepareOff && t.Percent > 0 && p >= t.Percent:
 		s.errorf(TableContextCompaction, "context_compaction.prepare_percent", "must be below the trigger's percent (%d), got %d: the summary is prepared before the trigger fires", t.Percent, p)
 	}
+	if p, n := cc.PreparePercent, t.BufferTokens; p > 0 && p < PrepareOff && n > 0 && t.Percent == 0 {
+		// A buffer trigger's threshold is per model: the mark can only be
+		// checked against the windows the configuration names (a mark at
+		// or above a threshold prepares nothing before the trigger).
+		var hit []string
+		for _, id := range slices.Sorted(maps.Keys(s.cfg.Models)) {
+			if l := s.cfg.Models[id].ContextLimit; l > n && cc.PrepareMark(l, l-n) >= l-n {
+				hit = append(hit, fmt.Sprintf("%s (threshold %d)", id, l-n))
+			}
+		}
+		switch {
+		case len(hit) > 0:
+			s.warnf(TableContextCompaction, "context_compaction.prepare_percent", "%d %% of the window is at or above the threshold of %d model(s): %s; their summary is not prepared before the trigger fires", p, len(hit), strings.Join(hit, ", "))
+		case p >= 95:
+			s.warnf(TableContextCompaction, "context_compaction.prepare_percent", "%d %% with a buffer_tokens trigger: a model whose window minus %d tokens is below %d %% of it prepares nothing before the trigger fires", p, n, p)
+		}
+	}
 	switch cc.Idle {
 	case IdleAuto, IdleOn, IdleOff:
 	default:

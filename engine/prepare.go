@@ -130,6 +130,19 @@ func (e *Engine) prepareGate(s *session, tokens uint64) string {
 	return ""
 }
 
+// shownPrepareMark is the prepare mark as Info shows it: 0 when the
+// session prepares no speculative summary whatever its size. Called with
+// s.mu held.
+func (e *Engine) shownPrepareMark(s *session) uint64 {
+	if s.win.source == WindowUnknown {
+		return 0
+	}
+	if s.cfg.ContextCompaction.PreparePercent == 0 && e.clientPays(s) {
+		return 0
+	}
+	return s.cfg.ContextCompaction.PrepareMark(s.limit, s.threshold)
+}
+
 // clientPays reports whether the session's summarizer is paid by its
 // client's credential (a proxied session summarizing with its client's
 // key), or cannot be called now. Called with s.mu held.

@@ -469,7 +469,7 @@ func (e *Engine) restoreLastCheck(s *session) {
 	tokens, source := e.estimate(s)
 	d, _ := e.decide(s, trigger.PostCheck, tokens)
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: trigger.PostCheck, Tokens: tokens, Source: source,
-		Threshold: s.threshold, Reason: "rebuilt from the log when the session was loaded: " + d.Reason}
+		Threshold: s.shownThreshold(), Reason: "rebuilt from the log when the session was loaded: " + d.Reason}
 	if d.Compact {
 		s.lastCheck.Reason += " (the next check compacts)"
 	}
@@ -908,7 +908,7 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 	d, futile := e.decide(s, sig, tokens)
 	s.lastFutile = futile
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
-		Threshold: s.threshold, Fired: d.Compact, Reason: d.Reason}
+		Threshold: s.shownThreshold(), Fired: d.Compact, Reason: d.Reason}
 	if futile && !s.futilityRun {
 		s.futilityRun = true
 		fixed, _ := e.fixedFigure(s, tokens)
@@ -930,6 +930,11 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.Decision, bool) {
 	s.nothingAtCheck = false
 	d := trigger.Decide(sig, s.triggerState(tokens))
+	if !d.Compact && s.win.source == WindowUnknown {
+		// The threshold of an unknown window is a placeholder (Info
+		// shows 0): say what the session waits for instead.
+		d.Reason = fmt.Sprintf("%s: the window is unknown (configure the model's context_limit, or ctxd learns it from the provider's usage or first context-length error); %d tokens so far", sig, tokens)
+	}
 	if !d.Compact || !sig.Automatic() {
 		return d, false
 	}

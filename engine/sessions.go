@@ -78,6 +78,14 @@ type Info struct {
 	// SettingsDiff says what the settings stored with the session differ
 	// in from the current configuration's entry of its model (doctor).
 	SettingsDiff []string `json:"settings_diff,omitempty"`
+	// PrepareMark is the token count at which the session prepares a
+	// speculative summary (docs/design.md §5.1); 0 when it prepares none
+	// (off, window unknown, or derived and paid by the client's key).
+	// IdleCompaction says whether it is compacted before an idle prompt
+	// cache lapses (context_compaction.idle). Both are set by Session
+	// only (0 and false in listings).
+	PrepareMark    uint64 `json:"prepare_mark,omitempty"`
+	IdleCompaction bool   `json:"idle_compaction,omitempty"`
 	// Tokens is the assembled context's size in tokens; TokensSource is
 	// "reported" or "estimated".
 	Tokens       uint64 `json:"tokens"`
@@ -257,7 +265,12 @@ func (e *Engine) Session(ctx context.Context, id string) (Info, error) {
 	}
 	defer s.mu.Unlock()
 	e.refresh(s)
-	return e.info(s), nil
+	in := e.info(s)
+	// Set here only, not in listings: they ask for the session's
+	// summarizer bindings.
+	in.PrepareMark = e.shownPrepareMark(s)
+	in.IdleCompaction = s.win.source != WindowUnknown && e.idleEnabled(s)
+	return in, nil
 }
 
 // rewriteFigure is one recorded rewrite: the tokens the next request had

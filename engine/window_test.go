@@ -71,6 +71,14 @@ func TestWindowSources(t *testing.T) {
 	if a := h.context("unknown"); len(a.Messages) != 1 || a.WindowSource != WindowUnknown {
 		t.Errorf("unknown window: context %+v", a)
 	}
+	// Its pre-send check shows no placeholder threshold and says what it
+	// waits for.
+	if _, err := h.e.Context(ctx, "unknown", ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := h.e.Session(ctx, "unknown"); in.LastCheck == nil || in.LastCheck.Threshold != 0 || !strings.Contains(in.LastCheck.Reason, "the window is unknown") {
+		t.Errorf("unknown window: last check %+v", in.LastCheck)
+	}
 	if got := h.e.WindowSources(); got[WindowWire] != 2 || got[WindowCatalog] != 2 || got[WindowConfig] != 1 || got[WindowSession] != 1 || got[WindowUnknown] != 1 {
 		t.Errorf("window sources for status: %v", got)
 	}
@@ -123,5 +131,37 @@ func TestSessionKeepsItsSettingsAcrossConfigs(t *testing.T) {
 	m := "claude-sonnet-4-6"
 	if in, err := h.e.UpdateSession(ctx, "b", Patch{Model: &m}); err != nil || in.ContextLimit != 200000 || len(in.SettingsDiff) != 0 {
 		t.Errorf("patched model: %+v, %v", in, err)
+	}
+}
+
+// Session shows when a session prepares its summary and whether idle
+// compaction is on: the derived mark for a known window with the
+// extractive summarizer (not the client's key), nothing for an unknown
+// window, nothing when prepare_percent is off.
+func TestSessionShowsPrepareMarkAndIdle(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		percent uint64
+		limit   uint64
+		mark    uint64
+		idle    bool
+	}{
+		{"derived", 0, 200000, 120000, true},
+		{"off", config.PrepareOff, 200000, 0, true},
+	} {
+		cfg := testConfig()
+		cfg.ContextCompaction.PreparePercent = tc.percent
+		h := newHarness(t, cfg, t.TempDir())
+		if _, err := h.e.CreateSession(ctx, CreateParams{ID: "s", Model: "test-model", ContextLimit: tc.limit}); err != nil {
+			t.Fatal(err)
+		}
+		in, err := h.e.Session(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.PrepareMark != tc.mark || in.IdleCompaction != tc.idle {
+			t.Errorf("%s: prepare mark %d, idle %v; want %d, %v (threshold %d)", tc.name, in.PrepareMark, in.IdleCompaction, tc.mark, tc.idle, in.Threshold)
+		}
 	}
 }

@@ -197,6 +197,8 @@ func toAPISession(in engine.Info) api.Session {
 		ContextLimit:      in.ContextLimit,
 		WindowSource:      in.WindowSource,
 		SettingsDiff:      in.SettingsDiff,
+		PrepareMark:       in.PrepareMark,
+		IdleCompaction:    in.IdleCompaction,
 		Threshold:         in.Threshold,
 		Auto:              in.Auto,
 		Created:           in.Created,

@@ -136,6 +136,13 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == uiLoginPath {
+		if r.Method != http.MethodGet {
+			// A HEAD (a link preview, curl -I) must not spend the
+			// one-time code that the browser's GET needs.
+			w.Header().Set("Allow", "GET")
+			s.writeError(w, r, api.Errorf(api.MethodNotAllowed, "", "a dashboard link is opened with GET only (HEAD would spend its one-time code)"))
+			return
+		}
 		s.uiLogin(w, r)
 		return
 	}

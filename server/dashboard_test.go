@@ -82,6 +82,15 @@ func TestDashboardOnTCPNeedsTheToken(t *testing.T) {
 	if r := login(t, f, link.Path, map[string]string{"Origin": "http://evil.example"}); r.StatusCode != 403 || len(r.Cookies()) != 0 {
 		t.Fatalf("a link opened from a web page: %d, cookies %v", r.StatusCode, r.Cookies())
 	}
+	// A HEAD (a link preview) neither logs in nor spends the code.
+	head, err := f.ts.Client().Head(f.ts.URL + link.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head.Body.Close()
+	if head.StatusCode != http.StatusMethodNotAllowed || len(head.Cookies()) != 0 || head.Header.Get("Allow") != "GET" {
+		t.Fatalf("HEAD of the link: %d, cookies %v, Allow %q; want 405 and no cookie", head.StatusCode, head.Cookies(), head.Header.Get("Allow"))
+	}
 	r := login(t, f, link.Path, nil)
 	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/ui/" || len(r.Cookies()) != 1 {
 		t.Fatalf("the link: %d → %q, cookies %v", r.StatusCode, r.Header.Get("Location"), r.Cookies())

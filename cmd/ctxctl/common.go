@@ -71,6 +71,9 @@ func tokensLine(tok api.Tokens, threshold uint64) string {
 	if src == "" {
 		src = "source unknown"
 	}
+	if threshold == 0 {
+		return fmt.Sprintf("%d (no threshold while the window is unknown; %s)", tok.Value, src)
+	}
 	return fmt.Sprintf("%d of threshold %d (%s%s)", tok.Value, threshold, pct, src)
 }
 

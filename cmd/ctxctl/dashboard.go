@@ -35,6 +35,9 @@ func dashboardCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
+				if st.Proxy != nil && st.Proxy.Enabled && st.Proxy.Listen == "" {
+					return fmt.Errorf("no listener serves the dashboard to a browser: the proxy is enabled but not listening (%s); free its address or set daemon.listen (with daemon.auth_token_env)", st.Proxy.Error)
+				}
 				if st.Proxy == nil || st.Proxy.Listen == "" {
 					return fmt.Errorf("no listener serves the dashboard to a browser: set daemon.listen (with daemon.auth_token_env) or enable the proxy ([proxy] enabled = true)")
 				}

@@ -431,6 +431,7 @@ func writeDoctor(w io.Writer, r *doctorReport) {
 		fmt.Fprintf(w, "  differs:         %s\n", d)
 	}
 	fmt.Fprintf(w, "  tokens:          %s — %s\n", tokensLine(s.Tokens, s.Threshold), sourceWhy(s.Tokens.Source))
+	fmt.Fprintf(w, "  speculative:     %s\n", speculativeLine(s))
 	auto := "on"
 	if !s.Auto {
 		auto = "off"

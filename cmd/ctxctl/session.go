@@ -205,8 +205,13 @@ func writeSession(w io.Writer, s *api.Session) {
 	if !s.Auto {
 		auto = "automatic compaction off: manual and overflow only"
 	}
-	line("threshold", "%d tokens; %s", s.Threshold, auto)
+	if s.Threshold == 0 {
+		line("threshold", "none while the window is unknown; %s", auto)
+	} else {
+		line("threshold", "%d tokens; %s", s.Threshold, auto)
+	}
 	line("tokens", "%s", tokensLine(s.Tokens, s.Threshold))
+	line("speculative", "%s", speculativeLine(s))
 	line("figure from", "%s", sourceWhy(s.Tokens.Source))
 	line("messages", "%d (last seq %d)", s.Messages, s.LastSeq)
 	line("open tool calls", "%d", s.OpenToolCalls)
@@ -282,7 +287,11 @@ func checkLine(tc *api.TriggerCheck) string {
 		fmt.Fprintf(&b, " at %s", stamp(tc.Time))
 	}
 	if tc.Tokens.Source != "" || tc.Tokens.Value > 0 {
-		fmt.Fprintf(&b, ", %d tokens (%s) vs threshold %d", tc.Tokens.Value, orDash(tc.Tokens.Source), tc.Threshold)
+		if tc.Threshold == 0 {
+			fmt.Fprintf(&b, ", %d tokens (%s), no threshold", tc.Tokens.Value, orDash(tc.Tokens.Source))
+		} else {
+			fmt.Fprintf(&b, ", %d tokens (%s) vs threshold %d", tc.Tokens.Value, orDash(tc.Tokens.Source), tc.Threshold)
+		}
 	}
 	if tc.Fired {
 		b.WriteString(": fired")
@@ -423,4 +432,19 @@ func windowCell(s *api.Session) string {
 		return fmt.Sprint(s.ContextLimit)
 	}
 	return fmt.Sprintf("%d/%s", s.ContextLimit, s.WindowSource)
+}
+
+// speculativeLine says when the session prepares a summary in the
+// background and whether it is compacted before an idle prompt cache
+// lapses.
+func speculativeLine(s *api.Session) string {
+	prep := "summaries not prepared in advance"
+	if s.PrepareMark > 0 {
+		prep = fmt.Sprintf("summary prepared from %d tokens", s.PrepareMark)
+	}
+	idle := "idle compaction off"
+	if s.IdleCompaction {
+		idle = "idle compaction on"
+	}
+	return prep + "; " + idle
 }
