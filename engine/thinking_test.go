@@ -202,6 +202,11 @@ func TestRewritesAtEveryPositionOfAThinkingLoop(t *testing.T) {
 		return func(c *config.Config) {
 			c.Compaction.Shape = shape
 			c.ContextCompaction.Trigger = config.Trigger{Percent: 35}
+			// The compaction at the pre-send check itself, not a
+			// speculative summary prepared in the background: whether
+			// one is ready by then is a race, and the fold count
+			// below needs the check's own compaction.
+			c.ContextCompaction.PreparePercent = config.PrepareOff
 		}
 	}
 	kinds := []kind{
