@@ -126,12 +126,34 @@ func (st *Store) whileUp(ctx context.Context) (context.Context, context.CancelFu
 // up returns nil while the connection to the cluster is up, else an error
 // wrapping checkpoint.ErrUnavailable that names the backend and its
 // servers ("storage: nats: no servers available …"). Every operation
-// checks it first, so that a request during an outage is answered at once
-// (503 from the daemon) rather than when its time limit runs out.
+// checks it first, so that a request during an outage is answered within
+// reconnectGrace (503 from the daemon) rather than when its time limit runs
+// out, while a failover of a moment is ridden out.
 func (st *Store) up() error {
-	if st.nc.IsConnected() {
-		return nil
+	for start := time.Now(); !st.nc.IsConnected(); time.Sleep(20 * time.Millisecond) {
+		// A connection lost moments ago is usually failing over to
+		// another server (a rolling restart): wait for it, at most
+		// reconnectGrace from the loss and from this call.
+		st.downMu.Lock()
+		since := st.downAt
+		st.downMu.Unlock()
+		young := since.IsZero() || st.opts.Now().Sub(since) < reconnectGrace
+		if st.nc.IsClosed() || !young || time.Since(start) >= reconnectGrace {
+			return st.downError()
+		}
 	}
+	return nil
+}
+
+// reconnectGrace is how long after the connection to the cluster is lost
+// an operation waits for it to come back before it is refused: a failover
+// to another server takes a fraction of it; an outage that lasts longer
+// is refused at once.
+const reconnectGrace = 2 * time.Second
+
+// downError is the error of an operation refused while the connection is
+// down (up).
+func (st *Store) downError() error {
 	state := strings.ToLower(st.nc.Status().String())
 	st.downMu.Lock()
 	since := st.downAt

@@ -291,6 +291,14 @@ func (rp *run) response(ctx context.Context, k int, m history.Message) error {
 		}
 		return rp.newCheckpoints(ctx, k+1, "post-check", after)
 	}
+	// A speculative summary being prepared in the background: the replay
+	// waits for it, as the agent's own turn would take longer than the
+	// summarizer, so that its figures never depend on scheduling (a
+	// pre-send check that finds the summary still being made serves the
+	// context uncompacted).
+	if err := rp.e.WaitCompaction(ctx, SessionID); err != nil {
+		rp.step(k+1, "diagnostic", "speculative summary failed: "+err.Error())
+	}
 	return nil
 }
 
