@@ -39,6 +39,18 @@ const (
 	ThinkingAdaptive
 )
 
+// opensWithOpaqueCompaction reports whether m is an assistant message
+// that starts with an opaque compaction (the OpenAI Responses compaction
+// item): a client that compacted with the provider sends it first, in
+// place of everything it summarized, and the provider accepts it there.
+func opensWithOpaqueCompaction(m Message) bool {
+	if m.Role != RoleAssistant || len(m.Content) == 0 {
+		return false
+	}
+	b := m.Content[0]
+	return b.Type == BlockCompaction && b.Text == "" && b.Data != ""
+}
+
 // Rules tune CheckRequest.
 type Rules struct {
 	// Thinking is whether the request enables thinking.
@@ -184,7 +196,7 @@ func (c *Checker) Extend(msgs []Message) {
 			c.flush(i-1, add)
 			c.inRun = false
 		}
-		if i == 0 && m.Role != RoleUser {
+		if i == 0 && m.Role != RoleUser && !opensWithOpaqueCompaction(*m) {
 			add(i, RuleFirstNotUser, textFirstNotUser)
 		}
 		switch m.Role {

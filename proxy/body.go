@@ -39,6 +39,7 @@ type request struct {
 	// stream_options.
 	promptCacheKey     string
 	previousResponseID string
+	conversation       bool
 	streamOptions      json.RawMessage
 	// msgStart and msgEnd bound the messages value in body.
 	msgStart, msgEnd int
@@ -165,6 +166,12 @@ func parseBody(body []byte, d dialect) (*request, error) {
 			err = json.Unmarshal(raw, &r.promptCacheKey)
 		case "previous_response_id":
 			err = json.Unmarshal(raw, &r.previousResponseID)
+		case "conversation":
+			// A conversation the provider keeps (an id, or an object
+			// naming it): server-side state, like previous_response_id.
+			if d == dialectResponses && string(raw) != "null" {
+				r.conversation = true
+			}
 		case "stream_options":
 			r.streamOptions = raw
 		case "model":

@@ -1,0 +1,256 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestConformanceAPIs: the rows of the conformance suite that are an API
+// or a request rather than an artifact in a conversation
+// (docs/proxy.md "Conformance").
+func TestConformanceAPIs(t *testing.T) {
+	rows := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"files_multipart_passed_through", conformFiles},
+		{"batches_passed_through", conformBatches},
+		{"oauth_bearer", conformOAuth},
+		{"count_tokens", conformCountTokens},
+		{"applied_edits_answer", conformAppliedEdits},
+		{"responses_compact_endpoint", conformResponsesCompact},
+		{"previous_response_id", func(t *testing.T) { conformServerState(t, `,"previous_response_id":"resp_0123"`) }},
+		{"conversation", func(t *testing.T) { conformServerState(t, `,"conversation":"conv_0123"`) }},
+		{"conversation_object", func(t *testing.T) { conformServerState(t, `,"conversation":{"id":"conv_0123"}`) }},
+		{"compaction_trigger", conformCompactionTrigger},
+		{"compaction_trigger_not_stored", func(t *testing.T) {
+			t.Skip("known gap: the trigger is recorded as an item of the conversation (a json block); the client's next request replaces it, so it is not sent again (docs/proxy.md \"Conformance\")")
+		}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, row.run)
+	}
+}
+
+// send posts body to path with the given headers only (no defaults).
+func (f *fixture) send(method, path, body string, hdr map[string]string) (*http.Response, []byte) {
+	f.t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp, b
+}
+
+// passedAsSent asserts that the one upstream request is the client's:
+// path, body and the named headers.
+func passedAsSent(t *testing.T, f *fixture, path, body string, hdr map[string]string) {
+	t.Helper()
+	reqs := f.up.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	if reqs[0].path != path || string(reqs[0].body) != body {
+		t.Errorf("forwarded %s with %d bytes, want %s as sent (%d bytes)", reqs[0].path, len(reqs[0].body), path, len(body))
+	}
+	for k, v := range hdr {
+		if got := reqs[0].header.Get(k); got != v {
+			t.Errorf("header %s: %q, want %q", k, got, v)
+		}
+	}
+	if s := f.p.Stats(); s.Managed != 0 {
+		t.Errorf("stats %+v: nothing is managed", s)
+	}
+}
+
+// conformFiles: a Files API upload (multipart) goes through untouched.
+func conformFiles(t *testing.T) {
+	f := newFixture(t, testConfig())
+	body := "--b0undary\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\nContent-Type: text/plain\r\n\r\nhello \x00\xff bytes\r\n--b0undary--\r\n"
+	hdr := map[string]string{"Content-Type": "multipart/form-data; boundary=b0undary", "X-Api-Key": testKey,
+		"Anthropic-Version": "2023-06-01", "Anthropic-Beta": "files-api-2025-04-14"}
+	f.up.script(reply{status: 200, body: `{"id":"file_011","type":"file","filename":"notes.txt"}`})
+	resp, got := f.send("POST", "/v1/files", body, hdr)
+	if resp.StatusCode != 200 || !strings.Contains(string(got), "file_011") {
+		t.Fatalf("%d %s", resp.StatusCode, got)
+	}
+	passedAsSent(t, f, "/v1/files", body, hdr)
+}
+
+// conformBatches: a Message Batches request goes through untouched.
+func conformBatches(t *testing.T) {
+	f := newFixture(t, testConfig())
+	body := `{"requests":[{"custom_id":"r1","params":{"model":"claude-opus-4-8","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}}]}`
+	hdr := map[string]string{"Content-Type": "application/json", "X-Api-Key": testKey, "Anthropic-Version": "2023-06-01"}
+	f.up.script(reply{status: 200, body: `{"id":"msgbatch_01","type":"message_batch","processing_status":"in_progress"}`})
+	resp, got := f.send("POST", "/v1/messages/batches", body, hdr)
+	if resp.StatusCode != 200 || !strings.Contains(string(got), "msgbatch_01") {
+		t.Fatalf("%d %s", resp.StatusCode, got)
+	}
+	passedAsSent(t, f, "/v1/messages/batches", body, hdr)
+}
+
+// conformOAuth: a subscription client's OAuth bearer with the
+// oauth-2025-04-20 beta (no x-api-key) goes to the Anthropic upstream,
+// is managed, and its credential and beta header arrive as sent.
+func conformOAuth(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer sk-ant-oat01-TEST-0123",
+		"Anthropic-Version": "2023-06-01", "Anthropic-Beta": "oauth-2025-04-20,claude-code-20250219"}
+	c := newConversation().user("fix the build")
+	resp, _ := f.send("POST", "/v1/messages?beta=true", c.body(), hdr)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
+		t.Fatalf("%d, session %q, diagnostic %q", resp.StatusCode, resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	}
+	reqs := f.up.requests()
+	if len(reqs) != 1 || !strings.HasPrefix(reqs[0].path, "/v1/messages") {
+		t.Fatalf("not forwarded to the Anthropic upstream: %d requests", len(reqs))
+	}
+	for k, v := range hdr {
+		if got := reqs[0].header.Get(k); got != v {
+			t.Errorf("header %s: %q, want %q", k, got, v)
+		}
+	}
+	if reqs[0].header.Get("X-Api-Key") != "" {
+		t.Error("an x-api-key was added")
+	}
+}
+
+// conformCountTokens: count_tokens for a conversation ctxd manages counts
+// what ctxd would send (the offloaded context), not the client's history.
+func conformCountTokens(t *testing.T) {
+	t.Skip("known gap: count_tokens is forwarded as sent; it counts the client's history, not ctxd's context (docs/proxy.md \"Conformance\")")
+}
+
+// conformAppliedEdits: the provider's own context editing (the client's
+// context_management) reports applied_edits in its answer; the answer
+// reaches the client byte for byte and the request that follows is
+// managed, the client's context_management carried.
+func conformAppliedEdits(t *testing.T) {
+	f := newFixture(t, testConfig())
+	cm := `"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":100},"keep":{"type":"tool_uses","value":1}}]}`
+	c := newConversation()
+	c.extra += "," + cm
+	c.user("fix the build")
+	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn","usage":{"input_tokens":90,"output_tokens":2},"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919","cleared_tool_uses":2,"cleared_input_tokens":5000}]}}`
+	c.extra = strings.Replace(c.extra, `"stream":true`, `"stream":false`, 1)
+	f.up.script(reply{status: 200, body: answer})
+	hdr := map[string]string{"Anthropic-Beta": "context-management-2025-06-27"}
+	resp, got := f.post(c.body(), hdr)
+	if resp.StatusCode != 200 || string(got) != answer {
+		t.Fatalf("the answer did not reach the client as sent: %d %s", resp.StatusCode, got)
+	}
+	c.assistant(assistantText("done")).user("go on")
+	f.up.script(reply{status: 200, body: answer})
+	resp2, _ := f.post(c.body(), hdr)
+	if resp2.Header.Get(HeaderSessionID) == "" || resp2.Header.Get(HeaderSessionID) != resp.Header.Get(HeaderSessionID) {
+		t.Fatalf("the next request is not managed in the same session: %q %q, diagnostic %q", resp.Header.Get(HeaderSessionID), resp2.Header.Get(HeaderSessionID), resp2.Header.Get(HeaderDiagnostic))
+	}
+	for i, r := range f.up.requests() {
+		if !bytes.Contains(r.body, []byte(cm)) {
+			t.Errorf("request %d: the client's context_management not carried", i+1)
+		}
+	}
+}
+
+// conformResponsesCompact: POST /v1/responses/compact (the client
+// compacting with the provider) goes through untouched.
+func conformResponsesCompact(t *testing.T) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	c := newCodexConversation()
+	body := `{"model":"gpt-5.2-codex","instructions":"Summarize.","input":[` + strings.Join(c.items, ",") + `]}`
+	f.up.script(reply{status: 200, body: `{"id":"resp_c","object":"response.compaction","output":[{"type":"compaction","id":"cmp_1","encrypted_content":"gAAA"}]}`})
+	hdr := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + testKey}
+	resp, got := f.send("POST", "/v1/responses/compact", body, hdr)
+	if resp.StatusCode != 200 || !strings.Contains(string(got), "cmp_1") {
+		t.Fatalf("%d %s", resp.StatusCode, got)
+	}
+	passedAsSent(t, f, "/v1/responses/compact", body, hdr)
+}
+
+// conformServerState: a Responses request that continues a conversation
+// the provider keeps (previous_response_id, conversation) is forwarded as
+// sent, with a diagnostic: ctxd sees only the new items, and pruning them
+// locally would lose the turn.
+func conformServerState(t *testing.T, member string) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	body := `{"model":"gpt-5.2-codex","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}],"stream":true` + member + `}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`}, 100, 0, 5)})
+	hdr := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + testKey}
+	resp, _ := f.send("POST", "/v1/responses", body, hdr)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) != "" || resp.Header.Get(HeaderDiagnostic) == "" {
+		t.Fatalf("%d, session %q, diagnostic %q: want forwarded unmanaged, with a diagnostic", resp.StatusCode, resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
+	}
+	reqs := f.up.requests()
+	if len(reqs) != 1 || string(reqs[0].body) != body {
+		t.Fatalf("not forwarded as sent: %d requests", len(reqs))
+	}
+	if s := f.p.Stats(); s.PassedThrough != 1 {
+		t.Errorf("stats %+v: want 1 passed through", s)
+	}
+}
+
+// conformCompactionTrigger: a Responses request whose input ends with a
+// compaction_trigger item (the client asks the provider to compact)
+// arrives with the item last and the client's items as sent; the trigger
+// is never echoed; the request that follows, carrying the
+// provider's compaction item in place of what it summarized, is managed
+// and carries that item byte for byte.
+func conformCompactionTrigger(t *testing.T) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session-Id": "0199-conform-trigger"}
+	c := newCodexConversation()
+	answer := `{"type":"message","role":"assistant","id":"msg_1","content":[{"type":"output_text","text":"Reading.","annotations":[]}]}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{answer}, 3000, 0, 5)})
+	f.postOpenAI("/v1/responses", c.body(""), hdr)
+	c.add(answer)
+	trigger := `{"type":"compaction_trigger"}`
+	items := append(append([]string(nil), c.items...), trigger)
+	compaction := `{"type":"compaction","id":"cmp_01","encrypted_content":"gAAAAABpCOMPACTED-0123456789abcdefghijklmnopqrstuvwxyz"}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{compaction}, 3100, 2900, 50)})
+	body2 := (&codexConversation{items: items}).body("")
+	r2, got2 := f.postOpenAI("/v1/responses", body2, hdr)
+	if r2.StatusCode != 200 || !strings.Contains(string(got2), "cmp_01") {
+		t.Fatalf("%d %s", r2.StatusCode, got2)
+	}
+	// Codex's next request: its prefix, the compaction item, a new prompt.
+	next := &codexConversation{items: []string{codexDeveloper, codexAddlTools, compaction,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`}}
+	f.up.script(reply{stream: true, body: responsesSSE([]string{answer}, 400, 0, 5)})
+	r3, _ := f.postOpenAI("/v1/responses", next.body(""), hdr)
+	f.settle()
+	reqs := f.up.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	in2 := inputOf(t, reqs[1].body)
+	if string(in2[len(in2)-1]) != trigger {
+		t.Errorf("the compaction_trigger is not the last input item: %s", in2[len(in2)-1])
+	}
+	for i, it := range items {
+		if i < len(in2) && string(in2[i]) != it {
+			t.Errorf("input[%d] is not the client's: %s", i, in2[i])
+		}
+	}
+	if bytes.Count(reqs[1].body, []byte("compaction_trigger")) != 1 {
+		t.Errorf("the compaction_trigger is not sent exactly once:\n%s", reqs[1].body)
+	}
+	if bytes.Contains(reqs[2].body, []byte("compaction_trigger")) {
+		t.Errorf("the compaction_trigger was echoed into the next request:\n%s", reqs[2].body)
+	}
+	if !bytes.Contains(reqs[2].body, []byte(compaction)) {
+		t.Errorf("the compaction item did not arrive byte for byte:\n%s", reqs[2].body)
+	}
+	if d := r3.Header.Get(HeaderDiagnostic); r3.StatusCode != 200 || r3.Header.Get(HeaderSessionID) == "" || d != "" {
+		t.Errorf("the request after the compaction: %d, session %q, diagnostic %q", r3.StatusCode, r3.Header.Get(HeaderSessionID), d)
+	}
+}

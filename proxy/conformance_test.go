@@ -1,0 +1,357 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+)
+
+// The wire-conformance suite (docs/proxy.md "Conformance"): one row per
+// artifact of the providers' documented shapes. Each row puts the artifact
+// in a conversation, has ctxd rewrite that conversation (an offloaded tool
+// result), then sends the next request; it asserts the bytes forwarded
+// (the artifact byte for byte in every request), what is stored, and
+// whether the estimate counts it.
+
+// conformRow is one artifact in a conversation.
+type conformRow struct {
+	name string
+	// artifact is the documented shape, compact JSON, as the client sends it.
+	artifact string
+	// where puts the artifact: "message" (a whole message or item of the
+	// history), "block" (a block beside the client's first text),
+	// "results" (a block beside the tool result ctxd offloads), "top" (a
+	// member of the request body).
+	where string
+	// stored is what the stored history holds of it: "" nothing (the
+	// artifact's bytes must not be in the stored history), else a
+	// fragment of the stored message's encoding.
+	stored string
+	// counted: the estimate counts the stored artifact (more than a
+	// block's overhead).
+	counted bool
+	// follow is an item sent right after a "message" artifact.
+	follow string
+}
+
+// big is a tool output ctxd offloads.
+var conformBig = strings.Repeat("log line with some words\n", 2000)
+
+// TestConformanceMessages: the Anthropic Messages API's artifacts.
+func TestConformanceMessages(t *testing.T) {
+	rows := []conformRow{
+		{name: "compaction_block", where: "message", stored: `"type":"compaction"`, counted: true,
+			artifact: `{"role":"assistant","content":[{"type":"compaction","content":"Summary: the user asked to fix the build; steps 1-4 ran."},{"type":"text","text":"Continuing."}]}`},
+		{name: "mid_conversation_system", where: "message", stored: `"role":"system"`, counted: true,
+			artifact: `{"role":"system","content":[{"type":"text","text":"The user switched to plan mode."}]}`},
+		{name: "server_tool_use_and_result", where: "message", stored: `srvtoolu_01`, counted: true,
+			artifact: `{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go 1.26 release"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26","encrypted_content":"EqgfCioIARgBIiQ3","page_age":"2026-02-01"}]},{"type":"text","text":"Go 1.26 is out."}]}`},
+		{name: "code_execution_container_upload", where: "block", stored: `container_upload`, counted: true,
+			artifact: `{"type":"container_upload","file_id":"file_011CNha8iCJcU1wXNR6q4V8w"}`},
+		{name: "tool_reference", where: "results", stored: `tool_reference`, counted: true,
+			artifact: `{"type":"tool_reference","tool_name":"Read"}`},
+		{name: "cache_edits", where: "results", stored: `cache_edits`, counted: true,
+			artifact: `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`},
+		{name: "search_result", where: "results", stored: `search_result`, counted: true,
+			artifact: `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`},
+		{name: "unknown_future_block", where: "results", stored: `hologram_2031`, counted: true,
+			artifact: `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]}}`},
+		{name: "context_management_clear_thinking_first", where: "top",
+			artifact: `"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":1}},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":30000},"keep":{"type":"tool_uses","value":3},"clear_at_least":{"type":"input_tokens","value":5000}}]}`},
+		{name: "container", where: "top", artifact: `"container":"container_011CNha8iCJcU1wXNR6q4V8w"`},
+		{name: "pause_after_compaction", where: "top",
+			artifact: `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":150000},"pause_after_compaction":true}]}`},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) { runMessagesRow(t, row) })
+	}
+}
+
+func runMessagesRow(t *testing.T, row conformRow) {
+	f := newFixture(t, testConfig())
+	c := newConversation()
+	switch row.where {
+	case "message":
+		c.user("fix the build").assistant(row.artifact).user("go on")
+	case "block":
+		c.msgs = append(c.msgs, `{"role":"user","content":[{"type":"text","text":"fix the build"},`+row.artifact+`]}`)
+		c.assistant(assistantText("Looking.")).user("go on")
+	case "top":
+		c.extra += "," + row.artifact
+		c.user("fix the build")
+	default:
+		c.user("fix the build")
+	}
+	hdr := map[string]string{"Anthropic-Beta": "context-management-2025-06-27,compact-2026-01-12"}
+	call := assistantCall("toolu_1", "Bash", `{"command":"cat big.log"}`)
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"cat big.log"}`}}, 100, 5)})
+	r1, _ := f.post(c.body(), hdr)
+	c.assistant(call)
+	result := `{"type":"tool_result","tool_use_id":"toolu_1","content":` + jsonString(conformBig) + `}`
+	if row.where == "results" {
+		c.msgs = append(c.msgs, `{"role":"user","content":[`+result+`,`+row.artifact+`]}`)
+	} else {
+		c.msgs = append(c.msgs, `{"role":"user","content":[`+result+`]}`)
+	}
+	f.up.script(textAnswer("The log says the linker failed."))
+	r2, _ := f.post(c.body(), hdr)
+	c.assistant(assistantText("The log says the linker failed.")).user("thanks, fix it")
+	r3, _ := f.post(c.body(), hdr)
+	for i, r := range []*httpResp{{r1.StatusCode, r1.Header.Get(HeaderDiagnostic)}, {r2.StatusCode, r2.Header.Get(HeaderDiagnostic)}, {r3.StatusCode, r3.Header.Get(HeaderDiagnostic)}} {
+		if r.status != 200 || r.diagnostic != "" {
+			t.Errorf("request %d: %d, diagnostic %q", i+1, r.status, r.diagnostic)
+		}
+	}
+	id := r3.Header.Get(HeaderSessionID)
+	if id == "" || id != r1.Header.Get(HeaderSessionID) {
+		t.Fatalf("not one managed session: %q %q", r1.Header.Get(HeaderSessionID), id)
+	}
+	f.settle()
+	reqs := f.up.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	// The rewrite happened: the tool output left as an artifact reference.
+	for _, r := range reqs[1:] {
+		if bytes.Contains(r.body, []byte(conformBig[:4000])) || !bytes.Contains(r.body, []byte("artifact://")) {
+			t.Fatalf("the tool result was not offloaded (%d bytes sent)", len(r.body))
+		}
+	}
+	// Carried: the artifact, byte for byte, in every request that holds it.
+	from := 0
+	if row.where == "results" {
+		from = 1 // the client's request 2 is the first to hold it
+	}
+	for i := from; i < 3; i++ {
+		want := row.artifact
+		if row.where == "results" && i == 1 {
+			// The newest message's last block carries the moving marker.
+			want = row.artifact[:len(row.artifact)-1] + `,"cache_control":{"type":"ephemeral"}}`
+		}
+		if !bytes.Contains(reqs[i].body, []byte(want)) {
+			t.Errorf("request %d: the artifact did not arrive byte for byte: want %s in\n%s", i+1, want, reqs[i].body[:min(len(reqs[i].body), 1500)])
+		}
+	}
+	checkStored(t, f, id, row)
+}
+
+type httpResp struct {
+	status     int
+	diagnostic string
+}
+
+// checkStored asserts what the session's history holds of the row's
+// artifact and that the estimate counts it.
+func checkStored(t *testing.T, f *fixture, id string, row conformRow) {
+	t.Helper()
+	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	found := false
+	for _, m := range a.Messages {
+		enc, err := history.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(enc)
+		if row.stored == "" || !bytes.Contains(enc, []byte(row.stored)) {
+			continue
+		}
+		found = true
+		if !row.counted {
+			continue
+		}
+		// The estimate of the message with and without the block(s)
+		// holding the artifact.
+		var est history.Estimator
+		for i, b := range m.Content {
+			be, _ := json.Marshal(b)
+			if !bytes.Contains(be, []byte(row.stored)) && !(m.Role == history.RoleSystem && row.stored == `"role":"system"`) {
+				continue
+			}
+			without := m
+			without.Content = append(append([]history.Block(nil), m.Content[:i]...), m.Content[i+1:]...)
+			if d := est.Message(m) - est.Message(without); d <= history.BlockOverheadTokens {
+				t.Errorf("the estimate counts the stored %s block as %d tokens", b.Type, d)
+			}
+		}
+	}
+	switch {
+	case row.stored == "":
+		if frag := conformFragment(row.artifact); frag != "" && bytes.Contains(all.Bytes(), []byte(frag)) {
+			t.Errorf("the artifact is stored in the history:\n%s", all.Bytes())
+		}
+	case !found:
+		t.Errorf("the stored history holds no %s:\n%s", row.stored, all.Bytes())
+	}
+}
+
+// conformFragment is a part of a top-level artifact that would show it
+// stored: its value.
+func conformFragment(artifact string) string {
+	if i := strings.Index(artifact, `":`); i > 0 && strings.HasPrefix(artifact, `"`) {
+		return artifact[i+2:]
+	}
+	return artifact
+}
+
+// TestConformanceResponses: the OpenAI Responses API's artifacts.
+func TestConformanceResponses(t *testing.T) {
+	rows := []conformRow{
+		{name: "compaction_item", where: "message", stored: `cmp_01`, counted: true,
+			artifact: `{"type":"compaction","id":"cmp_01","encrypted_content":"gAAAAABpCOMPACTED-0123456789abcdefghijklmnopqrstuvwxyz0123456789"}`},
+		// A reasoning item goes before the output it led to (alone, it
+		// is an interrupted response: not replayed).
+		{name: "reasoning_encrypted_content", where: "message", stored: `rs_77`, counted: true,
+			artifact: `{"type":"reasoning","id":"rs_77","summary":[],"content":null,"encrypted_content":"gAAAAABpREASONING-0123456789abcdefghijklmnopqrstuvwxyz"}`,
+			follow:   `{"type":"message","role":"assistant","id":"msg_8","content":[{"type":"output_text","text":"Reading the log.","annotations":[]}]}`},
+		// phase is carried as the client's bytes; the stored message keeps
+		// its text only.
+		{name: "assistant_message_phase", where: "message", stored: `I will read the log first.`, counted: true,
+			artifact: `{"type":"message","role":"assistant","id":"msg_9","phase":"commentary","content":[{"type":"output_text","text":"I will read the log first.","annotations":[]}]}`},
+		{name: "web_search_call", where: "message", stored: `ws_01`, counted: true,
+			artifact: `{"type":"web_search_call","id":"ws_01","status":"completed","action":{"type":"search","query":"go 1.26"}}`},
+		{name: "prompt_cache_retention", where: "top", artifact: `"prompt_cache_retention":"24h"`},
+		{name: "context_management_compact_threshold", where: "top", artifact: `"context_management":[{"type":"compaction","compact_threshold":200000}]`},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) { runResponsesRow(t, row) })
+	}
+}
+
+func runResponsesRow(t *testing.T, row conformRow) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session-Id": "0199-conform-" + row.name}
+	c := newCodexConversation()
+	extra := ""
+	switch row.where {
+	case "message":
+		if row.follow != "" {
+			c.add(row.artifact, row.follow)
+		} else {
+			c.add(row.artifact)
+		}
+		c.add(`{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
+	case "top":
+		extra = "," + row.artifact
+	}
+	call := `{"type":"function_call","id":"fc_1","call_id":"call_1","name":"exec_command","arguments":"{\"cmd\":\"cat big.log\"}"}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{call}, 3000, 0, 40)})
+	r1, _ := f.postOpenAI("/v1/responses", c.body(extra), hdr)
+	c.add(call, `{"type":"function_call_output","call_id":"call_1","output":`+jsonString(conformBig)+`}`)
+	answer := `{"type":"message","role":"assistant","id":"msg_2","content":[{"type":"output_text","text":"The linker failed.","annotations":[]}]}`
+	f.up.script(reply{stream: true, body: responsesSSE([]string{answer}, 3100, 2900, 10)})
+	r2, _ := f.postOpenAI("/v1/responses", c.body(extra), hdr)
+	c.add(answer, `{"type":"message","role":"user","content":[{"type":"input_text","text":"thanks, fix it"}]}`)
+	f.up.script(reply{stream: true, body: responsesSSE([]string{answer}, 3200, 3000, 10)})
+	r3, _ := f.postOpenAI("/v1/responses", c.body(extra), hdr)
+	for i, r := range []*httpResp{{r1.StatusCode, r1.Header.Get(HeaderDiagnostic)}, {r2.StatusCode, r2.Header.Get(HeaderDiagnostic)}, {r3.StatusCode, r3.Header.Get(HeaderDiagnostic)}} {
+		if r.status != 200 || r.diagnostic != "" {
+			t.Errorf("request %d: %d, diagnostic %q", i+1, r.status, r.diagnostic)
+		}
+	}
+	id := r3.Header.Get(HeaderSessionID)
+	if id == "" || id != r1.Header.Get(HeaderSessionID) {
+		t.Fatalf("not one managed session: %q %q", r1.Header.Get(HeaderSessionID), id)
+	}
+	f.settle()
+	reqs := f.up.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for _, r := range reqs[1:] {
+		if bytes.Contains(r.body, []byte(conformBig[:4000])) || !bytes.Contains(r.body, []byte("artifact://")) {
+			t.Fatalf("the tool output was not offloaded (%d bytes sent)", len(r.body))
+		}
+	}
+	for i, r := range reqs {
+		if !bytes.Contains(r.body, []byte(row.artifact)) {
+			t.Errorf("request %d: the artifact did not arrive byte for byte: want %s in\n%s", i+1, row.artifact, r.body[:min(len(r.body), 1500)])
+		}
+	}
+	checkStored(t, f, id, row)
+}
+
+// TestConformanceChat: the Chat Completions API's artifacts.
+func TestConformanceChat(t *testing.T) {
+	rows := []conformRow{
+		{name: "reasoning_content", where: "message", stored: `verify the linker flags`, counted: true,
+			artifact: `{"role":"assistant","content":"Checking.","reasoning_content":"I should verify the linker flags first."}`},
+		{name: "stream_options_include_usage", where: "top", artifact: `"stream_options":{"include_usage":true}`},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) { runChatRow(t, row) })
+	}
+}
+
+func runChatRow(t *testing.T, row conformRow) {
+	f := newOpenAIFixture(t, openAIConfig(func(c *config.Config) {
+		c.Models["gpt-local-1"] = config.Model{ContextLimit: 200000, TokenFactor: 1}
+	}))
+	hdr := map[string]string{"Session_id": "pi-conform-" + row.name}
+	msgs := []string{`{"role":"system","content":"You are pi."}`, `{"role":"user","content":"fix the build"}`}
+	extra := ""
+	switch row.where {
+	case "message":
+		msgs = append(msgs, row.artifact, `{"role":"user","content":"go on"}`)
+	case "top":
+		extra = "," + row.artifact
+	}
+	body := func() string {
+		return `{"model":"gpt-local-1","messages":[` + strings.Join(msgs, ",") + `],"tools":[{"type":"function","function":{"name":"bash","description":"run","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],"stream":true` + extra + `}`
+	}
+	f.up.script(reply{stream: true, body: chatSSE("", [][3]string{{"call_1", "bash", `{"command":"cat big.log"}`}}, true)})
+	r1, b1 := f.postOpenAI("/v1/chat/completions", body(), hdr)
+	msgs = append(msgs, `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"cat big.log\"}"}}]}`,
+		`{"role":"tool","tool_call_id":"call_1","content":`+jsonString(conformBig)+`}`)
+	f.up.script(reply{stream: true, body: chatSSE("The linker failed.", nil, true)})
+	r2, _ := f.postOpenAI("/v1/chat/completions", body(), hdr)
+	msgs = append(msgs, `{"role":"assistant","content":"The linker failed."}`, `{"role":"user","content":"thanks, fix it"}`)
+	f.up.script(reply{stream: true, body: chatSSE("Fixed.", nil, true)})
+	r3, _ := f.postOpenAI("/v1/chat/completions", body(), hdr)
+	for i, r := range []*httpResp{{r1.StatusCode, r1.Header.Get(HeaderDiagnostic)}, {r2.StatusCode, r2.Header.Get(HeaderDiagnostic)}, {r3.StatusCode, r3.Header.Get(HeaderDiagnostic)}} {
+		if r.status != 200 || r.diagnostic != "" {
+			t.Errorf("request %d: %d, diagnostic %q", i+1, r.status, r.diagnostic)
+		}
+	}
+	if row.where == "top" && !bytes.Contains(b1, []byte(`"usage":{"prompt_tokens":1200`)) {
+		t.Errorf("the client asked for usage and did not get the usage chunk:\n%s", b1)
+	}
+	id := r3.Header.Get(HeaderSessionID)
+	if id == "" || id != r1.Header.Get(HeaderSessionID) {
+		t.Fatalf("not one managed session: %q %q", r1.Header.Get(HeaderSessionID), id)
+	}
+	f.settle()
+	reqs := f.up.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for _, r := range reqs[1:] {
+		if bytes.Contains(r.body, []byte(conformBig[:4000])) || !bytes.Contains(r.body, []byte("artifact://")) {
+			t.Fatalf("the tool output was not offloaded (%d bytes sent)", len(r.body))
+		}
+	}
+	for i, r := range reqs {
+		if !bytes.Contains(r.body, []byte(row.artifact)) {
+			t.Errorf("request %d: the artifact did not arrive byte for byte: want %s in\n%s", i+1, row.artifact, r.body[:min(len(r.body), 1500)])
+		}
+	}
+	checkStored(t, f, id, row)
+	// Cached tokens: the answer's prompt_tokens_details.cached_tokens is
+	// recorded as a cache read.
+	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := a.Messages[len(a.Messages)-1]
+	if last.Usage == nil || last.Usage.CacheReadInputTokens != 1000 || last.Usage.InputTokens != 200 {
+		t.Errorf("cached tokens not recorded as a cache read: %+v", last.Usage)
+	}
+}
