@@ -108,6 +108,7 @@ func conformOAuth(t *testing.T) {
 		"Anthropic-Version": "2023-06-01", "Anthropic-Beta": "oauth-2025-04-20,claude-code-20250219"}
 	c := newConversation().user("fix the build")
 	resp, _ := f.send("POST", "/v1/messages?beta=true", c.body(), hdr)
+	f.settle()
 	if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
 		t.Fatalf("%d, session %q, diagnostic %q", resp.StatusCode, resp.Header.Get(HeaderSessionID), resp.Header.Get(HeaderDiagnostic))
 	}
@@ -152,6 +153,7 @@ func conformAppliedEdits(t *testing.T) {
 	c.assistant(assistantText("done")).user("go on")
 	f.up.script(reply{status: 200, body: answer})
 	resp2, _ := f.post(c.body(), hdr)
+	f.settle()
 	if resp2.Header.Get(HeaderSessionID) == "" || resp2.Header.Get(HeaderSessionID) != resp.Header.Get(HeaderSessionID) {
 		t.Fatalf("the next request is not managed in the same session: %q %q, diagnostic %q", resp.Header.Get(HeaderSessionID), resp2.Header.Get(HeaderSessionID), resp2.Header.Get(HeaderDiagnostic))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,33 +43,98 @@ type conformRow struct {
 // big is a tool output ctxd offloads.
 var conformBig = strings.Repeat("log line with some words\n", 2000)
 
-// TestConformanceMessages: the Anthropic Messages API's artifacts.
+// messagesRows are the Anthropic Messages API's artifacts.
+var messagesRows = []conformRow{
+	{name: "compaction_block", where: "message", stored: `"type":"compaction"`, counted: true,
+		artifact: `{"role":"assistant","content":[{"type":"compaction","content":"Summary: the user asked to fix the build; steps 1-4 ran."},{"type":"text","text":"Continuing."}]}`},
+	{name: "mid_conversation_system", where: "message", stored: `"role":"system"`, counted: true,
+		artifact: `{"role":"system","content":[{"type":"text","text":"The user switched to plan mode."}]}`},
+	{name: "server_tool_use_and_result", where: "message", stored: `srvtoolu_01`, counted: true,
+		artifact: `{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go 1.26 release"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26","encrypted_content":"EqgfCioIARgBIiQ3","page_age":"2026-02-01"}]},{"type":"text","text":"Go 1.26 is out."}]}`},
+	{name: "code_execution_container_upload", where: "block", stored: `container_upload`, counted: true,
+		artifact: `{"type":"container_upload","file_id":"file_011CNha8iCJcU1wXNR6q4V8w"}`},
+	{name: "tool_reference", where: "results", stored: `tool_reference`, counted: true,
+		artifact: `{"type":"tool_reference","tool_name":"Read"}`},
+	{name: "cache_edits", where: "results", stored: `cache_edits`, counted: true,
+		artifact: `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`},
+	{name: "search_result", where: "results", stored: `search_result`, counted: true,
+		artifact: `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`},
+	{name: "unknown_future_block", where: "results", stored: `hologram_2031`, counted: true,
+		artifact: `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]}}`},
+	{name: "context_management_clear_thinking_first", where: "top",
+		artifact: `"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":1}},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":30000},"keep":{"type":"tool_uses","value":3},"clear_at_least":{"type":"input_tokens","value":5000}}]}`},
+	{name: "container", where: "top", artifact: `"container":"container_011CNha8iCJcU1wXNR6q4V8w"`},
+	{name: "pause_after_compaction", where: "top",
+		artifact: `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":150000},"pause_after_compaction":true}]}`},
+}
+
+// TestConformanceMessages: each Messages artifact through an offload.
 func TestConformanceMessages(t *testing.T) {
-	rows := []conformRow{
-		{name: "compaction_block", where: "message", stored: `"type":"compaction"`, counted: true,
-			artifact: `{"role":"assistant","content":[{"type":"compaction","content":"Summary: the user asked to fix the build; steps 1-4 ran."},{"type":"text","text":"Continuing."}]}`},
-		{name: "mid_conversation_system", where: "message", stored: `"role":"system"`, counted: true,
-			artifact: `{"role":"system","content":[{"type":"text","text":"The user switched to plan mode."}]}`},
-		{name: "server_tool_use_and_result", where: "message", stored: `srvtoolu_01`, counted: true,
-			artifact: `{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go 1.26 release"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26","encrypted_content":"EqgfCioIARgBIiQ3","page_age":"2026-02-01"}]},{"type":"text","text":"Go 1.26 is out."}]}`},
-		{name: "code_execution_container_upload", where: "block", stored: `container_upload`, counted: true,
-			artifact: `{"type":"container_upload","file_id":"file_011CNha8iCJcU1wXNR6q4V8w"}`},
-		{name: "tool_reference", where: "results", stored: `tool_reference`, counted: true,
-			artifact: `{"type":"tool_reference","tool_name":"Read"}`},
-		{name: "cache_edits", where: "results", stored: `cache_edits`, counted: true,
-			artifact: `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`},
-		{name: "search_result", where: "results", stored: `search_result`, counted: true,
-			artifact: `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`},
-		{name: "unknown_future_block", where: "results", stored: `hologram_2031`, counted: true,
-			artifact: `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]}}`},
-		{name: "context_management_clear_thinking_first", where: "top",
-			artifact: `"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":{"type":"thinking_turns","value":1}},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":30000},"keep":{"type":"tool_uses","value":3},"clear_at_least":{"type":"input_tokens","value":5000}}]}`},
-		{name: "container", where: "top", artifact: `"container":"container_011CNha8iCJcU1wXNR6q4V8w"`},
-		{name: "pause_after_compaction", where: "top",
-			artifact: `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":150000},"pause_after_compaction":true}]}`},
-	}
-	for _, row := range rows {
+	for _, row := range messagesRows {
 		t.Run(row.name, func(t *testing.T) { runMessagesRow(t, row) })
+	}
+}
+
+// TestConformanceMessagesCompaction: each Messages artifact in the newest
+// message of a conversation that ctxd compacts before sending (the
+// pre-send check): the compacted request and the next one carry it byte
+// for byte. A message before the newest person prompt is summarized with
+// the rest, as designed, so the rows of whole messages are left out; but
+// for the provider's compaction block: the estimate counts from it on, so
+// ctxd does not compact at all.
+func TestConformanceMessagesCompaction(t *testing.T) {
+	for _, row := range messagesRows {
+		if row.where == "message" && row.name != "compaction_block" {
+			continue
+		}
+		t.Run(row.name, func(t *testing.T) {
+			f := newFixture(t, testConfig())
+			hdr := map[string]string{HeaderContextLimit: "6000", "Anthropic-Beta": "context-management-2025-06-27,compact-2026-01-12"}
+			c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+			switch row.where {
+			case "results", "block":
+				last := c.msgs[len(c.msgs)-1]
+				c.msgs[len(c.msgs)-1] = last[:len(last)-2] + "," + row.artifact + "]}"
+			case "message":
+				c.assistant(row.artifact).user("go on")
+			case "top":
+				c.extra += "," + row.artifact
+			}
+			before := len(f.up.requests())
+			resp, _ := f.post(c.body(), hdr)
+			id := resp.Header.Get(HeaderSessionID)
+			want := 1
+			if row.name == "compaction_block" {
+				// The provider dropped what precedes its compaction: the
+				// estimate counts from it on, far under the threshold.
+				want = 0
+			}
+			if cs := compactions(t, f, id); len(cs) != want {
+				t.Fatalf("compactions %v, want %d; diagnostic %q", cs, want, resp.Header.Get(HeaderDiagnostic))
+			}
+			c.assistant(assistantText("ok")).user("thanks")
+			resp2, _ := f.post(c.body(), hdr)
+			if resp2.Header.Get(HeaderSessionID) != id || resp2.Header.Get(HeaderDiagnostic) != "" {
+				t.Errorf("the next request: session %q (want %q), diagnostic %q", resp2.Header.Get(HeaderSessionID), id, resp2.Header.Get(HeaderDiagnostic))
+			}
+			f.settle()
+			reqs := f.up.requests()[before:]
+			if len(reqs) != 2 {
+				t.Fatalf("%d upstream requests after the compaction", len(reqs))
+			}
+			for i, r := range reqs {
+				if n := len(outgoingMessages(t, r.body)); want == 1 && n >= len(c.msgs)-2+2*i {
+					t.Errorf("request %d was not compacted", i+1)
+				}
+				want := row.artifact
+				if i == 0 && (row.where == "results" || row.where == "block") {
+					want = row.artifact[:len(row.artifact)-1] + `,"cache_control":{"type":"ephemeral"}}`
+				}
+				if !bytes.Contains(r.body, []byte(want)) {
+					t.Errorf("request %d after the compaction: the artifact did not arrive byte for byte: want %s in\n%s", i+1, want, lastBytes(r.body, 3000))
+				}
+			}
+		})
 	}
 }
 
@@ -353,5 +419,65 @@ func runChatRow(t *testing.T, row conformRow) {
 	last := a.Messages[len(a.Messages)-1]
 	if last.Usage == nil || last.Usage.CacheReadInputTokens != 1000 || last.Usage.InputTokens != 200 {
 		t.Errorf("cached tokens not recorded as a cache read: %+v", last.Usage)
+	}
+}
+
+// TestConformanceMessagesEditPass: each Messages artifact beside a tool
+// result that ctxd's context editing elides later (an edit stub in place
+// of the result): the rewritten message carries the artifact byte for
+// byte, in the request the pass rewrote and the next one.
+func TestConformanceMessagesEditPass(t *testing.T) {
+	for _, row := range messagesRows {
+		if row.where != "results" {
+			continue
+		}
+		t.Run(row.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.ContextEditing.Enabled = true
+			cfg.ContextEditing.KeepRecentTurns = 1
+			cfg.ContextEditing.MinCharsToElide = 100
+			cfg.ContextEditing.MaxTotalToolResultChars = 1000
+			cfg.ContextEditing.MinCharsPerPass = 500
+			f := newFixture(t, cfg)
+			first := strings.Repeat("first output line\n", 150)
+			c := newConversation()
+			for i := range 4 {
+				id := fmt.Sprintf("toolu_%02d", i)
+				input := fmt.Sprintf(`{"command":"step %d"}`, i)
+				c.user(fmt.Sprintf("run step %d", i))
+				f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", input}}, 100, 5)})
+				f.post(c.body(), nil)
+				c.assistant(assistantCall(id, "Bash", input))
+				out := strings.Repeat(fmt.Sprintf("output of step %d\n", i), 150)
+				result := `{"type":"tool_result","tool_use_id":"` + id + `","content":` + jsonString(out) + `}`
+				if i == 0 {
+					result = `{"type":"tool_result","tool_use_id":"` + id + `","content":` + jsonString(first) + `},` + row.artifact
+				}
+				c.msgs = append(c.msgs, `{"role":"user","content":[`+result+`]}`)
+				f.up.script(textAnswer(fmt.Sprintf("step %d ran", i)))
+				f.post(c.body(), nil)
+				c.assistant(assistantText(fmt.Sprintf("step %d ran", i)))
+			}
+			c.user("what failed?")
+			before := len(f.up.requests())
+			resp, _ := f.post(c.body(), nil)
+			if d := resp.Header.Get(HeaderDiagnostic); d != "" || resp.Header.Get(HeaderSessionID) == "" {
+				t.Fatalf("not managed: diagnostic %q", d)
+			}
+			f.settle()
+			reqs := f.up.requests()
+			out := reqs[before].body
+			if bytes.Contains(out, []byte(first[:400])) || !bytes.Contains(out, []byte("ctxd elided this old tool result")) {
+				t.Fatalf("no edit pass elided the first result:\n%s", lastBytes(out, 3000))
+			}
+			for i, r := range reqs {
+				if i < 2 {
+					continue // the artifact is sent from the second request on
+				}
+				if !bytes.Contains(r.body, []byte(row.artifact)) {
+					t.Errorf("request %d: the artifact did not arrive byte for byte: want %s in\n%s", i+1, row.artifact, lastBytes(r.body, 3000))
+				}
+			}
+		})
 	}
 }
