@@ -79,7 +79,7 @@ type AppendOptions struct {
 // ClientState is not valid JSON.
 func (e *Engine) AppendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (AppendResult, error) {
 	for attempt := 0; ; attempt++ {
-		res, err := e.appendWith(ctx, id, msgs, opts)
+		res, err := e.appendWith(ctx, id, msgs, opts, nil)
 		if !errors.Is(err, errStale) || attempt == maxAppendAttempts {
 			if errors.Is(err, errStale) {
 				err = fmt.Errorf("%w: session %q: other writers kept appending; try again", ErrUnavailable, id)
@@ -97,7 +97,11 @@ const maxAppendAttempts = 8
 // append is retried on a reload.
 var errStale = errors.New("session behind the log")
 
-func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (AppendResult, error) {
+// appendWith is one attempt of AppendWith, or of Stage when st is set:
+// then the events are registered on st instead of written, and the
+// session's memory runs ahead of its log until st is committed or
+// discarded (stage.go).
+func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions, st *Staged) (AppendResult, error) {
 	if opts.ClientState != nil && !json.Valid(opts.ClientState) {
 		return AppendResult{}, invalidField("client_state", "not valid JSON")
 	}
@@ -206,8 +210,20 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	if opts.IdempotencyKey != "" {
 		events[len(events)-1].Idempotency = &checkpoint.Idempotency{Key: opts.IdempotencyKey, FirstSeq: s.lastSeq + 1, Digest: digest}
 	}
-	first, err := e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
-	if errors.Is(err, checkpoint.ErrConflict) {
+	var first uint64
+	if st != nil {
+		// Staged: a pending staged append is written first (the new one
+		// follows it in the log), then this one is registered; memory is
+		// brought up to date below as after a write.
+		err = e.settle(ctx, id)
+		if err == nil {
+			first = s.lastSeq + 1
+			e.stage(s, st, s.lastSeq, events, offloaded)
+		}
+	} else {
+		first, err = e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
+	}
+	if errors.Is(err, checkpoint.ErrConflict) || (st != nil && err != nil) {
 		// Another writer took the position: validate again on the log's
 		// state (docs/design.md §9).
 		s.mu.Unlock()
@@ -218,7 +234,8 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	if err != nil {
 		return AppendResult{}, mapLogErr(id, err)
 	}
-	// The log is durable: bring memory up to date.
+	// The log is durable (or the append staged): bring memory up to
+	// date.
 	var usageMsg *history.Message
 	before, _ := e.estimate(s)
 	for i := range stored {

@@ -256,6 +256,12 @@ type Engine struct {
 
 	// changes feeds ChangeSeq and Changes.
 	changes changes
+
+	// inner is the log opts.Log wraps (stagingLog); staged holds each
+	// session's pending staged append (stage.go), guarded by stageMu.
+	inner   checkpoint.Log
+	stageMu sync.Mutex
+	staged  map[string]*Staged
 }
 
 type loadCall struct {
@@ -287,13 +293,16 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxLoadedSessions <= 0 {
 		opts.MaxLoadedSessions = DefaultMaxLoadedSessions
 	}
+	inner := opts.Log
 	e := &Engine{
+		inner:    inner,
 		opts:     opts,
 		log:      opts.Logger,
 		metrics:  opts.Metrics,
 		sessions: map[string]*session{},
 		loading:  map[string]*loadCall{},
 	}
+	e.opts.Log = stagingLog{Log: inner, e: e}
 	cfg := opts.Config
 	e.cfg.Store(&cfg)
 	if q, ok := opts.Pool.(SharedQueue); ok {
@@ -376,6 +385,13 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 			return nil, err
 		}
 		s.mu.Lock()
+		if !s.evicted && e.stageLost(s) {
+			// A staged append was discarded or not written: the log
+			// holds the truth.
+			s.mu.Unlock()
+			e.drop(id, s)
+			continue
+		}
 		if !s.evicted && e.opts.Shared && !s.compacting {
 			// Another node may have appended (docs/design.md §9): catch up by
 			// reloading from the log.
@@ -387,7 +403,8 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 				}
 				return nil, mapLogErr(id, err)
 			}
-			if last != s.lastSeq {
+			if last != e.durableSeq(s, last) {
+				e.abandonStage(s)
 				s.mu.Unlock()
 				e.drop(id, s)
 				continue
@@ -416,8 +433,9 @@ func (e *Engine) drop(id string, s *session) {
 
 // evictLocked drops the least recently used idle sessions once more than
 // MaxLoadedSessions are loaded, down to 7/8 of the bound so the scan is
-// amortized. A session is idle when nobody holds its lock and no compaction
-// of it is queued or running. Called with e.mu held.
+// amortized. A session is idle when nobody holds its lock, no compaction
+// of it is queued or running and no append of it is staged (stage.go).
+// Called with e.mu held.
 func (e *Engine) evictLocked() {
 	max := e.opts.MaxLoadedSessions
 	if len(e.sessions) <= max {
@@ -441,7 +459,8 @@ func (e *Engine) evictLocked() {
 		if !s.mu.TryLock() {
 			continue
 		}
-		if e.opts.Pool.Active(c.id) == nil {
+		// A staged append lives only in memory until it is written.
+		if e.opts.Pool.Active(c.id) == nil && !e.stagePending(s) {
 			s.evicted = true
 			delete(e.sessions, c.id)
 			excess--

@@ -287,6 +287,9 @@ type session struct {
 	// answered from the log instead of stored again.
 	idem      map[string]idemRec
 	idemOrder []string
+	// stage is the append applied in memory and not yet written
+	// (Engine.Stage), nil when none or once it is written.
+	stage *Staged
 
 	lastCheck  Check
 	lastError  string

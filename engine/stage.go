@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/ctxd/ctxd/checkpoint"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
+)
+
+// A staged append (docs/design.md §10 "Recorded when accepted";
+// docs/decisions.md "A request is durable once the upstream accepted it"):
+// the provider proxy's request is applied to the loaded session at once —
+// the context built for the request, and every later read, include it —
+// while its durable write waits until the upstream accepts the request
+// (Staged.Commit), or is dropped when it refuses it (Staged.Discard): a
+// refused request leaves the log exactly as it was, and the slow write is
+// off the path between the client's last byte and the upstream's first.
+//
+// The log stays one sequence: every other write of the session's log while
+// an append is staged (a compaction, a speculative summary's snapshot, a
+// context-edit pass, the answer's record) writes the staged events first
+// (stagingLog), so nothing durable ever follows or covers a message that
+// is not. Such an append is then durable, and Discard leaves it.
+
+// ErrDiscarded: the staged append was discarded (Staged.Commit).
+var ErrDiscarded = errors.New("staged append discarded")
+
+// stageState is where a staged append stands.
+type stageState int
+
+const (
+	stagePending stageState = iota
+	stageWriting
+	stageCommitted
+	stageDiscarded
+	stageFailed
+)
+
+// Staged is an append applied in memory and not yet written (Engine.Stage).
+// Its methods are safe for concurrent use; exactly one of Commit and
+// Discard takes effect.
+type Staged struct {
+	e  *Engine
+	id string
+	// s is the loaded copy the append was applied to.
+	s *session
+	// base is the log's last seq the events follow; events are the
+	// append's, with seqs base+1… once written.
+	base   uint64
+	events []checkpoint.Event
+	// files are the offload files written for the append's results.
+	files []string
+	res   AppendResult
+
+	// Guarded by Engine.stageMu.
+	state stageState
+	err   error
+	done  chan struct{} // closed when the write ended
+}
+
+// Result is what the append stored in memory, with the seqs its events
+// have once committed.
+func (st *Staged) Result() AppendResult { return st.res }
+
+// Stage applies msgs to session id in memory as Append would — validated,
+// abandoned rounds closed, oversized results offloaded, the post-check,
+// passes — and returns without writing them: Commit writes them, Discard
+// drops them. Until one of them, the session's context and figures
+// include the append; its events are not in the log yet (Events,
+// LastSeq). Any other write of the session's log commits the staged
+// append first, so a compaction or a pass triggered while it is pending
+// finds it durable. opts.IdempotencyKey must be empty.
+//
+// Errors: Append's; ErrInvalid when opts has an idempotency key.
+func (e *Engine) Stage(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (*Staged, error) {
+	if opts.IdempotencyKey != "" {
+		return nil, invalidField("Idempotency-Key", "not with a staged append")
+	}
+	for attempt := 0; ; attempt++ {
+		st := &Staged{e: e, id: id, done: make(chan struct{})}
+		res, err := e.appendWith(ctx, id, msgs, opts, st)
+		if !errors.Is(err, errStale) || attempt == maxAppendAttempts {
+			if errors.Is(err, errStale) {
+				err = fmt.Errorf("%w: session %q: other writers kept appending; try again", ErrUnavailable, id)
+			}
+			if err != nil {
+				return nil, err
+			}
+			st.res = res
+			return st, nil
+		}
+	}
+}
+
+// Commit writes the staged append, once, and returns when it is durable
+// (at once when it is already). A commit that finds the log moved on (a
+// fleet's other node appended) fails, and the session is reloaded from
+// the log at its next use: the append is lost, as after a crash.
+//
+// Errors: ErrDiscarded, the log's (ErrNotFound after a deletion).
+func (st *Staged) Commit(ctx context.Context) error {
+	return st.write(ctx)
+}
+
+// Discard drops the staged append unless it is durable already (another
+// write of the session's log committed it first, or Commit did): the
+// loaded session is dropped and reloaded from the log at its next use,
+// and the offload files written for the append are removed. It reports
+// whether the append was dropped; false means it is stored.
+func (st *Staged) Discard() bool {
+	e := st.e
+	st.s.mu.Lock()
+	e.stageMu.Lock()
+	state := st.state
+	if state == stagePending {
+		st.state = stageDiscarded
+		st.err = ErrDiscarded
+		e.unstageLocked(st)
+		close(st.done)
+	}
+	e.stageMu.Unlock()
+	if state == stageWriting {
+		st.s.mu.Unlock()
+		<-st.done
+		e.stageMu.Lock()
+		state = st.state
+		e.stageMu.Unlock()
+		return state != stageCommitted
+	}
+	if state != stagePending {
+		st.s.mu.Unlock()
+		return state != stageCommitted
+	}
+	// The loaded copy holds the append: the log is the truth.
+	st.s.evicted = true
+	if st.s.stage == st {
+		st.s.stage = nil
+	}
+	st.s.mu.Unlock()
+	e.mu.Lock()
+	if e.sessions[st.id] == st.s {
+		delete(e.sessions, st.id)
+	}
+	e.mu.Unlock()
+	for _, f := range st.files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("removing the offload file of a discarded append", "session", st.id, "path", f, "err", err)
+		}
+	}
+	return true
+}
+
+// write commits st, or waits for the write under way. Never called with
+// st's session's mu required: callers may hold it.
+func (st *Staged) write(ctx context.Context) error {
+	e := st.e
+	e.stageMu.Lock()
+	switch st.state {
+	case stagePending:
+		st.state = stageWriting
+		e.stageMu.Unlock()
+	case stageWriting:
+		e.stageMu.Unlock()
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.stageMu.Lock()
+		err := st.err
+		e.stageMu.Unlock()
+		return err
+	default:
+		err := st.err
+		e.stageMu.Unlock()
+		return err
+	}
+	// Not cancelled with the caller: other writers wait on this one.
+	_, err := e.inner.AppendAt(context.WithoutCancel(ctx), st.id, st.base, st.events)
+	e.stageMu.Lock()
+	if err != nil {
+		st.state, st.err = stageFailed, fmt.Errorf("committing a staged append: %w", mapLogErr(st.id, err))
+	} else {
+		st.state = stageCommitted
+	}
+	e.unstageLocked(st)
+	close(st.done)
+	err = st.err
+	e.stageMu.Unlock()
+	if err != nil {
+		e.log.Warn("staged append not committed; the session is reloaded from the log", "session", st.id, "err", err)
+	}
+	return err
+}
+
+// stage registers st as session s's pending append: events follow base.
+// Called with s.mu held, before the append is applied in memory.
+func (e *Engine) stage(s *session, st *Staged, base uint64, events []checkpoint.Event, offloaded map[int]checkpoint.Event) {
+	st.s, st.base, st.events = s, base, events
+	for _, ev := range offloaded {
+		if ev.Kind != checkpoint.KindOffload {
+			continue
+		}
+		var r offload.Record
+		if json.Unmarshal(ev.Data, &r) == nil && r.Path != "" {
+			st.files = append(st.files, r.Path)
+		}
+	}
+	e.stageMu.Lock()
+	if e.staged == nil {
+		e.staged = map[string]*Staged{}
+	}
+	e.staged[s.id] = st
+	e.stageMu.Unlock()
+	s.stage = st
+}
+
+// unstageLocked forgets st as its session's pending append. Called with
+// e.stageMu held.
+func (e *Engine) unstageLocked(st *Staged) {
+	if e.staged[st.id] == st {
+		delete(e.staged, st.id)
+	}
+}
+
+// settle commits session id's staged append, if one is pending, before
+// another write of its log. Errors: the staged write's.
+func (e *Engine) settle(ctx context.Context, id string) error {
+	e.stageMu.Lock()
+	st := e.staged[id]
+	e.stageMu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.write(ctx)
+}
+
+// stageLost reports whether s's staged append can no longer be written
+// (discarded, or its write failed): the loaded copy holds what the log
+// does not, and must be reloaded. A committed one is forgotten. Called
+// with s.mu held.
+func (e *Engine) stageLost(s *session) bool {
+	st := s.stage
+	if st == nil {
+		return false
+	}
+	e.stageMu.Lock()
+	state := st.state
+	e.stageMu.Unlock()
+	switch state {
+	case stageCommitted:
+		s.stage = nil
+	case stageFailed, stageDiscarded:
+		return true
+	}
+	return false
+}
+
+// stagePending reports whether s has a staged append not written yet.
+// Called with s.mu held.
+func (e *Engine) stagePending(s *session) bool {
+	st := s.stage
+	if st == nil {
+		return false
+	}
+	e.stageMu.Lock()
+	defer e.stageMu.Unlock()
+	return st.state == stagePending || st.state == stageWriting
+}
+
+// durableSeq is the log's last seq as s knows it: its last seq less a
+// staged append not written yet (while its write is under way, either).
+// Called with s.mu held.
+func (e *Engine) durableSeq(s *session, logLast uint64) uint64 {
+	st := s.stage
+	if st == nil {
+		return s.lastSeq
+	}
+	e.stageMu.Lock()
+	state := st.state
+	e.stageMu.Unlock()
+	if state == stagePending || (state == stageWriting && logLast == st.base) {
+		return st.base
+	}
+	return s.lastSeq
+}
+
+// abandonStage fails s's pending staged append (the log moved on under
+// it): its Commit fails, and no other writer waits on it. Called with s.mu
+// held.
+func (e *Engine) abandonStage(s *session) {
+	st := s.stage
+	if st == nil {
+		return
+	}
+	e.stageMu.Lock()
+	if st.state == stagePending {
+		st.state = stageFailed
+		st.err = fmt.Errorf("%w: session %q: the log moved on before the staged append was written", ErrUnavailable, st.id)
+		e.unstageLocked(st)
+		close(st.done)
+	}
+	e.stageMu.Unlock()
+}
+
+// stagingLog is the engine's log: a write of a session with a staged
+// append writes that append first, so the log never holds an event after
+// (or a checkpoint over) a message it does not hold. A deletion drops it.
+type stagingLog struct {
+	checkpoint.Log
+	e *Engine
+}
+
+func (l stagingLog) PutMeta(ctx context.Context, session string, meta checkpoint.Meta, events ...checkpoint.Event) (uint64, error) {
+	if err := l.e.settle(ctx, session); err != nil {
+		return 0, err
+	}
+	return l.Log.PutMeta(ctx, session, meta, events...)
+}
+
+func (l stagingLog) Append(ctx context.Context, session string, events []checkpoint.Event) (uint64, error) {
+	if err := l.e.settle(ctx, session); err != nil {
+		return 0, err
+	}
+	return l.Log.Append(ctx, session, events)
+}
+
+func (l stagingLog) AppendAt(ctx context.Context, session string, after uint64, events []checkpoint.Event) (uint64, error) {
+	if err := l.e.settle(ctx, session); err != nil {
+		return 0, err
+	}
+	return l.Log.AppendAt(ctx, session, after, events)
+}
+
+func (l stagingLog) PutCheckpoint(ctx context.Context, session string, cp checkpoint.Checkpoint) (checkpoint.Checkpoint, error) {
+	if err := l.e.settle(ctx, session); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	return l.Log.PutCheckpoint(ctx, session, cp)
+}
+
+func (l stagingLog) DeleteSession(ctx context.Context, session string) error {
+	l.e.stageMu.Lock()
+	st := l.e.staged[session]
+	if st != nil && st.state == stagePending {
+		st.state, st.err = stageDiscarded, ErrDiscarded
+		l.e.unstageLocked(st)
+		close(st.done)
+	}
+	l.e.stageMu.Unlock()
+	if st != nil {
+		<-st.done // a write under way ends before the deletion
+	}
+	return l.Log.DeleteSession(ctx, session)
+}
