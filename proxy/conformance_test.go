@@ -481,3 +481,87 @@ func TestConformanceMessagesEditPass(t *testing.T) {
 		})
 	}
 }
+
+// conformServerTool and conformSearchResult are a web search the
+// provider ran inside an answer: its server_tool_use and result blocks.
+const (
+	conformServerTool   = `{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go 1.26 release"}}`
+	conformSearchResult = `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26","encrypted_content":"EqgfCioIARgBIiQ3","page_age":"2026-02-01"}]}`
+)
+
+// serverToolSSE is a streamed answer that runs a web search (its input
+// streamed in input_json_delta events, as the provider does) and then
+// calls a client tool.
+func serverToolSSE(id, name, input string) string {
+	var b strings.Builder
+	ev := func(typ, data string) { fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", typ, data) }
+	ev("message_start", `{"type":"message_start","message":{"id":"msg_s","type":"message","role":"assistant","model":"claude-opus-4-8","content":[],"usage":{"input_tokens":100,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`)
+	ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{}}}`)
+	ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\": "}}`)
+	ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"go 1.26 release\"}"}}`)
+	ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":`+conformSearchResult+`}`)
+	ev("content_block_stop", `{"type":"content_block_stop","index":1}`)
+	ev("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":%q,"name":%q,"input":{}}}`, id, name))
+	in, _ := json.Marshal(input)
+	ev("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":%s}}`, in))
+	ev("content_block_stop", `{"type":"content_block_stop","index":2}`)
+	ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}`)
+	ev("message_stop", `{"type":"message_stop"}`)
+	return b.String()
+}
+
+// TestConformanceEditPassAssistantBlocks: a web search the provider ran
+// in a streamed answer (server_tool_use, its input streamed in deltas, and
+// web_search_tool_result) is recorded as the client sends it back, so the
+// next request carries the client's bytes; and when an edit pass later
+// clears that answer's tool call input (a long string field,
+// docs/design.md §6), the rewritten message still carries both blocks
+// byte for byte.
+func TestConformanceEditPassAssistantBlocks(t *testing.T) {
+	server := conformServerTool + "," + conformSearchResult
+	cfg := testConfig()
+	cfg.ContextEditing.Enabled = true
+	cfg.ContextEditing.KeepRecentTurns = 1
+	cfg.ContextEditing.MinCharsToElide = 100
+	cfg.ContextEditing.MaxTotalToolResultChars = 1000
+	cfg.ContextEditing.MinCharsPerPass = 500
+	f := newFixture(t, cfg)
+	long := strings.Repeat("package main // a long file body\n", 60)
+	c := newConversation()
+	for i := range 4 {
+		id := fmt.Sprintf("toolu_%02d", i)
+		input := fmt.Sprintf(`{"path":"f%d.go","content":%s}`, i, jsonString(long))
+		call := `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"Write","input":` + input + `}]}`
+		answer := reply{stream: true, body: sse("", "", [][3]string{{id, "Write", input}}, 100, 5)}
+		if i == 0 {
+			call = `{"role":"assistant","content":[` + server + `,{"type":"tool_use","id":"` + id + `","name":"Write","input":` + input + `}]}`
+			answer = reply{stream: true, body: serverToolSSE(id, "Write", input)}
+		}
+		c.user(fmt.Sprintf("write file %d", i))
+		f.up.script(answer)
+		f.post(c.body(), nil)
+		c.assistant(call).results([2]string{id, strings.Repeat(fmt.Sprintf("wrote f%d.go\n", i), 100)})
+		f.up.script(textAnswer(fmt.Sprintf("file %d written", i)))
+		f.post(c.body(), nil)
+		c.assistant(assistantText(fmt.Sprintf("file %d written", i)))
+	}
+	c.user("done?")
+	before := len(f.up.requests())
+	resp, _ := f.post(c.body(), nil)
+	if d := resp.Header.Get(HeaderDiagnostic); d != "" {
+		t.Fatalf("diagnostic %q", d)
+	}
+	f.settle()
+	reqs := f.up.requests()
+	if !bytes.Contains(reqs[1].body, []byte(server)) {
+		t.Errorf("the request after the answer does not carry the web search as the client sent it:\n%s", reqs[1].body[:min(len(reqs[1].body), 3000)])
+	}
+	out := reqs[before].body
+	if bytes.Count(out, []byte(long[:200])) >= 4 {
+		t.Fatalf("no edit pass cleared the first call's input:\n%s", lastBytes(out, 3000))
+	}
+	if !bytes.Contains(out, []byte(`{"role":"assistant","content":[`+server+`,{"type":"tool_use","id":"toolu_00"`)) {
+		t.Errorf("the server-tool blocks did not arrive byte for byte in the rewritten message:\n%s", out[:min(len(out), 4000)])
+	}
+}

@@ -310,6 +310,13 @@ func (s *StreamReader) event(data []byte) {
 				return
 			}
 			s.resp.Content[pos].Input = in
+			if b := &s.resp.Content[pos]; b.Type != "tool_use" {
+				// A block kept whole (server_tool_use, mcp_tool_use):
+				// its bytes are the block as it started, input {}; they
+				// take the input the deltas assembled, in place, so the
+				// recorded block is the one the client sends back.
+				b.Raw = withInput(b.Raw, in)
+			}
 			delete(s.partial, ev.Index)
 		}
 	case "message_delta":
@@ -367,4 +374,28 @@ func (s *StreamReader) Response() (*Response, error) {
 		return &r, ErrIncomplete
 	}
 	return &r, nil
+}
+
+// withInput is raw, a block as content_block_start carried it, with its
+// input member's value replaced by in (compacted, as clients send it back):
+// in place when raw holds the empty "input":{} the stream starts with, the
+// other members' bytes and order kept; re-encoded otherwise.
+func withInput(raw json.RawMessage, in json.RawMessage) json.RawMessage {
+	var c bytes.Buffer
+	if json.Compact(&c, in) != nil {
+		return raw
+	}
+	if bytes.Count(raw, []byte(`"input":{}`)) == 1 {
+		return bytes.Replace(raw, []byte(`"input":{}`), append([]byte(`"input":`), c.Bytes()...), 1)
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	m["input"] = c.Bytes()
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
 }
