@@ -391,9 +391,10 @@ const (
 	// the context is served uncompacted.
 	DiagCompactionQueued = "compaction_queued"
 	// DiagSummaryPreparing: over the threshold while the session's
-	// speculative summary is still being made (level info): the context
-	// fits the window and is served uncompacted; the summary is installed
-	// when it is ready.
+	// summary is made in the background — the speculative one, or the
+	// compaction the check queued when none was ready (level info): the
+	// context fits the window and is served uncompacted; the summary is
+	// installed when it is ready.
 	DiagSummaryPreparing = "summary_preparing"
 	// DiagCompactionFailed: the pre-send compaction failed.
 	DiagCompactionFailed = "compaction_failed"

@@ -403,7 +403,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	s.compacting = true
 	defer func() {
 		s.mu.Lock()
-		s.compacting = false
+		s.compacting, s.summarizing = false, false
 		s.mu.Unlock()
 	}()
 	snap.sent = e.activeMessages(s)
@@ -416,6 +416,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	if inst != nil {
 		snap.seq, snap.messages, snap.raw = inst.seq, inst.messages, inst.raw
 	}
+	s.summarizing = inst == nil
 	var prevSummarized uint64
 	if s.cp != nil {
 		prevSummarized = s.cp.SummarizedMessages

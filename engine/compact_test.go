@@ -303,6 +303,10 @@ func TestPreSendFailureReturnsTheUncompactedContextWithADiagnostic(t *testing.T)
 	cfg := testConfig()
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
 	cfg.Compaction.Fallback = config.FallbackNone
+	// The check compacts at the trigger (speculative summaries off): with
+	// them on, the context fits the window and is served while the
+	// summary is made in the background.
+	cfg.ContextCompaction.PreparePercent = config.PrepareOff
 	h := newHarness(t, cfg, "")
 	h.create("s", 10000)
 	h.append("s", user("go"), calls("a"), result("a", words(8000)), assistant("done"))

@@ -124,13 +124,14 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 			e.maybePrepare(s)
 		}
 		tokens, _ := e.estimate(s)
-		if d.Compact && tokens <= s.limit && s.preparing() {
-			// The speculative summary is being made: the context still
-			// fits the window, so it is served now and the summary is
-			// installed when ready (docs/design.md §5.1), not waited for.
-			d.Compact = false
-			diagnostic = "pre-send compaction: the speculative summary is still being made; the context fits the window and is served uncompacted, and the summary is installed when it is ready"
-			code = api.DiagSummaryPreparing
+		if d.Compact && tokens <= s.limit {
+			// The context still fits the window: with speculative
+			// summaries on, it waits for no summarizer call
+			// (docs/design.md §5.1).
+			if why := e.compactBehind(s); why != "" {
+				d.Compact = false
+				diagnostic, code = why, api.DiagSummaryPreparing
+			}
 		}
 		if d.Compact {
 			timeout := config.SummarizerTimeout(s.agentFile)
@@ -290,6 +291,46 @@ func (e *Engine) providerRules(s *session) history.Rules {
 		}
 	}
 	return r
+}
+
+// compactBehind decides, for a pre-send check over the threshold whose
+// context still fits the window, whether the context is served now,
+// uncompacted, while its summary is made in the background — the
+// diagnostic saying so — or the check compacts first (""). With
+// speculative summaries on for the session, the check waits only for an
+// install of a prepared summary (a checkpoint write): when the summary is
+// still being made (the speculative job, or a compaction already calling
+// the summarizer), or none can be installed (one step went from below the
+// prepare mark past the threshold, or the fold would not fit), the
+// compaction is queued first among background work and installed at a
+// later request. With them off, or with the embedded extractive
+// summarizer (no call to wait for), the check compacts at the trigger.
+// Called with s.mu held; it may queue the compaction.
+func (e *Engine) compactBehind(s *session) string {
+	if e.shownPrepareMark(s) == 0 || e.summarizesLocally(s) {
+		return ""
+	}
+	switch {
+	case s.preparing():
+		return "pre-send compaction: the speculative summary is still being made; the context fits the window and is served uncompacted, and the summary is installed when it is ready"
+	case s.compacting && s.summarizing:
+		return "pre-send compaction: the summary is being made in the background; the context fits the window and is served uncompacted, and the summary is installed when it is ready"
+	case s.compacting || e.installable(s, trigger.PreSend, false) != nil:
+		return ""
+	}
+	if _, err := e.submit(s.id, trigger.PreSend, workers.BackgroundFirst); err != nil {
+		// Queue full or shutting down: the check's own submit says so.
+		return ""
+	}
+	return "pre-send compaction: no speculative summary is ready (the context crossed the prepare mark and the threshold at once); the context fits the window and is served uncompacted, and the summary being made in the background is installed when it is ready"
+}
+
+// summarizesLocally reports whether the session's summary is made by the
+// embedded extractive summarizer (its first binding): no call to wait
+// for, so a pre-send check compacts at once. Called with s.mu held.
+func (e *Engine) summarizesLocally(s *session) bool {
+	bindings, _, why := e.sessionBindings(s)
+	return why == "" && len(bindings) > 0 && bindings[0].Provider == config.ProviderExtractive
 }
 
 // startGrace is how long a pre-send check gives a free worker to take its

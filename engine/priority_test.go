@@ -35,6 +35,10 @@ func newPriorityPool(t *testing.T, pool workers.Options, busy ...string) *priori
 	cfg := testConfig()
 	cfg.ContextCompaction.KeepRecentTokens = 0 // summarize everything
 	cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+	// The bound under test is the pre-send check's wait at the trigger:
+	// speculative summaries off (with them on, a context that fits the
+	// window waits for no summarizer call at all).
+	cfg.ContextCompaction.PreparePercent = config.PrepareOff
 	p.h = newHarnessPool(t, cfg, "", pool)
 	for _, id := range busy {
 		p.small(id)

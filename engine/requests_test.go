@@ -59,6 +59,10 @@ func TestCurrentRequestSurvivesCompaction(t *testing.T) {
 			if tc.llm {
 				f = newFakeAnthropic(t, okSummary("## Goal\nFix the handlers.\n## Next steps\nContinue."))
 				cfg.Summarizer.Bindings = []config.Binding{f.binding()}
+				// The pre-send check compacts at the trigger: with
+				// speculative summaries on, a context that fits the window
+				// is served while the summary is made in the background.
+				cfg.ContextCompaction.PreparePercent = config.PrepareOff
 			}
 			h := newHarness(t, cfg, "")
 			if _, err := h.e.CreateSession(context.Background(), CreateParams{ID: "s", Model: tc.model, ContextLimit: 20000, System: "You are a test agent."}); err != nil {

@@ -294,6 +294,9 @@ type session struct {
 	lastCheck  Check
 	lastError  string
 	compacting bool // a compaction of this session is past its snapshot
+	// summarizing: that compaction calls the summarizer (it installs no
+	// prepared summary).
+	summarizing bool
 
 	// prepared is the newest speculative summary (docs/design.md §5.1),
 	// nil when none (prepare.go); prepareTicket is the job making one

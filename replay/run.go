@@ -9,11 +9,13 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/accuracy"
+	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/transcript"
 )
 
@@ -105,6 +107,26 @@ type Report struct {
 	FinalTokens uint64 `json:"final_tokens"`
 	// Cost is the session's cost without ctxd and with it.
 	Cost Cost `json:"cost"`
+	// Speculative is what became of the speculative summaries the replay
+	// prepared (docs/design.md §5.1).
+	Speculative Speculative `json:"speculative"`
+}
+
+// Speculative counts the replay's speculative summaries by outcome (the
+// ledger's prepared entries): Made, of which Used installed by a
+// compaction, Extended by a later one, Unused never (a compaction made
+// without it), Pending still waiting for the trigger when the transcript
+// ended. PreparedTokens is the context each was prepared from, summed:
+// what a summarizer call read for them; UnusedTokens that of the unused
+// and pending ones.
+type Speculative struct {
+	Made           uint64 `json:"made"`
+	Used           uint64 `json:"used"`
+	Extended       uint64 `json:"extended"`
+	Unused         uint64 `json:"unused"`
+	Pending        uint64 `json:"pending"`
+	PreparedTokens uint64 `json:"prepared_tokens"`
+	UnusedTokens   uint64 `json:"unused_tokens"`
 }
 
 // MaxViolations bounds Report.Violations.
@@ -204,6 +226,7 @@ func Run(ctx context.Context, tr *transcript.Transcript, opts Options) (*Report,
 	}
 	r.FinalTokens = final.Tokens
 	r.Cost = rp.cost.finish(ctx, e)
+	r.Speculative = speculative(ctx, e)
 	r.ContextEditPasses = final.ContextEditPasses
 	if final.Rewrites != nil {
 		r.ContextEditDeferred = final.Rewrites.DeferredPasses
@@ -298,6 +321,15 @@ func (rp *run) response(ctx context.Context, k int, m history.Message) error {
 	// context uncompacted).
 	if err := rp.e.WaitCompaction(ctx, SessionID); err != nil {
 		rp.step(k+1, "diagnostic", "speculative summary failed: "+err.Error())
+	}
+	if a.DiagnosticCode == api.DiagSummaryPreparing {
+		// The pre-send check served the context and compacted in the
+		// background: the checkpoint it wrote counts from here.
+		after, err := rp.e.Context(ctx, SessionID, engine.ContextOptions{NoPreSend: true, Unchecked: true})
+		if err != nil {
+			return err
+		}
+		return rp.newCheckpoints(ctx, k+1, "pre-send", after)
 	}
 	return nil
 }
@@ -496,3 +528,53 @@ func stats(errs []float64) ErrorStats {
 }
 
 func round(v float64) float64 { return math.Round(v*10000) / 10000 }
+
+// speculative reads the replay's speculative summaries from its ledger
+// and log.
+func speculative(ctx context.Context, e *engine.Engine) Speculative {
+	var sp Speculative
+	tokens := map[uint64]uint64{} // by prepared event seq
+	_ = e.Events(ctx, SessionID, 1, false, func(ev checkpoint.Event) error {
+		if ev.Kind == checkpoint.KindPrepared {
+			var p struct {
+				TokensBefore uint64 `json:"tokens_before"`
+			}
+			if json.Unmarshal(ev.Data, &p) == nil {
+				tokens[ev.Seq] = p.TokensBefore
+				sp.PreparedTokens += p.TokensBefore
+			}
+		}
+		return nil
+	})
+	entries, _, err := e.Ledger(ctx, SessionID)
+	if err != nil {
+		return sp
+	}
+	ended := map[uint64]bool{}
+	for _, en := range entries {
+		if en.Kind != ledger.KindPrepared {
+			continue
+		}
+		switch en.Outcome {
+		case ledger.OutcomeReady:
+			sp.Made++
+		case ledger.OutcomeUsed:
+			sp.Used++
+			ended[en.PreparedSeq] = true
+		case ledger.OutcomeExtended:
+			sp.Extended++
+			ended[en.PreparedSeq] = true
+		case ledger.OutcomeUnused:
+			sp.Unused++
+			ended[en.PreparedSeq] = true
+			sp.UnusedTokens += tokens[en.PreparedSeq]
+		}
+	}
+	for seq, n := range tokens {
+		if !ended[seq] {
+			sp.Pending++
+			sp.UnusedTokens += n
+		}
+	}
+	return sp
+}
