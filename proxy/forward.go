@@ -50,6 +50,9 @@ type exchange struct {
 	// it accepted).
 	fp       string
 	accepted bool
+	// onAccept, when set, runs once the upstream accepted the request
+	// (the request's staged record is committed then, trail.go).
+	onAccept func()
 
 	// d is the dialect of the endpoint (nil: not a managed endpoint);
 	// hideUsage hides the Chat usage chunk ctxd asked for.
@@ -137,8 +140,11 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request.Context())
 	d := x.d
 	p.m.upstreamStatus(d, resp.StatusCode)
-	if resp.StatusCode < 300 {
+	if resp.StatusCode < 300 && !x.accepted {
 		x.accepted = true
+		if x.onAccept != nil {
+			x.onAccept()
+		}
 	}
 	if authenticated(resp.StatusCode) {
 		p.accept(x.fp)

@@ -168,6 +168,10 @@ type branch struct {
 	// state is the client_state this proxy last read or wrote for the
 	// branch: another node of a fleet wrote when the log's differs (fresh).
 	state json.RawMessage
+	// unrecorded: the branch's session was created and holds nothing
+	// (its first request was never recorded); the next request that
+	// extends no branch records into it, as into a new one.
+	unrecorded bool
 	// pendingLimit is the window (tokens) of the X-Ctxd-Context-Limit
 	// header of the request that created the branch, while the upstream
 	// has not yet accepted its credential: applied once it has (0: none).
@@ -278,6 +282,11 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 			if err := json.Unmarshal(st, &b.rec); err != nil {
 				return fmt.Errorf("session %s: client_state: %w", id, err)
 			}
+		} else if info, err := p.eng.Session(ctx, id); err == nil && info.Messages == 0 {
+			// Created for a request whose record was never written (the
+			// daemon stopped before the upstream accepted it, trail.go):
+			// the conversation's next request records into it.
+			b.unrecorded = true
 		}
 		b.rec.Key = l.key
 		l.branches = append(l.branches, b)
@@ -457,6 +466,9 @@ type plan struct {
 	// tokens is the estimate of the context last assembled and window the
 	// session's context window (0 while unknown), in tokens.
 	tokens, window uint64
+	// staged is the request's append, held in memory until the upstream
+	// accepts the request (trail.go); nil when nothing was appended.
+	staged *stagedRequest
 }
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -570,6 +582,8 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		}
 		if pl.created {
 			p.dropBranch(context.WithoutCancel(r.Context()), l, pl)
+		} else {
+			p.discardRequest(pl)
 		}
 		p.m.request(d, outcomeRefused)
 		d.writeError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
@@ -606,6 +620,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if pl.diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(pl.diag))
 	}
+	if pl.staged != nil {
+		// The request's record is written as soon as the upstream
+		// accepts it, beside the answer's forwarding (trail.go).
+		x.onAccept = func() { p.commitAsync(pl) }
+	}
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
 	ctx := context.WithoutCancel(r.Context())
 	if !x.accepted && pl.created {
@@ -613,6 +632,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		// the request that created the branch, so the branch goes.
 		p.dropBranch(ctx, l, pl)
 		return
+	}
+	if !x.accepted {
+		// Refused (or the client left) before any byte of an answer: the
+		// request's messages are dropped, and the log is as it was.
+		p.discardRequest(pl)
 	}
 	// The answer's record comes after the response ended (its last
 	// chunk is written when this handler returns), still holding the
@@ -624,6 +648,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		defer l.unlock()
 		if x.accepted && pl.prev != nil {
 			p.supersede(ctx, pl.prev, pl.b)
+		}
+		if x.accepted && !p.commitRequest(ctx, pl) {
+			// The request is not in the log: neither is its answer (the
+			// history would have a gap); the client resends both.
+			return
 		}
 		if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
 			p.applyPendingLimit(ctx, pl.b)
@@ -809,6 +838,10 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			}
 		}
 	}
+	reuse := false
+	if k := len(l.branches); pl.b == nil && k > 0 && l.branches[k-1].unrecorded {
+		pl.b, from, reuse = l.branches[k-1], 0, true
+	}
 	var msgs []history.Message
 	if from < m {
 		var err error
@@ -826,6 +859,9 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		// context of what it holds goes, then the client's new messages
 		// as it sent them, for the provider to judge; nothing of them is
 		// recorded. The wire's prefix stays ctxd's, so the cache keeps it.
+		if reuse {
+			return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
+		}
 		pl.tail, pl.clientRule, msgs = req.messages[from:], vs.Err(), nil
 	}
 	var grow uint64
@@ -852,10 +888,19 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			}
 		}
 	} else {
-		// A stored branch of this credential's conversation exists only
-		// because the upstream accepted a request of it (dropBranch): the
-		// credential was authenticated, before a restart too.
-		p.accept(fp)
+		if reuse {
+			// As a new branch: dropped again when the upstream refuses.
+			pl.b.unrecorded = false
+			pl.created = true
+			created = pl
+			p.quotaCount(fp, pl.b.id)
+		} else {
+			// A stored branch of this credential's conversation exists
+			// only because the upstream accepted a request of it
+			// (dropBranch): the credential was authenticated, before a
+			// restart too.
+			p.accept(fp)
+		}
 		if err := p.syncPrefix(ctx, pl.b, req); err != nil {
 			return nil, err
 		}
@@ -867,15 +912,23 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if !pl.resend && pl.tail == nil {
 		rec.N, rec.Chain, rec.Resp = m, hex.EncodeToString(cs[m][:]), nil
 		state, _ := json.Marshal(rec)
-		if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state}); err != nil {
+		// Staged, not written: the record is durable once the upstream
+		// accepts the request (trail.go).
+		st, err := p.eng.Stage(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: state})
+		if err != nil {
 			return nil, fmt.Errorf("recording the request: %w", err)
 		}
-		p.quotaAdd(fp, pl.b.id, grow)
+		pl.staged = &stagedRequest{st: st, rec: pl.b.rec, state: pl.b.state, chain: pl.b.chain, fp: fp, grow: grow}
 		pl.b.rec, pl.b.state = rec, state
 		pl.b.chain = cs
 	}
 	out, diag, err := p.assemble(ctx, pl, req)
 	if err != nil {
+		if created == nil && pl.staged != nil {
+			// Forwarded unmanaged: the request stays recorded, as the
+			// messages of a conversation ctxd manages.
+			p.commitRequest(context.WithoutCancel(ctx), pl)
+		}
 		return nil, err
 	}
 	pl.out, pl.diag = out, diag

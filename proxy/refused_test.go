@@ -2,11 +2,17 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/internal/fakeprovider"
 )
 
@@ -82,5 +88,107 @@ func TestRefusedNewConversationLeavesNoState(t *testing.T) {
 	g.settle()
 	if ids := g.sessions(); len(ids) != 0 {
 		t.Fatalf("a client gone before the first byte left sessions %v", ids)
+	}
+}
+
+// TestRefusedRequestOnAConversationLeavesNoState: on a conversation ctxd
+// records, a request the upstream refuses before any byte of an answer
+// (401, 403, 400, 429, 500, 529) leaves its messages nowhere: the
+// session's message events, its context, its figures and the offload
+// files are as before; the only record is the upstream's error (the
+// branch's last_error, with the record of what was accounted for
+// unchanged). The same request accepted next is recorded whole, its
+// oversized result offloaded.
+func TestRefusedRequestOnAConversationLeavesNoState(t *testing.T) {
+	f := newFixture(t, testConfig())
+	ctx := context.Background()
+	c := newConversation().user("build it")
+	call := [][3]string{{"t1", "Bash", `{"command":"make"}`}}
+	f.up.script(reply{stream: true, body: sse("", "", call, 100, 5)})
+	resp, _ := f.post(c.body(), nil)
+	id := resp.Header.Get(HeaderSessionID)
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	f.settle()
+	c.assistant(assistantCall("t1", "Bash", `{"command":"make"}`)).results([2]string{"t1", strings.Repeat("build output line\n", 2000)})
+
+	type state struct {
+		messages, others []string
+		context          string
+		n                int
+		info             string
+		files            []string
+	}
+	read := func() state {
+		t.Helper()
+		f.settle()
+		var s state
+		err := f.eng.Events(ctx, id, 1, false, func(ev checkpoint.Event) error {
+			b, _ := json.Marshal(ev)
+			switch ev.Kind {
+			case checkpoint.KindMessage:
+				s.messages = append(s.messages, string(b))
+			case checkpoint.KindClientState:
+			default:
+				s.others = append(s.others, string(b))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := f.eng.Context(ctx, id, engineContextNoPreSend())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(a.Messages)
+		s.context = string(b)
+		st, _ := f.eng.ClientState(ctx, id)
+		var rec record
+		_ = json.Unmarshal(st, &rec)
+		s.n = rec.N
+		info, err := f.eng.Session(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.info = fmt.Sprintf("messages %d active %d tokens %d", info.Messages, info.ActiveMessages, info.Tokens)
+		_ = filepath.WalkDir(f.cfg.Storage.DataDir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				s.files = append(s.files, p)
+			}
+			return nil
+		})
+		return s
+	}
+	before := read()
+	if len(before.messages) != 2 || before.n != 1 {
+		t.Fatalf("before: %d messages, n %d", len(before.messages), before.n)
+	}
+	for _, st := range []int{401, 403, 400, 429, 500, 529} {
+		body := fmt.Sprintf(`{"type":"error","error":{"type":"api_error","message":"refused with %d"}}`, st)
+		f.up.script(reply{status: st, body: body})
+		resp, b := f.post(c.body(), nil)
+		if resp.StatusCode != st || string(b) != body {
+			t.Fatalf("%d: the client got %d %s", st, resp.StatusCode, b)
+		}
+		after := read()
+		if !slices.Equal(after.messages, before.messages) || !slices.Equal(after.others, before.others) {
+			t.Fatalf("%d: the log changed: %d messages, %d other events (before %d, %d)", st, len(after.messages), len(after.others), len(before.messages), len(before.others))
+		}
+		if after.context != before.context || after.n != before.n || after.info != before.info || !slices.Equal(after.files, before.files) {
+			t.Fatalf("%d: state changed:\n%+v\nbefore:\n%+v", st, after, before)
+		}
+		if cs, _ := f.eng.ClientState(ctx, id); !strings.Contains(string(cs), fmt.Sprintf("refused with %d", st)) {
+			t.Fatalf("%d: last_error not recorded: %s", st, cs)
+		}
+	}
+	resp, _ = f.post(c.body(), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("accepted: %d", resp.StatusCode)
+	}
+	after := read()
+	if len(after.messages) != 4 || after.n != 3 || len(after.files) != len(before.files)+1 {
+		t.Fatalf("accepted: %d messages, n %d, files %v", len(after.messages), after.n, after.files)
 	}
 }

@@ -1,6 +1,11 @@
 package proxy
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/ctxd/ctxd/engine"
+)
 
 // An answer's durable record trails its response (docs/design.md §10
 // "Recorded when accepted"; docs/decisions.md "The answer's record after
@@ -44,4 +49,84 @@ func (p *Proxy) WaitRecords(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// A request's record is staged, not written, before it is forwarded
+// (docs/design.md §10 "Recorded when accepted"; docs/decisions.md "A
+// request is durable once the upstream accepted it"): the engine holds its
+// messages in memory (engine.Stage), so the context sent includes them,
+// and the durable write starts when the upstream accepts the request (its
+// answer's status, before the first byte reaches the client), beside the
+// answer's forwarding. A request the upstream refuses, or whose client
+// leaves before an answer, is discarded: the log is as it was. The
+// answer's record waits for the request's (it is written after it), so
+// the log never holds an answer without its request; a crash before the
+// request's write costs only its re-record from the client's resend.
+
+// stagedRequest is a request's staged append and what the branch held
+// before it, restored when it is discarded.
+type stagedRequest struct {
+	st    *engine.Staged
+	rec   record
+	state json.RawMessage
+	chain []digest
+	// fp and grow are the credential and bytes its quota counts once
+	// the append is stored.
+	fp   string
+	grow uint64
+	// committed: the append is stored (guarded by the lane's lock, set
+	// by commitRequest).
+	committed bool
+}
+
+// commitAsync starts the durable write of pl's staged request, counted
+// for WaitRecords. Called once the upstream accepted the request.
+func (p *Proxy) commitAsync(pl *plan) {
+	st := pl.staged.st
+	p.trailing.Add(1)
+	go func() {
+		defer p.trailing.Done()
+		// Errors are seen again by commitRequest, which waits for this
+		// write.
+		_ = st.Commit(context.Background())
+	}()
+}
+
+// commitRequest makes pl's staged request durable (waiting for the write
+// commitAsync started) and counts its bytes. It reports whether the
+// request is stored; when not (the log moved on under it, on a fleet),
+// the branch's record is the one before the request. Called under the
+// lane's lock.
+func (p *Proxy) commitRequest(ctx context.Context, pl *plan) bool {
+	sr := pl.staged
+	if sr == nil || sr.committed {
+		return true
+	}
+	if err := sr.st.Commit(ctx); err != nil {
+		p.log.Warn("request not recorded; the client's next request records it", "session", pl.b.id, "err", err)
+		pl.b.rec, pl.b.state, pl.b.chain = sr.rec, sr.state, sr.chain
+		pl.staged = nil
+		return false
+	}
+	sr.committed = true
+	p.quotaAdd(sr.fp, pl.b.id, sr.grow)
+	return true
+}
+
+// discardRequest drops pl's staged request: the upstream did not accept
+// it. When another write of the session stored it first (a compaction
+// the request's size triggered) it stays, counted like any other. Called
+// under the lane's lock.
+func (p *Proxy) discardRequest(pl *plan) {
+	sr := pl.staged
+	if sr == nil || sr.committed {
+		return
+	}
+	if !sr.st.Discard() {
+		sr.committed = true
+		p.quotaAdd(sr.fp, pl.b.id, sr.grow)
+		return
+	}
+	pl.b.rec, pl.b.state, pl.b.chain = sr.rec, sr.state, sr.chain
+	pl.staged = nil
 }
