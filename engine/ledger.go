@@ -69,8 +69,11 @@ func (e *Engine) applyLedger(s *session, en ledger.Entry) {
 }
 
 // Ledger returns the session's ledger entries, oldest first, and their
-// totals. Errors: ErrInvalid, ErrNotFound, the log's.
+// totals. A read that follows a checkpoint event includes the entries the
+// compaction recorded with it (what became of the speculative summary, an
+// idle compaction's saving). Errors: ErrInvalid, ErrNotFound, the log's.
 func (e *Engine) Ledger(ctx context.Context, id string) ([]ledger.Entry, ledger.Totals, error) {
+	e.waitUnlocked(id)
 	var out []ledger.Entry
 	var t ledger.Totals
 	err := e.Events(ctx, id, 1, false, func(ev checkpoint.Event) error {
@@ -188,5 +191,19 @@ func (e *Engine) LedgerTotals(ctx context.Context) (ledger.Summary, int, error) 
 			return sum, n, nil
 		}
 		after = next
+	}
+}
+
+// waitUnlocked waits until nobody in this process holds session id's lock, when
+// it is loaded. A compaction writes its checkpoint and the ledger entries
+// that follow it under one hold of the lock, so a log read after waitUnlocked
+// never sees the checkpoint without them.
+func (e *Engine) waitUnlocked(id string) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		s.mu.Unlock()
 	}
 }
