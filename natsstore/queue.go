@@ -374,17 +374,37 @@ type FleetStats struct {
 
 // Fleet reads the shared consumer's state. Errors: ErrUnavailable while
 // the connection is down, JetStream's.
+//
+// The consumer's count of jobs not delivered is its leader's, taken from
+// that server's copy of the stream, which can trail the stream's leader
+// (the one that acknowledged a job's publication) on a loaded machine:
+// right after a job is queued it may be missing there. So the backlog is
+// also read as the stream leader's jobs minus those the consumer holds —
+// never fewer than those queued (a job leaves the stream after its
+// acknowledgement), at most the few just acknowledged more — and the
+// larger reading is reported: a pre-send read that under-counts the
+// queue ahead of it would wait on it (Ahead).
 func (q *Queue) Fleet(ctx context.Context) (FleetStats, error) {
 	if err := q.st.up(); err != nil {
 		return FleetStats{}, err
+	}
+	// The stream first: a job delivered between the two reads is then
+	// counted held and not queued, never neither.
+	si, err := q.st.jobs.Info(ctx)
+	if err != nil {
+		return FleetStats{}, fmt.Errorf("compaction stream: %w", err)
 	}
 	cons, err := q.st.jobs.Consumer(ctx, q.st.consumerName())
 	if err != nil {
 		return FleetStats{}, fmt.Errorf("compaction consumer: %w", err)
 	}
 	info := cons.CachedInfo()
+	backlog := info.NumPending
+	if held := uint64(info.NumAckPending); si.State.Msgs > held {
+		backlog = max(backlog, si.State.Msgs-held)
+	}
 	return FleetStats{
-		Backlog:     info.NumPending,
+		Backlog:     backlog,
 		Held:        info.NumAckPending,
 		Redelivered: info.NumRedelivered,
 		FreeWorkers: info.NumWaiting,
