@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/contextedit"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 )
 
 // offloadMessages runs layer 1 (docs/design.md §6 "Offload") over the messages of
@@ -17,12 +19,43 @@ import (
 // Called with s.mu held, before the messages are stored: the artifact and
 // file exist before any event refers to them.
 func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message) ([]history.Message, map[int]checkpoint.Event) {
-	var events map[int]checkpoint.Event
+	type tried struct {
+		m    history.Message
+		rec  *offload.Record
+		fail *offload.Failure
+	}
+	var tools []int
 	for i := range msgs {
-		if msgs[i].Role != history.RoleTool {
-			continue
+		if msgs[i].Role == history.RoleTool {
+			tools = append(tools, i)
 		}
-		m, rec, fail := s.offloader.Try(ctx, s.id, msgs[i])
+	}
+	// Each write waits for its file to be durable: the results of one
+	// append (a whole conversation the proxy sees for the first time has
+	// dozens) are written side by side, so their waits overlap.
+	res := make([]tried, len(tools))
+	try := func(k int) {
+		r := &res[k]
+		r.m, r.rec, r.fail = s.offloader.Try(ctx, s.id, msgs[tools[k]])
+	}
+	if len(tools) == 1 {
+		try(0)
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, offloadWriters)
+		for k := range tools {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				try(k)
+			}()
+		}
+		wg.Wait()
+	}
+	var events map[int]checkpoint.Event
+	for k, i := range tools {
+		m, rec, fail := res[k].m, res[k].rec, res[k].fail
 		if fail != nil {
 			// The result stays whole; say so in the log and the append's
 			// response (docs/design.md §6 "A failed write … says so").
@@ -50,6 +83,9 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 	}
 	return msgs, events
 }
+
+// offloadWriters bounds the offload writes of one append made at once.
+const offloadWriters = 8
 
 // planPass runs layer 2 (docs/design.md §6 "Context editing", mode local) after an
 // append: when a pass fires it is recorded in the log, then applied. It

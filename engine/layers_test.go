@@ -66,6 +66,68 @@ func TestOffloadThroughTheEngine(t *testing.T) {
 	}
 }
 
+// One append carrying many oversized results (a conversation the proxy
+// sees for the first time) offloads each to its own file, and each stored
+// message, offload event and file belongs to its own result, in order.
+func TestManyResultsOfOneAppendAreOffloadedEachToItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), dir+"/db")
+	h.create("s", 2000000)
+	msgs := []history.Message{user("build everything")}
+	texts := map[string]string{}
+	for i := range 20 {
+		id := fmt.Sprintf("b%d", i)
+		text := fmt.Sprintf("output of step %d\n", i) + strings.Repeat(fmt.Sprintf("line %d of step %d\n", i, i), 2000)
+		if i%5 == 4 {
+			text = fmt.Sprintf("step %d: ok", i) // small: kept whole
+		}
+		texts[id] = text
+		msgs = append(msgs, history.Message{Role: history.RoleAssistant, Content: []history.Block{
+			{Type: history.BlockToolCall, ID: id, Name: "bash", Input: json.RawMessage(`{"command":"make"}`)}}},
+			history.Message{Role: history.RoleTool, ToolCallID: id, ToolName: "bash", Content: []history.Block{{Type: history.BlockText, Text: text}}})
+	}
+	res := h.append("s", msgs...)
+	var offloaded []string
+	for i, m := range res.Messages {
+		if m.Role != history.RoleTool {
+			continue
+		}
+		if m.ToolCallID != msgs[i].ToolCallID {
+			t.Fatalf("stored message %d is %s's result, want %s's", i, m.ToolCallID, msgs[i].ToolCallID)
+		}
+		text, got := texts[m.ToolCallID], m.Content[0].Text
+		if len(text) < 100 {
+			if got != text {
+				t.Fatalf("small result %s changed: %q", m.ToolCallID, got)
+			}
+			continue
+		}
+		offloaded = append(offloaded, m.ToolCallID)
+		if !strings.Contains(got, strings.SplitN(text, "\n", 2)[0]) || !strings.Contains(got, fmt.Sprintf("%d bytes", len(text))) {
+			t.Fatalf("%s's stub is not of its own result: %.200s", m.ToolCallID, got)
+		}
+	}
+	evs := h.events("s", checkpoint.KindOffload)
+	if len(evs) != len(offloaded) || len(offloaded) != 16 {
+		t.Fatalf("%d offload events for %d offloaded results, want 16", len(evs), len(offloaded))
+	}
+	for k, ev := range evs {
+		var rec struct {
+			ToolCallID string `json:"tool_call_id"`
+			Path       string `json:"path"`
+		}
+		if err := json.Unmarshal(ev.Data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.ToolCallID != offloaded[k] {
+			t.Fatalf("offload event %d is %s's, want %s's (the results' order)", k, rec.ToolCallID, offloaded[k])
+		}
+		if file, err := os.ReadFile(rec.Path); err != nil || string(file) != texts[rec.ToolCallID] {
+			t.Fatalf("%s's offload file differs from its result (%v)", rec.ToolCallID, err)
+		}
+	}
+}
+
 // toolRound appends one assistant call and its result of n words.
 func toolRound(h *harness, id, tool string, n int) {
 	h.append("s",
