@@ -278,6 +278,11 @@ func TestConformanceResponses(t *testing.T) {
 		{name: "reasoning_encrypted_content", where: "message", stored: `rs_77`, counted: true,
 			artifact: `{"type":"reasoning","id":"rs_77","summary":[],"content":null,"encrypted_content":"gAAAAABpREASONING-0123456789abcdefghijklmnopqrstuvwxyz"}`,
 			follow:   `{"type":"message","role":"assistant","id":"msg_8","content":[{"type":"output_text","text":"Reading the log.","annotations":[]}]}`},
+		// A reasoning item before a hosted tool's call (a web search the
+		// provider ran) stays with that turn.
+		{name: "reasoning_before_web_search_call", where: "message", stored: `rs_78`, counted: true,
+			artifact: `{"type":"reasoning","id":"rs_78","summary":[],"content":null,"encrypted_content":"gAAAAABpREASONING-78-0123456789abcdefghijklmnopqrstuvwxyz"}`,
+			follow:   `{"type":"web_search_call","id":"ws_02","status":"completed","action":{"type":"search","query":"go 1.26"}},{"type":"message","role":"assistant","id":"msg_7","content":[{"type":"output_text","text":"Go 1.26 is out.","annotations":[]}]}`},
 		// phase is carried as the client's bytes; the stored message keeps
 		// its text only.
 		{name: "assistant_message_phase", where: "message", stored: `I will read the log first.`, counted: true,

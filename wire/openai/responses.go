@@ -37,7 +37,24 @@ func (it *Item) assistantSide() bool {
 	case "message", "":
 		return it.Role == "assistant"
 	}
-	return false
+	return hostedCall(it.Type)
+}
+
+// hostedCall reports whether an item type is a call the model made in its
+// answer that ctxd has no model of (web_search_call, file_search_call,
+// code_interpreter_call, image_generation_call, mcp_call, tool_search_call,
+// local_shell_call, …, and mcp_list_tools / mcp_approval_request): part of
+// the assistant's turn, kept whole in it, so a reasoning item before it
+// stays with the output it led to. Their outputs (…_call_output,
+// mcp_approval_response) are the client's.
+func hostedCall(typ string) bool {
+	switch typ {
+	case "function_call_output", "custom_tool_call_output":
+		return false
+	case "mcp_list_tools", "mcp_approval_request":
+		return true
+	}
+	return strings.HasSuffix(typ, "_call")
 }
 
 // IsPrefixItem reports whether a raw input item belongs to the request's
@@ -76,10 +93,13 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //     no summary; a compaction item (server-side compaction) as an opaque
 //     compaction block whose Data is the item's exact bytes;
 //   - function_call_output / custom_tool_call_output become tool messages;
-//   - any other item (a developer message inside the conversation, a web
-//     search, an item of a later API version) becomes a user message with
-//     one json block {"responses_item": <the item's bytes>}, rendered back
-//     as they came.
+//   - a call the provider ran itself (hostedCall: a web search, an MCP
+//     call) is a json block {"responses_item": <the item's bytes>} of the
+//     assistant message it belongs to, rendered back as it came;
+//   - any other item (a developer message inside the conversation, a
+//     hosted call's output from the client, an item of a later API
+//     version) becomes a user message with one such json block, rendered
+//     back as it came.
 //
 // Errors name the item: "input[i].field: problem".
 func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
@@ -172,6 +192,11 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 				blocks = []history.Block{{Type: history.BlockText, Text: ""}}
 			}
 			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
+		case hostedCall(it.Type):
+			env, _ := marshal(struct {
+				Item json.RawMessage `json:"responses_item"`
+			}{raw})
+			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockJSON, JSON: env})
 		default:
 			env, _ := marshal(struct {
 				Item json.RawMessage `json:"responses_item"`
@@ -343,6 +368,11 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 					t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
 					text = append(text, t)
 				case history.BlockJSON:
+					if item := keptItem(&history.Message{Content: []history.Block{b}}); item != nil {
+						flush()
+						out = append(out, item) // an item of the turn kept whole
+						continue
+					}
 					if isItem(b.JSON) {
 						text = append(text, b.JSON) // a part kept whole
 						continue
