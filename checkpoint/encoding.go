@@ -64,18 +64,24 @@ func encodeEvent(e *Event) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s event: %w", ErrInvalid, e.Kind, err)
 	}
-	var m []byte
-	if e.Message != nil {
-		if m, err = history.Encode(*e.Message); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-	}
-	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(h)+len(m)+len(e.Data))
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(h)+len(e.Data))
 	b = append(b, formatV1)
 	b = binary.AppendUvarint(b, uint64(len(h)))
 	b = append(b, h...)
-	b = binary.AppendUvarint(b, uint64(len(m)))
-	b = append(b, m...)
+	// The message is encoded in place, after room for its length's
+	// varint, then moved back over the room it did not use: one copy of
+	// a message of tens of MB, not three.
+	at := len(b)
+	b = append(b, make([]byte, binary.MaxVarintLen64)...)
+	if e.Message != nil {
+		if b, err = history.AppendEncode(b, *e.Message); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	n := len(b) - at - binary.MaxVarintLen64
+	k := binary.PutUvarint(b[at:], uint64(n))
+	copy(b[at+k:], b[at+binary.MaxVarintLen64:])
+	b = b[:at+k+n]
 	b = append(b, e.Data...)
 	return b, nil
 }

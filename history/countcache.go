@@ -1,6 +1,7 @@
 package history
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,20 @@ import (
 
 const (
 	// MaxCachedPieceBytes is the longest piece, in bytes, whose count is
-	// cached. Longer pieces (long runs of one character, base64) are counted
-	// by the tokenizer each time.
+	// cached by its bytes. Pieces up to MaxExactPieceBytes are cached by a
+	// hash of their bytes (longCounts).
 	MaxCachedPieceBytes = 64
+	// MaxExactPieceBytes is the longest piece, in bytes, counted as the
+	// tokenizer counts it: a longer one (a run of one character, a long
+	// word of base64 letters) is counted as consecutive sub-pieces of at
+	// most MaxCachedPieceBytes, cut at code-point boundaries, each through
+	// the cache. The tokenizer's merge step is superlinear in one piece's
+	// length and its garbage is ~40 bytes per byte of the piece, so a 30
+	// MiB run cost a minute and hundreds of MB; cut, a run costs a cache
+	// lookup per 64 bytes. A cut inside a piece changes its count by about
+	// one token per cut (a run of one letter: none, its tokens are 8 bytes
+	// long). No piece of the corpus is this long.
+	MaxExactPieceBytes = 1 << 10
 	// countCacheShards is the number of independently locked parts of the
 	// cache; a piece's shard is chosen by its hash.
 	countCacheShards = 64
@@ -54,6 +66,39 @@ var pieceCache = func() *[countCacheShards]countShard {
 func shardOf(piece string) *countShard {
 	h := uint(len(piece))*0x9E37 ^ uint(piece[0])*31 ^ uint(piece[len(piece)-1])*0x2F1
 	return &pieceCache[h%countCacheShards]
+}
+
+// longCounts caches the counts of pieces longer than MaxCachedPieceBytes,
+// up to MaxExactPieceBytes, by a 64-bit hash of their bytes (a random seed:
+// a collision cannot be chosen), so a repeated long piece is counted by the
+// tokenizer once without keeping its bytes. Emptied when it reaches
+// longCountEntries.
+var longCounts = struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	m    map[uint64]uint32
+}{seed: maphash.MakeSeed(), m: make(map[uint64]uint32)}
+
+// longCountEntries bounds longCounts (16 bytes an entry and the map's
+// overhead: under 1 MiB).
+const longCountEntries = 1 << 14
+
+func longCount(piece string) (uint32, bool) {
+	h := maphash.String(longCounts.seed, piece)
+	longCounts.mu.Lock()
+	n, ok := longCounts.m[h]
+	longCounts.mu.Unlock()
+	return n, ok
+}
+
+func storeLongCount(piece string, n uint32) {
+	h := maphash.String(longCounts.seed, piece)
+	longCounts.mu.Lock()
+	if len(longCounts.m) >= longCountEntries {
+		clear(longCounts.m)
+	}
+	longCounts.m[h] = n
+	longCounts.mu.Unlock()
 }
 
 // pairCounts caches the counts of two-byte ASCII pieces, indexed by their
@@ -117,16 +162,23 @@ func countPieces(s string) int {
 		}
 		i = start
 		piece := s[i:e]
-		if len(piece) <= MaxCachedPieceBytes {
-			if n, ok := cachedCount(piece); ok {
-				if missStart >= 0 {
-					total += countRun(s[missStart:i], missing)
-					missStart, missing = -1, missing[:0]
-				}
-				total += int(n)
-				i = e
-				continue
+		n, ok := uint32(0), false
+		switch {
+		case len(piece) <= MaxCachedPieceBytes:
+			n, ok = cachedCount(piece)
+		case len(piece) <= MaxExactPieceBytes:
+			n, ok = longCount(piece)
+		default:
+			n, ok = uint32(countLong(piece)), true
+		}
+		if ok {
+			if missStart >= 0 {
+				total += countRun(s[missStart:i], missing)
+				missStart, missing = -1, missing[:0]
 			}
+			total += int(n)
+			i = e
+			continue
 		}
 		if missStart < 0 {
 			missStart = i
@@ -173,11 +225,41 @@ func countRun(run string, ends []int) int {
 		return len(tokens)
 	}
 	for _, p := range got {
-		if p.end-p.start <= MaxCachedPieceBytes {
-			storeCount(run[p.start:p.end], p.n)
+		switch piece := run[p.start:p.end]; {
+		case len(piece) <= MaxCachedPieceBytes:
+			storeCount(piece, p.n)
+		case len(piece) <= MaxExactPieceBytes:
+			storeLongCount(piece, p.n)
 		}
 	}
 	return len(tokens)
+}
+
+// countLong counts a piece longer than MaxExactPieceBytes as consecutive
+// sub-pieces of at most MaxCachedPieceBytes bytes, cut at code-point
+// boundaries, each counted alone through the cache: in time linear in its
+// length, a cache lookup per sub-piece when they repeat.
+func countLong(piece string) int {
+	total := 0
+	for len(piece) > 0 {
+		k := min(len(piece), MaxCachedPieceBytes)
+		for k < len(piece) && !utf8.RuneStart(piece[k]) {
+			k-- // piece is valid UTF-8: a start lies within 3 bytes
+		}
+		sub := piece[:k]
+		piece = piece[k:]
+		if n, ok := cachedCount(sub); ok {
+			total += int(n)
+			continue
+		}
+		n := rawCount(sub)
+		if start, e := nextPiece(sub, 0); start == 0 && e == len(sub) {
+			// Alone, sub is one piece too: its count is a piece's count.
+			storeCount(sub, uint32(n))
+		}
+		total += n
+	}
+	return total
 }
 
 // rawCount is the tokenizer's own Count of s, or a byte-based figure if it
@@ -203,4 +285,7 @@ func resetPieceCache() {
 		clear(sh.m)
 		sh.mu.Unlock()
 	}
+	longCounts.mu.Lock()
+	clear(longCounts.m)
+	longCounts.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -221,4 +222,40 @@ func appendStrings(out []string, v any) []string {
 		}
 	}
 	return out
+}
+
+// TestLongPieceLinear: a piece longer than MaxExactPieceBytes (a run of one
+// character, the hostile body of a 30 MiB "xxx…") is counted in sub-pieces
+// through the cache: its garbage does not grow with the piece (the
+// tokenizer's merge step allocated ~40 bytes per byte of a piece, 2.3 MB per
+// 64 KiB chunk), 8 MiB costs no more per byte than 1 MiB, and the count
+// stays the tokenizer's within a token per cut.
+func TestLongPieceLinear(t *testing.T) {
+	alloc := func(s string) uint64 {
+		resetPieceCache()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		Estimator{}.Text(s)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	codec() // its tables are not the count's
+	small, large := strings.Repeat("x", 1<<20), strings.Repeat("x", 8<<20)
+	a1, a8 := alloc(small), alloc(large)
+	t.Logf("allocated: 1 MiB run %d bytes, 8 MiB run %d bytes", a1, a8)
+	if a8 > uint64(len(large))/4 {
+		t.Errorf("counting an 8 MiB run allocated %d bytes (%.1f per byte)", a8, float64(a8)/float64(len(large)))
+	}
+	if a8 > 10*a1+1<<20 {
+		t.Errorf("8 MiB allocated %d bytes, 1 MiB %d: not linear", a8, a1)
+	}
+	for _, s := range []string{strings.Repeat("x", 5000), strings.Repeat("ab", 3000), strings.Repeat("文", 2000), " " + strings.Repeat("Q", 4000)} {
+		got, want := countPieces(s), rawCount(s)
+		if d := got - want; d > len(s)/MaxCachedPieceBytes+1 || -d > len(s)/MaxCachedPieceBytes+1 {
+			t.Errorf("%.10q… (%d bytes): %d tokens, tokenizer %d", s, len(s), got, want)
+		}
+	}
+	if got, want := countPieces(strings.Repeat("x", 5000)), rawCount(strings.Repeat("x", 5000)); got != want {
+		t.Errorf("a run of x: %d tokens, tokenizer %d (its tokens are 8 bytes: cuts at 64 change nothing)", got, want)
+	}
 }

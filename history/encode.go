@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -31,17 +32,46 @@ import (
 // field holds invalid UTF-8 (encoding/json would replace it with U+FFFD) or
 // Input or JSON is not valid JSON.
 func Encode(m Message) ([]byte, error) {
+	return AppendEncode(nil, m)
+}
+
+// AppendEncode appends Encode(m) to dst and returns the extended slice
+// (dst unchanged on an error). dst is grown once, to about m's encoded
+// size, before encoding: a message of tens of MB is not copied through
+// buffers doubling on the way. Errors: as Encode's.
+func AppendEncode(dst []byte, m Message) ([]byte, error) {
 	m, err := canonical(m)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	w := appender{b: slices.Grow(dst, SizeHint(m))}
+	enc := json.NewEncoder(&w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("history: encode message: %w", err)
+		return dst, fmt.Errorf("history: encode message: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.TrimSuffix(w.b, []byte("\n")), nil
+}
+
+// appender is an io.Writer appending to b.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+// SizeHint is about the length of m's encoding, in bytes, and so about
+// what m holds in memory: its strings and raw values as they are (escapes
+// add a little), and the field names and punctuation around them.
+func SizeHint(m Message) int {
+	n := 128 + len(m.ToolCallID) + len(m.ToolName) + len(m.Model)
+	for i := range m.Content {
+		b := &m.Content[i]
+		n += 96 + len(b.Text) + len(b.Signature) + len(b.Data) + len(b.ID) + len(b.Name) +
+			len(b.Input) + len(b.MediaType) + len(b.Artifact) + len(b.JSON)
+	}
+	return n
 }
 
 // Canonical returns m exactly as Decode(Encode(m)) gives it back: times in

@@ -378,6 +378,11 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 	// answer as recorded or one a request the provider accepted carried:
 	// not the client's new content (docs/design.md §4a).
 	for i := len(req.messages) - 1; i >= req.prefix && i >= len(req.messages)-64; i-- {
+		if roleOf(req.messages[i]) != "assistant" {
+			// Its role is enough: decoding a user message only to read it
+			// copied all its text (tens of MB for a hostile body).
+			continue
+		}
 		ms, err := anthropic.ParseMessage(req.messages[i], nil)
 		if err != nil || len(ms) == 0 || ms[0].Role != history.RoleAssistant {
 			continue
@@ -418,8 +423,8 @@ func emptyMessage(raw json.RawMessage) (role string, empty bool) {
 	if !ok || role == "assistant" {
 		return role, false
 	}
-	switch c := string(content); {
-	case c == "" || c == "null" || c == `""`:
+	switch c := content; {
+	case len(c) == 0 || string(c) == "null" || string(c) == `""`:
 		return role, true
 	case c[0] == '[' && skipSpace(content, 1) < len(content) && content[skipSpace(content, 1)] == ']':
 		return role, true

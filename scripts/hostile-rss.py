@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Peak resident memory of a real ctxd daemon under the hostile requests of
-# docs/operating.md "Limits": python3 scripts/hostile-rss.py blocks|text|text30|slow
+# docs/operating.md "Limits": python3 scripts/hostile-rss.py blocks|text|text30|words30|slow
 # (CTXD_BIN names the binary; an upstream answering 401 is started here).
 import http.server, threading, socket, subprocess, os, sys, time, tempfile, json, re, shutil
 
@@ -41,6 +41,11 @@ def hwm(p):
         if l.startswith('VmHWM') or l.startswith('VmRSS'):
             yield l.split()[0], int(l.split()[1]) // 1024
 
+def cpu(p):
+    # user + system CPU seconds of the daemon so far
+    f = open('/proc/%d/stat' % p.pid).read().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+
 def post(addr, body, slow=None):
     h, port = addr.split(':')
     s = socket.create_connection((h, int(port)))
@@ -69,6 +74,7 @@ def post(addr, body, slow=None):
 scen = sys.argv[1]
 p, addr = start()
 base = dict(hwm(p))
+cpu0 = cpu(p)
 t0 = time.time()
 if scen == 'blocks':
     blocks = b','.join([b'{"type":"text","text":"x"}'] * 1000000)
@@ -76,6 +82,15 @@ if scen == 'blocks':
     print(len(body) >> 20, 'MiB body', post(addr, body))
 elif scen == 'text30':
     body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"' + b'x' * (30 << 20) + b'"}]}'
+    print(len(body) >> 20, 'MiB body', post(addr, body))
+elif scen == 'words30':
+    # 30 MiB of random short words: text no cache has seen, the tokenizer's
+    # worst case per byte.
+    import random
+    r = random.Random(1)
+    words = [''.join(r.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(r.randint(3, 10))) for _ in range(200000)]
+    text = ' '.join(r.choice(words) + r.choice(words) for _ in range(30 << 17)).encode()[:30 << 20]
+    body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"' + text + b'"}]}'
     print(len(body) >> 20, 'MiB body', post(addr, body))
 elif scen == 'text':
     body = b'{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"' + b'x' * (50 << 20) + b'"}]}'
@@ -99,6 +114,6 @@ elif scen == 'slow':
         try: answers.append(s.recv(200).split(b'\r\n')[0].decode())
         except Exception as e: answers.append(str(e))
     print('12 slow bodies:', set(answers))
-print('%s: %.1fs baseline %s peak %s' % (scen, time.time() - t0, base, dict(hwm(p))))
+print('%s: %.1fs (daemon CPU %.1fs) baseline %s peak %s' % (scen, time.time() - t0, cpu(p) - cpu0, base, dict(hwm(p))))
 p.terminate(); p.wait()
 shutil.rmtree(p.dir, ignore_errors=True)
