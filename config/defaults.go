@@ -27,6 +27,13 @@ const (
 	// one request of up to 32 MiB with its offloaded copy, so a write never
 	// meets a full file system through badger's memory maps (a SIGBUS).
 	DefaultMinFreeBytes = 128 << 20
+	// DefaultSessionMemoryBytes is storage.session_memory_bytes (256 MiB):
+	// about 500 loaded conversations of 250k tokens whose large tool
+	// results are offloaded, or 8 requests at the 32 MiB body limit.
+	DefaultSessionMemoryBytes = 256 << 20
+	// MinSessionMemoryBytes is the smallest storage.session_memory_bytes
+	// (1 MiB): below it every request would reload its session.
+	MinSessionMemoryBytes = 1 << 20
 	// DefaultModelTokenFactor is the token_factor of an authored model entry
 	// that omits it.
 	DefaultModelTokenFactor = 1.0
@@ -98,7 +105,7 @@ func Defaults() Config {
 		Offload:           defaultOffload(),
 		ContextEditing:    defaultContextEditing(),
 		Models:            Catalog(),
-		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes},
+		Storage:           Storage{SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes, SessionMemoryBytes: DefaultSessionMemoryBytes},
 		Workers:           Workers{Size: DefaultWorkersSize, Queue: DefaultWorkersQueue},
 		Proxy:             defaultProxy(),
 		Daemon:            Daemon{Limits: DefaultDaemonLimits()},

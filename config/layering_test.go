@@ -83,7 +83,7 @@ func TestLayeringOrderSystemUserFiles(t *testing.T) {
 	if cfg.Workers.Size != 3 || cfg.Sources[TableWorkers] != cli {
 		t.Errorf("workers.size = %d from %s, want 3 from --config", cfg.Workers.Size, cfg.Sources[TableWorkers])
 	}
-	if !reflect.DeepEqual(cfg.Storage, Storage{DataDir: "/var/lib/ctxd", SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes}) || cfg.Sources[TableStorage] != user {
+	if !reflect.DeepEqual(cfg.Storage, Storage{DataDir: "/var/lib/ctxd", SyncWrites: true, MinFreeBytes: DefaultMinFreeBytes, SessionMemoryBytes: DefaultSessionMemoryBytes}) || cfg.Sources[TableStorage] != user {
 		t.Errorf("storage = %+v from %s, want the user table whole (sync_writes back to its default)", cfg.Storage, cfg.Sources[TableStorage])
 	}
 	if cfg.Compaction.Shape != ShapeSimple || cfg.Sources[TableCompaction] != sys {

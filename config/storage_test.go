@@ -55,6 +55,8 @@ ack_wait_ms = 1000
 			key: "storage.backend", pos: "2:1", msg: `must be "badger"`},
 		{name: "unknown key", src: "[storage.nats]\nserver = \"nats://x:4222\"\n",
 			key: "storage.nats.server", pos: "2:1", msg: "unknown key"},
+		{name: "session memory under 1 MiB", src: "[storage]\nsession_memory_bytes = 65536\n", only: true,
+			key: "storage.session_memory_bytes", pos: "2:1", msg: "must be at least 1048576"},
 	})
 }
 

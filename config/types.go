@@ -369,6 +369,12 @@ type Storage struct {
 	// does not start below it. Default 134217728 (128 MiB); 0 turns the
 	// guard off. See docs/operating.md "Disk full".
 	MinFreeBytes uint64 `toml:"min_free_bytes" json:"min_free_bytes"`
+	// SessionMemoryBytes bounds the memory, in bytes, the sessions held in
+	// memory take (their active histories, about their encoded size):
+	// beyond it the least recently used idle ones are dropped and
+	// reloaded from the log on their next request. Default 268435456
+	// (256 MiB); at least 1048576.
+	SessionMemoryBytes uint64 `toml:"session_memory_bytes" json:"session_memory_bytes"`
 	// Backend is where sessions, artifacts and compaction jobs live:
 	// "badger" (the default: embedded, in DataDir, with the local worker
 	// pool) or "nats" (a fleet of nodes sharing one NATS JetStream

@@ -469,6 +469,9 @@ const (
 
 func (s *state) validateStorage() {
 	st := s.cfg.Storage
+	if st.SessionMemoryBytes < MinSessionMemoryBytes {
+		s.errorf(TableStorage, "storage.session_memory_bytes", "must be at least %d (1 MiB); the default is %d (256 MiB)", MinSessionMemoryBytes, DefaultSessionMemoryBytes)
+	}
 	switch st.Backend {
 	case "", BackendBadger:
 		if s.authored(TableStorage, "storage.nats") {

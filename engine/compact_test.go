@@ -558,7 +558,7 @@ func TestInterruptedCompactionIsClosedOnLoad(t *testing.T) {
 	// Loading again adds nothing.
 	h2.e.mu.Lock()
 	h2.e.opts.MaxLoadedSessions = 0
-	h2.e.evictLocked()
+	h2.e.evictLocked("")
 	h2.e.opts.MaxLoadedSessions = DefaultMaxLoadedSessions
 	if len(h2.e.sessions) != 0 {
 		t.Fatal("the session was not evicted")

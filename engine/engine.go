@@ -346,6 +346,9 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	}
 	e.mu.Lock()
 	if s, ok := e.sessions[id]; ok {
+		// Appends grow loaded sessions: the memory bound is checked at
+		// every use, not only when a session is loaded.
+		e.evictLocked(id)
 		e.mu.Unlock()
 		return s, nil
 	}
@@ -368,7 +371,7 @@ func (e *Engine) session(ctx context.Context, id string) (*session, error) {
 	delete(e.loading, id)
 	if c.err == nil {
 		e.sessions[id] = c.s
-		e.evictLocked()
+		e.evictLocked(id)
 	}
 	e.mu.Unlock()
 	close(c.done)
@@ -432,13 +435,22 @@ func (e *Engine) drop(id string, s *session) {
 }
 
 // evictLocked drops the least recently used idle sessions once more than
-// MaxLoadedSessions are loaded, down to 7/8 of the bound so the scan is
+// MaxLoadedSessions are loaded, or once their memory (memBytes) is over
+// storage.session_memory_bytes, down to 7/8 of the bound so the scan is
 // amortized. A session is idle when nobody holds its lock, no compaction
 // of it is queued or running and no append of it is staged (stage.go).
+// keep, the session being used, is
+// never dropped: one larger than the budget alone stays while in use.
 // Called with e.mu held.
-func (e *Engine) evictLocked() {
-	max := e.opts.MaxLoadedSessions
-	if len(e.sessions) <= max {
+func (e *Engine) evictLocked(keep string) {
+	maxN := e.opts.MaxLoadedSessions
+	budget := int64(e.cfg.Load().Storage.SessionMemoryBytes)
+	var total int64
+	for _, s := range e.sessions {
+		total += s.memBytes.Load()
+	}
+	overBytes := budget > 0 && total > budget
+	if len(e.sessions) <= maxN && !overBytes {
 		return
 	}
 	type cand struct {
@@ -450,10 +462,20 @@ func (e *Engine) evictLocked() {
 		cands = append(cands, cand{id, s.lastUsed.Load()})
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.used, b.used) })
-	excess := len(e.sessions) - max*7/8
+	excess := 0
+	if len(e.sessions) > maxN {
+		excess = len(e.sessions) - maxN*7/8
+	}
+	var bytes int64
+	if overBytes {
+		bytes = total - budget*7/8
+	}
 	for _, c := range cands {
-		if excess <= 0 {
+		if excess <= 0 && bytes <= 0 {
 			break
+		}
+		if c.id == keep {
+			continue
 		}
 		s := e.sessions[c.id]
 		if !s.mu.TryLock() {
@@ -464,9 +486,22 @@ func (e *Engine) evictLocked() {
 			s.evicted = true
 			delete(e.sessions, c.id)
 			excess--
+			bytes -= s.memBytes.Load()
 		}
 		s.mu.Unlock()
 	}
+}
+
+// LoadedBytes returns about the memory the sessions held in memory take
+// (what storage.session_memory_bytes bounds), in bytes.
+func (e *Engine) LoadedBytes() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n int64
+	for _, s := range e.sessions {
+		n += s.memBytes.Load()
+	}
+	return n
 }
 
 // Loaded returns the number of sessions held in memory.

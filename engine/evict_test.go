@@ -7,6 +7,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestEvictionLosesNothing(t *testing.T) {
 		before := encodeAll(t, a)
 		h.e.mu.Lock()
 		h.e.opts.MaxLoadedSessions = 0
-		h.e.evictLocked()
+		h.e.evictLocked("")
 		h.e.opts.MaxLoadedSessions = 4
 		if _, loaded := h.e.sessions[id]; loaded {
 			t.Fatalf("%s was not evicted", id)
@@ -90,10 +91,75 @@ func TestReloadRendersTheSameProviderBytes(t *testing.T) {
 	before := render()
 	h.e.mu.Lock()
 	h.e.opts.MaxLoadedSessions = 0
-	h.e.evictLocked()
+	h.e.evictLocked("")
 	h.e.opts.MaxLoadedSessions = DefaultMaxLoadedSessions
 	h.e.mu.Unlock()
 	if after := render(); after != before {
 		t.Fatalf("rendering changed after a reload:\n%s\n%s", before, after)
+	}
+}
+
+// With storage.session_memory_bytes at 400 KB, sessions of ~100 KB each are
+// dropped least recently used first once their memory passes the budget,
+// whatever their count; a session larger than the budget alone stays
+// loaded while it is used and serves its context; a reloaded session
+// accounts the same memory as before.
+func TestEvictionByMemory(t *testing.T) {
+	cfg := testConfig()
+	cfg.Storage.SessionMemoryBytes = 400_000
+	h := newHarness(t, cfg, "")
+	text := strings.Repeat("word ", 20_000) // 100 KB
+	for i := range 8 {
+		id := fmt.Sprintf("s%d", i)
+		h.create(id, 1_000_000)
+		h.append(id, user(text+id), assistant("ok"))
+	}
+	loaded := func() (n int, mem int64) {
+		h.e.mu.Lock()
+		defer h.e.mu.Unlock()
+		for _, s := range h.e.sessions {
+			mem += s.memBytes.Load()
+		}
+		return len(h.e.sessions), mem
+	}
+	n, mem := loaded()
+	if n >= 8 || mem > 400_000+150_000 {
+		t.Fatalf("%d sessions loaded holding %d bytes; budget 400 KB", n, mem)
+	}
+	h.e.mu.Lock()
+	_, newest := h.e.sessions["s7"]
+	_, oldest := h.e.sessions["s0"]
+	h.e.mu.Unlock()
+	if !newest || oldest {
+		t.Fatalf("s7 loaded %v, s0 loaded %v: not least recently used first", newest, oldest)
+	}
+
+	// Over the budget alone.
+	h.create("big", 1_000_000)
+	h.append("big", user(strings.Repeat("word ", 120_000)), assistant("ok"))
+	if a := h.context("big"); len(a.Messages) != 2 {
+		t.Fatalf("big: %d messages", len(a.Messages))
+	}
+	h.e.mu.Lock()
+	s := h.e.sessions["big"]
+	h.e.mu.Unlock()
+	if s == nil {
+		t.Fatal("the session in use was evicted")
+	}
+	before := s.memBytes.Load()
+	if before < 600_000 {
+		t.Fatalf("big accounts %d bytes for a 600 KB message", before)
+	}
+	h.e.mu.Lock()
+	h.e.opts.MaxLoadedSessions = 0
+	h.e.evictLocked("")
+	h.e.opts.MaxLoadedSessions = DefaultMaxLoadedSessions
+	h.e.mu.Unlock()
+	h.context("big")
+	h.e.mu.Lock()
+	s = h.e.sessions["big"]
+	h.e.mu.Unlock()
+	if s == nil || s.memBytes.Load() != before {
+		t.Fatalf("reloaded: %v, memory %d, before %d", s != nil, s.memBytes.Load(), before)
 	}
 }

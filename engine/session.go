@@ -129,6 +129,10 @@ type session struct {
 	// lastUsed is when the session was last locked, in Unix nanoseconds,
 	// for eviction (read without mu).
 	lastUsed atomic.Int64
+	// memBytes is about the memory the session's active history holds
+	// (history.SizeHint of each message), what storage.session_memory_bytes
+	// bounds over every loaded session (evictLocked; read without mu).
+	memBytes atomic.Int64
 
 	mu sync.Mutex
 	// rowSum is the xxh3 of the listing row saveRow wrote last (0:
@@ -661,6 +665,7 @@ func (e *Engine) addActive(s *session, m history.Message) {
 	}
 	s.active = append(s.active, en)
 	s.activeTokens += t
+	s.memBytes.Add(int64(history.SizeHint(m)))
 	if history.LastCompaction(m) >= 0 {
 		// A provider compaction: what precedes it is no longer billed.
 		s.compactedAt = m.Seq
@@ -766,13 +771,16 @@ func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
 	s.firstPinned = e.carried(s, cp.FirstRequest)
 	kept := s.active[:0:0]
 	var total uint64
+	mem := int64(history.SizeHint(sm))
 	for _, en := range s.active {
 		if en.msg.Seq >= keepFrom {
 			kept = append(kept, en)
 			total += en.tokens
+			mem += int64(history.SizeHint(en.msg))
 		}
 	}
 	s.active = kept
+	s.memBytes.Store(mem)
 	s.activeTokens = total
 	s.usage = nil
 	s.usageAt = 0

@@ -204,7 +204,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	probe.lastUsed.Store(e.opts.Now().UnixNano())
 	e.mu.Lock()
 	e.sessions[p.ID] = probe
-	e.evictLocked()
+	e.evictLocked(p.ID)
 	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
