@@ -28,7 +28,7 @@ const (
 	// meets a full file system through badger's memory maps (a SIGBUS).
 	DefaultMinFreeBytes = 128 << 20
 	// DefaultSessionMemoryBytes is storage.session_memory_bytes (256 MiB):
-	// about 500 loaded conversations of 250k tokens whose large tool
+	// about 1,000 loaded conversations of 250k tokens whose large tool
 	// results are offloaded, or 8 requests at the 32 MiB body limit.
 	DefaultSessionMemoryBytes = 256 << 20
 	// MinSessionMemoryBytes is the smallest storage.session_memory_bytes
