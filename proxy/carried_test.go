@@ -10,10 +10,12 @@ import (
 // client's other blocks of that message arrive at the upstream byte for
 // byte (docs/proxy.md "Blocks are carried"), whatever their type.
 func TestRewriteCarriesOtherBlocks(t *testing.T) {
-	// gap: blocks ctxd models (a base64 image, text, a tool_result) are
-	// re-rendered from the canonical model when their message is rewritten:
-	// same meaning, but key order and fields the model lacks (citations,
-	// cache_reference) are not yet the client's bytes (docs/proxy.md).
+	// gap: a base64 image and a text block, which ctxd models, follow the
+	// results as a user message of their own when their message is
+	// rewritten, re-rendered from the canonical model: same meaning, but
+	// key order and fields the model lacks (citations) are not the client's
+	// bytes (docs/proxy.md). A tool_result the rewrite does not target is
+	// the client's block (cache_reference kept).
 	rows := []struct{ name, block, gap string }{
 		{"tool_reference", `{"type":"tool_reference","tool_name":"Read"}`, ""},
 		{"cache_edits", `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`, ""},
@@ -22,7 +24,7 @@ func TestRewriteCarriesOtherBlocks(t *testing.T) {
 		{"document", `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"notes"},"title":"n","citations":{"enabled":true}}`, ""},
 		{"search_result", `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`, ""},
 		{"text_with_citations", `{"type":"text","text":"see","citations":[{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}]}`, "citations dropped, split from the tool results"},
-		{"tool_result_with_cache_reference", `{"type":"tool_result","tool_use_id":"toolu_2","content":"small","cache_reference":"toolu_2"}`, "cache_reference dropped"},
+		{"tool_result_with_cache_reference", `{"type":"tool_result","tool_use_id":"toolu_2","content":"small","cache_reference":"toolu_2"}`, ""},
 		{"unknown_future", `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]},"note":"\u003cb\u003e"}`, ""},
 	}
 	for _, row := range rows {
@@ -63,6 +65,29 @@ func TestRewriteCarriesOtherBlocks(t *testing.T) {
 				t.Errorf("the %s block did not arrive byte for byte: want %s in\n%s", row.name, want, lastBytes(out, 700))
 			}
 		})
+	}
+}
+
+// TestOffloadKeepsResultFields: a tool_result ctxd offloads keeps the
+// fields the canonical model lacks (cache_reference), the stub in place of
+// its content.
+func TestOffloadKeepsResultFields(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("read the log")
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"cat big.log"}`}}, 100, 5)})
+	f.post(c.body(), nil)
+	big := strings.Repeat("log line with some words\n", 2000)
+	c.assistant(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"cat big.log"}}]}`)
+	c.msgs = append(c.msgs, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":`+jsonString(big)+`,"cache_reference":"toolu_1"}]}`)
+	f.post(c.body(), nil)
+	reqs := f.up.requests()
+	out := reqs[len(reqs)-1].body
+	if bytes.Contains(out, []byte(big[:4000])) || !bytes.Contains(out, []byte("artifact://")) {
+		t.Fatalf("the tool result was not offloaded (%d bytes sent)", len(out))
+	}
+	want := `{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":`
+	if !bytes.Contains(out, []byte(want)) || !bytes.Contains(out, []byte(`"cache_reference":"toolu_1","cache_control":{"type":"ephemeral"}}]}`)) {
+		t.Errorf("the offloaded tool_result lost its cache_reference or form:\n%s", lastBytes(out, 400))
 	}
 }
 

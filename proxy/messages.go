@@ -1263,11 +1263,151 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 		}
 		d := sha256.Sum256(e)
 		idx.keys[d] = append(idx.keys[d], k)
+		if len(ms) > 0 && ms[0].Role == history.RoleTool {
+			idx.indexResults(req.messages[k])
+		}
 	}
 	p.mu.Lock()
 	b.rawIdx, b.rawN = idx, len(req.messages)
 	p.mu.Unlock()
 	return idx
+}
+
+// indexResults records each tool_result block of the client's user
+// message raw that has a member the canonical model does not keep
+// (extraMembers): its tool_use_id → a copy of the block without its marker
+// and the digest of ctxd's marker-free rendering of it
+// (clientIndex.results).
+func (idx *clientIndex) indexResults(raw json.RawMessage) {
+	var content json.RawMessage
+	members(raw, func(key string, vs, ve int) bool {
+		if key == "content" {
+			content = raw[vs:ve]
+			return false
+		}
+		return true
+	})
+	if len(content) == 0 || content[0] != '[' {
+		return
+	}
+	blocks, err := splitArray(content)
+	if err != nil {
+		return
+	}
+	for _, blk := range blocks {
+		c, ok := anthropic.Carried(blk)
+		if !ok || c.Type != "tool_result" || !extraMembers(c.Raw) {
+			continue
+		}
+		one := make([]byte, 0, len(blk)+32)
+		one = append(append(append(one, `{"role":"user","content":[`...), blk...), `]}`...)
+		ms, err := anthropic.ParseMessage(one, nil)
+		if err != nil || len(ms) != 1 {
+			continue
+		}
+		w := anthropic.RenderWith("", nil, ms, carry).Messages
+		if len(w) != 1 || len(w[0].Content) != 1 {
+			continue
+		}
+		e, err := json.Marshal(&w[0].Content[0])
+		if err != nil {
+			continue
+		}
+		if idx.results == nil {
+			idx.results = map[string]clientResult{}
+		}
+		// A copy: the request's buffer is reused after it is sent.
+		idx.results[w[0].Content[0].ToolUseID] = clientResult{raw: bytes.Clone(c.Raw), key: sha256.Sum256(e)}
+	}
+}
+
+// clientResult is a client's tool_result block kept by indexResults.
+type clientResult struct {
+	raw []byte // the block as the client sent it, without its marker
+	key digest // of ctxd's marker-free rendering of it
+}
+
+// extraMembers reports whether the tool_result block raw has a member the
+// canonical model does not keep (cache_reference, a future field): only
+// such a block is worth sending as the client's in a rewritten message.
+func extraMembers(raw []byte) bool {
+	extra := false
+	members(raw, func(key string, vs, ve int) bool {
+		switch key {
+		case "type", "tool_use_id", "content", "is_error", "cache_control":
+			return true
+		}
+		extra = true
+		return false
+	})
+	return extra
+}
+
+// withClientResults is the encoding of the outgoing user message m, which
+// is not a client message unchanged (a tool result in it was rewritten),
+// with each tool_result block of a client's block kept by indexResults sent
+// as the client's block, its fields the canonical model lacks
+// (cache_reference) and key order kept, ctxd's marker after it: byte for
+// byte when ctxd's rendering of it is unchanged, else with ctxd's content
+// (an offloaded result's stub) in place of the client's. nil when no block
+// is the client's.
+func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
+	if len(idx.results) == 0 || m.Role != "user" {
+		return nil, nil
+	}
+	var c []anthropic.Block
+	for j := range m.Content {
+		b := m.Content[j]
+		if b.Type != "tool_result" || len(b.Raw) > 0 {
+			continue
+		}
+		r, ok := idx.results[b.ToolUseID]
+		if !ok {
+			continue
+		}
+		b.CacheControl = nil
+		e, err := json.Marshal(&b)
+		if err != nil {
+			return nil, err
+		}
+		raw := r.raw
+		if sha256.Sum256(e) != r.key {
+			if raw = withContent(r.raw, b.Content); raw == nil {
+				continue
+			}
+		}
+		if c == nil {
+			c = slices.Clone(m.Content)
+		}
+		c[j] = anthropic.Block{Type: b.Type, Raw: raw, CacheControl: m.Content[j].CacheControl}
+	}
+	if c == nil {
+		return nil, nil
+	}
+	return json.Marshal(&anthropic.Message{Role: m.Role, Content: c})
+}
+
+// withContent is the client's tool_result block raw with its "content"
+// member's value replaced by content; nil when raw has no content or
+// content is empty.
+func withContent(raw []byte, content []anthropic.Block) []byte {
+	if len(content) == 0 {
+		return nil
+	}
+	enc, err := json.Marshal(content)
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	members(raw, func(key string, vs, ve int) bool {
+		if key != "content" {
+			return true
+		}
+		out = make([]byte, 0, len(raw)-(ve-vs)+len(enc))
+		out = append(append(append(out, raw[:vs]...), enc...), raw[ve:]...)
+		return false
+	})
+	return out
 }
 
 // clientIndex is a branch's index of the client's messages (indexClient):
@@ -1276,6 +1416,9 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 type clientIndex struct {
 	keys  map[digest][]int
 	plain []bool
+	// results maps the tool_use_id of a client's tool_result block with a
+	// member the canonical model lacks to that block (indexResults).
+	results map[string]clientResult
 	// verbatim[k]: message k goes out as the client's bytes, markers
 	// included, whatever ctxd placed on its rendering: a "system" message
 	// (Claude Code's), which ctxd reads as user text and would otherwise
@@ -1445,6 +1588,13 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 		ks := idx.keys[next[i].key]
 		j, _ := slices.BinarySearch(ks, lastK)
 		if j == 0 {
+			c, err := withClientResults(idx, &wire[i])
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				parts[i] = c
+			}
 			continue
 		}
 		k := ks[j-1]

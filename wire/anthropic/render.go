@@ -272,6 +272,11 @@ func allCarried(bs []Block) bool {
 	return true
 }
 
+// Carried is the client's block raw as a carried block (Block.Raw), its
+// "cache_control" member cut out; ok is false when raw is not a JSON object
+// with a string "type".
+func Carried(raw json.RawMessage) (Block, bool) { return carried(raw) }
+
 // carried is the json block raw as a carried block (Block.Raw): a JSON
 // object with a string "type", its top-level "cache_control" member cut
 // out, the rest byte for byte. ok is false for any other value.
