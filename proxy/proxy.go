@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -285,6 +286,27 @@ func peerUID(ctx context.Context) (uint32, bool) {
 	return tcpPeerUID(a[0], a[1])
 }
 
+// refuseDashboard says why the dashboard is refused to r, or "". It shows
+// summaries and the user's first request: on a loopback listener, which
+// every local user reaches, it is served to the daemon's own user only
+// (the connection's uid from /proc/net/tcp); where that uid cannot be
+// read, to nobody (the daemon's TCP listener with `ctxctl dashboard`
+// serves it under the token). With proxy.auth = token every request
+// carries the token already; with frontend the frontend decides.
+func (p *Proxy) refuseDashboard(r *http.Request) string {
+	if p.cfg.Auth == config.ProxyAuthToken || p.cfg.Auth == config.ProxyAuthFrontend {
+		return ""
+	}
+	uid, ok := peerUID(r.Context())
+	if ok && uid == uint32(os.Getuid()) {
+		return ""
+	}
+	if !ok {
+		return "ctxd proxy: the dashboard on the proxy's port is served to the daemon's own user, and this connection's user cannot be read here; use `ctxctl dashboard` (the daemon's TCP listener)"
+	}
+	return fmt.Sprintf("ctxd proxy: the dashboard shows conversations: it is served to the daemon's own user (uid %d) only, not uid %d", os.Getuid(), uid)
+}
+
 // foreignOverlay is the session overlay of a conversation whose agent runs
 // as another local user than the daemon: no offloading, whose stubs would
 // send that agent to read files in the daemon user's private directory.
@@ -346,6 +368,10 @@ func (p *Proxy) Handler() http.Handler {
 			// The dashboard: read-only, never forwarded upstream.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
+				return
+			}
+			if msg := p.refuseDashboard(r); msg != "" {
+				writeError(w, http.StatusForbidden, "permission_error", msg)
 				return
 			}
 			if r.URL.Path == UIPrefix {
