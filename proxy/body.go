@@ -18,6 +18,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // request is a managed request body as the client sent it, read in one
@@ -98,11 +99,11 @@ func parseRequest(body []byte) (*request, error) { return parseBody(body, dialec
 func parseBody(body []byte, d dialect) (*request, error) {
 	r := &request{d: d, body: body, msgStart: -1, changedAt: -1}
 	items := d.itemsKey()
-	i := skipSpace(body, 0)
+	i := rawjson.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, badField("body", "not a JSON object")
 	}
-	i = skipSpace(body, i+1)
+	i = rawjson.SkipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
 		return nil, badField(items, "missing")
 	}
@@ -110,18 +111,18 @@ func parseBody(body []byte, d dialect) (*request, error) {
 		if i >= len(body) || body[i] != '"' {
 			return nil, badField("body", "expected a key at byte %d", i)
 		}
-		kEnd := stringEnd(body, i)
+		kEnd := rawjson.StringEnd(body, i)
 		key := string(body[i+1 : kEnd-1])
 		if strings.IndexByte(key, '\\') >= 0 {
 			if err := json.Unmarshal(body[i:kEnd], &key); err != nil {
 				return nil, badField("body", "key at byte %d: %v", i, err)
 			}
 		}
-		i = skipSpace(body, kEnd)
+		i = rawjson.SkipSpace(body, kEnd)
 		if i >= len(body) || body[i] != ':' {
 			return nil, badField(key, "expected ':' at byte %d", i)
 		}
-		vStart := skipSpace(body, i+1)
+		vStart := rawjson.SkipSpace(body, i+1)
 		var (
 			vEnd  int
 			elems []json.RawMessage
@@ -133,12 +134,12 @@ func parseBody(body []byte, d dialect) (*request, error) {
 				return nil, badField(items, "given twice")
 			}
 			if vStart < len(body) && body[vStart] == '"' {
-				vEnd = valueEnd(body, vStart) // a Responses string input
-			} else if elems, vEnd, err = scanArray(body, vStart); err != nil {
+				vEnd = rawjson.ValueEnd(body, vStart) // a Responses string input
+			} else if elems, vEnd, err = rawjson.ScanArray(body, vStart); err != nil {
 				return nil, badField(items, "%v", err)
 			}
 		} else {
-			vEnd = valueEnd(body, vStart)
+			vEnd = rawjson.ValueEnd(body, vStart)
 		}
 		if vEnd <= vStart || vEnd > len(body) {
 			return nil, badField(key, "no value")
@@ -154,7 +155,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 				break
 			}
 			if raw[0] != '[' {
-				_, err = splitArray(raw) // "not an array"
+				_, err = rawjson.SplitArray(raw) // "not an array"
 				break
 			}
 			r.messages = elems
@@ -192,13 +193,13 @@ func parseBody(body []byte, d dialect) (*request, error) {
 		if err != nil {
 			return nil, badField(key, "%v", err)
 		}
-		i = skipSpace(body, vEnd)
+		i = rawjson.SkipSpace(body, vEnd)
 		if i < len(body) && body[i] == ',' {
-			i = skipSpace(body, i+1)
+			i = rawjson.SkipSpace(body, i+1)
 			continue
 		}
 		if i < len(body) && body[i] == '}' {
-			if rest := skipSpace(body, i+1); rest != len(body) {
+			if rest := rawjson.SkipSpace(body, i+1); rest != len(body) {
 				return nil, badField("body", "data after the object at byte %d", rest)
 			}
 			break
@@ -254,55 +255,6 @@ func encodedBody(r *http.Request) string {
 	}
 	return ce
 }
-
-// splitArray splits a JSON array into its raw elements (sub-slices of a).
-func splitArray(a []byte) ([]json.RawMessage, error) {
-	out, _, err := scanArray(a, 0)
-	return out, err
-}
-
-// scanArray splits the JSON array starting at b[start] into its raw
-// elements (sub-slices of b) and returns the offset just past it. Byte
-// offsets in its errors are from start.
-func scanArray(b []byte, start int) ([]json.RawMessage, int, error) {
-	a := b[start:]
-	if len(a) == 0 || a[0] != '[' {
-		return nil, 0, fmt.Errorf("not an array")
-	}
-	var out []json.RawMessage
-	i := skipSpace(a, 1)
-	if i < len(a) && a[i] == ']' {
-		return out, start + i + 1, nil
-	}
-	for i < len(a) {
-		end := valueEnd(a, i)
-		if end <= i {
-			return nil, 0, fmt.Errorf("element %d: no value at byte %d", len(out), i)
-		}
-		out = append(out, json.RawMessage(a[i:end:end]))
-		i = skipSpace(a, end)
-		if i < len(a) && a[i] == ',' {
-			i = skipSpace(a, i+1)
-			continue
-		}
-		if i < len(a) && a[i] == ']' {
-			return out, start + i + 1, nil
-		}
-		return nil, 0, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
-	}
-	return nil, 0, fmt.Errorf("unterminated array")
-}
-
-// valueStart is the offset of the value after a key ending at off: past
-// the colon and white space.
-func valueStart(b []byte, off int) int {
-	for off < len(b) && (b[off] == ':' || isSpace(b[off])) {
-		off++
-	}
-	return off
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // withMessages returns the client's body with the messages value replaced
 // by msgs: every other byte is the client's (docs/design.md §10).
@@ -535,11 +487,11 @@ func normalize(b []byte) []byte {
 			i++
 			continue
 		}
-		end := stringEnd(b, i)
+		end := rawjson.StringEnd(b, i)
 		if bytes.Equal(b[i:end], cacheControlKey) {
-			j := skipSpace(b, end)
+			j := rawjson.SkipSpace(b, end)
 			if j < len(b) && b[j] == ':' {
-				vEnd := valueEnd(b, skipSpace(b, j+1))
+				vEnd := rawjson.ValueEnd(b, rawjson.SkipSpace(b, j+1))
 				trimmed := bytes.TrimRight(out, " \t\r\n")
 				if n := len(trimmed); n > 0 && trimmed[n-1] == ',' {
 					out = trimmed[:n-1]
@@ -547,9 +499,9 @@ func normalize(b []byte) []byte {
 					continue
 				}
 				// The first member: drop the comma after it instead.
-				k := skipSpace(b, vEnd)
+				k := rawjson.SkipSpace(b, vEnd)
 				if k < len(b) && b[k] == ',' {
-					k = skipSpace(b, k+1)
+					k = rawjson.SkipSpace(b, k+1)
 				}
 				out = trimmed
 				i = k
@@ -560,69 +512,6 @@ func normalize(b []byte) []byte {
 		i = end
 	}
 	return out
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the offset just past the JSON string starting at i.
-// It jumps from quote to quote (bytes.IndexByte, vectorized): a quote
-// preceded by an odd run of backslashes is escaped.
-func stringEnd(b []byte, i int) int {
-	j := i + 1
-	for j < len(b) {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q := j + k
-		bs := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			bs++
-		}
-		if bs%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
-	}
-	return len(b)
-}
-
-// valueEnd returns the offset just past the JSON value starting at i.
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isSpace(b[j]) {
-			j++
-		}
-		return j
-	}
 }
 
 // digest is a SHA-256.
@@ -720,51 +609,6 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 	return out
 }
 
-// members calls fn for each member of the JSON object o (its key, decoded
-// only when it holds an escape, and its value's byte range), until fn
-// returns false. It reports whether o is an object it could follow.
-func members(o []byte, fn func(key string, vs, ve int) bool) bool {
-	return membersAt(o, func(key string, _, vs, ve int) bool { return fn(key, vs, ve) })
-}
-
-// membersAt is members, with the offset ks of each member's key too.
-func membersAt(o []byte, fn func(key string, ks, vs, ve int) bool) bool {
-	i := skipSpace(o, 0)
-	if i >= len(o) || o[i] != '{' {
-		return false
-	}
-	i = skipSpace(o, i+1)
-	if i < len(o) && o[i] == '}' {
-		return true
-	}
-	for i < len(o) && o[i] == '"' {
-		kEnd := stringEnd(o, i)
-		key := string(o[i+1 : kEnd-1])
-		if strings.IndexByte(key, '\\') >= 0 && json.Unmarshal(o[i:kEnd], &key) != nil {
-			return false
-		}
-		j := skipSpace(o, kEnd)
-		if j >= len(o) || o[j] != ':' {
-			return false
-		}
-		vs := skipSpace(o, j+1)
-		ve := valueEnd(o, vs)
-		if ve <= vs || ve > len(o) {
-			return false
-		}
-		if !fn(key, i, vs, ve) {
-			return true
-		}
-		i = skipSpace(o, ve)
-		if i < len(o) && o[i] == ',' {
-			i = skipSpace(o, i+1)
-			continue
-		}
-		return i < len(o) && o[i] == '}'
-	}
-	return false
-}
-
 var textType = []byte(`"text"`)
 
 // textContent returns a message (markers already removed) whose content is
@@ -778,7 +622,7 @@ func textContent(m []byte) []byte {
 		return m
 	}
 	cs, ce := -1, -1
-	members(m, func(key string, vs, ve int) bool {
+	rawjson.Members(m, func(key string, vs, ve int) bool {
 		if key == "content" {
 			cs, ce = vs, ve
 			return false
@@ -788,7 +632,7 @@ func textContent(m []byte) []byte {
 	if cs < 0 || m[cs] != '[' {
 		return m
 	}
-	text := bareText(m[cs:ce], textType)
+	text := rawjson.BareText(m[cs:ce], textType)
 	if text == nil {
 		return m
 	}
@@ -807,7 +651,7 @@ func plainText(m []byte) bool {
 		return true
 	}
 	str := false
-	members(n, func(key string, vs, ve int) bool {
+	rawjson.Members(n, func(key string, vs, ve int) bool {
 		if key == "content" {
 			str = n[vs] == '"'
 			return false
@@ -841,7 +685,7 @@ func matchForm(m []byte) []byte {
 		return m
 	}
 	ts, te, cs, ce := -1, -1, -1, -1
-	if !membersAt(m, func(key string, ks, vs, ve int) bool {
+	if !rawjson.MembersAt(m, func(key string, ks, vs, ve int) bool {
 		switch key {
 		case "type":
 			if bytes.Equal(m[vs:ve], typeMessage) {
@@ -869,11 +713,11 @@ func matchForm(m []byte) []byte {
 	if ts >= 0 {
 		// The member and the comma after it, or the comma before it when
 		// it is the last.
-		if k := skipSpace(m, te); k < len(m) && m[k] == ',' {
-			te = skipSpace(m, k+1)
+		if k := rawjson.SkipSpace(m, te); k < len(m) && m[k] == ',' {
+			te = rawjson.SkipSpace(m, k+1)
 		} else {
 			p := ts - 1
-			for p > 0 && isSpace(m[p]) {
+			for p > 0 && rawjson.IsSpace(m[p]) {
 				p--
 			}
 			if m[p] == ',' {
@@ -903,43 +747,4 @@ func matchForm(m []byte) []byte {
 // oneTextBlock returns the string literal of the content array a when it
 // holds one bare text block ({"type":T,"text":S} and nothing else, T one
 // of textTypes); nil otherwise.
-func oneTextBlock(a []byte) []byte { return bareText(a, textTypes...) }
-
-// bareText returns the string literal S of the content array a when it
-// holds one block {"type":T,"text":S} and nothing else, T one of types;
-// nil otherwise. Only bytes are compared: nothing is decoded.
-func bareText(a []byte, types ...[]byte) []byte {
-	elems, err := splitArray(a)
-	if err != nil || len(elems) != 1 {
-		return nil
-	}
-	var text []byte
-	typed := false
-	ok := members(elems[0], func(key string, vs, ve int) bool {
-		v := elems[0][vs:ve]
-		switch key {
-		case "type":
-			for _, t := range types {
-				typed = typed || bytes.Equal(v, t)
-			}
-			if !typed {
-				text = nil
-				return false
-			}
-		case "text":
-			if v[0] != '"' {
-				text = nil
-				return false
-			}
-			text = v
-		default:
-			text = nil
-			return false
-		}
-		return true
-	})
-	if !ok || !typed {
-		return nil
-	}
-	return text
-}
+func oneTextBlock(a []byte) []byte { return rawjson.BareText(a, textTypes...) }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // limitsOf is l with every unset (0) key at its default, so a Proxy built
@@ -61,7 +62,7 @@ func (p *Proxy) countLimits(req *request) string {
 	var blocks uint64
 	for _, m := range req.messages {
 		var content []byte
-		members(m, func(key string, vs, ve int) bool {
+		rawjson.Members(m, func(key string, vs, ve int) bool {
 			if key == "content" {
 				content = m[vs:ve]
 				return false
@@ -83,22 +84,22 @@ func (p *Proxy) countLimits(req *request) string {
 // countElems counts the elements of the JSON array a (already scanned by
 // scanArray, so well formed to the scanner), without allocating.
 func countElems(a []byte) int {
-	i := skipSpace(a, 1)
+	i := rawjson.SkipSpace(a, 1)
 	if i >= len(a) || a[i] == ']' {
 		return 0
 	}
 	n := 0
 	for i < len(a) {
-		e := valueEnd(a, i)
+		e := rawjson.ValueEnd(a, i)
 		if e <= i {
 			return n
 		}
 		n++
-		i = skipSpace(a, e)
+		i = rawjson.SkipSpace(a, e)
 		if i >= len(a) || a[i] != ',' {
 			return n
 		}
-		i = skipSpace(a, i+1)
+		i = rawjson.SkipSpace(a, i+1)
 	}
 	return n
 }

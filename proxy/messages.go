@@ -20,6 +20,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/netlimit"
+	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/wire/anthropic"
@@ -411,7 +412,7 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 // or [], or a system message without text. role is its role.
 func emptyMessage(raw json.RawMessage) (role string, empty bool) {
 	var content []byte
-	ok := members(raw, func(key string, vs, ve int) bool {
+	ok := rawjson.Members(raw, func(key string, vs, ve int) bool {
 		switch key {
 		case "role":
 			_ = json.Unmarshal(raw[vs:ve], &role)
@@ -426,7 +427,7 @@ func emptyMessage(raw json.RawMessage) (role string, empty bool) {
 	switch c := content; {
 	case len(c) == 0 || string(c) == "null" || string(c) == `""`:
 		return role, true
-	case c[0] == '[' && skipSpace(content, 1) < len(content) && content[skipSpace(content, 1)] == ']':
+	case c[0] == '[' && rawjson.SkipSpace(content, 1) < len(content) && content[rawjson.SkipSpace(content, 1)] == ']':
 		return role, true
 	case role == "system":
 		ms, err := anthropic.ParseMessage(raw, nil)
@@ -1429,7 +1430,7 @@ type clientIndex struct {
 // roleOf is the role of the client's message raw ("" when it has none).
 func roleOf(raw json.RawMessage) string {
 	role := ""
-	members(raw, func(key string, vs, ve int) bool {
+	rawjson.Members(raw, func(key string, vs, ve int) bool {
 		if key == "role" {
 			_ = json.Unmarshal(raw[vs:ve], &role)
 			return false
@@ -1523,7 +1524,7 @@ func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
 	}
 	t := textContent(normalize(raw))
 	var lit []byte
-	members(t, func(key string, vs, ve int) bool {
+	rawjson.Members(t, func(key string, vs, ve int) bool {
 		if key == "content" {
 			if t[vs] == '"' {
 				lit = t[vs:ve]

@@ -1,12 +1,13 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // Shape "server" (docs/design.md §10): where the engine says it is in effect
@@ -79,9 +80,9 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 // (creating the member when the client sent none); a client edit of the
 // same type is kept instead.
 func withAnthropicEdit(body []byte, edit string) ([]byte, error) {
-	start, end, ok := memberRange(body, "context_management")
+	start, end, ok := rawjson.MemberRange(body, "context_management")
 	if !ok {
-		return withMember(body, `"context_management":{"edits":[`+edit+`]}`), nil
+		return rawjson.WithMember(body, `"context_management":{"edits":[`+edit+`]}`), nil
 	}
 	var cm map[string]json.RawMessage
 	if err := json.Unmarshal(body[start:end], &cm); err != nil || cm == nil {
@@ -103,15 +104,15 @@ func withAnthropicEdit(body []byte, edit string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return splice(body, start, end, v), nil
+	return rawjson.Splice(body, start, end, v), nil
 }
 
 // withResponsesEntry adds entry to the body's context_management array
 // (creating it when absent); a client compaction entry is kept instead.
 func withResponsesEntry(body []byte, entry string) ([]byte, error) {
-	start, end, ok := memberRange(body, "context_management")
+	start, end, ok := rawjson.MemberRange(body, "context_management")
 	if !ok {
-		return withMember(body, `"context_management":[`+entry+`]`), nil
+		return rawjson.WithMember(body, `"context_management":[`+entry+`]`), nil
 	}
 	var entries []json.RawMessage
 	if err := json.Unmarshal(body[start:end], &entries); err != nil {
@@ -123,7 +124,7 @@ func withResponsesEntry(body []byte, entry string) ([]byte, error) {
 		}
 	}
 	v, _ := json.Marshal(append(entries, json.RawMessage(entry)))
-	return splice(body, start, end, v), nil
+	return rawjson.Splice(body, start, end, v), nil
 }
 
 func typeOf(raw json.RawMessage) string {
@@ -132,68 +133,6 @@ func typeOf(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &t)
 	return t.Type
-}
-
-// memberRange finds a top-level member of the JSON object body: the byte
-// range of its value.
-func memberRange(body []byte, key string) (start, end int, ok bool) {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return 0, 0, false
-	}
-	i = skipSpace(body, i+1)
-	for i < len(body) && body[i] == '"' {
-		kEnd := stringEnd(body, i)
-		if kEnd <= i || kEnd > len(body) {
-			return 0, 0, false
-		}
-		var k string
-		if json.Unmarshal(body[i:kEnd], &k) != nil {
-			return 0, 0, false
-		}
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return 0, 0, false
-		}
-		vStart := skipSpace(body, i+1)
-		vEnd := valueEnd(body, vStart)
-		if vEnd <= vStart || vEnd > len(body) {
-			return 0, 0, false
-		}
-		if k == key {
-			return vStart, vEnd, true
-		}
-		i = skipSpace(body, vEnd)
-		if i < len(body) && body[i] == ',' {
-			i = skipSpace(body, i+1)
-		}
-	}
-	return 0, 0, false
-}
-
-// withMember inserts member ("key":value) as the body's first member; the
-// client's members keep their bytes.
-func withMember(body []byte, member string) []byte {
-	i := bytes.IndexByte(body, '{')
-	if i < 0 {
-		return body
-	}
-	sep := ","
-	if rest := bytes.TrimSpace(body[i+1:]); len(rest) > 0 && rest[0] == '}' {
-		sep = ""
-	}
-	out := make([]byte, 0, len(body)+len(member)+1)
-	out = append(out, body[:i+1]...)
-	out = append(out, member...)
-	out = append(out, sep...)
-	return append(out, body[i+1:]...)
-}
-
-func splice(body []byte, start, end int, v []byte) []byte {
-	out := make([]byte, 0, len(body)-(end-start)+len(v))
-	out = append(out, body[:start]...)
-	out = append(out, v...)
-	return append(out, body[end:]...)
 }
 
 // withBeta adds beta to the request's anthropic-beta header (a comma list

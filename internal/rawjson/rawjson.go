@@ -1,4 +1,5 @@
-// Package rawjson keeps values read from agents' files and provider
+// Package rawjson is the byte-level JSON scanner and splicer (scan.go),
+// and keeps values read from agents' files and provider
 // requests valid JSON: the one definition of what ctxd stores for a value
 // that is empty, or is not JSON, where the canonical model needs a JSON
 // value (a tool call's input, a json block). wire/anthropic, wire/openai

@@ -1,0 +1,84 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestMemberRangeAndSplice(t *testing.T) {
+	body := []byte(`{"a":1, "b" : {"x":[1,"]"]} ,"c":"\"}"}`)
+	s, e, ok := MemberRange(body, "b")
+	if !ok || string(body[s:e]) != `{"x":[1,"]"]}` {
+		t.Fatalf("MemberRange b = %q, %v", body[s:e], ok)
+	}
+	if _, _, ok := MemberRange(body, "z"); ok {
+		t.Fatal("MemberRange found a member the body does not have")
+	}
+	got := Splice(body, s, e, []byte(`2`))
+	if want := `{"a":1, "b" : 2 ,"c":"\"}"}`; string(got) != want {
+		t.Fatalf("Splice = %s, want %s", got, want)
+	}
+	if got := WithMember([]byte(` {}`), `"k":1`); string(got) != ` {"k":1}` {
+		t.Fatalf("WithMember on an empty object = %s", got)
+	}
+	if got := BareText([]byte(`[{"type":"text","text":"hi"}]`), []byte(`"text"`)); string(got) != `"hi"` {
+		t.Fatalf("BareText = %s", got)
+	}
+	if got := BareText([]byte(`[{"type":"text","text":"hi","cache":1}]`), []byte(`"text"`)); got != nil {
+		t.Fatalf("BareText of a block with another member = %s", got)
+	}
+}
+
+// FuzzScanArray holds the scanner to encoding/json: the elements of a
+// valid JSON array are the ones encoding/json finds, byte for byte, and
+// the members of a valid object are its keys; on any input, no offset
+// goes out of range.
+func FuzzScanArray(f *testing.F) {
+	for _, s := range []string{`[]`, `[1, "a\"]", {"b":[2]}, null ]`, `{"a":{"b":"}"},"c":[]}`, `["\\"]`, `[1,`, `{"a"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if e := ValueEnd(b, SkipSpace(b, 0)); e < 0 || e > len(b) {
+			t.Fatalf("ValueEnd = %d out of [0, %d]", e, len(b))
+		}
+		i := SkipSpace(b, 0)
+		elems, end, err := ScanArray(b, i)
+		var want []json.RawMessage
+		if json.Unmarshal(b, &want) == nil {
+			if err != nil {
+				t.Fatalf("ScanArray refused a valid array: %v", err)
+			}
+			if len(elems) != len(want) {
+				t.Fatalf("%d elements, encoding/json finds %d", len(elems), len(want))
+			}
+			for k := range want {
+				if !bytes.Equal(elems[k], want[k]) {
+					t.Fatalf("element %d = %s, want %s", k, elems[k], want[k])
+				}
+			}
+			if SkipSpace(b, end) != len(b) {
+				t.Fatalf("array ends at %d, data follows", end)
+			}
+		}
+		var obj map[string]json.RawMessage
+		// encoding/json replaces invalid UTF-8 in keys; the scanner keeps bytes.
+		if utf8.Valid(b) && json.Unmarshal(b, &obj) == nil && obj != nil {
+			n := 0
+			ok := Members(b, func(key string, vs, ve int) bool {
+				if _, in := obj[key]; !in {
+					t.Fatalf("member %q not in the object", key)
+				}
+				if vs < 0 || ve > len(b) || vs >= ve {
+					t.Fatalf("member %q range [%d,%d) out of range", key, vs, ve)
+				}
+				n++
+				return true
+			})
+			if !ok || n < len(obj) {
+				t.Fatalf("Members followed %d of %d members (ok %v)", n, len(obj), ok)
+			}
+		}
+	})
+}
