@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // request is a managed request body as the client sent it, read in one
@@ -457,63 +457,6 @@ func (bb *bodyBuf) release() {
 	}
 }
 
-var (
-	cacheControlKey = []byte(`"cache_control"`)
-	// controlTail is the key's tail, a cheap first filter: a search for
-	// a pattern that starts with a quote stops at every quote of the JSON.
-	controlTail = []byte(`_control"`)
-)
-
-// hasMarker reports whether b contains the "cache_control" key's bytes.
-func hasMarker(b []byte) bool {
-	return bytes.Contains(b, controlTail) && bytes.Contains(b, cacheControlKey)
-}
-
-// normalize returns a message's bytes with every "cache_control" member
-// removed, so a message hashes the same whether or not the client's moving
-// prompt-cache marker sits on it (docs/design.md §10). Bytes without the key are
-// returned as they are; otherwise the member is cut textually (no
-// re-encoding), which gives the same bytes as a client that never wrote it.
-func normalize(b []byte) []byte {
-	if !hasMarker(b) {
-		return b
-	}
-	out := make([]byte, 0, len(b))
-	i := 0
-	for i < len(b) {
-		c := b[i]
-		if c != '"' {
-			out = append(out, c)
-			i++
-			continue
-		}
-		end := rawjson.StringEnd(b, i)
-		if bytes.Equal(b[i:end], cacheControlKey) {
-			j := rawjson.SkipSpace(b, end)
-			if j < len(b) && b[j] == ':' {
-				vEnd := rawjson.ValueEnd(b, rawjson.SkipSpace(b, j+1))
-				trimmed := bytes.TrimRight(out, " \t\r\n")
-				if n := len(trimmed); n > 0 && trimmed[n-1] == ',' {
-					out = trimmed[:n-1]
-					i = vEnd
-					continue
-				}
-				// The first member: drop the comma after it instead.
-				k := rawjson.SkipSpace(b, vEnd)
-				if k < len(b) && b[k] == ',' {
-					k = rawjson.SkipSpace(b, k+1)
-				}
-				out = trimmed
-				i = k
-				continue
-			}
-		}
-		out = append(out, b[i:end]...)
-		i = end
-	}
-	return out
-}
-
 // digest is a SHA-256.
 type digest = [sha256.Size]byte
 
@@ -536,7 +479,7 @@ func messageDigest(m []byte, key matchKey) digest {
 			return sha256.Sum256(k)
 		}
 	}
-	return sha256.Sum256(matchForm(normalize(m)))
+	return sha256.Sum256(wire.MatchForm(wire.Normalize(m)))
 }
 
 // msgDigests remembers the digests of a lane's previous request's messages
@@ -587,7 +530,7 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 			if i < len(c.fast) && c.fast[i] == f {
 				d, mk = c.sha[i], c.marked[i]
 			} else {
-				d, mk, same = messageDigest(m, key), hasMarker(m), false
+				d, mk, same = messageDigest(m, key), wire.HasMarker(m), false
 				if i < len(c.fast) && changed < 0 {
 					changed = i
 				}
@@ -608,143 +551,3 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 	}
 	return out
 }
-
-var textType = []byte(`"text"`)
-
-// textContent returns a message (markers already removed) whose content is
-// one text block and nothing else, [{"type":"text","text":S}], with the
-// content written as the string S: the Messages API reads both the same,
-// and a client sends one form in a request and the other in the next
-// (Claude Code), so they must hash alike. Any other message is returned as
-// it is. Only bytes are compared and cut: nothing is re-encoded.
-func textContent(m []byte) []byte {
-	if !bytes.Contains(m, textType) {
-		return m
-	}
-	cs, ce := -1, -1
-	rawjson.Members(m, func(key string, vs, ve int) bool {
-		if key == "content" {
-			cs, ce = vs, ve
-			return false
-		}
-		return true
-	})
-	if cs < 0 || m[cs] != '[' {
-		return m
-	}
-	text := rawjson.BareText(m[cs:ce], textType)
-	if text == nil {
-		return m
-	}
-	out := make([]byte, 0, len(m))
-	out = append(out, m[:cs]...)
-	out = append(out, text...)
-	return append(out, m[ce:]...)
-}
-
-// plainText reports whether the message m's content is plain text in
-// either of the forms a client switches between: a string, or one bare
-// text block (textContent).
-func plainText(m []byte) bool {
-	n := normalize(m)
-	if t := textContent(n); len(t) != len(n) {
-		return true
-	}
-	str := false
-	rawjson.Members(n, func(key string, vs, ve int) bool {
-		if key == "content" {
-			str = n[vs] == '"'
-			return false
-		}
-		return true
-	})
-	return str
-}
-
-var (
-	typeMessage = []byte(`"message"`)
-	// textTypes are the types of a bare text block: the Messages API's and
-	// Chat's "text", the Responses API's "input_text" and "output_text".
-	textTypes = [][]byte{textType, []byte(`"input_text"`), []byte(`"output_text"`)}
-)
-
-// matchForm is the form a message (markers already removed: normalize) is
-// matched and keyed by (docs/design.md §10): a content of one bare text block
-// written as the block's string, as textContent does, the block's type
-// being "text" or the Responses API's "input_text" / "output_text"; and a
-// Responses item's "type":"message" member (the API's default type) cut.
-// So a Responses "input" given as a string, {"role":"user","content":S},
-// and the same text as one message item,
-// {"type":"message","role":"user","content":[{"type":"input_text","text":S}]},
-// match, as a Messages string and one text block do. A message without
-// either is returned as it is; a Messages or Chat message has the bytes
-// textContent gives. Only bytes are compared and cut: nothing is
-// re-encoded.
-func matchForm(m []byte) []byte {
-	if !bytes.Contains(m, textType) && !bytes.Contains(m, typeMessage) {
-		return m
-	}
-	ts, te, cs, ce := -1, -1, -1, -1
-	if !rawjson.MembersAt(m, func(key string, ks, vs, ve int) bool {
-		switch key {
-		case "type":
-			if bytes.Equal(m[vs:ve], typeMessage) {
-				ts, te = ks, ve
-			}
-		case "content":
-			cs, ce = vs, ve
-		}
-		return true
-	}) {
-		return m
-	}
-	var lit []byte // the content's replacement, nil: kept
-	if cs >= 0 && m[cs] == '[' {
-		lit = oneTextBlock(m[cs:ce])
-	}
-	if ts < 0 && lit == nil {
-		return m
-	}
-	type cut struct {
-		s, e int
-		with []byte
-	}
-	var cuts []cut
-	if ts >= 0 {
-		// The member and the comma after it, or the comma before it when
-		// it is the last.
-		if k := rawjson.SkipSpace(m, te); k < len(m) && m[k] == ',' {
-			te = rawjson.SkipSpace(m, k+1)
-		} else {
-			p := ts - 1
-			for p > 0 && rawjson.IsSpace(m[p]) {
-				p--
-			}
-			if m[p] == ',' {
-				ts = p
-			}
-		}
-		cuts = append(cuts, cut{ts, te, nil})
-	}
-	if lit != nil {
-		c := cut{cs, ce, lit}
-		if len(cuts) > 0 && cs < cuts[0].s {
-			cuts = []cut{c, cuts[0]}
-		} else {
-			cuts = append(cuts, c)
-		}
-	}
-	out := make([]byte, 0, len(m))
-	at := 0
-	for _, c := range cuts {
-		out = append(out, m[at:c.s]...)
-		out = append(out, c.with...)
-		at = c.e
-	}
-	return append(out, m[at:]...)
-}
-
-// oneTextBlock returns the string literal of the content array a when it
-// holds one bare text block ({"type":T,"text":S} and nothing else, T one
-// of textTypes); nil otherwise.
-func oneTextBlock(a []byte) []byte { return rawjson.BareText(a, textTypes...) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // Headers that name a session (docs/design.md §10), most explicit first.
@@ -101,7 +102,7 @@ func conversationKey(secret []byte, fp, agent string, r *request) string {
 	// Plain text in one form, as matched (matchForm): a client that sends
 	// its first message as a string in one request and as one text block
 	// in the next stays in its conversation.
-	first := sha256.Sum256(matchForm(normalize(r.messages[0])))
+	first := sha256.Sum256(wire.MatchForm(wire.Normalize(r.messages[0])))
 	return hex.EncodeToString(mac(secret, "ctxd proxy conversation", fp, "", r.model, string(toolsDigest[:]), string(sysDigest[:]), string(first[:])))
 }
 

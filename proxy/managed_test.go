@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/wire"
 )
 
 // TestManagedConversationStaysManaged: a client that breaks a provider
@@ -28,11 +30,11 @@ func TestManagedConversationStaysManaged(t *testing.T) {
 	if cs != 1 {
 		t.Fatalf("%d compactions before the rule break, want 1", cs)
 	}
-	wire := func() []string {
+	sent := func() []string {
 		reqs := f.up.requests()
 		return normalizedMessages(t, reqs[len(reqs)-1].body)
 	}
-	prev := wire()
+	prev := sent()
 	if len(prev) >= len(c.msgs) {
 		t.Fatalf("the compaction did not shorten the context: %d messages for the client's %d", len(prev), len(c.msgs))
 	}
@@ -48,11 +50,11 @@ func TestManagedConversationStaysManaged(t *testing.T) {
 	if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "empty_text") || !strings.Contains(d, "not recorded") {
 		t.Errorf("diagnostic %q", d)
 	}
-	got := wire()
+	got := sent()
 	if len(got) != len(prev)+2 || !slices.Equal(got[:len(prev)], prev) {
 		t.Fatalf("the rule break's request does not extend ctxd's context:\nprevious %q\ngot %q", prev, got)
 	}
-	if got[len(got)-1] != string(normalize([]byte(broken))) {
+	if got[len(got)-1] != string(wire.Normalize([]byte(broken))) {
 		t.Errorf("the client's new message was not sent as it came: %s", got[len(got)-1])
 	}
 	if n := messageEvents(t, f, id); n != stored {
@@ -69,7 +71,7 @@ func TestManagedConversationStaysManaged(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) != id {
 			t.Fatalf("request %d after the break: status %d, session %q", i, resp.StatusCode, resp.Header.Get(HeaderSessionID))
 		}
-		got = wire()
+		got = sent()
 		if len(got) <= len(base) || !slices.Equal(got[:len(base)], base) {
 			t.Fatalf("request %d after the break: the wire's messages do not extend the previous request's:\nprevious %q\ngot %q", i, base, got)
 		}

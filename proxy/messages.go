@@ -23,6 +23,7 @@ import (
 	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
@@ -1131,12 +1132,12 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 	if err := vs.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errViolation, err)
 	}
-	wire, err := p.renderWire(b, msgs)
+	out, err := p.renderWire(b, msgs)
 	if err != nil {
 		return nil, err
 	}
-	placeMarkers(wire, req.messages)
-	return p.encode(b, wire, req, p.indexClient(b, req))
+	placeMarkers(out, req.messages)
+	return p.encode(b, out, req, p.indexClient(b, req))
 }
 
 // renderCache is a branch's last rendering: the engine messages, as keys,
@@ -1247,7 +1248,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	idx.verbatim = slices.Grow(idx.verbatim[:min(n, len(idx.verbatim))], len(req.messages)-n)[:len(req.messages)]
 	for k := n; k < len(req.messages); k++ {
 		idx.verbatim[k] = roleOf(req.messages[k]) == "system"
-		idx.plain[k] = !idx.verbatim[k] && plainText(req.messages[k])
+		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(req.messages[k])
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
 		ms, err := anthropic.ParseMessage(req.messages[k], nil)
@@ -1486,11 +1487,11 @@ func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []
 	}
 	if !marked {
 		if k < len(req.marked) && !req.marked[k] {
-			return raw // normalize(raw), known to hold no marker
+			return raw // wire.Normalize(raw), known to hold no marker
 		}
-		return normalize(raw)
+		return wire.Normalize(raw)
 	}
-	if !hasMarker(raw) {
+	if !wire.HasMarker(raw) {
 		return nil
 	}
 	var c struct {
@@ -1522,7 +1523,7 @@ func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
 	if len(m.Content) != 1 || m.Content[0].Type != "text" {
 		return nil
 	}
-	t := textContent(normalize(raw))
+	t := wire.TextContent(wire.Normalize(raw))
 	var lit []byte
 	rawjson.Members(t, func(key string, vs, ve int) bool {
 		if key == "content" {
@@ -1974,7 +1975,7 @@ func placeMarkers(out []anthropic.Message, client []json.RawMessage) {
 	lastPlaced := false
 	for k := 0; k < min(len(out), len(client), markerReach); k++ {
 		raw := client[len(client)-1-k]
-		if !bytes.Contains(raw, cacheControlKey) {
+		if !bytes.Contains(raw, wire.CacheControlKey) {
 			continue
 		}
 		role, cc, any := markers(raw)

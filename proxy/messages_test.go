@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // The outgoing request is the client's body with only messages replaced:
@@ -162,7 +163,7 @@ func normalizedMessages(t *testing.T, body []byte) []string {
 	}
 	out := make([]string, len(r.messages))
 	for i, m := range r.messages {
-		out[i] = string(normalize(m))
+		out[i] = string(wire.Normalize(m))
 	}
 	return out
 }
@@ -176,8 +177,8 @@ func TestNormalize(t *testing.T) {
 		{`{"text":"say \"cache_control\": no","cache_control":{}}`, `{"text":"say \"cache_control\": no"}`},
 		{`{"text":"cache_control","k":"\"cache_control\""}`, `{"text":"cache_control","k":"\"cache_control\""}`},
 	} {
-		if got := string(normalize([]byte(c.in))); got != c.want {
-			t.Errorf("normalize(%s) = %s, want %s", c.in, got, c.want)
+		if got := string(wire.Normalize([]byte(c.in))); got != c.want {
+			t.Errorf("wire.Normalize(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
 }
@@ -189,21 +190,21 @@ func FuzzNormalize(f *testing.F) {
 		if !json.Valid([]byte(s)) {
 			return
 		}
-		out := normalize([]byte(s))
+		out := wire.Normalize([]byte(s))
 		var v any
 		if err := json.Unmarshal(out, &v); err != nil {
-			t.Fatalf("normalize(%s) = %s: not JSON: %v", s, out, err)
+			t.Fatalf("wire.Normalize(%s) = %s: not JSON: %v", s, out, err)
 		}
-		if tc := textContent(out); !json.Valid(tc) {
-			t.Fatalf("textContent(%s) = %s: not JSON", out, tc)
+		if tc := wire.TextContent(out); !json.Valid(tc) {
+			t.Fatalf("wire.TextContent(%s) = %s: not JSON", out, tc)
 		}
-		if bytes.Contains(out, cacheControlKey) && !bytes.Contains([]byte(s), []byte(`\"cache_control`)) {
+		if bytes.Contains(out, wire.CacheControlKey) && !bytes.Contains([]byte(s), []byte(`\"cache_control`)) {
 			// A key left behind is a bug; the text inside a string may
 			// keep it.
 			var m any
 			_ = json.Unmarshal(out, &m)
 			if hasKey(m, "cache_control") {
-				t.Fatalf("normalize(%s) kept the key: %s", s, out)
+				t.Fatalf("wire.Normalize(%s) kept the key: %s", s, out)
 			}
 		}
 	})
@@ -308,8 +309,8 @@ func TestTextContent(t *testing.T) {
 		if want == "" {
 			want = c.in
 		}
-		if got := string(textContent([]byte(c.in))); got != want {
-			t.Errorf("textContent(%s) = %s, want %s", c.in, got, want)
+		if got := string(wire.TextContent([]byte(c.in))); got != want {
+			t.Errorf("wire.TextContent(%s) = %s, want %s", c.in, got, want)
 		}
 	}
 }
@@ -405,8 +406,8 @@ func TestPlainText(t *testing.T) {
 		{`{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, false},
 		{`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}`, false},
 	} {
-		if got := plainText([]byte(c.in)); got != c.want {
-			t.Errorf("plainText(%s) = %v, want %v", c.in, got, c.want)
+		if got := wire.PlainText([]byte(c.in)); got != c.want {
+			t.Errorf("wire.PlainText(%s) = %v, want %v", c.in, got, c.want)
 		}
 	}
 }
@@ -435,8 +436,8 @@ func TestChainsWithReuse(t *testing.T) {
 		// instead of searching each message) are hasMarker's.
 		n := 0
 		for k, m := range r.messages {
-			if c.marked[k] != hasMarker(m) {
-				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.marked[k], hasMarker(m))
+			if c.marked[k] != wire.HasMarker(m) {
+				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.marked[k], wire.HasMarker(m))
 			}
 			if c.marked[k] {
 				n++

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // TestMatchForm: plain text in the forms the APIs read alike matches as
@@ -31,11 +32,11 @@ func TestMatchForm(t *testing.T) {
 		if want == "" {
 			want = c.in
 		}
-		if got := string(matchForm([]byte(c.in))); got != want {
-			t.Errorf("matchForm(%s) = %s, want %s", c.in, got, want)
+		if got := string(wire.MatchForm([]byte(c.in))); got != want {
+			t.Errorf("wire.MatchForm(%s) = %s, want %s", c.in, got, want)
 		}
-		if tc := string(textContent([]byte(c.in))); !bytesHasType(c.in) && tc != want {
-			t.Errorf("matchForm(%s) = %s differs from textContent's %s", c.in, want, tc)
+		if tc := string(wire.TextContent([]byte(c.in))); !bytesHasType(c.in) && tc != want {
+			t.Errorf("wire.MatchForm(%s) = %s differs from textContent's %s", c.in, want, tc)
 		}
 	}
 }

@@ -24,6 +24,7 @@ var root = filepath.Join("..", "..")
 const (
 	layerBase     = iota // api, wire/sse and the leaf helpers: import no package of ctxd
 	layerModel           // history, config: the message model and the configuration; badger
+	layerWireBase        // what the wire APIs share: the dialect interface, matching
 	layerWire            // one package per provider wire API
 	layerStores          // the append-only log, artifacts, the worker pool
 	layerRules           // compaction's rules and parts, importers, the fleet backend
@@ -48,6 +49,8 @@ var layers = map[string]int{
 	"history":        layerModel,
 	"config":         layerModel,
 	"internal/store": layerModel, // its errors carry api codes
+
+	"wire": layerWireBase,
 
 	"wire/anthropic": layerWire,
 	"wire/openai":    layerWire,
