@@ -98,7 +98,7 @@ func parseRequest(body []byte) (*request, error) { return parseBody(body, dialec
 // the OpenAI fields.
 func parseBody(body []byte, d dialect) (*request, error) {
 	r := &request{d: d, body: body, msgStart: -1, changedAt: -1}
-	items := d.itemsKey()
+	items := d.ItemsKey()
 	i := rawjson.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, badField("body", "not a JSON object")
@@ -209,7 +209,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 	if r.msgStart < 0 {
 		return nil, badField(items, "missing")
 	}
-	for r.prefix < len(r.messages) && d.isPrefix(r.messages[r.prefix]) {
+	for r.prefix < len(r.messages) && d.IsPrefix(r.messages[r.prefix]) {
 		r.prefix++
 	}
 	if len(r.messages) == r.prefix {

@@ -162,7 +162,7 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 		return nil, false, errNoCredential
 	}
 	cred := c.cred
-	if labels[engine.LabelProxy] == dialectResponses.name() {
+	if labels[engine.LabelProxy] == dialectResponses.Name() {
 		// A Responses session (Codex): its summary through the Responses
 		// API of its own upstream, the API its model is served on.
 		return []config.Binding{
@@ -170,7 +170,7 @@ func (p *Proxy) sessionBindings(id string, labels map[string]string) ([]config.B
 			{Name: summarizer.ProviderExtractive, Provider: summarizer.ProviderExtractive},
 		}, true, nil
 	}
-	if labels[engine.LabelProxy] != dialectAnthropic.name() {
+	if labels[engine.LabelProxy] != dialectAnthropic.Name() {
 		// A Chat session: its summary through Chat Completions, the API
 		// every OpenAI-compatible upstream serves.
 		return []config.Binding{

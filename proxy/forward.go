@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
@@ -61,7 +64,7 @@ type exchange struct {
 
 	// What came back.
 	status   int
-	stream   answerReader
+	stream   wire.AnswerReader
 	buf      *cappedBuffer
 	errBody  []byte
 	overflow *http.Response
@@ -176,12 +179,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		if err != nil {
 			return err
 		}
-		if !x.retried && x.recover != nil && x.d.isContextLength(resp.StatusCode, body) {
+		if !x.retried && x.recover != nil && x.d.IsContextLength(resp.StatusCode, body) {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
 		if !x.retried && x.server && x.recoverServer != nil {
-			if why, ok := isServerShapeRefusal(x.d, resp.StatusCode, body); ok {
+			if why, ok := x.d.IsServerCompactionRefusal(resp.StatusCode, body); ok {
 				x.overflow, x.ovBody, x.refusal = resp, body, why
 				return errServerRefused
 			}
@@ -193,10 +196,10 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		x.stream = x.d.reader(int(p.limits.SSELineBytes))
+		x.stream = x.d.NewAnswerReader(int(p.limits.SSELineBytes))
 		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
 		if x.hideUsage {
-			resp.Body = &chatUsageFilter{ReadCloser: resp.Body}
+			resp.Body = &openai.UsageFilter{ReadCloser: resp.Body}
 		}
 	} else {
 		x.buf = &cappedBuffer{max: maxAnswerBytes}
@@ -242,7 +245,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			d = dialectChat
 		}
 	}
-	d.writeError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
+	d.WriteError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
 }
 
 // teeBody copies what is read to w (a stream reader or a buffer).
@@ -279,7 +282,7 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 func (p *Proxy) streamIdle(x *exchange, outReq *http.Request) (string, time.Duration) {
 	openai := outReq.URL.Host == p.openai.Host && outReq.URL.Host != p.upstream.Host
 	if x.d != nil {
-		openai = x.d.upstream() == "openai"
+		openai = x.d.Upstream() == "openai"
 	}
 	if openai {
 		return "proxy.upstreams.openai.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.OpenAI.StreamIdleTimeoutMS) * time.Millisecond

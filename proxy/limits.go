@@ -48,7 +48,7 @@ func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
 	if d == nil {
 		d = dialectAnthropic
 	}
-	d.writeError(w, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
+	d.WriteError(w, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
 }
 
 // countLimits refuses a request over proxy.limits.messages or

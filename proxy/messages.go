@@ -25,6 +25,7 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // record is what the proxy keeps of a branch, as a client_state event
@@ -108,7 +109,7 @@ func sigOf(m history.Message) *answerSig {
 // matches reports whether the client's message raw is the answer s (an
 // Anthropic message).
 func (s *answerSig) matches(raw json.RawMessage) bool {
-	return dialectAnthropic.answerLen(s, []json.RawMessage{raw}, 0) == 1
+	return dialectAnthropic.AnswerLen([]json.RawMessage{raw}, 0, s.equal) == 1
 }
 
 // equal reports whether the canonical assistant message m is the answer s
@@ -374,7 +375,7 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 			}
 		}
 	}
-	rules := history.Rules{Thinking: thinkingMode(req.thinking), OpenTail: true}
+	rules := history.Rules{Thinking: anthropic.ThinkingMode(req.thinking), OpenTail: true}
 	// The tail from the last assistant message (a few messages back). An
 	// assistant message ctxd already holds (before from) is the provider's
 	// answer as recorded or one a request the provider accepted carried:
@@ -392,7 +393,7 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 		if i < from {
 			break
 		}
-		tail, err := req.d.parse(req.messages, i)
+		tail, err := req.d.Parse(req.messages, i)
 		if err != nil {
 			break
 		}
@@ -500,7 +501,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if errors.As(err, &mbe) {
 			p.m.request(d, outcomeRefused)
 			drainTooLarge(w, r, int64(p.limits.BodyBytes))
-			d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
+			d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
 			return
 		}
 		if errors.Is(err, netlimit.ErrBodyTimeout) {
@@ -517,14 +518,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	req.buf = bb
 	if msg := p.countLimits(req); msg != "" {
 		p.m.request(d, outcomeRefused)
-		d.writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
+		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
 		return
 	}
 	if _, err := contextLimitHeader(r.Header); err != nil {
 		// A window the client asked for and ctxd cannot honour is never
 		// ignored silently (docs/proxy.md "Windows").
 		p.m.request(d, outcomeRefused)
-		d.writeError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
+		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
 	if req.previousResponseID != "" || req.conversation {
@@ -564,7 +565,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		}
 		if errors.Is(err, errQuota) {
 			p.m.request(d, outcomeRefused)
-			d.writeError(w, http.StatusForbidden, "permission_error", "ctxd proxy: "+err.Error())
+			d.WriteError(w, http.StatusForbidden, "permission_error", "ctxd proxy: "+err.Error())
 			return
 		}
 		outcome := outcomePassedThrough
@@ -593,7 +594,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 			p.discardRequest(pl)
 		}
 		p.m.request(d, outcomeRefused)
-		d.writeError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
+		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
 	p.managed.Add(1)
@@ -822,7 +823,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
-	cs := chainsWith(&l.digests, req.messages, req.d.matchKey())
+	cs := chainsWith(&l.digests, req.messages, req.d.MatchKey)
 	req.marked, req.changedAt = l.digests.marked, l.digests.changed
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
@@ -840,7 +841,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		case b.rec.Resp == nil:
 			pl.b, from = b, n
 		default:
-			if k := req.d.answerLen(b.rec.Resp, req.messages, n); k > 0 {
+			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.equal); k > 0 {
 				pl.b, from = b, n+k
 			}
 		}
@@ -852,7 +853,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	var msgs []history.Message
 	if from < m {
 		var err error
-		if msgs, err = req.d.parse(req.messages, max(from, req.prefix)); err != nil {
+		if msgs, err = req.d.Parse(req.messages, max(from, req.prefix)); err != nil {
 			return nil, err
 		}
 	}
@@ -890,7 +891,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if fork.at > 0 {
 			// The branch inherited the parent's log for the first
 			// fork.at messages: only the rest is its own.
-			if msgs, err = req.d.parse(req.messages, max(fork.at, req.prefix)); err != nil {
+			if msgs, err = req.d.Parse(req.messages, max(fork.at, req.prefix)); err != nil {
 				return nil, err
 			}
 		}
@@ -953,7 +954,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 // on. Tool names come from the assistant message before from, when there
 // is one.
 func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
-	return dialectAnthropic.parse(raw, from)
+	return dialectAnthropic.Parse(raw, from)
 }
 
 // newBranch starts a ctxd session for a conversation the proxy has not
@@ -965,7 +966,7 @@ func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
 // that it was superseded.
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
-	labels := map[string]string{engine.LabelProxy: req.d.name(), "proxy.credential": fp[:12], "proxy.model": req.model}
+	labels := map[string]string{engine.LabelProxy: req.d.Name(), "proxy.credential": fp[:12], "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}
@@ -980,9 +981,9 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if prev != nil {
 		fork = p.forkPoint(ctx, prev, req, cs)
 	}
-	params := engine.CreateParams{Model: req.model, System: req.d.systemText(req), Tools: req.d.tools(req), Labels: labels,
+	params := engine.CreateParams{Model: req.model, System: req.d.SystemText(req.system, req.messages[:req.prefix]), Tools: req.d.Tools(req.tools), Labels: labels,
 		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
-	if req.d.upstream() == "anthropic" {
+	if req.d.Upstream() == "anthropic" {
 		params.Provider = engine.ProviderAnthropic
 	}
 	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
@@ -1062,7 +1063,7 @@ func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 	if sd == b.sysDigest && td == b.toolsDigest {
 		return nil
 	}
-	sys, tools := req.d.systemText(req), req.d.tools(req)
+	sys, tools := req.d.SystemText(req.system, req.messages[:req.prefix]), req.d.Tools(req.tools)
 	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
 	var fe *engine.FieldError
 	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
@@ -1099,7 +1100,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 		req.messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
 		defer func() { req.messages, req.tail = full, nil }()
 	}
-	enc, err := req.d.render(p, pl.b, msgs, req)
+	enc, err := p.render(pl.b, msgs, req)
 	req.checked = nil
 	if err != nil {
 		return nil, "", err
@@ -1111,7 +1112,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 		out = bodyOf(req.withMessages(enc))
 	}
 	if pl.hideUsage {
-		out = bodyOf(withIncludeUsage(out.bytes()))
+		out = bodyOf(openai.WithIncludeUsage(out.bytes()))
 	}
 	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil
@@ -1122,7 +1123,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 // reused when req.checked is set), renders the messages, places the
 // client's cache markers and encodes them.
 func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
-	rules := history.Rules{Thinking: thinkingMode(req.thinking)}
+	rules := history.Rules{Thinking: anthropic.ThinkingMode(req.thinking)}
 	var vs history.Violations
 	if req.checked != nil {
 		vs = req.checked.Violations(rules)
@@ -1247,7 +1248,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]
 	idx.verbatim = slices.Grow(idx.verbatim[:min(n, len(idx.verbatim))], len(req.messages)-n)[:len(req.messages)]
 	for k := n; k < len(req.messages); k++ {
-		idx.verbatim[k] = roleOf(req.messages[k]) == "system"
+		idx.verbatim[k] = anthropic.Role(req.messages[k]) == "system"
 		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(req.messages[k])
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
@@ -1426,19 +1427,6 @@ type clientIndex struct {
 	// (Claude Code's), which ctxd reads as user text and would otherwise
 	// send as a user message without its markers.
 	verbatim []bool
-}
-
-// roleOf is the role of the client's message raw ("" when it has none).
-func roleOf(raw json.RawMessage) string {
-	role := ""
-	rawjson.Members(raw, func(key string, vs, ve int) bool {
-		if key == "role" {
-			_ = json.Unmarshal(raw[vs:ve], &role)
-			return false
-		}
-		return true
-	})
-	return role
 }
 
 // markerFreeDigest is the digest of m's encoding without the cache markers
@@ -1719,7 +1707,7 @@ func equalBlocks(a, b []anthropic.Block) bool {
 // (docs/decisions.md "Overflow recovery retries only what fits").
 func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
 	ctx := r.Context()
-	count, limit := req.d.contextLengthFigures(x.ovBody)
+	count, limit := req.d.ContextLengthFigures(x.ovBody)
 	if _, err := p.eng.ObserveOverflow(ctx, pl.b.id, engine.Overflow{Count: count, Limit: limit}); err != nil {
 		p.log.Warn("recording the overflow's figures", "session", pl.b.id, "err", err)
 	}
@@ -1804,10 +1792,10 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 	)
 	switch {
 	case x.stream != nil:
-		m, inError, err = x.stream.answer()
+		m, inError, err = x.stream.Answer()
 		read = true
 	case x.buf != nil && !x.buf.over && x.status < 300:
-		m, inError, err = x.d.decode(x.buf.Bytes())
+		m, inError, err = x.d.DecodeAnswer(x.buf.Bytes())
 		read = true
 	}
 	if read && err == nil && inError == "" && x.status < 300 {
@@ -1869,58 +1857,13 @@ func upstreamError(d dialect, status int, body []byte) string {
 	if d == nil {
 		d = dialectAnthropic
 	}
-	if e, ok := d.errorMessage(body); ok {
+	if e, ok := d.ErrorMessage(body); ok {
 		msg = e
 	}
 	if len(msg) > 300 {
 		msg = msg[:300] + "…"
 	}
 	return fmt.Sprintf("upstream status %d: %s", status, msg)
-}
-
-// systemText reads a system prompt: a string or an array of text blocks.
-func systemText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	blocks, err := anthropic.DecodeContent(raw)
-	if err != nil {
-		return ""
-	}
-	return anthropic.JoinText(blocks)
-}
-
-// toolDefs reads the tools of a request for the engine's estimate.
-func toolDefs(raw json.RawMessage) []history.ToolDef {
-	var tools []history.ToolDef
-	if len(raw) == 0 || json.Unmarshal(raw, &tools) != nil {
-		return nil
-	}
-	out := tools[:0]
-	for _, t := range tools {
-		if t.Name != "" {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// thinkingMode reads the request's thinking setting as the rules of
-// docs/design.md §4a see it: "enabled" is ThinkingOn, "adaptive"
-// ThinkingAdaptive (the model decides per turn), anything else — absent,
-// "disabled" — ThinkingOff.
-func thinkingMode(raw json.RawMessage) history.Thinking {
-	var t struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(raw, &t)
-	switch t.Type {
-	case "enabled":
-		return history.ThinkingOn
-	case "adaptive":
-		return history.ThinkingAdaptive
-	}
-	return history.ThinkingOff
 }
 
 // headerSafe makes s one header line.

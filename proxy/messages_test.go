@@ -428,7 +428,7 @@ func TestChainsWithReuse(t *testing.T) {
 		if i == 4 {
 			r.messages[1] = json.RawMessage(assistantText("edited"))
 		}
-		got, want := chainsWith(&c, r.messages, dialectAnthropic.matchKey()), chains(r.messages, dialectAnthropic.matchKey())
+		got, want := chainsWith(&c, r.messages, dialectAnthropic.MatchKey), chains(r.messages, dialectAnthropic.MatchKey)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("request %d: chains differ", i)
 		}

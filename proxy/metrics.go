@@ -109,7 +109,7 @@ func apiLabel(d dialect) string {
 	if d == nil {
 		return "other"
 	}
-	return d.name()
+	return d.Name()
 }
 
 func (m *metrics) request(d dialect, outcome string) {

@@ -23,8 +23,8 @@ import (
 // the latest client item, before the one the next took, with the same
 // rendering. custom names the request's free-form tools
 // (openai.CustomToolNames). out is changed in place and returned.
-func (d openaiDialect) withClientItems(p *Proxy, b *branch, req *request, out []json.RawMessage, custom map[string]bool) []json.RawMessage {
-	idx := d.indexClientItems(p, b, req, custom)
+func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, custom map[string]bool) []json.RawMessage {
+	idx := p.indexClientItems(b, req, custom)
 	lastK := len(req.messages)
 	for i := len(out) - 1; i >= 0; i-- {
 		ks := idx.keys[itemKey(out[i])]
@@ -46,7 +46,7 @@ func (d openaiDialect) withClientItems(p *Proxy, b *branch, req *request, out []
 // with the branch's encoding cache, keepEncoding), so a request indexes
 // only its new items; after a restart or on a new branch the whole list
 // is indexed once. Called under the lane's lock.
-func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custom map[string]bool) *clientIndex {
+func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool) *clientIndex {
 	p.mu.Lock()
 	idx, n := b.itemIdx, b.itemN
 	p.mu.Unlock()
@@ -54,7 +54,7 @@ func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custo
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
-		r := d.renderAlone(req.messages[:k+1], k, custom)
+		r := renderAlone(req.d, req.messages[:k+1], k, custom)
 		if r == nil {
 			continue
 		}
@@ -74,12 +74,12 @@ func (d openaiDialect) indexClientItems(p *Proxy, b *branch, req *request, custo
 // custom_tool_call_output only after its call; one is rendered after a
 // call of a free-form tool so that it has the rendering it has in the
 // conversation.
-func (d openaiDialect) renderAlone(items []json.RawMessage, k int, custom map[string]bool) json.RawMessage {
-	ms, err := d.parse(items, k)
+func renderAlone(d dialect, items []json.RawMessage, k int, custom map[string]bool) json.RawMessage {
+	ms, err := d.Parse(items, k)
 	if err != nil || len(ms) != 1 {
 		return nil
 	}
-	if !d.responses {
+	if d != dialectResponses {
 		r := openai.RenderChatMessages(ms)
 		if len(r) != 1 {
 			return nil

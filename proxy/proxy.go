@@ -12,7 +12,6 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,6 +32,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/redact"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
@@ -210,7 +210,7 @@ func shown(u *url.URL) string {
 func (p *Proxy) upstreamFor(r *http.Request) *url.URL {
 	up := upstreamOf(r)
 	if d := dialectOf(r); d != nil {
-		up = d.upstream()
+		up = d.Upstream()
 	}
 	if up == "openai" {
 		return p.openai
@@ -328,9 +328,9 @@ func (p *Proxy) Handler() http.Handler {
 			w.Header().Set("Connection", "close")
 			msg := fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes)
 			if d := dialectOf(r); d != nil {
-				d.writeError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
+				d.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
 			} else {
-				writeError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
+				anthropic.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
 			}
 			return
 		}
@@ -344,9 +344,9 @@ func (p *Proxy) Handler() http.Handler {
 				p.m.request(dialectOf(r), outcomeRefused)
 				msg := "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the " + TokenHeader + " header"
 				if d := dialectOf(r); d != nil {
-					d.writeError(w, http.StatusUnauthorized, "authentication_error", msg)
+					d.WriteError(w, http.StatusUnauthorized, "authentication_error", msg)
 				} else {
-					writeError(w, http.StatusUnauthorized, "authentication_error", msg)
+					anthropic.WriteError(w, http.StatusUnauthorized, "authentication_error", msg)
 				}
 				return
 			}
@@ -354,9 +354,9 @@ func (p *Proxy) Handler() http.Handler {
 		if msg := p.refuse(r); msg != "" {
 			p.m.request(dialectOf(r), outcomeRefused)
 			if d := dialectOf(r); d != nil {
-				d.writeError(w, http.StatusForbidden, "permission_error", msg)
+				d.WriteError(w, http.StatusForbidden, "permission_error", msg)
 			} else {
-				writeError(w, http.StatusForbidden, "permission_error", msg)
+				anthropic.WriteError(w, http.StatusForbidden, "permission_error", msg)
 			}
 			return
 		}
@@ -367,7 +367,7 @@ func (p *Proxy) Handler() http.Handler {
 		if p.ui != nil && (r.URL.Path == UIPrefix || strings.HasPrefix(r.URL.Path, UIPrefix+"/")) {
 			// The dashboard: read-only, never forwarded upstream.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
+				anthropic.WriteError(w, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
 				return
 			}
 			if msg := p.refuseDashboard(r); msg != "" {
@@ -457,10 +457,10 @@ func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderDiagnostic, headerSafe(msg))
 	w.Header().Set("Connection", "close")
 	if upstreamOf(r) == "openai" {
-		dialectResponses.writeError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+		dialectResponses.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
 		return
 	}
-	writeError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+	anthropic.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
 }
 
 // credentialHeaders are the request headers that carry a client's
@@ -514,14 +514,4 @@ func headerHasToken(h http.Header, key, token string) bool {
 		}
 	}
 	return false
-}
-
-// writeError answers with an error in the Anthropic shape, so an agent
-// shows it as it would the provider's.
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/corpustest"
 	"github.com/ctxd/ctxd/internal/fakeprovider"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // compactionCassette is the corpus's recorded server-side compaction
@@ -290,7 +291,7 @@ func TestServerShapeResponses(t *testing.T) {
 	var answer struct {
 		Output []json.RawMessage `json:"output"`
 	}
-	if err := json.Unmarshal(got, &answer); err != nil || len(answer.Output) < 2 || typeOf(answer.Output[0]) != "compaction" {
+	if err := json.Unmarshal(got, &answer); err != nil || len(answer.Output) < 2 || wire.TypeOf(answer.Output[0]) != "compaction" {
 		t.Fatalf("answer: %.400s", got)
 	}
 	id := resp.Header.Get(HeaderSessionID)
@@ -332,7 +333,7 @@ func TestServerShapeResponses(t *testing.T) {
 		Input []json.RawMessage `json:"input"`
 	}
 	_ = json.Unmarshal(reqs[1].Body, &in)
-	if len(in.Input) < 5 || string(in.Input[0]) != codexDeveloper || typeOf(in.Input[2]) != "message" || !bytes.Equal(in.Input[3], answer.Output[0]) {
+	if len(in.Input) < 5 || string(in.Input[0]) != codexDeveloper || wire.TypeOf(in.Input[2]) != "message" || !bytes.Equal(in.Input[3], answer.Output[0]) {
 		t.Fatalf("second request's input: %d items", len(in.Input))
 	}
 }
