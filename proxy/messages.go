@@ -381,7 +381,7 @@ func clientViolations(req *request, added []history.Message, from int) history.V
 	// answer as recorded or one a request the provider accepted carried:
 	// not the client's new content (docs/design.md §4a).
 	for i := len(req.messages) - 1; i >= req.prefix && i >= len(req.messages)-64; i-- {
-		if roleOf(req.messages[i]) != "assistant" {
+		if anthropic.Role(req.messages[i]) != "assistant" {
 			// Its role is enough: decoding a user message only to read it
 			// copied all its text (tens of MB for a hostile body).
 			continue
@@ -1137,7 +1137,7 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 	if err != nil {
 		return nil, err
 	}
-	placeMarkers(out, req.messages)
+	anthropic.PlaceMarkers(out, req.messages)
 	return p.encode(b, out, req, p.indexClient(b, req))
 }
 
@@ -1169,19 +1169,11 @@ func (k *renderKey) same(m *history.Message) bool {
 		(len(m.Content) == 0 || &k.content[0] == &m.Content[0])
 }
 
-// carry is how the proxy renders the messages it read from the Anthropic
-// wire: every block ctxd has no model of is carried as the client sent it,
-// never flattened to text (docs/proxy.md "Blocks are carried").
-var carry = anthropic.Options{Carry: true}
-
-// markerReach is how many messages from the end placeMarkers may mark.
-const markerReach = 8
-
 // renderWire is anthropic.Render(msgs).Messages. When the messages the
 // branch rendered last are a prefix of msgs, unchanged (between recorded
 // rewrites, docs/design.md §4), only the rest is rendered, after the cached
-// rendering (anthropic.AppendMessages). The last markerReach messages of
-// the result have their own copy of their blocks, for placeMarkers; the
+// rendering (anthropic.AppendMessages). The last anthropic.MarkerReach messages of
+// the result have their own copy of their blocks, for anthropic.PlaceMarkers; the
 // rest share the cache's and must not be changed. Called under the lane's
 // lock. With verifyEncoding (tests) it compares its result with
 // anthropic.Render's and returns an error when they differ.
@@ -1210,9 +1202,9 @@ func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Messa
 			base[n-1].Content = slices.Clip(base[n-1].Content)
 		}
 	}
-	wire := anthropic.AppendMessagesWith(base, msgs[k:], carry)
+	wire := anthropic.AppendMessagesWith(base, msgs[k:], anthropic.Carry)
 	if verifyEncoding {
-		if full := anthropic.RenderWith("", nil, msgs, carry).Messages; !reflect.DeepEqual(wire, full) {
+		if full := anthropic.RenderWith("", nil, msgs, anthropic.Carry).Messages; !reflect.DeepEqual(wire, full) {
 			return nil, fmt.Errorf("proxy: the rendering extended from %d cached messages differs from a full one", k)
 		}
 	}
@@ -1223,7 +1215,7 @@ func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Messa
 	b.rendered = &renderCache{keys: keys, wire: wire}
 	p.mu.Unlock()
 	out := slices.Clone(wire)
-	for i := max(0, len(out)-markerReach); i < len(out); i++ {
+	for i := max(0, len(out)-anthropic.MarkerReach); i < len(out); i++ {
 		out[i].Content = slices.Clone(out[i].Content)
 	}
 	return out, nil
@@ -1252,22 +1244,11 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(req.messages[k])
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
-		ms, err := anthropic.ParseMessage(req.messages[k], nil)
-		if err != nil {
-			continue
-		}
-		w := anthropic.RenderWith("", nil, ms, carry).Messages
-		if len(w) != 1 {
-			continue
-		}
-		e, err := json.Marshal(&w[0])
-		if err != nil {
-			continue
-		}
-		d := sha256.Sum256(e)
-		idx.keys[d] = append(idx.keys[d], k)
-		if len(ms) > 0 && ms[0].Role == history.RoleTool {
-			idx.indexResults(req.messages[k])
+		if d, results, ok := anthropic.ClientKey(req.messages[k]); ok {
+			idx.keys[d] = append(idx.keys[d], k)
+			if results {
+				idx.indexResults(req.messages[k])
+			}
 		}
 	}
 	p.mu.Lock()
@@ -1278,72 +1259,22 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 
 // indexResults records each tool_result block of the client's user
 // message raw that has a member the canonical model does not keep
-// (extraMembers): its tool_use_id → a copy of the block without its marker
-// and the digest of ctxd's marker-free rendering of it
+// (anthropic.ClientResults): its tool_use_id → the block without its
+// marker and the digest of ctxd's marker-free rendering of it
 // (clientIndex.results).
 func (idx *clientIndex) indexResults(raw json.RawMessage) {
-	var content json.RawMessage
-	members(raw, func(key string, vs, ve int) bool {
-		if key == "content" {
-			content = raw[vs:ve]
-			return false
-		}
-		return true
-	})
-	if len(content) == 0 || content[0] != '[' {
-		return
-	}
-	blocks, err := splitArray(content)
-	if err != nil {
-		return
-	}
-	for _, blk := range blocks {
-		c, ok := anthropic.Carried(blk)
-		if !ok || c.Type != "tool_result" || !extraMembers(c.Raw) {
-			continue
-		}
-		one := make([]byte, 0, len(blk)+32)
-		one = append(append(append(one, `{"role":"user","content":[`...), blk...), `]}`...)
-		ms, err := anthropic.ParseMessage(one, nil)
-		if err != nil || len(ms) != 1 {
-			continue
-		}
-		w := anthropic.RenderWith("", nil, ms, carry).Messages
-		if len(w) != 1 || len(w[0].Content) != 1 {
-			continue
-		}
-		e, err := json.Marshal(&w[0].Content[0])
-		if err != nil {
-			continue
-		}
+	anthropic.ClientResults(raw, func(id string, block []byte, key digest) {
 		if idx.results == nil {
 			idx.results = map[string]clientResult{}
 		}
-		// A copy: the request's buffer is reused after it is sent.
-		idx.results[w[0].Content[0].ToolUseID] = clientResult{raw: bytes.Clone(c.Raw), key: sha256.Sum256(e)}
-	}
+		idx.results[id] = clientResult{raw: block, key: key}
+	})
 }
 
 // clientResult is a client's tool_result block kept by indexResults.
 type clientResult struct {
 	raw []byte // the block as the client sent it, without its marker
 	key digest // of ctxd's marker-free rendering of it
-}
-
-// extraMembers reports whether the tool_result block raw has a member the
-// canonical model does not keep (cache_reference, a future field): only
-// such a block is worth sending as the client's in a rewritten message.
-func extraMembers(raw []byte) bool {
-	extra := false
-	members(raw, func(key string, vs, ve int) bool {
-		switch key {
-		case "type", "tool_use_id", "content", "is_error", "cache_control":
-			return true
-		}
-		extra = true
-		return false
-	})
-	return extra
 }
 
 // withClientResults is the encoding of the outgoing user message m, which
@@ -1375,7 +1306,7 @@ func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
 		}
 		raw := r.raw
 		if sha256.Sum256(e) != r.key {
-			if raw = withContent(r.raw, b.Content); raw == nil {
+			if raw = anthropic.WithContent(r.raw, b.Content); raw == nil {
 				continue
 			}
 		}
@@ -1388,29 +1319,6 @@ func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
 		return nil, nil
 	}
 	return json.Marshal(&anthropic.Message{Role: m.Role, Content: c})
-}
-
-// withContent is the client's tool_result block raw with its "content"
-// member's value replaced by content; nil when raw has no content or
-// content is empty.
-func withContent(raw []byte, content []anthropic.Block) []byte {
-	if len(content) == 0 {
-		return nil
-	}
-	enc, err := json.Marshal(content)
-	if err != nil {
-		return nil
-	}
-	var out []byte
-	members(raw, func(key string, vs, ve int) bool {
-		if key != "content" {
-			return true
-		}
-		out = make([]byte, 0, len(raw)-(ve-vs)+len(enc))
-		out = append(append(append(out, raw[:vs]...), enc...), raw[ve:]...)
-		return false
-	})
-	return out
 }
 
 // clientIndex is a branch's index of the client's messages (indexClient):
@@ -1429,116 +1337,6 @@ type clientIndex struct {
 	verbatim []bool
 }
 
-// markerFreeDigest is the digest of m's encoding without the cache markers
-// placeMarkers sets (enc is m's encoding with them).
-func markerFreeDigest(m *anthropic.Message, enc []byte) (digest, error) {
-	marked := false
-	for i := range m.Content {
-		marked = marked || len(m.Content[i].CacheControl) > 0
-	}
-	if !marked {
-		return sha256.Sum256(enc), nil
-	}
-	c := *m
-	c.Content = slices.Clone(m.Content)
-	for i := range c.Content {
-		c.Content[i].CacheControl = nil
-	}
-	e, err := json.Marshal(&c)
-	if err != nil {
-		return digest{}, err
-	}
-	return sha256.Sum256(e), nil
-}
-
-// clientBytes returns the client's own bytes for the outgoing message m
-// when m is ctxd's rendering of the client's message k unchanged (found in
-// the index of indexClient) and the client's markers on it are the ones m
-// carries: the client's bytes as sent, or with its markers cut when m
-// carries none; for plain text (plainText), one form whichever the client
-// sent, with the client's text bytes (plainBytes). nil when m must be sent
-// as ctxd rendered it.
-// A "system" message is always the client's bytes (clientIndex.verbatim).
-func clientBytes(req *request, idx *clientIndex, m *anthropic.Message, k int) []byte {
-	raw := req.messages[k]
-	if idx.verbatim[k] {
-		return raw
-	}
-	if idx.plain[k] {
-		// One form whichever of the two the client sends (Claude Code
-		// switches: textContent), the text as the client wrote it.
-		return plainBytes(raw, m)
-	}
-	marked := false
-	for i := range m.Content {
-		marked = marked || len(m.Content[i].CacheControl) > 0
-	}
-	if !marked {
-		if k < len(req.marked) && !req.marked[k] {
-			return raw // wire.Normalize(raw), known to hold no marker
-		}
-		return wire.Normalize(raw)
-	}
-	if !wire.HasMarker(raw) {
-		return nil
-	}
-	var c struct {
-		Content []struct {
-			CacheControl json.RawMessage `json:"cache_control"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(raw, &c) != nil || len(c.Content) != len(m.Content) {
-		return nil
-	}
-	for i := range c.Content {
-		if !bytes.Equal(c.Content[i].CacheControl, m.Content[i].CacheControl) {
-			return nil
-		}
-	}
-	return raw
-}
-
-// plainBytes is the outgoing form of the client's plain text message raw
-// (plainText) whose rendering, with the markers ctxd placed, is m: one
-// text block, {"role":R,"content":[{"type":"text","text":T}]} with m's
-// marker after T, where T is the client's own string literal, escapes and
-// bytes as sent (json.Marshal would write invalid UTF-8 and a lone
-// surrogate escape as U+FFFD, and <, > and & as \u003c…). It is
-// json.Marshal(m) when the client's literal is Go's encoding of the text,
-// and the same bytes whichever form, string or block, the client sent.
-// nil when m is not one text block (ctxd's rendering then goes).
-func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
-	if len(m.Content) != 1 || m.Content[0].Type != "text" {
-		return nil
-	}
-	t := wire.TextContent(wire.Normalize(raw))
-	var lit []byte
-	rawjson.Members(t, func(key string, vs, ve int) bool {
-		if key == "content" {
-			if t[vs] == '"' {
-				lit = t[vs:ve]
-			}
-			return false
-		}
-		return true
-	})
-	if lit == nil {
-		return nil
-	}
-	role, _ := json.Marshal(m.Role)
-	cc := m.Content[0].CacheControl
-	out := make([]byte, 0, len(lit)+len(role)+len(cc)+64)
-	out = append(out, `{"role":`...)
-	out = append(out, role...)
-	out = append(out, `,"content":[{"type":"text","text":`...)
-	out = append(out, lit...)
-	if len(cc) > 0 {
-		out = append(out, `,"cache_control":`...)
-		out = append(out, cc...)
-	}
-	return append(out, `}]}`...)
-}
-
 // encode is json.Marshal(wire), reusing the encoding of every message equal
 // to one the branch sent before: between recorded rewrites the context is
 // an extension of the previous one (docs/design.md §4), so only the new messages
@@ -1546,7 +1344,7 @@ func plainBytes(raw json.RawMessage, m *anthropic.Message) []byte {
 // depends on nothing but the message, so equality is the whole rule.
 //
 // A message that is ctxd's rendering of a client message it has not
-// rewritten goes out as the client's own bytes (clientBytes).
+// rewritten goes out as the client's own bytes (anthropic.ClientBytes).
 func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *clientIndex) ([]byte, error) {
 	p.mu.Lock()
 	old := b.enc
@@ -1554,14 +1352,14 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 	next := make([]cachedMessage, len(wire))
 	parts := make([][]byte, len(wire))
 	for i := range wire {
-		if i < len(old) && equalMessage(&old[i].msg, &wire[i]) {
+		if i < len(old) && anthropic.EqualMessage(&old[i].msg, &wire[i]) {
 			next[i] = old[i]
 		} else {
 			e, err := json.Marshal(&wire[i])
 			if err != nil {
 				return nil, err
 			}
-			key, err := markerFreeDigest(&wire[i], e)
+			key, err := anthropic.MarkerFreeDigest(&wire[i], e)
 			if err != nil {
 				return nil, err
 			}
@@ -1589,7 +1387,8 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 		}
 		k := ks[j-1]
 		lastK = k
-		if c := clientBytes(req, idx, &wire[i], k); c != nil {
+		unmarked := k < len(req.marked) && !req.marked[k]
+		if c := anthropic.ClientBytes(req.messages[k], &wire[i], idx.verbatim[k], idx.plain[k], unmarked); c != nil {
 			parts[i] = c
 		}
 	}
@@ -1642,7 +1441,7 @@ var (
 var verifyEncoding = false
 
 // cachedMessage is a message sent, its JSON encoding, and the digest of
-// its encoding without cache markers (markerFreeDigest).
+// its encoding without cache markers (anthropic.MarkerFreeDigest).
 type cachedMessage struct {
 	msg anthropic.Message
 	enc []byte
@@ -1668,32 +1467,6 @@ func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 		p.encOrder[0].rendered = nil
 		p.encOrder = p.encOrder[1:]
 	}
-}
-
-// equalMessage reports whether two wire messages are identical.
-func equalMessage(a, b *anthropic.Message) bool {
-	return a.Role == b.Role && equalBlocks(a.Content, b.Content)
-}
-
-func equalBlocks(a, b []anthropic.Block) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) > 0 && &a[0] == &b[0] {
-		return true // the same blocks (renderWire's cache)
-	}
-	for i := range a {
-		x, y := &a[i], &b[i]
-		if x.Type != y.Type || x.Text != y.Text || x.Thinking != y.Thinking || x.Signature != y.Signature ||
-			x.Data != y.Data || x.ID != y.ID || x.Name != y.Name || !bytes.Equal(x.Input, y.Input) ||
-			x.ToolUseID != y.ToolUseID || x.IsError != y.IsError || !bytes.Equal(x.CacheControl, y.CacheControl) ||
-			!bytes.Equal(x.Raw, y.Raw) ||
-			(x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) ||
-			!equalBlocks(x.Content, y.Content) {
-			return false
-		}
-	}
-	return true
 }
 
 // recoverOverflow is the overflow recovery (docs/design.md §10): the
@@ -1883,76 +1656,4 @@ func headerSafe(s string) string {
 		s = s[:500]
 	}
 	return s
-}
-
-// placeMarkers puts the client's prompt-cache markers on the outgoing
-// messages (docs/design.md §10): aligned from the end, a message of the same
-// role and block count takes the client's markers block by block; the
-// marker of the client's last message, if it could not be aligned, goes
-// on the last cacheable block of the last outgoing message.
-func placeMarkers(out []anthropic.Message, client []json.RawMessage) {
-	if len(out) == 0 {
-		return
-	}
-	type clientMsg struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	markers := func(raw json.RawMessage) (role string, cc []json.RawMessage, any bool) {
-		var m clientMsg
-		if json.Unmarshal(raw, &m) != nil {
-			return "", nil, false
-		}
-		var blocks []struct {
-			CacheControl json.RawMessage `json:"cache_control"`
-		}
-		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
-			return m.Role, nil, false
-		}
-		for _, b := range blocks {
-			cc = append(cc, b.CacheControl)
-			any = any || len(b.CacheControl) > 0
-		}
-		return m.Role, cc, any
-	}
-	lastPlaced := false
-	for k := 0; k < min(len(out), len(client), markerReach); k++ {
-		raw := client[len(client)-1-k]
-		if !bytes.Contains(raw, wire.CacheControlKey) {
-			continue
-		}
-		role, cc, any := markers(raw)
-		o := &out[len(out)-1-k]
-		if !any || role != o.Role || len(cc) != len(o.Content) {
-			continue
-		}
-		for j := range cc {
-			if len(cc[j]) > 0 {
-				o.Content[j].CacheControl = cc[j]
-			}
-		}
-		lastPlaced = lastPlaced || k == 0
-	}
-	if lastPlaced {
-		return
-	}
-	_, cc, any := markers(client[len(client)-1])
-	if !any {
-		return
-	}
-	var marker json.RawMessage
-	for _, c := range cc {
-		if len(c) > 0 {
-			marker = c
-		}
-	}
-	c := out[len(out)-1].Content
-	for j := len(c) - 1; j >= 0; j-- {
-		switch c[j].Type {
-		case "thinking", "redacted_thinking":
-			continue
-		}
-		c[j].CacheControl = marker
-		return
-	}
 }

@@ -47,13 +47,13 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s, %d messages: differs from Render", when, n)
 		}
-		if len(prev) > markerReach && len(got) > 0 && &got[0].Content[0] == &prev[0].Content[0] {
+		if len(prev) > anthropic.MarkerReach && len(got) > 0 && &got[0].Content[0] == &prev[0].Content[0] {
 			reused++
 		}
 		prev = got
-		// What placeMarkers does to the last messages must not reach the
+		// What anthropic.PlaceMarkers does to the last messages must not reach the
 		// cache.
-		for i := max(0, len(got)-markerReach); i < len(got); i++ {
+		for i := max(0, len(got)-anthropic.MarkerReach); i < len(got); i++ {
 			for j := range got[i].Content {
 				got[i].Content[j].CacheControl = json.RawMessage(`{"type":"ephemeral"}`)
 			}
@@ -62,7 +62,7 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 	for n := 1; n <= len(msgs); n++ {
 		check(n, "growing")
 	}
-	if reused < len(msgs)-markerReach*2 {
+	if reused < len(msgs)-anthropic.MarkerReach*2 {
 		t.Fatalf("the cached rendering was reused %d times in %d requests", reused, len(msgs))
 	}
 	// An elision renders message 2 anew: a new slice of blocks.

@@ -1,0 +1,340 @@
+package anthropic
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"slices"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire"
+)
+
+// What the proxy needs to send a conversation it rendered as the client's
+// own bytes where it rewrote nothing, with the client's prompt-cache
+// markers where the client put them (docs/design.md §10, docs/proxy.md
+// "Blocks are carried").
+
+// Carry is how a conversation read from the Messages wire is rendered
+// back: every block ctxd has no model of is carried as the client sent
+// it, never flattened to text.
+var Carry = Options{Carry: true}
+
+// MarkerReach is how many messages from the end PlaceMarkers may mark.
+const MarkerReach = 8
+
+// ClientKey is the digest of the marker-free encoding of ctxd's rendering
+// of the client's message raw read alone (with Carry); ok false unless it
+// renders to exactly one message. An outgoing message with the same
+// MarkerFreeDigest is ctxd's rendering of raw, unchanged. results: raw
+// reads as tool results (a user message of tool_result blocks).
+func ClientKey(raw json.RawMessage) (d [sha256.Size]byte, results, ok bool) {
+	ms, err := ParseMessage(raw, nil)
+	if err != nil {
+		return d, false, false
+	}
+	w := RenderWith("", nil, ms, Carry).Messages
+	if len(w) != 1 {
+		return d, false, false
+	}
+	e, err := json.Marshal(&w[0])
+	if err != nil {
+		return d, false, false
+	}
+	return sha256.Sum256(e), len(ms) > 0 && ms[0].Role == history.RoleTool, true
+}
+
+// ClientBytes returns the client's own bytes raw for the outgoing message
+// m, ctxd's rendering of raw unchanged, when the client's markers on it
+// are the ones m carries: raw as sent, or with its markers cut when m
+// carries none (unmarked: raw is known to hold none); for plain text
+// (plain: wire.PlainText), one form whichever the client sent, with the
+// client's text bytes (PlainBytes). A verbatim message (a "system"
+// message, which ctxd reads as user text and would otherwise send as a
+// user message without its markers) is always raw. nil when m must be
+// sent as ctxd rendered it.
+func ClientBytes(raw json.RawMessage, m *Message, verbatim, plain, unmarked bool) []byte {
+	if verbatim {
+		return raw
+	}
+	if plain {
+		// One form whichever of the two the client sends (Claude Code
+		// switches: wire.TextContent), the text as the client wrote it.
+		return PlainBytes(raw, m)
+	}
+	marked := false
+	for i := range m.Content {
+		marked = marked || len(m.Content[i].CacheControl) > 0
+	}
+	if !marked {
+		if unmarked {
+			return raw // wire.Normalize(raw), known to hold no marker
+		}
+		return wire.Normalize(raw)
+	}
+	if !wire.HasMarker(raw) {
+		return nil
+	}
+	var c struct {
+		Content []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(raw, &c) != nil || len(c.Content) != len(m.Content) {
+		return nil
+	}
+	for i := range c.Content {
+		if !bytes.Equal(c.Content[i].CacheControl, m.Content[i].CacheControl) {
+			return nil
+		}
+	}
+	return raw
+}
+
+// MarkerFreeDigest is the digest of m's encoding without the cache markers
+// PlaceMarkers sets (enc is m's encoding with them).
+func MarkerFreeDigest(m *Message, enc []byte) ([sha256.Size]byte, error) {
+	marked := false
+	for i := range m.Content {
+		marked = marked || len(m.Content[i].CacheControl) > 0
+	}
+	if !marked {
+		return sha256.Sum256(enc), nil
+	}
+	c := *m
+	c.Content = slices.Clone(m.Content)
+	for i := range c.Content {
+		c.Content[i].CacheControl = nil
+	}
+	e, err := json.Marshal(&c)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(e), nil
+}
+
+// PlainBytes is the outgoing form of the client's plain text message raw
+// (wire.PlainText) whose rendering, with the markers ctxd placed, is m: one
+// text block, {"role":R,"content":[{"type":"text","text":T}]} with m's
+// marker after T, where T is the client's own string literal, escapes and
+// bytes as sent (json.Marshal would write invalid UTF-8 and a lone
+// surrogate escape as U+FFFD, and <, > and & as \u003c…). It is
+// json.Marshal(m) when the client's literal is Go's encoding of the text,
+// and the same bytes whichever form, string or block, the client sent.
+// nil when m is not one text block (ctxd's rendering then goes).
+func PlainBytes(raw json.RawMessage, m *Message) []byte {
+	if len(m.Content) != 1 || m.Content[0].Type != "text" {
+		return nil
+	}
+	t := wire.TextContent(wire.Normalize(raw))
+	var lit []byte
+	rawjson.Members(t, func(key string, vs, ve int) bool {
+		if key == "content" {
+			if t[vs] == '"' {
+				lit = t[vs:ve]
+			}
+			return false
+		}
+		return true
+	})
+	if lit == nil {
+		return nil
+	}
+	role, _ := json.Marshal(m.Role)
+	cc := m.Content[0].CacheControl
+	out := make([]byte, 0, len(lit)+len(role)+len(cc)+64)
+	out = append(out, `{"role":`...)
+	out = append(out, role...)
+	out = append(out, `,"content":[{"type":"text","text":`...)
+	out = append(out, lit...)
+	if len(cc) > 0 {
+		out = append(out, `,"cache_control":`...)
+		out = append(out, cc...)
+	}
+	return append(out, `}]}`...)
+}
+
+// EqualMessage reports whether two wire messages are identical.
+func EqualMessage(a, b *Message) bool {
+	return a.Role == b.Role && EqualBlocks(a.Content, b.Content)
+}
+
+// EqualBlocks reports whether two block lists are identical; the same
+// backing array is equal without a look (a cached rendering's).
+func EqualBlocks(a, b []Block) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > 0 && &a[0] == &b[0] {
+		return true // the same blocks (renderWire's cache)
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Type != y.Type || x.Text != y.Text || x.Thinking != y.Thinking || x.Signature != y.Signature ||
+			x.Data != y.Data || x.ID != y.ID || x.Name != y.Name || !bytes.Equal(x.Input, y.Input) ||
+			x.ToolUseID != y.ToolUseID || x.IsError != y.IsError || !bytes.Equal(x.CacheControl, y.CacheControl) ||
+			!bytes.Equal(x.Raw, y.Raw) ||
+			(x.Source == nil) != (y.Source == nil) || (x.Source != nil && *x.Source != *y.Source) ||
+			!EqualBlocks(x.Content, y.Content) {
+			return false
+		}
+	}
+	return true
+}
+
+// PlaceMarkers puts the client's prompt-cache markers on the outgoing
+// messages (docs/design.md §10): aligned from the end, a message of the same
+// role and block count takes the client's markers block by block; the
+// marker of the client's last message, if it could not be aligned, goes
+// on the last cacheable block of the last outgoing message.
+func PlaceMarkers(out []Message, client []json.RawMessage) {
+	if len(out) == 0 {
+		return
+	}
+	type clientMsg struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	markers := func(raw json.RawMessage) (role string, cc []json.RawMessage, any bool) {
+		var m clientMsg
+		if json.Unmarshal(raw, &m) != nil {
+			return "", nil, false
+		}
+		var blocks []struct {
+			CacheControl json.RawMessage `json:"cache_control"`
+		}
+		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
+			return m.Role, nil, false
+		}
+		for _, b := range blocks {
+			cc = append(cc, b.CacheControl)
+			any = any || len(b.CacheControl) > 0
+		}
+		return m.Role, cc, any
+	}
+	lastPlaced := false
+	for k := 0; k < min(len(out), len(client), MarkerReach); k++ {
+		raw := client[len(client)-1-k]
+		if !bytes.Contains(raw, wire.CacheControlKey) {
+			continue
+		}
+		role, cc, any := markers(raw)
+		o := &out[len(out)-1-k]
+		if !any || role != o.Role || len(cc) != len(o.Content) {
+			continue
+		}
+		for j := range cc {
+			if len(cc[j]) > 0 {
+				o.Content[j].CacheControl = cc[j]
+			}
+		}
+		lastPlaced = lastPlaced || k == 0
+	}
+	if lastPlaced {
+		return
+	}
+	_, cc, any := markers(client[len(client)-1])
+	if !any {
+		return
+	}
+	var marker json.RawMessage
+	for _, c := range cc {
+		if len(c) > 0 {
+			marker = c
+		}
+	}
+	c := out[len(out)-1].Content
+	for j := len(c) - 1; j >= 0; j-- {
+		switch c[j].Type {
+		case "thinking", "redacted_thinking":
+			continue
+		}
+		c[j].CacheControl = marker
+		return
+	}
+}
+
+// ClientResults calls fn for each tool_result block of the client's user
+// message raw that has a member the canonical model does not keep
+// (cache_reference, a future field): its tool_use_id, a copy of the block
+// without its marker, and the digest of ctxd's marker-free rendering of it.
+// Only such a block is worth sending as the client's in a message ctxd
+// rewrote (WithContent).
+func ClientResults(raw json.RawMessage, fn func(toolUseID string, block []byte, key [sha256.Size]byte)) {
+	var content json.RawMessage
+	rawjson.Members(raw, func(key string, vs, ve int) bool {
+		if key == "content" {
+			content = raw[vs:ve]
+			return false
+		}
+		return true
+	})
+	if len(content) == 0 || content[0] != '[' {
+		return
+	}
+	blocks, err := rawjson.SplitArray(content)
+	if err != nil {
+		return
+	}
+	for _, blk := range blocks {
+		c, ok := carried(blk)
+		if !ok || c.Type != "tool_result" || !extraMembers(c.Raw) {
+			continue
+		}
+		one := make([]byte, 0, len(blk)+32)
+		one = append(append(append(one, `{"role":"user","content":[`...), blk...), `]}`...)
+		ms, err := ParseMessage(one, nil)
+		if err != nil || len(ms) != 1 {
+			continue
+		}
+		w := RenderWith("", nil, ms, Carry).Messages
+		if len(w) != 1 || len(w[0].Content) != 1 {
+			continue
+		}
+		e, err := json.Marshal(&w[0].Content[0])
+		if err != nil {
+			continue
+		}
+		// A copy: the request's buffer is reused after it is sent.
+		fn(w[0].Content[0].ToolUseID, bytes.Clone(c.Raw), sha256.Sum256(e))
+	}
+}
+
+// extraMembers reports whether the tool_result block raw has a member the
+// canonical model does not keep.
+func extraMembers(raw []byte) bool {
+	extra := false
+	rawjson.Members(raw, func(key string, vs, ve int) bool {
+		switch key {
+		case "type", "tool_use_id", "content", "is_error", "cache_control":
+			return true
+		}
+		extra = true
+		return false
+	})
+	return extra
+}
+
+// WithContent is the client's tool_result block raw with its "content"
+// member's value replaced by content; nil when raw has no content or
+// content is empty.
+func WithContent(raw []byte, content []Block) []byte {
+	if len(content) == 0 {
+		return nil
+	}
+	enc, err := json.Marshal(content)
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	rawjson.Members(raw, func(key string, vs, ve int) bool {
+		if key != "content" {
+			return true
+		}
+		out = make([]byte, 0, len(raw)-(ve-vs)+len(enc))
+		out = append(append(append(out, raw[:vs]...), enc...), raw[ve:]...)
+		return false
+	})
+	return out
+}
