@@ -1,13 +1,10 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 
-	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/openai"
-	"github.com/zeebo/xxh3"
 )
 
 // withClientItems replaces, in out (the outgoing Responses items or Chat
@@ -27,7 +24,7 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 	idx := p.indexClientItems(b, req, custom)
 	lastK := len(req.messages)
 	for i := len(out) - 1; i >= 0; i-- {
-		ks := idx.keys[itemKey(out[i])]
+		ks := idx.keys[openai.ItemKey(out[i], fastSeed)]
 		j, _ := slices.BinarySearch(ks, lastK)
 		if j == 0 {
 			continue
@@ -54,11 +51,16 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
 	}
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
-		r := renderAlone(req.d, req.messages[:k+1], k, custom)
+		var r json.RawMessage
+		if req.d == dialectResponses {
+			r = openai.RenderItemAlone(req.messages[:k+1], k, custom)
+		} else {
+			r = openai.RenderChatAlone(req.messages[:k+1], k)
+		}
 		if r == nil {
 			continue
 		}
-		key := itemKey(r)
+		key := openai.ItemKey(r, fastSeed)
 		idx.keys[key] = append(idx.keys[key], k)
 	}
 	p.mu.Lock()
@@ -66,71 +68,4 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 	p.mu.Unlock()
 	p.keepEncoding(b, nil)
 	return idx
-}
-
-// renderAlone is ctxd's rendering of the client's item items[k] read on
-// its own (tool names from the items before it): nil unless it renders to
-// exactly one item. The output of a free-form tool's call renders as a
-// custom_tool_call_output only after its call; one is rendered after a
-// call of a free-form tool so that it has the rendering it has in the
-// conversation.
-func renderAlone(d dialect, items []json.RawMessage, k int, custom map[string]bool) json.RawMessage {
-	ms, err := d.Parse(items, k)
-	if err != nil || len(ms) != 1 {
-		return nil
-	}
-	if d != dialectResponses {
-		r := openai.RenderChatMessages(ms)
-		if len(r) != 1 {
-			return nil
-		}
-		return r[0]
-	}
-	var it struct {
-		Type string `json:"type"`
-	}
-	if ms[0].Role == history.RoleTool && json.Unmarshal(items[k], &it) == nil && it.Type == "custom_tool_call_output" {
-		const name = "\x00ctxd-custom"
-		call := history.Message{Role: history.RoleAssistant, Content: []history.Block{{
-			Type: history.BlockToolCall, ID: ms[0].ToolCallID, Name: name, Input: json.RawMessage(`{"input":""}`)}}}
-		r := openai.RenderItems([]history.Message{call, ms[0]}, map[string]bool{name: true})
-		if len(r) != 2 {
-			return nil
-		}
-		return r[1]
-	}
-	r := openai.RenderItems(ms, custom)
-	if len(r) != 1 {
-		return nil
-	}
-	return r[0]
-}
-
-// itemKey is the key by which an outgoing item is matched to a client
-// item: a fast keyed hash of its bytes (xxh3, 128 bits, with body.go's
-// per-process seed; every outgoing item is hashed on every request, and
-// SHA-256 of a 1 MB conversation costs a millisecond here). A reasoning or
-// compaction item, which ctxd sends back as recorded from the answer's
-// stream while the client resends its own encoding of it (Codex adds
-// "content":null), is hashed as its members without the null ones, in key
-// order, compact: the client's re-encoding of the item ctxd recorded is
-// matched, and goes upstream as the client's bytes.
-func itemKey(raw json.RawMessage) digest {
-	var d digest
-	if bytes.Contains(raw, []byte(`"reasoning"`)) || bytes.Contains(raw, []byte(`"compaction"`)) {
-		var m map[string]any
-		if json.Unmarshal(raw, &m) == nil && (m["type"] == "reasoning" || m["type"] == "compaction") {
-			for k, v := range m {
-				if v == nil {
-					delete(m, k)
-				}
-			}
-			if b, err := json.Marshal(m); err == nil {
-				raw, d[16] = b, 1
-			}
-		}
-	}
-	h := xxh3.Hash128Seed(raw, fastSeed).Bytes()
-	copy(d[:16], h[:])
-	return d
 }
