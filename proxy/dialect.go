@@ -10,6 +10,8 @@ import (
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // dialect is the wire API of a managed request (wire.Dialect): what
@@ -21,8 +23,8 @@ type dialect = wire.Dialect
 // The dialects.
 var (
 	dialectAnthropic dialect = anthropic.Dialect{}
-	dialectResponses dialect = openai.ResponsesDialect{}
-	dialectChat      dialect = openai.ChatDialect{}
+	dialectResponses dialect = responses.Dialect{}
+	dialectChat      dialect = chat.Dialect{}
 )
 
 // render builds the outgoing conversation array; errors wrap errViolation
@@ -42,10 +44,10 @@ func (p *Proxy) renderOpenAI(b *branch, msgs []history.Message, req *request) ([
 	var custom map[string]bool
 	if req.d == dialectResponses {
 		tools := append([]json.RawMessage{req.tools}, req.messages[:req.prefix]...)
-		custom = openai.CustomToolNames(tools...)
-		rendered = openai.RenderItems(msgs, custom)
+		custom = responses.CustomToolNames(tools...)
+		rendered = responses.RenderItems(msgs, custom)
 	} else {
-		rendered = openai.RenderChatMessages(msgs)
+		rendered = chat.RenderChatMessages(msgs)
 	}
 	rendered = p.withClientItems(b, req, rendered, custom)
 	items := make([]json.RawMessage, 0, req.prefix+len(rendered))

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
@@ -199,7 +199,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		x.stream = x.d.NewAnswerReader(int(p.limits.SSELineBytes))
 		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
 		if x.hideUsage {
-			resp.Body = &openai.UsageFilter{ReadCloser: resp.Body}
+			resp.Body = &chat.UsageFilter{ReadCloser: resp.Body}
 		}
 	} else {
 		x.buf = &cappedBuffer{max: maxAnswerBytes}

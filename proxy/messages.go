@@ -25,7 +25,7 @@ import (
 	"github.com/ctxd/ctxd/trigger"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
-	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // record is what the proxy keeps of a branch, as a client_state event
@@ -1112,7 +1112,7 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 		out = bodyOf(req.withMessages(enc))
 	}
 	if pl.hideUsage {
-		out = bodyOf(openai.WithIncludeUsage(out.bytes()))
+		out = bodyOf(chat.WithIncludeUsage(out.bytes()))
 	}
 	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // withClientItems replaces, in out (the outgoing Responses items or Chat
@@ -19,7 +21,7 @@ import (
 // items are aligned from the end like encode's: each outgoing item takes
 // the latest client item, before the one the next took, with the same
 // rendering. custom names the request's free-form tools
-// (openai.CustomToolNames). out is changed in place and returned.
+// (responses.CustomToolNames). out is changed in place and returned.
 func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, custom map[string]bool) []json.RawMessage {
 	idx := p.indexClientItems(b, req, custom)
 	lastK := len(req.messages)
@@ -53,9 +55,9 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 	for k := max(n, req.prefix); k < len(req.messages); k++ {
 		var r json.RawMessage
 		if req.d == dialectResponses {
-			r = openai.RenderItemAlone(req.messages[:k+1], k, custom)
+			r = responses.RenderItemAlone(req.messages[:k+1], k, custom)
 		} else {
-			r = openai.RenderChatAlone(req.messages[:k+1], k)
+			r = chat.RenderChatAlone(req.messages[:k+1], k)
 		}
 		if r == nil {
 			continue

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // responsesSSE renders a streamed Responses answer: the items, then
@@ -349,7 +349,7 @@ func TestChatUsageFilterSplit(t *testing.T) {
 	stream := chatSSE("hello", [][3]string{{"c", "bash", `{"command":"x"}`}}, true)
 	want := chatSSE("hello", [][3]string{{"c", "bash", `{"command":"x"}`}}, false)
 	for _, step := range []int{1, 3, 64, len(stream)} {
-		f := &openai.UsageFilter{ReadCloser: io.NopCloser(&slowReader{s: stream, n: step})}
+		f := &chat.UsageFilter{ReadCloser: io.NopCloser(&slowReader{s: stream, n: step})}
 		got, err := io.ReadAll(f)
 		if err != nil || string(got) != want {
 			t.Fatalf("step %d: %v\n%s", step, err, got)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxd/ctxd/config"
-	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // ProviderOpenAIResponses names the OpenAI Responses API as a binding's
@@ -35,7 +35,7 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
 	sys, tools := req.prefix()
-	rr := openai.RenderResponses(sys, tools, msgs)
+	rr := responses.RenderResponses(sys, tools, msgs)
 	rr.Model = b.Model
 	rr.MaxOutputTokens = b.MaxOutputTokens
 	if c := b.Credential; c != nil && !req.NoPrefix {
@@ -46,12 +46,12 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 		if len(c.Prefix) > 0 {
 			_ = json.Unmarshal(c.Prefix, &prefix)
 		}
-		custom := openai.CustomToolNames(append([]json.RawMessage{json.RawMessage(c.Tools)}, prefix...)...)
+		custom := responses.CustomToolNames(append([]json.RawMessage{json.RawMessage(c.Tools)}, prefix...)...)
 		if len(c.Tools) > 0 {
 			rr.Tools, rr.ToolChoice = json.RawMessage(c.Tools), "none"
 		}
 		if len(c.Tools) > 0 || len(prefix) > 0 {
-			rr.Input = openai.RenderItems(msgs, custom)
+			rr.Input = responses.RenderItems(msgs, custom)
 		}
 		if len(prefix) > 0 {
 			rr.Input = append(prefix, rr.Input...)
@@ -73,7 +73,7 @@ func (s *Summarizer) callResponses(ctx context.Context, b config.Binding, req *R
 // (status "incomplete", reason max_output_tokens) — an incomplete answer
 // of any reason is a cut one.
 func decodeResponses(body []byte) (answer, error) {
-	o, err := openai.DecodeResponsesOutcome(body)
+	o, err := responses.DecodeResponsesOutcome(body)
 	if err != nil {
 		return answer{}, fmt.Errorf("malformed Responses answer: %w", err)
 	}

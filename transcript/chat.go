@@ -11,6 +11,7 @@ import (
 	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // element is one value of a JSON array with its byte offset in the input.
@@ -191,7 +192,7 @@ func openAIContent(raw json.RawMessage) ([]history.Block, error) { return openai
 
 // openAIAppend converts one chat message; nothing changes on error.
 func openAIAppend(b *builder, raw json.RawMessage) error {
-	m, err := openai.DecodeChatIn(raw)
+	m, err := chat.DecodeChatIn(raw)
 	if err != nil {
 		return err
 	}

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // TestChatImportAgreesWithTheWireParser: a Chat Completions conversation
 // imported as a transcript and read by wire/openai's ParseChat (the
 // proxy's reader) gives the same messages — roles, text, tool call ids,
 // names and inputs (arguments that are a compact JSON object), tool
-// results — since both decode a message with openai.DecodeChatIn.
+// results — since both decode a message with chat.DecodeChatIn.
 func TestChatImportAgreesWithTheWireParser(t *testing.T) {
 	msgs := []string{
 		`{"role":"user","content":"list the files"}`,
@@ -32,7 +32,7 @@ func TestChatImportAgreesWithTheWireParser(t *testing.T) {
 	for i, m := range msgs {
 		raws[i] = json.RawMessage(m)
 	}
-	parsed, err := openai.ParseChat(raws, 0)
+	parsed, err := chat.ParseChat(raws, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/openai"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // codexLine is one line of a Codex CLI rollout: {timestamp, type, payload}.
@@ -148,24 +149,24 @@ func (s *codexState) tokenCount(p codexTokenCount) {
 }
 
 // item applies one response_item: its canonical form is wire/openai's
-// (openai.RecordedItem); which message it joins is the rollout's state.
+// (responses.RecordedItem); which message it joins is the rollout's state.
 func (s *codexState) item(payload json.RawMessage, at time.Time) error {
-	it, err := openai.RecordedItem(payload)
+	it, err := responses.RecordedItem(payload)
 	if err != nil {
 		return err
 	}
 	b := s.b
 	switch it.Side {
-	case openai.SideAssistant:
+	case responses.SideAssistant:
 		if len(it.Blocks) > 0 {
 			s.assistantBlocks(it.Blocks, at)
 		}
-	case openai.SideUser:
+	case responses.SideUser:
 		s.cur = -1
 		b.user(it.Blocks, at)
-	case openai.SideInstructions:
+	case responses.SideInstructions:
 		b.addSystem(it.Text)
-	case openai.SideTool:
+	case responses.SideTool:
 		s.cur = -1
 		b.tool(it.CallID, "", it.Blocks, it.IsError, at)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 
-	"github.com/ctxd/ctxd/history"
 	"github.com/zeebo/xxh3"
 )
 
@@ -13,53 +12,6 @@ import (
 // item ctxd has not rewritten goes upstream as the client's own bytes. The
 // proxy indexes the client's items by ItemKey of their rendering alone and
 // looks its outgoing items up by the same key.
-
-// RenderChatAlone is ctxd's rendering of the client's Chat message
-// items[k] read on its own (tool names from the items before it): nil
-// unless it renders to exactly one message.
-func RenderChatAlone(items []json.RawMessage, k int) json.RawMessage {
-	ms, err := ParseChat(items, k)
-	if err != nil || len(ms) != 1 {
-		return nil
-	}
-	r := RenderChatMessages(ms)
-	if len(r) != 1 {
-		return nil
-	}
-	return r[0]
-}
-
-// RenderItemAlone is ctxd's rendering of the client's Responses item
-// items[k] read on its own: nil unless it renders to exactly one item.
-// The output of a free-form tool's call renders as a
-// custom_tool_call_output only after its call; one is rendered after a
-// call of a free-form tool so that it has the rendering it has in the
-// conversation. custom names the request's free-form tools
-// (CustomToolNames).
-func RenderItemAlone(items []json.RawMessage, k int, custom map[string]bool) json.RawMessage {
-	ms, err := ParseItems(items, k)
-	if err != nil || len(ms) != 1 {
-		return nil
-	}
-	var it struct {
-		Type string `json:"type"`
-	}
-	if ms[0].Role == history.RoleTool && json.Unmarshal(items[k], &it) == nil && it.Type == "custom_tool_call_output" {
-		const name = "\x00ctxd-custom"
-		call := history.Message{Role: history.RoleAssistant, Content: []history.Block{{
-			Type: history.BlockToolCall, ID: ms[0].ToolCallID, Name: name, Input: json.RawMessage(`{"input":""}`)}}}
-		r := RenderItems([]history.Message{call, ms[0]}, map[string]bool{name: true})
-		if len(r) != 2 {
-			return nil
-		}
-		return r[1]
-	}
-	r := RenderItems(ms, custom)
-	if len(r) != 1 {
-		return nil
-	}
-	return r[0]
-}
 
 // ItemKey is the key by which an outgoing item is matched to a client
 // item: a fast keyed hash of its bytes (xxh3, 128 bits, with the caller's

@@ -1,11 +1,11 @@
-package openai
+package chat
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // ChatRequest is the body of an OpenAI Chat Completions request
@@ -103,7 +103,7 @@ func RenderChat(system string, tools []history.ToolDef, msgs []history.Message) 
 			Function: Function{Name: t.Name, Description: t.Description, Parameters: schema}})
 	}
 	if system != "" {
-		out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: jsonString(system)})
+		out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: openai.JSONString(system)})
 	}
 	for i := range msgs {
 		m := &msgs[i]
@@ -118,28 +118,28 @@ func RenderChat(system string, tools []history.ToolDef, msgs []history.Message) 
 				case history.BlockJSON:
 					texts = append(texts, string(b.JSON))
 				case history.BlockToolCall:
-					args := Arguments(b.Input)
+					args := openai.Arguments(b.Input)
 					om.ToolCalls = append(om.ToolCalls, ToolCall{ID: b.ID, Type: "function",
 						Function: FunctionCall{Name: b.Name, Arguments: args}})
 				}
 			}
 			switch {
 			case len(texts) > 0:
-				om.Content = jsonString(strings.Join(texts, "\n\n"))
+				om.Content = openai.JSONString(strings.Join(texts, "\n\n"))
 			case len(om.ToolCalls) > 0:
 				om.Content = json.RawMessage("null")
 			default:
-				om.Content = jsonString("")
+				om.Content = openai.JSONString("")
 			}
 			out.Messages = append(out.Messages, om)
 		case history.RoleTool:
-			text := plainText(m.Content)
+			text := openai.PlainText(m.Content)
 			if m.IsError {
 				text = "[error] " + text
 			}
-			out.Messages = append(out.Messages, ChatMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: jsonString(text)})
+			out.Messages = append(out.Messages, ChatMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: openai.JSONString(text)})
 		case history.RoleSystem:
-			out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: jsonString(plainText(m.Content))})
+			out.Messages = append(out.Messages, ChatMessage{Role: "system", Content: openai.JSONString(openai.PlainText(m.Content))})
 		default:
 			out.Messages = append(out.Messages, ChatMessage{Role: "user", Content: userContent(m.Content)})
 		}
@@ -157,7 +157,7 @@ func userContent(blocks []history.Block) json.RawMessage {
 		}
 	}
 	if !hasImage {
-		return jsonString(plainText(blocks))
+		return openai.JSONString(openai.PlainText(blocks))
 	}
 	parts := make([]contentPart, 0, len(blocks))
 	for _, b := range blocks {
@@ -166,47 +166,11 @@ func userContent(blocks []history.Block) json.RawMessage {
 			parts = append(parts, contentPart{Type: "image_url",
 				ImageURL: &imageURL{URL: "data:" + b.MediaType + ";base64," + b.Data}})
 		default:
-			if t := blockText(b); t != "" {
+			if t := openai.BlockText(b); t != "" {
 				parts = append(parts, contentPart{Type: "text", Text: t})
 			}
 		}
 	}
 	raw, _ := json.Marshal(parts) // plain structs: cannot fail
-	return raw
-}
-
-// plainText joins the text of blocks with newlines: text as is, json as its
-// JSON, images as a line naming them. Thinking blocks are left out.
-func plainText(blocks []history.Block) string {
-	var texts []string
-	for _, b := range blocks {
-		if t := blockText(b); t != "" {
-			texts = append(texts, t)
-		}
-	}
-	return strings.Join(texts, "\n")
-}
-
-// blockText is the text form of one block for text-only destinations.
-func blockText(b history.Block) string {
-	switch b.Type {
-	case history.BlockText, history.BlockCompaction:
-		return b.Text
-	case history.BlockJSON:
-		return string(b.JSON)
-	case history.BlockToolCall:
-		return fmt.Sprintf("[tool call %s id=%s input=%s]", b.Name, b.ID, b.Input)
-	case history.BlockImage:
-		if b.Artifact != "" {
-			return fmt.Sprintf("[image %s stored at %s]", b.MediaType, b.Artifact)
-		}
-		return fmt.Sprintf("[image %s, %d base64 bytes]", b.MediaType, len(b.Data))
-	}
-	return ""
-}
-
-// jsonString encodes s as a JSON string.
-func jsonString(s string) json.RawMessage {
-	raw, _ := json.Marshal(s) // a string always encodes
 	return raw
 }

@@ -1,10 +1,11 @@
-package openai
+package responses
 
 import (
 	"encoding/json"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // ResponsesRequest is a Responses API request body that ctxd itself sends
@@ -32,7 +33,7 @@ type ResponsesRequest struct {
 func RenderResponses(system string, tools []history.ToolDef, msgs []history.Message) ResponsesRequest {
 	r := ResponsesRequest{Input: RenderItems(msgs, nil)}
 	if system != "" {
-		r.Instructions, _ = marshal(system)
+		r.Instructions, _ = openai.Marshal(system)
 	}
 	if len(tools) > 0 {
 		defs := make([]map[string]any, 0, len(tools))
@@ -43,7 +44,7 @@ func RenderResponses(system string, tools []history.ToolDef, msgs []history.Mess
 			}
 			defs = append(defs, map[string]any{"type": "function", "name": t.Name, "description": t.Description, "parameters": params})
 		}
-		r.Tools, _ = marshal(defs)
+		r.Tools, _ = openai.Marshal(defs)
 		r.ToolChoice = "none"
 	}
 	return r
@@ -61,7 +62,7 @@ type ResponsesOutcome struct {
 	IncompleteReason string
 	Usage            *history.Usage
 	// Error is an error object the body carried (nil when none).
-	Error *APIError
+	Error *openai.APIError
 }
 
 // DecodeResponsesOutcome reads a non-streamed Responses answer. Errors:
@@ -71,7 +72,7 @@ func DecodeResponsesOutcome(body []byte) (ResponsesOutcome, error) {
 		Status            string            `json:"status"`
 		Output            []json.RawMessage `json:"output"`
 		Usage             json.RawMessage   `json:"usage"`
-		Error             *APIError         `json:"error"`
+		Error             *openai.APIError  `json:"error"`
 		IncompleteDetails *struct {
 			Reason string `json:"reason"`
 		} `json:"incomplete_details"`
@@ -79,7 +80,7 @@ func DecodeResponsesOutcome(body []byte) (ResponsesOutcome, error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return ResponsesOutcome{}, err
 	}
-	o := ResponsesOutcome{Usage: usageOf(r.Usage), Error: r.Error, Incomplete: r.Status == "incomplete"}
+	o := ResponsesOutcome{Usage: openai.Usage(r.Usage), Error: r.Error, Incomplete: r.Status == "incomplete"}
 	if r.IncompleteDetails != nil {
 		o.IncompleteReason = r.IncompleteDetails.Reason
 	}

@@ -1,4 +1,4 @@
-package openai
+package chat
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // ChatIn is one Chat Completions message as read from the wire: the one
@@ -17,7 +18,7 @@ import (
 // values).
 type ChatIn struct {
 	Role string `json:"role"`
-	// Content is a string, null, or an array of parts (Content reads it).
+	// openai.Content is a string, null, or an array of parts (openai.Content reads it).
 	Content   json.RawMessage `json:"content"`
 	Name      string          `json:"name"`
 	ToolCalls []ChatCallIn    `json:"tool_calls"`
@@ -102,7 +103,7 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 		}
 		switch m.Role {
 		case "user":
-			blocks, err := messageBlocks(m.Content)
+			blocks, err := openai.MessageBlocks(m.Content)
 			if err != nil {
 				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 			}
@@ -115,7 +116,7 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 			if m.ReasoningContent != "" {
 				blocks = append(blocks, history.Block{Type: history.BlockThinking, Text: m.ReasoningContent})
 			}
-			text, err := messageBlocks(m.Content)
+			text, err := openai.MessageBlocks(m.Content)
 			if err != nil {
 				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 			}
@@ -128,7 +129,7 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 				if !ok {
 					return nil, fmt.Errorf("messages[%d].tool_calls[%d].function.arguments: not a JSON string", i, k)
 				}
-				in := argumentsInput(args)
+				in := openai.ArgumentsInput(args)
 				names[c.ID] = c.Function.Name
 				blocks = append(blocks, history.Block{Type: history.BlockToolCall, ID: c.ID, Name: c.Function.Name, Input: in})
 			}
@@ -140,7 +141,7 @@ func ParseChat(msgs []json.RawMessage, from int) ([]history.Message, error) {
 			if m.ToolCallID == "" {
 				return nil, fmt.Errorf("messages[%d].tool_call_id: missing", i)
 			}
-			blocks, err := outputBlocks(m.Content)
+			blocks, err := openai.OutputBlocks(m.Content)
 			if err != nil {
 				return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 			}
@@ -176,12 +177,12 @@ func RenderChatMessages(msgs []history.Message) []json.RawMessage {
 	return out
 }
 
-// encodeChatMessage is marshal(m) without re-validating the content, which
+// encodeChatMessage is Marshal(m) without re-validating the content, which
 // RenderChat encoded itself: the same bytes, in the struct's field order
 // (role, content, tool_calls, tool_call_id), at a fraction of the cost on
 // a long tool result.
 func encodeChatMessage(m ChatMessage) json.RawMessage {
-	role, _ := marshal(m.Role)
+	role, _ := openai.Marshal(m.Role)
 	content := m.Content
 	if len(content) == 0 {
 		content = json.RawMessage("null")
@@ -192,12 +193,12 @@ func encodeChatMessage(m ChatMessage) json.RawMessage {
 	b = append(b, `,"content":`...)
 	b = append(b, content...)
 	if len(m.ToolCalls) > 0 {
-		tc, _ := marshal(m.ToolCalls)
+		tc, _ := openai.Marshal(m.ToolCalls)
 		b = append(b, `,"tool_calls":`...)
 		b = append(b, tc...)
 	}
 	if m.ToolCallID != "" {
-		id, _ := marshal(m.ToolCallID)
+		id, _ := openai.Marshal(m.ToolCallID)
 		b = append(b, `,"tool_call_id":`...)
 		b = append(b, id...)
 	}

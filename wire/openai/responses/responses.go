@@ -1,4 +1,4 @@
-package openai
+package responses
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // Item is the part of a Responses API input or output item the conversion
@@ -142,7 +143,7 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 				args = *it.Arguments
 			}
 			names[it.CallID] = it.Name
-			in := argumentsInput(args)
+			in := openai.ArgumentsInput(args)
 			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockToolCall, ID: it.CallID, Name: it.Name, Input: in})
 		case it.Type == "custom_tool_call":
 			if it.CallID == "" {
@@ -174,13 +175,13 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			if it.CallID == "" {
 				return nil, fmt.Errorf("input[%d].call_id: missing", i)
 			}
-			blocks, err := outputBlocks(it.Output)
+			blocks, err := openai.OutputBlocks(it.Output)
 			if err != nil {
 				return nil, fmt.Errorf("input[%d].output: %w", i, err)
 			}
 			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: it.CallID, ToolName: names[it.CallID], Content: blocks})
 		case (it.Type == "message" || it.Type == "") && (it.Role == "user" || it.Role == "assistant"):
-			blocks, err := messageBlocks(it.Content)
+			blocks, err := openai.MessageBlocks(it.Content)
 			if err != nil {
 				return nil, fmt.Errorf("input[%d].content: %w", i, err)
 			}
@@ -198,7 +199,7 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			}{raw})
 			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockJSON, JSON: env})
 		default:
-			env, _ := marshal(struct {
+			env, _ := openai.Marshal(struct {
 				Item json.RawMessage `json:"responses_item"`
 			}{raw})
 			out = append(out, history.Message{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockJSON, JSON: env}}})
@@ -227,111 +228,6 @@ func summaryText(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n\n"), nil
 }
 
-// part is one content part of a Responses or Chat message.
-type part struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	ImageURL json.RawMessage `json:"image_url"`
-}
-
-// Content converts message content in the OpenAI shapes — a string, null,
-// or an array of parts — for Chat messages, Responses items and Codex
-// rollouts alike: a non-empty string as one text block (none for ""); text
-// parts ("text", "input_text", "output_text") as text blocks; images
-// ("image_url" or "input_image", whose image_url is {"url": …} or the URL
-// itself) as image blocks when they hold a data URL; any other part kept
-// whole, byte for byte, as a json block (RenderItems sends it back as it
-// came). Errors: content that is neither, a part that is not an object.
-func Content(raw json.RawMessage) ([]history.Block, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if s == "" {
-			return nil, nil
-		}
-		return []history.Block{{Type: history.BlockText, Text: s}}, nil
-	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(raw, &raws); err != nil {
-		return nil, fmt.Errorf("content is neither a string nor an array of parts: %w", err)
-	}
-	out := make([]history.Block, 0, len(raws))
-	for i, r := range raws {
-		var p part
-		if err := json.Unmarshal(r, &p); err != nil {
-			return nil, fmt.Errorf("content part %d: %w", i, err)
-		}
-		switch p.Type {
-		case "text", "input_text", "output_text":
-			out = append(out, history.Block{Type: history.BlockText, Text: p.Text})
-		case "image_url", "input_image":
-			var url struct {
-				URL string `json:"url"`
-			}
-			if json.Unmarshal(p.ImageURL, &url.URL) != nil {
-				_ = json.Unmarshal(p.ImageURL, &url)
-			}
-			if img, ok := DataURLImage(url.URL); ok {
-				out = append(out, img)
-				continue
-			}
-			out = append(out, jsonBlock(r))
-		default:
-			out = append(out, jsonBlock(r))
-		}
-	}
-	return out, nil
-}
-
-// jsonBlock keeps a value whole (valid JSON, or its bytes as a JSON
-// string; empty input becomes {}).
-func jsonBlock(raw json.RawMessage) history.Block {
-	switch {
-	case len(bytes.TrimSpace(raw)) == 0:
-		raw = json.RawMessage("{}")
-	case json.Valid(raw):
-		raw = append(json.RawMessage(nil), raw...)
-	default:
-		raw, _ = json.Marshal(string(raw))
-	}
-	return history.Block{Type: history.BlockJSON, JSON: raw}
-}
-
-// messageBlocks is Content.
-func messageBlocks(raw json.RawMessage) ([]history.Block, error) { return Content(raw) }
-
-// outputBlocks reads a tool output: a string or an array of parts.
-func outputBlocks(raw json.RawMessage) ([]history.Block, error) {
-	blocks, err := messageBlocks(raw)
-	if err != nil {
-		return nil, err
-	}
-	if len(blocks) == 0 {
-		return []history.Block{{Type: history.BlockText, Text: ""}}, nil
-	}
-	return blocks, nil
-}
-
-// DataURLImage converts a "data:<media type>;base64,<data>" URL to an
-// image block; ok is false for any other URL.
-func DataURLImage(url string) (history.Block, bool) {
-	rest, ok := strings.CutPrefix(url, "data:")
-	if !ok {
-		return history.Block{}, false
-	}
-	meta, data, ok := strings.Cut(rest, ",")
-	if !ok {
-		return history.Block{}, false
-	}
-	media, ok := strings.CutSuffix(meta, ";base64")
-	if !ok {
-		return history.Block{}, false
-	}
-	return history.Block{Type: history.BlockImage, MediaType: media, Data: data}, true
-}
-
 // RenderItems renders canonical messages as Responses input items, the
 // inverse of ParseItems: what ParseItems read renders to items that mean
 // the same (reasoning and unknown items byte for byte). custom names the
@@ -343,7 +239,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 	var out []json.RawMessage
 	customCall := map[string]bool{}
 	add := func(v any) {
-		b, _ := marshal(v)
+		b, _ := openai.Marshal(v)
 		out = append(out, b)
 	}
 	for i := range msgs {
@@ -365,7 +261,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 			for _, b := range m.Content {
 				switch b.Type {
 				case history.BlockText:
-					t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
+					t, _ := openai.Marshal(map[string]any{"type": "output_text", "text": b.Text})
 					text = append(text, t)
 				case history.BlockJSON:
 					if item := keptItem(&history.Message{Content: []history.Block{b}}); item != nil {
@@ -377,7 +273,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 						text = append(text, b.JSON) // a part kept whole
 						continue
 					}
-					t, _ := marshal(map[string]any{"type": "output_text", "text": string(b.JSON)})
+					t, _ := openai.Marshal(map[string]any{"type": "output_text", "text": string(b.JSON)})
 					text = append(text, t)
 				case history.BlockThinking, history.BlockRedactedThinking:
 					flush()
@@ -406,7 +302,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 						out = append(out, json.RawMessage(b.Data))
 					} else if b.Text != "" {
 						// Another provider's readable summary.
-						t, _ := marshal(map[string]any{"type": "output_text", "text": b.Text})
+						t, _ := openai.Marshal(map[string]any{"type": "output_text", "text": b.Text})
 						text = append(text, t)
 					}
 				case history.BlockToolCall:
@@ -426,7 +322,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 						}{"custom_tool_call", b.ID, b.Name, s})
 						continue
 					}
-					args := Arguments(b.Input)
+					args := openai.Arguments(b.Input)
 					add(struct {
 						Type      string `json:"type"`
 						CallID    string `json:"call_id"`
@@ -443,7 +339,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 			}
 			var output any
 			if len(m.Content) == 1 && m.Content[0].Type == history.BlockText || m.IsError {
-				text := plainText(m.Content)
+				text := openai.PlainText(m.Content)
 				if m.IsError {
 					text = "[error] " + text
 				}
@@ -489,13 +385,13 @@ func inputParts(blocks []history.Block) []json.RawMessage {
 			parts = append(parts, b.JSON)
 			continue
 		default:
-			t := blockText(b)
+			t := openai.BlockText(b)
 			if t == "" && b.Type != history.BlockText {
 				continue
 			}
 			v = map[string]any{"type": "input_text", "text": t}
 		}
-		raw, _ := marshal(v)
+		raw, _ := openai.Marshal(v)
 		parts = append(parts, raw)
 	}
 	return parts
@@ -528,76 +424,6 @@ func isItem(raw json.RawMessage) bool {
 		Type string `json:"type"`
 	}
 	return len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &it) == nil && it.Type != ""
-}
-
-// marshal encodes v without HTML escaping (OpenAI's own encoders do not
-// escape <, > and &).
-func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// JoinItems encodes raw items as a JSON array.
-func JoinItems(items []json.RawMessage) []byte {
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, it := range items {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(it)
-	}
-	buf.WriteByte(']')
-	return buf.Bytes()
-}
-
-// RawArgumentsKey is the one member of a tool call's canonical input that
-// carries a function call's arguments as the client or the model sent
-// them, when the canonical model cannot hold them as they are: not a JSON
-// object (text that is not JSON, a truncated object, a string or an
-// array), or an object whose bytes a stored history would change (the
-// canonical form compacts tool call inputs: spacing, docs/design.md §2). The
-// renderers send the string back as the arguments, byte for byte, so a
-// request that carries such a call is forwarded as sent and the next
-// extends it (Arguments).
-const RawArgumentsKey = "openai_raw_arguments"
-
-// argumentsInput is a function call's input: the arguments' bytes when
-// they are a compact JSON object (kept exactly by the canonical form),
-// else {"openai_raw_arguments": "<the arguments>"} (RawArgumentsKey).
-func argumentsInput(args string) json.RawMessage {
-	raw := json.RawMessage(args)
-	if history.IsObject(raw) && json.Valid(raw) {
-		var c bytes.Buffer
-		if json.Compact(&c, raw) == nil && bytes.Equal(c.Bytes(), raw) {
-			return raw
-		}
-	}
-	in, _ := marshal(map[string]string{RawArgumentsKey: args})
-	return in
-}
-
-// Arguments is the arguments string of a function call whose canonical
-// input is in (argumentsInput's inverse): the string kept under
-// RawArgumentsKey when in is that envelope, else in's bytes ("{}" for
-// none).
-func Arguments(in json.RawMessage) string {
-	if len(in) == 0 {
-		return "{}"
-	}
-	if bytes.HasPrefix(in, []byte(`{"`+RawArgumentsKey+`":`)) {
-		var m map[string]json.RawMessage
-		var s string
-		if json.Unmarshal(in, &m) == nil && len(m) == 1 && json.Unmarshal(m[RawArgumentsKey], &s) == nil {
-			return s
-		}
-	}
-	return string(in)
 }
 
 // CustomToolNames returns the names of the free-form ("custom") tools

@@ -1,4 +1,4 @@
-package openai
+package responses
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // Recorded items: Codex CLI writes each Responses item of a conversation
@@ -103,7 +104,7 @@ func RecordedItem(payload json.RawMessage) (Recorded, error) {
 	}
 	switch p.Type {
 	case "message":
-		content, err := Content(p.Content)
+		content, err := openai.Content(p.Content)
 		if err != nil {
 			return Recorded{}, err
 		}
@@ -186,7 +187,7 @@ func recordedOutput(raw json.RawMessage) ([]history.Block, bool, error) {
 		return []history.Block{{Type: history.BlockText, Text: s}}, false, nil
 	}
 	if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
-		blocks, err := Content(raw)
+		blocks, err := openai.Content(raw)
 		return blocks, false, err
 	}
 	var obj struct {
@@ -196,7 +197,7 @@ func recordedOutput(raw json.RawMessage) ([]history.Block, bool, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, false, fmt.Errorf("output: %w", err)
 	}
-	blocks, err := Content(obj.Content)
+	blocks, err := openai.Content(obj.Content)
 	if err != nil {
 		return nil, false, fmt.Errorf("output %w", err)
 	}
