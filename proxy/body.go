@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math/bits"
 	"math/rand/v2"
@@ -17,7 +16,6 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/ctxd/ctxd/history"
-	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -77,154 +75,22 @@ type request struct {
 	checked *history.Checked
 }
 
-// errBadRequest marks a body the proxy cannot manage; the error names the
-// field.
-var errBadRequest = errors.New("bad request body")
-
-func badField(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", errBadRequest, field, fmt.Sprintf(format, args...))
-}
-
-// parseRequest reads body: a JSON object with a "messages" array. It scans
-// the top level by hand, in one pass without decoding what it does not
-// need: the messages are split into their raw elements (each decoded later
-// only when it is new), and only the small fields the proxy reads are
-// decoded. A body whose syntax it cannot follow is refused here; one that
-// is valid to the scanner but not JSON goes upstream and is the provider's
-// to refuse. Errors wrap errBadRequest and name the field.
+// parseRequest reads body, a Messages API request (parseBody).
 func parseRequest(body []byte) (*request, error) { return parseBody(body, dialectAnthropic) }
 
-// parseBody is parseRequest for the dialect d: its conversation key, and
-// the OpenAI fields.
+// parseBody reads body, a request of the dialect d, in one pass
+// (wire.Scan): a body whose syntax the scanner cannot follow is refused
+// here, with an error wrapping wire.ErrBadRequest that names the field.
 func parseBody(body []byte, d dialect) (*request, error) {
-	r := &request{d: d, body: body, msgStart: -1, changedAt: -1}
-	items := d.ItemsKey()
-	i := rawjson.SkipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return nil, badField("body", "not a JSON object")
+	w, err := wire.Scan(body, d)
+	if err != nil {
+		return nil, err
 	}
-	i = rawjson.SkipSpace(body, i+1)
-	if i < len(body) && body[i] == '}' {
-		return nil, badField(items, "missing")
-	}
-	for {
-		if i >= len(body) || body[i] != '"' {
-			return nil, badField("body", "expected a key at byte %d", i)
-		}
-		kEnd := rawjson.StringEnd(body, i)
-		key := string(body[i+1 : kEnd-1])
-		if strings.IndexByte(key, '\\') >= 0 {
-			if err := json.Unmarshal(body[i:kEnd], &key); err != nil {
-				return nil, badField("body", "key at byte %d: %v", i, err)
-			}
-		}
-		i = rawjson.SkipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return nil, badField(key, "expected ':' at byte %d", i)
-		}
-		vStart := rawjson.SkipSpace(body, i+1)
-		var (
-			vEnd  int
-			elems []json.RawMessage
-			err   error
-		)
-		if key == items {
-			// Split as it is scanned: one pass over the ~1 MB, not two.
-			if r.msgStart >= 0 {
-				return nil, badField(items, "given twice")
-			}
-			if vStart < len(body) && body[vStart] == '"' {
-				vEnd = rawjson.ValueEnd(body, vStart) // a Responses string input
-			} else if elems, vEnd, err = rawjson.ScanArray(body, vStart); err != nil {
-				return nil, badField(items, "%v", err)
-			}
-		} else {
-			vEnd = rawjson.ValueEnd(body, vStart)
-		}
-		if vEnd <= vStart || vEnd > len(body) {
-			return nil, badField(key, "no value")
-		}
-		raw := body[vStart:vEnd]
-		switch key {
-		case items:
-			r.msgStart, r.msgEnd = vStart, vEnd
-			if d == dialectResponses && raw[0] == '"' {
-				// A string input is one user message (the Responses
-				// API's own reading), kept as the client's bytes.
-				r.messages = []json.RawMessage{stringInput(raw)}
-				break
-			}
-			if raw[0] != '[' {
-				_, err = rawjson.SplitArray(raw) // "not an array"
-				break
-			}
-			r.messages = elems
-		case "instructions":
-			if d == dialectResponses {
-				r.system = raw
-			}
-		case "prompt_cache_key":
-			err = json.Unmarshal(raw, &r.promptCacheKey)
-		case "previous_response_id":
-			err = json.Unmarshal(raw, &r.previousResponseID)
-		case "conversation":
-			// A conversation the provider keeps (an id, or an object
-			// naming it): server-side state, like previous_response_id.
-			if d == dialectResponses && string(raw) != "null" {
-				r.conversation = true
-			}
-		case "stream_options":
-			r.streamOptions = raw
-		case "model":
-			err = json.Unmarshal(raw, &r.model)
-		case "stream":
-			err = json.Unmarshal(raw, &r.stream)
-		case "system":
-			r.system = raw
-		case "tools":
-			r.tools = raw
-		case "tool_choice":
-			r.toolChoice = raw
-		case "metadata":
-			r.metadata = raw
-		case "thinking":
-			r.thinking = raw
-		}
-		if err != nil {
-			return nil, badField(key, "%v", err)
-		}
-		i = rawjson.SkipSpace(body, vEnd)
-		if i < len(body) && body[i] == ',' {
-			i = rawjson.SkipSpace(body, i+1)
-			continue
-		}
-		if i < len(body) && body[i] == '}' {
-			if rest := rawjson.SkipSpace(body, i+1); rest != len(body) {
-				return nil, badField("body", "data after the object at byte %d", rest)
-			}
-			break
-		}
-		return nil, badField("body", "expected ',' or '}' at byte %d", i)
-	}
-	if r.msgStart < 0 {
-		return nil, badField(items, "missing")
-	}
-	for r.prefix < len(r.messages) && d.IsPrefix(r.messages[r.prefix]) {
-		r.prefix++
-	}
-	if len(r.messages) == r.prefix {
-		return nil, badField(items, "no conversation (empty, or only system and developer items)")
-	}
-	return r, nil
-}
-
-// stringInput is the item a Responses "input" given as a string stands
-// for: a user message whose content is that string, its bytes as sent.
-func stringInput(raw []byte) json.RawMessage {
-	m := make([]byte, 0, len(raw)+len(`{"role":"user","content":}`))
-	m = append(m, `{"role":"user","content":`...)
-	m = append(m, raw...)
-	return append(m, '}')
+	return &request{d: d, body: body, changedAt: -1, prefix: w.Prefix,
+		promptCacheKey: w.PromptCacheKey, previousResponseID: w.PreviousResponseID, conversation: w.Conversation,
+		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages,
+		model: w.Model, stream: w.Stream, system: w.System, tools: w.Tools, toolChoice: w.ToolChoice,
+		metadata: w.Metadata, thinking: w.Thinking}, nil
 }
 
 // drainTooLarge prepares the 413 of a body that went over limit bytes: it
