@@ -332,3 +332,39 @@ func (b *idleBody) Close() error {
 func authenticated(status int) bool {
 	return status < 500 && status != http.StatusUnauthorized && status != http.StatusForbidden && status != http.StatusProxyAuthRequired
 }
+
+// upstreamError is a one-line record of an upstream error: the status and
+// the provider's message (error bodies carry no credential; headers are
+// never read).
+func upstreamError(d dialect, status int, body []byte) string {
+	msg := strings.TrimSpace(string(body))
+	if d == nil {
+		d = dialectAnthropic
+	}
+	if e, ok := d.ErrorMessage(body); ok {
+		msg = e
+	}
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return fmt.Sprintf("upstream status %d: %s", status, msg)
+}
+
+// headerSafe makes s one header line.
+func headerSafe(s string) string {
+	// ASCII only: header values are bytes, and clients read them as
+	// Latin-1 ("≥" arrived as "â¥"); cut at 500 bytes, on a character.
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r < 0x20 || r == 0x7f:
+			return ' '
+		case r > 0x7f:
+			return '?'
+		}
+		return r
+	}, headerASCII.Replace(s))
+	if len(s) > 500 {
+		s = s[:500]
+	}
+	return s
+}

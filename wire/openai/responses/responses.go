@@ -194,7 +194,7 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 			}
 			out = append(out, history.Message{Role: history.RoleUser, Content: blocks})
 		case hostedCall(it.Type):
-			env, _ := marshal(struct {
+			env, _ := openai.Marshal(struct {
 				Item json.RawMessage `json:"responses_item"`
 			}{raw})
 			out[cur].Content = append(out[cur].Content, history.Block{Type: history.BlockJSON, JSON: env})

@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// errViolation: the assembled context breaks docs/design.md §4a; it is never
+// sent.
+var errViolation = errors.New("the assembled context breaks docs/design.md §4a, not sent")
+
+// errClientRule: the client's own request breaks docs/design.md §4a. It is
+// forwarded as sent (the provider judges it) and is not a ctxd violation.
+var errClientRule = errors.New("the client's own request breaks docs/design.md §4a; forwarded as sent for the provider to judge")
+
+// clientViolations checks what of docs/design.md §4a a Messages API client's
+// own request decides, without parsing the history ctxd already holds: the rules of
+// one message on the new messages (no empty text or message, thinking
+// first and not last), and the rules of the request's tail (the final
+// assistant message of an open tool loop starts with thinking when the
+// client enabled it; no thinking in a final assistant message when it did
+// not), on the messages from the last assistant one on.
+func clientViolations(req *request, added []history.Message, from int) history.Violations {
+	if req.d != dialectAnthropic {
+		// The rules are the Messages API's (OpenAI's accept, e.g., an
+		// empty content).
+		return nil
+	}
+	var vs history.Violations
+	// A new user or system message without content has no canonical
+	// message (ParseMessage gives none): recorded, it would vanish, and
+	// the request sent would be another (a prefill when it was the last).
+	for i := max(from, req.prefix); i < len(req.messages); i++ {
+		if role, empty := emptyMessage(req.messages[i]); empty {
+			vs = append(vs, history.Violation{Index: i, Rule: history.RuleEmptyMessage,
+				Message: fmt.Sprintf("messages[%d] (role %q) has no content; the provider refuses it (all messages must have non-empty content except for the optional final assistant message) and ctxd cannot record it", i, role)})
+		}
+	}
+	for i := range added {
+		if added[i].Role != history.RoleUser && added[i].Role != history.RoleAssistant {
+			continue
+		}
+		for _, v := range history.CheckRequest(added[i:i+1], history.Rules{OpenTail: true}) {
+			switch v.Rule {
+			case history.RuleEmptyText, history.RuleEmptyMessage, history.RuleThinkingFirst, history.RuleThinkingLast:
+				vs = append(vs, v)
+			}
+		}
+	}
+	rules := history.Rules{Thinking: anthropic.ThinkingMode(req.thinking), OpenTail: true}
+	// The tail from the last assistant message (a few messages back). An
+	// assistant message ctxd already holds (before from) is the provider's
+	// answer as recorded or one a request the provider accepted carried:
+	// not the client's new content (docs/design.md §4a).
+	for i := len(req.messages) - 1; i >= req.prefix && i >= len(req.messages)-64; i-- {
+		if anthropic.Role(req.messages[i]) != "assistant" {
+			// Its role is enough: decoding a user message only to read it
+			// copied all its text (tens of MB for a hostile body).
+			continue
+		}
+		ms, err := anthropic.ParseMessage(req.messages[i], nil)
+		if err != nil || len(ms) == 0 || ms[0].Role != history.RoleAssistant {
+			continue
+		}
+		if i < from {
+			break
+		}
+		tail, err := req.d.Parse(req.messages, i)
+		if err != nil {
+			break
+		}
+		for _, v := range history.CheckRequest(tail, rules) {
+			switch v.Rule {
+			case history.RuleLoopThinking, history.RuleThinkingOff:
+				v.Index += i
+				vs = append(vs, v)
+			}
+		}
+		break
+	}
+	return vs
+}
+
+// emptyMessage reports whether the client's message raw, not an assistant
+// one, has no content that ParseMessage keeps: content missing, null, ""
+// or [], or a system message without text. role is its role.
+func emptyMessage(raw json.RawMessage) (role string, empty bool) {
+	var content []byte
+	ok := rawjson.Members(raw, func(key string, vs, ve int) bool {
+		switch key {
+		case "role":
+			_ = json.Unmarshal(raw[vs:ve], &role)
+		case "content":
+			content = raw[vs:ve]
+		}
+		return true
+	})
+	if !ok || role == "assistant" {
+		return role, false
+	}
+	switch c := content; {
+	case len(c) == 0 || string(c) == "null" || string(c) == `""`:
+		return role, true
+	case c[0] == '[' && rawjson.SkipSpace(content, 1) < len(content) && content[rawjson.SkipSpace(content, 1)] == ']':
+		return role, true
+	case role == "system":
+		ms, err := anthropic.ParseMessage(raw, nil)
+		return role, err == nil && len(ms) == 0
+	}
+	return role, false
+}

@@ -1,0 +1,372 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/ledger"
+)
+
+// A conversation's state in the proxy (docs/design.md §10): a lane per
+// client conversation, its branches, each bound to an engine session,
+// and the record of what was sent and answered (the client state the
+// engine keeps).
+
+// record is what the proxy keeps of a branch, as a client_state event
+// written with the messages it accounts for (engine.AppendOptions), so a
+// restarted daemon matches the client's next request exactly as before.
+type record struct {
+	// Key is the conversation key (conversationKey).
+	Key string `json:"key"`
+	// N is how many of the client's messages are accounted for, and Chain
+	// the hash chain over them (markers removed), hex.
+	N     int    `json:"n"`
+	Chain string `json:"chain"`
+	// Resp identifies the answer recorded after the request of N messages;
+	// the client's message N must be it. Nil when none was recorded.
+	Resp *answerSig `json:"resp,omitempty"`
+	// BranchOf names the branch this one replaced after a client rewrite;
+	// SupersededBy the branch that replaced this one.
+	BranchOf     string `json:"branch_of,omitempty"`
+	SupersededBy string `json:"superseded_by,omitempty"`
+	// Reason says why this branch began.
+	Reason string `json:"reason,omitempty"`
+	// LastError is the newest upstream error, passed to the client as it
+	// came (status and the provider's message, never a header).
+	LastError string `json:"last_error,omitempty"`
+}
+
+// answerSig identifies an answer as the client sends it back: its tool
+// call ids and the digest of its text. Thinking and byte layout are left
+// out (a client re-encodes what it received).
+type answerSig struct {
+	ToolCalls []string `json:"tool_calls,omitempty"`
+	Text      string   `json:"text"`
+	// Inputs are the digests of the tool calls' inputs, in order, in one
+	// JSON form (inputDigest): a client that edited a call's input in its
+	// history rewrote the answer, and its edit is sent, not ctxd's
+	// record. Absent in records of an older ctxd (not compared then).
+	Inputs []string `json:"inputs,omitempty"`
+	// Norm is the digest of the text with whitespace runs as one space
+	// and blank blocks left out: a client that re-flows the answer's text
+	// still sends the answer (docs/design.md §10). Empty in a record
+	// written before it existed: Text is compared then.
+	Norm string `json:"norm,omitempty"`
+}
+
+// inputDigest is the digest of a tool call's input in one JSON form (keys
+// sorted, no spacing): a client that re-encodes the input it received
+// gives the same digest.
+func inputDigest(in json.RawMessage) string {
+	var v any
+	b := []byte(in)
+	if json.Unmarshal(in, &v) == nil {
+		if c, err := json.Marshal(v); err == nil {
+			b = c
+		}
+	}
+	d := sha256.Sum256(b)
+	return hex.EncodeToString(d[:8])
+}
+
+func sigOf(m history.Message) *answerSig {
+	s := &answerSig{}
+	h, n := sha256.New(), sha256.New()
+	for _, b := range m.Content {
+		switch b.Type {
+		case history.BlockText:
+			h.Write([]byte(b.Text))
+			if t := strings.Join(strings.Fields(b.Text), " "); t != "" {
+				n.Write([]byte(t))
+				n.Write([]byte{0})
+			}
+		case history.BlockToolCall:
+			s.ToolCalls = append(s.ToolCalls, b.ID)
+			s.Inputs = append(s.Inputs, inputDigest(b.Input))
+		}
+	}
+	s.Text = hex.EncodeToString(h.Sum(nil))[:32]
+	s.Norm = hex.EncodeToString(n.Sum(nil))[:32]
+	return s
+}
+
+// matches reports whether the client's message raw is the answer s (an
+// Anthropic message).
+func (s *answerSig) matches(raw json.RawMessage) bool {
+	return dialectAnthropic.AnswerLen([]json.RawMessage{raw}, 0, s.equal) == 1
+}
+
+// equal reports whether the canonical assistant message m is the answer s
+// (blank text blocks left out).
+func (s *answerSig) equal(m history.Message) bool {
+	var nonEmpty []history.Block
+	for _, b := range m.Content {
+		if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
+			continue
+		}
+		nonEmpty = append(nonEmpty, b)
+	}
+	o := sigOf(history.Message{Content: nonEmpty})
+	text := o.Text == s.Text
+	if s.Norm != "" {
+		text = o.Norm == s.Norm
+	}
+	return text && slices.Equal(o.ToolCalls, s.ToolCalls) && (s.Inputs == nil || slices.Equal(o.Inputs, s.Inputs))
+}
+
+// lane is one conversation: its branches (ctxd sessions), newest last. Its
+// semaphore serializes the conversation's requests.
+type lane struct {
+	// users counts the requests using the lane (guarded by Proxy.mu).
+	users    int
+	key      string
+	sem      chan struct{}
+	loaded   bool
+	branches []*branch
+	// digests of the previous request's messages (chainsWith).
+	digests msgDigests
+}
+
+// branch is one ctxd session of a conversation.
+type branch struct {
+	id  string
+	rec record
+	// sysDigest and toolsDigest are the client's system and tools bytes
+	// last given to the engine; zero after a restart.
+	sysDigest, toolsDigest digest
+	// enc is the last outgoing messages with their encodings (guarded by
+	// Proxy.mu for the cache bound; used under the lane's lock).
+	enc []cachedMessage
+	// rawIdx maps the digest of ctxd's rendering of a client message to
+	// its index in the client's list, for the first rawN messages
+	// (indexClient; guarded like enc).
+	rawIdx *clientIndex
+	rawN   int
+	// itemIdx and itemN are the same for an OpenAI branch's items
+	// (indexClientItems), apart: the keys are another hash.
+	itemIdx *clientIndex
+	itemN   int
+	// rendered is the Anthropic rendering, before cache markers, of the
+	// context last sent on the branch (renderWire; guarded like enc).
+	rendered *renderCache
+	// chain is the hash chain of the client's last request accounted for
+	// (chains), to find where a rewrite forked; nil after a restart.
+	chain []digest
+	// state is the client_state this proxy last read or wrote for the
+	// branch: another node of a fleet wrote when the log's differs (fresh).
+	state json.RawMessage
+	// unrecorded: the branch's session was created and holds nothing
+	// (its first request was never recorded); the next request that
+	// extends no branch records into it, as into a new one.
+	unrecorded bool
+	// pendingLimit is the window (tokens) of the X-Ctxd-Context-Limit
+	// header of the request that created the branch, while the upstream
+	// has not yet accepted its credential: applied once it has (0: none).
+	pendingLimit uint64
+	// conv is the ledger's cache models of the branch's requests and
+	// ledgerSeq the session's last seq at its last ledger entry (0: none
+	// since the proxy started), docs/design.md §10.
+	conv      ledger.Conversation
+	ledgerSeq uint64
+}
+
+// forkedFrom is the branch a request that extends none of the lane's
+// branches was forked from: the one sharing the longest prefix with it
+// (cs is the request's hash chain), the newest among equals; the newest
+// branch when none shares a message (the client replaced its history,
+// e.g. by its own compaction) or its chain is unknown (after a restart).
+func (l *lane) forkedFrom(cs []digest) *branch {
+	var best *branch
+	bestLen := 0
+	for _, b := range l.branches {
+		n := min(len(b.chain), len(cs)) - 1
+		// The longest common prefix, by bisection: chains equal at k are
+		// equal below k (chains[0] is the zero digest for all).
+		lo, hi := 0, max(n, 0)
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if b.chain[mid] == cs[mid] {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if lo > 0 && lo >= bestLen {
+			best, bestLen = b, lo
+		}
+	}
+	if best == nil && len(l.branches) > 0 {
+		best = l.branches[len(l.branches)-1]
+	}
+	return best
+}
+
+func (l *lane) lock(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *lane) unlock() { <-l.sem }
+
+// lane returns the conversation's lane, counted as in use until release.
+func (p *Proxy) lane(key string) *lane {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.lanes[key]
+	if l == nil {
+		if len(p.lanes) >= maxLanes {
+			p.dropIdleLanesLocked()
+		}
+		l = &lane{key: key, sem: make(chan struct{}, 1)}
+		p.lanes[key] = l
+	}
+	l.users++
+	return l
+}
+
+func (p *Proxy) release(l *lane) {
+	p.mu.Lock()
+	l.users--
+	p.mu.Unlock()
+}
+
+// maxLanes bounds the conversations kept in memory; beyond it the unused
+// ones are dropped (their branches are found again from the engine at
+// their next request: the record is durable).
+const maxLanes = 4096
+
+// dropIdleLanesLocked forgets every lane no request uses. Called with p.mu
+// held.
+func (p *Proxy) dropIdleLanesLocked() {
+	for k, l := range p.lanes {
+		if l.users == 0 {
+			delete(p.lanes, k)
+		}
+	}
+}
+
+// load finds the branches a previous run recorded: sessions are named by
+// the key, branch after branch, so they are found without a listing.
+func (p *Proxy) load(ctx context.Context, l *lane) error {
+	if l.loaded {
+		return nil
+	}
+	for k := 0; ; k++ {
+		id := sessionID(p.secret, l.key, k)
+		st, err := p.eng.ClientState(ctx, id)
+		if errors.Is(err, engine.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		b := &branch{id: id, state: st}
+		if st != nil {
+			if err := json.Unmarshal(st, &b.rec); err != nil {
+				return fmt.Errorf("session %s: client_state: %w", id, err)
+			}
+		} else if info, err := p.eng.Session(ctx, id); err == nil && info.Messages == 0 {
+			// Created for a request whose record was never written (the
+			// daemon stopped before the upstream accepted it, trail.go):
+			// the conversation's next request records into it.
+			b.unrecorded = true
+		}
+		b.rec.Key = l.key
+		l.branches = append(l.branches, b)
+	}
+	l.loaded = true
+	return nil
+}
+
+// fresh makes the lane the log's when another node of a fleet served the
+// conversation (docs/design.md §9): a branch whose client_state in the log is
+// not the one this proxy last read or wrote, or a branch it has not seen,
+// means the lane is stale, and it is rebuilt from the log as after a
+// restart. Without a shared log nobody else writes, and nothing is read.
+func (p *Proxy) fresh(ctx context.Context, l *lane) error {
+	if !l.loaded || !p.eng.Shared() {
+		return nil
+	}
+	stale := false
+	for _, b := range l.branches {
+		st, err := p.eng.ClientState(ctx, b.id)
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+		if err != nil || !bytes.Equal(st, b.state) {
+			stale = true
+			break
+		}
+	}
+	if !stale {
+		_, err := p.eng.ClientState(ctx, sessionID(p.secret, l.key, len(l.branches)))
+		if err == nil {
+			stale = true
+		} else if !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+	}
+	if stale {
+		l.branches, l.loaded = nil, false
+		return p.load(ctx, l)
+	}
+	return nil
+}
+
+// applyPendingLimit gives the session of b the window its client asked for
+// (X-Ctxd-Context-Limit) now that the upstream accepted the client's
+// credential.
+func (p *Proxy) applyPendingLimit(ctx context.Context, b *branch) {
+	n := b.pendingLimit
+	b.pendingLimit = 0
+	if _, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{ContextLimit: &n}); err != nil {
+		p.log.Warn("applying the client's window", "session", b.id, "header", HeaderContextLimit, "err", err)
+	}
+}
+
+// dropBranch deletes the session a request created when the upstream did
+// not accept the request (docs/design.md §10): a refused request leaves
+// no state. Called under the lane's lock.
+func (p *Proxy) dropBranch(ctx context.Context, l *lane, pl *plan) {
+	if err := p.eng.DeleteSession(ctx, pl.b.id); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		p.log.Warn("deleting the session of a refused request", "session", pl.b.id, "err", err)
+	}
+	if n := len(l.branches); n > 0 && l.branches[n-1] == pl.b {
+		l.branches = l.branches[:n-1]
+	}
+	p.creds.mu.Lock()
+	if c := p.creds.m[pl.b.id]; c != nil {
+		c.release()
+		delete(p.creds.m, pl.b.id)
+	}
+	p.creds.mu.Unlock()
+	p.quotaForget(pl.b.id)
+}
+
+// supersede records on prev that b replaced it (the client rewrote its
+// history), once the upstream accepted b's first request.
+func (p *Proxy) supersede(ctx context.Context, prev, b *branch) {
+	p.branches.Add(1)
+	prev.rec.SupersededBy = b.id
+	if st, err := json.Marshal(prev.rec); err == nil {
+		if _, err := p.eng.AppendWith(ctx, prev.id, nil, engine.AppendOptions{ClientState: st}); err != nil {
+			p.log.Warn("recording a superseded branch", "session", prev.id, "err", err)
+		} else {
+			prev.state = st
+		}
+	}
+	p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
+}

@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/trigger"
+)
+
+// recoverOverflow is the overflow recovery (docs/design.md §10): the
+// provider's figures go to the session (its count corrects the estimate, a
+// window it names is learned), then an overflow compaction, and the
+// request is retried once — only when it is now under the window by the
+// provider's count with a margin (OverflowMargin); otherwise a deeper
+// compaction that retains nothing, and if even that leaves it over, no
+// retry. False when no retry was sent; the caller then passes the
+// provider's error on, with a Ctxd-Diagnostic saying why
+// (docs/decisions.md "Overflow recovery retries only what fits").
+func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
+	ctx := r.Context()
+	count, limit := req.d.ContextLengthFigures(x.ovBody)
+	if _, err := p.eng.ObserveOverflow(ctx, pl.b.id, engine.Overflow{Count: count, Limit: limit}); err != nil {
+		p.log.Warn("recording the overflow's figures", "session", pl.b.id, "err", err)
+	}
+	before := pl.tokens
+	fail := func(why string) bool {
+		p.log.Warn("overflow not retried; the provider's error goes to the client", "session", pl.b.id, "why", why)
+		w.Header().Set(HeaderDiagnostic, headerSafe("overflow not recovered: "+why))
+		p.m.overflow(req.d, false)
+		return false
+	}
+	var (
+		out  *outBody
+		diag string
+	)
+	for pass := 0; ; pass++ {
+		var err error
+		if pass == 0 {
+			_, err = p.eng.Compact(ctx, pl.b.id, trigger.Overflow, true)
+		} else {
+			_, err = p.eng.CompactDeeper(ctx, pl.b.id)
+		}
+		// A stalled compaction wrote its checkpoint: whether the retry
+		// fits is the test below.
+		if err != nil && !errors.Is(err, engine.ErrStalled) && (pass == 0 || !errors.Is(err, engine.ErrNothingToCompact)) {
+			return fail("the overflow compaction failed: " + err.Error())
+		}
+		if out, diag, err = p.assemble(ctx, pl, req); err != nil {
+			return fail("the retry could not be built: " + err.Error())
+		}
+		target, of := overflowTarget(pl.window, count, before)
+		if pl.tokens <= target {
+			break
+		}
+		if pass == 1 {
+			return fail(fmt.Sprintf("after the overflow compaction the request is still %d tokens by the provider's count, over %s: a retry would be refused again", pl.tokens, of))
+		}
+	}
+	pl.out = out
+	x.body, x.retried, x.overflow = out, true, nil
+	x.server, x.beta = pl.server, pl.beta
+	if diag != "" {
+		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
+	}
+	p.m.overflow(req.d, true)
+	// Counted recovered or failed by modifyResponse when the retry's
+	// answer arrives, before any byte of it reaches the client.
+	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
+	return true
+}
+
+// OverflowMargin is the share of the context window an overflow retry
+// keeps free by the provider's count: the estimate of what changed since
+// the provider counted errs, and a retry refused again costs the agent
+// its answer.
+const OverflowMargin = 0.05
+
+// overflowTarget is the most tokens an overflow retry may carry, and what
+// it is, in words: the window less OverflowMargin; with no window known,
+// a tenth under the provider's count of the refused request (or ctxd's
+// estimate of it, when the provider gave no count).
+func overflowTarget(window, count, before uint64) (uint64, string) {
+	if window > 0 {
+		t := uint64(float64(window) * (1 - OverflowMargin))
+		return t, fmt.Sprintf("the window of %d tokens less a %.0f %% margin (%d)", window, OverflowMargin*100, t)
+	}
+	ref, what := count, "the provider's count of the refused request"
+	if ref == 0 {
+		ref, what = before, "ctxd's estimate of the refused request"
+	}
+	t := ref * 9 / 10
+	return t, fmt.Sprintf("a tenth under %s, %d tokens (%d)", what, ref, t)
+}

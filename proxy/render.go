@@ -1,0 +1,371 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// Rendering a managed conversation for the Messages API with the
+// branch's caches: the rendering extended from the last one, the client's
+// messages indexed by their rendering, each message's encoding reused (the
+// wire knowledge is wire/anthropic's: ClientKey, ClientBytes,
+// ClientResults, PlaceMarkers).
+
+// renderAnthropic checks docs/design.md §4a for the thinking setting the client
+// sent (the engine checked the rules that hold either way; its check is
+// reused when req.checked is set), renders the messages, places the
+// client's cache markers and encodes them.
+func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request) ([]byte, error) {
+	rules := history.Rules{Thinking: anthropic.ThinkingMode(req.thinking)}
+	var vs history.Violations
+	if req.checked != nil {
+		vs = req.checked.Violations(rules)
+	} else {
+		vs = history.CheckRequest(history.Sendable(msgs), rules)
+	}
+	if err := vs.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errViolation, err)
+	}
+	out, err := p.renderWire(b, msgs)
+	if err != nil {
+		return nil, err
+	}
+	anthropic.PlaceMarkers(out, req.messages)
+	return p.encode(b, out, req, p.indexClient(b, req))
+}
+
+// renderCache is a branch's last rendering: the engine messages, as keys,
+// and their Anthropic rendering without cache markers.
+type renderCache struct {
+	keys []renderKey
+	wire []anthropic.Message
+}
+
+// renderKey is an engine message as anthropic.Render reads it: role, tool
+// call id, error flag and blocks, the blocks by address and length. The
+// engine never changes a block in place (a rendering that differs — an
+// elided result, withheld thinking — is a new slice), and the key holds
+// the blocks, so an equal key is the same message.
+type renderKey struct {
+	role    history.Role
+	id      string
+	isError bool
+	content []history.Block
+}
+
+func keyOfMessage(m *history.Message) renderKey {
+	return renderKey{role: m.Role, id: m.ToolCallID, isError: m.IsError, content: m.Content}
+}
+
+func (k *renderKey) same(m *history.Message) bool {
+	return k.role == m.Role && k.id == m.ToolCallID && k.isError == m.IsError && len(k.content) == len(m.Content) &&
+		(len(m.Content) == 0 || &k.content[0] == &m.Content[0])
+}
+
+// renderWire is anthropic.Render(msgs).Messages. When the messages the
+// branch rendered last are a prefix of msgs, unchanged (between recorded
+// rewrites, docs/design.md §4), only the rest is rendered, after the cached
+// rendering (anthropic.AppendMessages). The last anthropic.MarkerReach messages of
+// the result have their own copy of their blocks, for anthropic.PlaceMarkers; the
+// rest share the cache's and must not be changed. Called under the lane's
+// lock. With verifyEncoding (tests) it compares its result with
+// anthropic.Render's and returns an error when they differ.
+func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Message, error) {
+	p.mu.Lock()
+	c := b.rendered
+	p.mu.Unlock()
+	k := 0
+	if c != nil && len(c.keys) <= len(msgs) {
+		k = len(c.keys)
+		for i := 0; i < k; i++ {
+			if !c.keys[i].same(&msgs[i]) {
+				k = 0
+				break
+			}
+		}
+	}
+	keys := make([]renderKey, 0, len(msgs))
+	base := []anthropic.Message{}
+	if k > 0 {
+		keys = append(keys, c.keys...)
+		base = make([]anthropic.Message, len(c.wire), len(c.wire)+2*(len(msgs)-k)+1)
+		copy(base, c.wire)
+		if n := len(base); n > 0 {
+			// A tool result may join the last message: on a new array.
+			base[n-1].Content = slices.Clip(base[n-1].Content)
+		}
+	}
+	wire := anthropic.AppendMessagesWith(base, msgs[k:], anthropic.Carry)
+	if verifyEncoding {
+		if full := anthropic.RenderWith("", nil, msgs, anthropic.Carry).Messages; !reflect.DeepEqual(wire, full) {
+			return nil, fmt.Errorf("proxy: the rendering extended from %d cached messages differs from a full one", k)
+		}
+	}
+	for i := k; i < len(msgs); i++ {
+		keys = append(keys, keyOfMessage(&msgs[i]))
+	}
+	p.mu.Lock()
+	b.rendered = &renderCache{keys: keys, wire: wire}
+	p.mu.Unlock()
+	out := slices.Clone(wire)
+	for i := max(0, len(out)-anthropic.MarkerReach); i < len(out); i++ {
+		out[i].Content = slices.Clone(out[i].Content)
+	}
+	return out, nil
+}
+
+// indexClient records, for the client's messages of req not yet indexed on
+// b, the digest of the marker-free encoding of ctxd's rendering of each
+// (one client message rendering to one wire message) → its indexes, in
+// order, and whether each is plain text. An outgoing message with the same
+// rendering is then sent as the client's own bytes (encode): what ctxd has not rewritten passes through
+// byte-identical — document blocks, text citations and every field the
+// canonical model does not keep, key order and spacing (docs/proxy.md).
+// After a restart or a new branch the whole list is indexed once. It
+// returns the index. Called under the lane's lock.
+func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
+	p.mu.Lock()
+	idx, n := b.rawIdx, b.rawN
+	p.mu.Unlock()
+	if idx == nil || n > len(req.messages) || (req.changedAt >= 0 && req.changedAt < n) {
+		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
+	}
+	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]
+	idx.verbatim = slices.Grow(idx.verbatim[:min(n, len(idx.verbatim))], len(req.messages)-n)[:len(req.messages)]
+	for k := n; k < len(req.messages); k++ {
+		idx.verbatim[k] = anthropic.Role(req.messages[k]) == "system"
+		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(req.messages[k])
+	}
+	for k := max(n, req.prefix); k < len(req.messages); k++ {
+		if d, results, ok := anthropic.ClientKey(req.messages[k]); ok {
+			idx.keys[d] = append(idx.keys[d], k)
+			if results {
+				idx.indexResults(req.messages[k])
+			}
+		}
+	}
+	p.mu.Lock()
+	b.rawIdx, b.rawN = idx, len(req.messages)
+	p.mu.Unlock()
+	return idx
+}
+
+// indexResults records each tool_result block of the client's user
+// message raw that has a member the canonical model does not keep
+// (anthropic.ClientResults): its tool_use_id → the block without its
+// marker and the digest of ctxd's marker-free rendering of it
+// (clientIndex.results).
+func (idx *clientIndex) indexResults(raw json.RawMessage) {
+	anthropic.ClientResults(raw, func(id string, block []byte, key digest) {
+		if idx.results == nil {
+			idx.results = map[string]clientResult{}
+		}
+		idx.results[id] = clientResult{raw: block, key: key}
+	})
+}
+
+// clientResult is a client's tool_result block kept by indexResults.
+type clientResult struct {
+	raw []byte // the block as the client sent it, without its marker
+	key digest // of ctxd's marker-free rendering of it
+}
+
+// withClientResults is the encoding of the outgoing user message m, which
+// is not a client message unchanged (a tool result in it was rewritten),
+// with each tool_result block of a client's block kept by indexResults sent
+// as the client's block, its fields the canonical model lacks
+// (cache_reference) and key order kept, ctxd's marker after it: byte for
+// byte when ctxd's rendering of it is unchanged, else with ctxd's content
+// (an offloaded result's stub) in place of the client's. nil when no block
+// is the client's.
+func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
+	if len(idx.results) == 0 || m.Role != "user" {
+		return nil, nil
+	}
+	var c []anthropic.Block
+	for j := range m.Content {
+		b := m.Content[j]
+		if b.Type != "tool_result" || len(b.Raw) > 0 {
+			continue
+		}
+		r, ok := idx.results[b.ToolUseID]
+		if !ok {
+			continue
+		}
+		b.CacheControl = nil
+		e, err := json.Marshal(&b)
+		if err != nil {
+			return nil, err
+		}
+		raw := r.raw
+		if sha256.Sum256(e) != r.key {
+			if raw = anthropic.WithContent(r.raw, b.Content); raw == nil {
+				continue
+			}
+		}
+		if c == nil {
+			c = slices.Clone(m.Content)
+		}
+		c[j] = anthropic.Block{Type: b.Type, Raw: raw, CacheControl: m.Content[j].CacheControl}
+	}
+	if c == nil {
+		return nil, nil
+	}
+	return json.Marshal(&anthropic.Message{Role: m.Role, Content: c})
+}
+
+// clientIndex is a branch's index of the client's messages (indexClient):
+// keys maps the digest of ctxd's rendering of a message to its indexes, in
+// order; plain[k] says whether message k is plain text (plainText).
+type clientIndex struct {
+	keys  map[digest][]int
+	plain []bool
+	// results maps the tool_use_id of a client's tool_result block with a
+	// member the canonical model lacks to that block (indexResults).
+	results map[string]clientResult
+	// verbatim[k]: message k goes out as the client's bytes, markers
+	// included, whatever ctxd placed on its rendering: a "system" message
+	// (Claude Code's), which ctxd reads as user text and would otherwise
+	// send as a user message without its markers.
+	verbatim []bool
+}
+
+// encode is json.Marshal(wire), reusing the encoding of every message equal
+// to one the branch sent before: between recorded rewrites the context is
+// an extension of the previous one (docs/design.md §4), so only the new messages
+// (and those whose cache markers moved) are encoded. A message's encoding
+// depends on nothing but the message, so equality is the whole rule.
+//
+// A message that is ctxd's rendering of a client message it has not
+// rewritten goes out as the client's own bytes (anthropic.ClientBytes).
+func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *clientIndex) ([]byte, error) {
+	p.mu.Lock()
+	old := b.enc
+	p.mu.Unlock()
+	next := make([]cachedMessage, len(wire))
+	parts := make([][]byte, len(wire))
+	for i := range wire {
+		if i < len(old) && anthropic.EqualMessage(&old[i].msg, &wire[i]) {
+			next[i] = old[i]
+		} else {
+			e, err := json.Marshal(&wire[i])
+			if err != nil {
+				return nil, err
+			}
+			key, err := anthropic.MarkerFreeDigest(&wire[i], e)
+			if err != nil {
+				return nil, err
+			}
+			next[i] = cachedMessage{msg: wire[i], enc: e, key: key}
+		}
+	}
+	// Aligned from the end, as the client's list and the assembled context
+	// end alike: each outgoing message takes the latest client message
+	// before the one the next took with the same rendering (a rendering
+	// twice in the list — "ok" with and without citations — takes its own).
+	lastK := len(req.messages)
+	for i := len(wire) - 1; i >= 0; i-- {
+		parts[i] = next[i].enc
+		ks := idx.keys[next[i].key]
+		j, _ := slices.BinarySearch(ks, lastK)
+		if j == 0 {
+			c, err := withClientResults(idx, &wire[i])
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				parts[i] = c
+			}
+			continue
+		}
+		k := ks[j-1]
+		lastK = k
+		unmarked := k < len(req.marked) && !req.marked[k]
+		if c := anthropic.ClientBytes(req.messages[k], &wire[i], idx.verbatim[k], idx.plain[k], unmarked); c != nil {
+			parts[i] = c
+		}
+	}
+	// The outgoing body (request.spliced) is these parts between the
+	// client's prefix and suffix, not copied into one buffer (outBody).
+	body := &outBody{parts: make([][]byte, 0, 2*len(parts)+3), buf: req.buf}
+	body.add(req.body[:req.msgStart])
+	msgs := len(body.parts)
+	body.add(arrOpen)
+	for i, c := range parts {
+		if i > 0 {
+			body.add(arrComma)
+		}
+		body.add(c)
+	}
+	for i, c := range req.tail {
+		if i > 0 || len(parts) > 0 {
+			body.add(arrComma)
+		}
+		body.add(c)
+	}
+	body.add(arrClose)
+	var out []byte
+	if verifyEncoding {
+		out = (&outBody{parts: body.parts[msgs:]}).bytes()
+	}
+	body.add(req.body[req.msgEnd:])
+	req.spliced = body
+	if verifyEncoding {
+		for i := range wire {
+			if want, _ := json.Marshal(&wire[i]); !bytes.Equal(next[i].enc, want) {
+				return nil, fmt.Errorf("proxy: cached encoding of message %d differs from json.Marshal", i)
+			}
+		}
+		if !json.Valid(out) {
+			return nil, fmt.Errorf("proxy: outgoing messages are not JSON")
+		}
+	}
+	p.keepEncoding(b, next)
+	return out, nil
+}
+
+// verifyEncoding makes encode compare its result with json.Marshal (tests).
+var verifyEncoding = false
+
+// cachedMessage is a message sent, its JSON encoding, and the digest of
+// its encoding without cache markers (anthropic.MarkerFreeDigest).
+type cachedMessage struct {
+	msg anthropic.Message
+	enc []byte
+	key digest
+}
+
+// maxEncodingCaches bounds the branches that keep their last encoding (about
+// the size of their context each).
+const maxEncodingCaches = 32
+
+// keepEncoding stores b's encoding and drops the oldest other branch's
+// beyond maxEncodingCaches.
+func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.enc = enc
+	p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
+	p.encOrder = append(p.encOrder, b)
+	for len(p.encOrder) > maxEncodingCaches {
+		p.encOrder[0].enc = nil
+		p.encOrder[0].rawIdx, p.encOrder[0].rawN = nil, 0
+		p.encOrder[0].itemIdx, p.encOrder[0].itemN = nil, 0
+		p.encOrder[0].rendered = nil
+		p.encOrder = p.encOrder[1:]
+	}
+}
+
+var (
+	arrOpen  = []byte("[")
+	arrComma = []byte(",")
+	arrClose = []byte("]")
+)
