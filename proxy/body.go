@@ -356,7 +356,7 @@ func messageDigest(m []byte, key matchKey) digest {
 type msgDigests struct {
 	fast []uint64
 	sha  []digest
-	// marked[i]: message i holds a "cache_control" member (hasMarker),
+	// marked[i]: message i holds a cache marker (wire.HasMarker),
 	// computed with its SHA-256, so encode does not search the unchanged
 	// messages for one again.
 	marked []bool

@@ -35,18 +35,19 @@ type exchange struct {
 	retried bool
 	// timed: the added latency was observed (at the first send).
 	timed bool
-	// recover, on a managed request, compacts after an upstream
-	// context-length refusal and retries once; it reports whether it
-	// answered the client.
-	recover func(w http.ResponseWriter, r *http.Request) bool
+	// recoverable: a managed request whose refusal before the first byte
+	// (an overflow, or the provider's compaction refused) the attempt loop
+	// recovers once (serveManaged); refused is that refusal, set by the
+	// error handler for the loop (errOverflow or errServerRefused).
+	recoverable bool
+	refused     error
 
 	// server: the body carries the provider's compaction (shape server),
-	// beta the anthropic-beta value it needs; recoverServer answers an
-	// upstream refusal of it (servershape.go), refusal says why.
-	server        bool
-	beta          string
-	recoverServer func(w http.ResponseWriter, r *http.Request, why string) bool
-	refusal       string
+	// beta the anthropic-beta value it needs; refusal says why the
+	// upstream refused it (servershape.go).
+	server  bool
+	beta    string
+	refusal string
 
 	// fp is the fingerprint of the client's credential; accepted is set
 	// once the upstream answered under 300 (the first byte of an answer
@@ -162,7 +163,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if !x.managed {
 		return nil
 	}
-	if x.retried && x.refusal == "" && x.recover != nil {
+	if x.retried && x.refusal == "" && x.recoverable {
 		// The overflow retry's answer: recovered only when the upstream
 		// accepted it (status counts the overflows recovered); refused
 		// again, for any reason, the recovery failed.
@@ -179,11 +180,11 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		if err != nil {
 			return err
 		}
-		if !x.retried && x.recover != nil && x.d.IsContextLength(resp.StatusCode, body) {
+		if !x.retried && x.recoverable && x.d.IsContextLength(resp.StatusCode, body) {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
-		if !x.retried && x.server && x.recoverServer != nil {
+		if !x.retried && x.server && x.recoverable {
 			if why, ok := x.d.IsServerCompactionRefusal(resp.StatusCode, body); ok {
 				x.overflow, x.ovBody, x.refusal = resp, body, why
 				return errServerRefused
@@ -209,26 +210,13 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 }
 
 // errorHandler handles what failed before the first byte reached the
-// client: an overflow is recovered (or, failing that, the provider's error
-// goes to the client unchanged); anything else is the proxy's own 502.
+// client: a refusal the attempt loop recovers (an overflow, the provider's
+// compaction refused) is left to it, the client given nothing yet;
+// anything else is the proxy's own 502.
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	x := exchangeOf(r.Context())
 	if (errors.Is(err, errOverflow) || errors.Is(err, errServerRefused)) && x.overflow != nil {
-		if errors.Is(err, errServerRefused) {
-			if x.recoverServer(w, r, x.refusal) {
-				return
-			}
-		} else if x.recover != nil && x.recover(w, r) {
-			return
-		}
-		h := w.Header()
-		for k, v := range x.overflow.Header {
-			h[k] = v
-		}
-		h.Set("Content-Length", strconv.Itoa(len(x.ovBody)))
-		w.WriteHeader(x.overflow.StatusCode)
-		_, _ = w.Write(x.ovBody)
-		x.status, x.errBody = x.overflow.StatusCode, x.ovBody
+		x.refused = err
 		return
 	}
 	if r.Context().Err() != nil {
@@ -367,4 +355,39 @@ func headerSafe(s string) string {
 		s = s[:500]
 	}
 	return s
+}
+
+// attempt is the attempt loop over the upstream for a managed request (as
+// Caddy's reverse proxy retries): the request goes upstream; a refusal
+// before the first byte reached the client (x.refused) is recovered once —
+// an overflow by an overflow compaction (recoverOverflow), a refusal of
+// the provider's compaction by falling back to the summarizer
+// (recoverServerShape) — and the request sent again; when no retry could
+// be built, the provider's refusal goes to the client as it came. A retry
+// is never recovered again (x.retried), so there are at most two sends.
+func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) {
+	for {
+		x.refused = nil
+		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
+		var retry bool
+		switch {
+		case x.refused == nil:
+			return
+		case errors.Is(x.refused, errServerRefused):
+			retry = p.recoverServerShape(w, r, x, pl, req, x.refusal)
+		default:
+			retry = p.recoverOverflow(w, r, x, pl, req)
+		}
+		if !retry {
+			h := w.Header()
+			for k, v := range x.overflow.Header {
+				h[k] = v
+			}
+			h.Set("Content-Length", strconv.Itoa(len(x.ovBody)))
+			w.WriteHeader(x.overflow.StatusCode)
+			_, _ = w.Write(x.ovBody)
+			x.status, x.errBody = x.overflow.StatusCode, x.ovBody
+			return
+		}
+	}
 }

@@ -191,20 +191,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		pl.diag = note
 	}
 
-	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp}
-	x.recover = func(w http.ResponseWriter, _ *http.Request) bool {
-		return p.recoverOverflow(w, r, x, pl, req)
-	}
-	x.recoverServer = func(w http.ResponseWriter, _ *http.Request, why string) bool {
-		return p.recoverServerShape(w, r, x, pl, req, why)
-	}
+	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp, recoverable: true}
 	if mode == ledger.ModeObserve {
 		// Observe mode (docs/design.md §10): the client's bytes go
 		// upstream; ctxd's context was built and is only entered in the
 		// ledger. No recovery, no provider compaction: nothing of ctxd's
 		// reaches the provider.
 		pl.observe = true
-		x.body, x.hideUsage, x.server, x.beta, x.recover, x.recoverServer = req.clientBody(), false, false, "", nil, nil
+		x.body, x.hideUsage, x.server, x.beta, x.recoverable = req.clientBody(), false, false, "", false
 	}
 	w.Header().Set(HeaderSessionID, pl.b.id)
 	if pl.diag != "" {
@@ -215,7 +209,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		// accepts it, beside the answer's forwarding (trail.go).
 		x.onAccept = func() { p.commitAsync(pl) }
 	}
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
+	p.attempt(w, r, x, pl, req)
 	ctx := context.WithoutCancel(r.Context())
 	if !x.accepted && pl.created {
 		// Nothing costs before it is earned: the upstream did not accept

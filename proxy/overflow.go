@@ -15,7 +15,8 @@ import (
 // request is retried once — only when it is now under the window by the
 // provider's count with a margin (OverflowMargin); otherwise a deeper
 // compaction that retains nothing, and if even that leaves it over, no
-// retry. False when no retry was sent; the caller then passes the
+// retry. True when the retry is ready (x carries it); false when none is to be
+// sent: the attempt loop then passes the
 // provider's error on, with a Ctxd-Diagnostic saying why
 // (docs/decisions.md "Overflow recovery retries only what fits").
 func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
@@ -65,9 +66,8 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}
 	p.m.overflow(req.d, true)
-	// Counted recovered or failed by modifyResponse when the retry's
-	// answer arrives, before any byte of it reaches the client.
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
+	// Sent again by the attempt loop; counted recovered or failed by
+	// modifyResponse when the retry's answer arrives.
 	return true
 }
 

@@ -60,7 +60,8 @@ func withBeta(h http.Header, beta string) {
 
 // recoverServerShape answers an upstream refusal of the provider's
 // compaction: the session falls back to the summarizer, and the request
-// goes once more without it. False when the retry could not be built.
+// goes once more without it (x carries the retry, the attempt loop sends
+// it). False when the retry could not be built.
 func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request, why string) bool {
 	ctx := r.Context()
 	if err := p.eng.RefuseServerShape(ctx, pl.b.id, why); err != nil {
@@ -75,7 +76,6 @@ func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *ex
 	pl.out = out
 	x.body, x.retried, x.overflow, x.server, x.beta = out, true, nil, false, ""
 	w.Header().Set(HeaderDiagnostic, headerSafe(joinDiag(diag, "shape server: the upstream refused the provider's compaction; this session falls back to the summarizer")))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(ctx, x)))
 	return true
 }
 
