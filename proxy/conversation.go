@@ -370,3 +370,74 @@ func (p *Proxy) supersede(ctx context.Context, prev, b *branch) {
 	}
 	p.log.Info("client rewrote its history: new branch", "session", b.id, "branch_of", prev.id)
 }
+
+// plan is a managed request ready to forward.
+type plan struct {
+	b    *branch
+	out  *outBody
+	diag string
+	// observe: the client's request is sent, out is what ctxd would have
+	// sent (docs/design.md §10); limit and threshold are the session's
+	// window and threshold when out was assembled, in tokens.
+	observe          bool
+	limit, threshold uint64
+	// resend: the request is one already recorded (a retry); its answer is
+	// not recorded again when one was recorded for it (record.Resp).
+	resend bool
+	n      int
+	chain  digest
+	// hideUsage: ctxd asked a Chat upstream for the usage chunk the
+	// client did not ask for; it is hidden from the client.
+	hideUsage bool
+	// server: the body carries the provider's compaction (shape server,
+	// servershape.go), with beta its Anthropic beta header; noServer: the
+	// upstream refused it, it is not added again.
+	server, noServer bool
+	beta             string
+	// created: this request created the branch's session (deleted again
+	// when the upstream does not accept it); prev is the branch it
+	// replaces, marked superseded once the upstream accepted.
+	created bool
+	prev    *branch
+	// tail is the client's new messages, sent as they came after ctxd's
+	// context and never recorded, when they break a provider rule in a
+	// conversation ctxd manages (clientRule says which); nil otherwise.
+	tail       []json.RawMessage
+	clientRule error
+	// tokens is the estimate of the context last assembled and window the
+	// session's context window (0 while unknown), in tokens.
+	tokens, window uint64
+	// staged is the request's append, held in memory until the upstream
+	// accepts the request (trail.go); nil when nothing was appended.
+	staged *stagedRequest
+}
+
+// parseMessages converts the client's Anthropic messages from index from
+// on. Tool names come from the assistant message before from, when there
+// is one.
+func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
+	return dialectAnthropic.Parse(raw, from)
+}
+
+// maxBranchGap bounds the existing session names newBranch steps over.
+const maxBranchGap = 64
+
+// syncPrefix gives the engine a changed system prompt or tool set (a
+// recorded rewrite, docs/design.md §4), so its estimate counts them.
+func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
+	sd, td := prefixDigest(req), sha256.Sum256(req.tools)
+	if sd == b.sysDigest && td == b.toolsDigest {
+		return nil
+	}
+	sys, tools := req.d.SystemText(req.system, req.messages[:req.prefix]), req.d.Tools(req.tools)
+	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
+	var fe *engine.FieldError
+	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
+		_, err = p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys})
+	}
+	if err != nil {
+		return fmt.Errorf("updating the system prompt and tools: %w", err)
+	}
+	b.sysDigest, b.toolsDigest = sd, td
+	return nil
+}

@@ -2,64 +2,18 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
-	"github.com/ctxd/ctxd/wire/openai/chat"
 )
-
-// plan is a managed request ready to forward.
-type plan struct {
-	b    *branch
-	out  *outBody
-	diag string
-	// observe: the client's request is sent, out is what ctxd would have
-	// sent (docs/design.md §10); limit and threshold are the session's
-	// window and threshold when out was assembled, in tokens.
-	observe          bool
-	limit, threshold uint64
-	// resend: the request is one already recorded (a retry); its answer is
-	// not recorded again when one was recorded for it (record.Resp).
-	resend bool
-	n      int
-	chain  digest
-	// hideUsage: ctxd asked a Chat upstream for the usage chunk the
-	// client did not ask for; it is hidden from the client.
-	hideUsage bool
-	// server: the body carries the provider's compaction (shape server,
-	// servershape.go), with beta its Anthropic beta header; noServer: the
-	// upstream refused it, it is not added again.
-	server, noServer bool
-	beta             string
-	// created: this request created the branch's session (deleted again
-	// when the upstream does not accept it); prev is the branch it
-	// replaces, marked superseded once the upstream accepted.
-	created bool
-	prev    *branch
-	// tail is the client's new messages, sent as they came after ctxd's
-	// context and never recorded, when they break a provider rule in a
-	// conversation ctxd manages (clientRule says which); nil otherwise.
-	tail       []json.RawMessage
-	clientRule error
-	// tokens is the estimate of the context last assembled and window the
-	// session's context window (0 while unknown), in tokens.
-	tokens, window uint64
-	// staged is the request's append, held in memory until the upstream
-	// accepts the request (trail.go); nil when nothing was appended.
-	staged *stagedRequest
-}
 
 // messages serves POST /v1/messages (docs/design.md §10).
 func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
@@ -245,29 +199,6 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	})
 }
 
-// contextLimitHeader reads the X-Ctxd-Context-Limit header of h: 0 when
-// absent; an error naming the header and the accepted range (tokens,
-// engine.MinContextLimit to engine.MaxContextLimit) when it is not a
-// whole number in it.
-func contextLimitHeader(h http.Header) (uint64, error) {
-	vs := h.Values(HeaderContextLimit)
-	if len(vs) == 0 {
-		return 0, nil
-	}
-	v := strings.TrimSpace(vs[0])
-	n, err := strconv.ParseUint(v, 10, 64)
-	if len(vs) > 1 || err != nil || n < engine.MinContextLimit || n > engine.MaxContextLimit {
-		return 0, fmt.Errorf("%s: %q is not a context window: give one whole number of tokens from %d to %d", HeaderContextLimit, strings.Join(vs, ", "), engine.MinContextLimit, engine.MaxContextLimit)
-	}
-	return n, nil
-}
-
-// hasCredential reports whether h carries a credential for the upstream
-// (x-api-key or Authorization).
-func hasCredential(h http.Header) bool {
-	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
-}
-
 // prepare matches the request to its branch, appends what is new, and
 // builds the outgoing body.
 func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (_ *plan, err error) {
@@ -410,174 +341,6 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		pl.diag = note
 	}
 	return pl, nil
-}
-
-// parseMessages converts the client's Anthropic messages from index from
-// on. Tool names come from the assistant message before from, when there
-// is one.
-func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
-	return dialectAnthropic.Parse(raw, from)
-}
-
-// newBranch starts a ctxd session for a conversation the proxy has not
-// recorded, or whose client rewrote its history: the session holds the
-// client's whole list from the start, or, forked from a branch (forkedFrom)
-// that accounted for a prefix of it, that branch's log up to there
-// (forkPoint: its checkpoints are inherited, the fork says how many of the
-// client's messages they hold). The branch it was forked from records
-// that it was superseded.
-func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
-	k := len(l.branches)
-	labels := map[string]string{engine.LabelProxy: req.d.Name(), "proxy.credential": fp[:12], "proxy.model": req.model}
-	if agent != "" {
-		labels["proxy.agent_session"] = agent
-	}
-	var prev *branch
-	reason := ""
-	if k > 0 {
-		prev = l.forkedFrom(cs)
-		labels["proxy.branch_of"] = prev.id
-		reason = "the client's history no longer extends what was recorded (its own compaction, a rewind or an edit)"
-	}
-	var fork forkAt
-	if prev != nil {
-		fork = p.forkPoint(ctx, prev, req, cs)
-	}
-	params := engine.CreateParams{Model: req.model, System: req.d.SystemText(req.system, req.messages[:req.prefix]), Tools: req.d.Tools(req.tools), Labels: labels,
-		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
-	if req.d.Upstream() == "anthropic" {
-		params.Provider = engine.ProviderAnthropic
-	}
-	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
-		// Another local user's agent cannot read the daemon user's
-		// offload directory: its results stay in the context (docs/proxy.md
-		// "Security").
-		params.Overlay = foreignOverlay
-		labels["proxy.client_uid"] = strconv.FormatUint(uint64(uid), 10)
-	}
-	// Who pays: a window override is honoured only for a credential the
-	// upstream accepted; one it has not yet is applied once it has
-	// (branch.pendingLimit), and none without a credential (prepare).
-	n, _ := contextLimitHeader(h)
-	pending := uint64(0)
-	if n > 0 && hasCredential(h) {
-		if p.isAccepted(fp) {
-			params.ContextLimit = n
-		} else {
-			pending = n
-		}
-	}
-	if err := p.quotaCheck(ctx, fp); err != nil {
-		return nil, nil, forkAt{}, err
-	}
-	var err error
-	for tries := 0; ; tries++ {
-		params.ID = sessionID(p.secret, l.key, k)
-		made, cerr := p.createBranchSession(ctx, params, prev, fork)
-		var fe *engine.FieldError
-		if errors.As(cerr, &fe) && strings.HasPrefix(fe.Field, "tools") {
-			// Tools the engine cannot take (server tools without a schema)
-			// only cost the estimate their tokens.
-			params.Tools = nil
-			made, cerr = p.createBranchSession(ctx, params, prev, fork)
-		}
-		err = cerr
-		if err == nil {
-			fork = made
-		}
-		if !errors.Is(err, engine.ErrExists) || tries >= maxBranchGap {
-			break
-		}
-		// A session of this name exists that the lane does not hold (an
-		// earlier branch was deleted, so loading stopped before this
-		// one): never reuse its history; the next name.
-		k++
-	}
-	if err != nil {
-		return nil, nil, forkAt{}, fmt.Errorf("creating the session: %w", err)
-	}
-	b := &branch{id: params.ID, rec: record{Key: l.key, Reason: reason}, pendingLimit: pending}
-	if prev != nil {
-		b.rec.BranchOf = prev.id
-	}
-	p.quotaCount(fp, b.id)
-	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
-	l.branches = append(l.branches, b)
-	if len(l.branches) == 1 {
-		p.conversations.Add(1)
-	}
-	for n := uint64(len(l.branches)); ; {
-		old := p.maxBranches.Load()
-		if n <= old || p.maxBranches.CompareAndSwap(old, n) {
-			break
-		}
-	}
-	return b, prev, fork, nil
-}
-
-// maxBranchGap bounds the existing session names newBranch steps over.
-const maxBranchGap = 64
-
-// syncPrefix gives the engine a changed system prompt or tool set (a
-// recorded rewrite, docs/design.md §4), so its estimate counts them.
-func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
-	sd, td := prefixDigest(req), sha256.Sum256(req.tools)
-	if sd == b.sysDigest && td == b.toolsDigest {
-		return nil
-	}
-	sys, tools := req.d.SystemText(req.system, req.messages[:req.prefix]), req.d.Tools(req.tools)
-	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
-	var fe *engine.FieldError
-	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {
-		_, err = p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys})
-	}
-	if err != nil {
-		return fmt.Errorf("updating the system prompt and tools: %w", err)
-	}
-	b.sysDigest, b.toolsDigest = sd, td
-	return nil
-}
-
-// assemble asks the engine for the context (the pre-send check, docs/design.md
-// §5.1, may compact first) and renders the outgoing body: the client's
-// body with only messages replaced.
-func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody, string, error) {
-	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
-	if err != nil {
-		return nil, "", fmt.Errorf("assembling the context: %w", err)
-	}
-	msgs := a.Messages
-	pl.limit, pl.threshold = a.ContextLimit, a.Threshold
-	req.checked = &a.Checked
-	pl.tokens, pl.window = a.Tokens, a.ContextLimit
-	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
-		// A resend of a request already answered: send it as it was, not
-		// with the recorded answer after it.
-		msgs, req.checked = msgs[:len(msgs)-1], nil
-	}
-	if pl.tail != nil {
-		// ctxd's context answers the client's messages before the tail:
-		// markers and the client's bytes are aligned on those.
-		full := req.messages
-		req.messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
-		defer func() { req.messages, req.tail = full, nil }()
-	}
-	enc, err := p.render(pl.b, msgs, req)
-	req.checked = nil
-	if err != nil {
-		return nil, "", err
-	}
-	var out *outBody
-	if req.spliced != nil {
-		out, req.spliced = req.spliced, nil
-	} else {
-		out = bodyOf(req.withMessages(enc))
-	}
-	if pl.hideUsage {
-		out = bodyOf(chat.WithIncludeUsage(out.bytes()))
-	}
-	out = p.withServerShape(ctx, pl, req, out)
-	return out, a.Diagnostic, nil
 }
 
 // recordAnswer appends the answer, rebuilt from what passed, with its

@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ctxd/ctxd/engine"
 )
 
 // readBody reads a managed request's body, at most limit bytes. With a
@@ -72,4 +77,27 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBod
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r), fp: fingerprint(p.secret, r.Header)})))
+}
+
+// contextLimitHeader reads the X-Ctxd-Context-Limit header of h: 0 when
+// absent; an error naming the header and the accepted range (tokens,
+// engine.MinContextLimit to engine.MaxContextLimit) when it is not a
+// whole number in it.
+func contextLimitHeader(h http.Header) (uint64, error) {
+	vs := h.Values(HeaderContextLimit)
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	v := strings.TrimSpace(vs[0])
+	n, err := strconv.ParseUint(v, 10, 64)
+	if len(vs) > 1 || err != nil || n < engine.MinContextLimit || n > engine.MaxContextLimit {
+		return 0, fmt.Errorf("%s: %q is not a context window: give one whole number of tokens from %d to %d", HeaderContextLimit, strings.Join(vs, ", "), engine.MinContextLimit, engine.MaxContextLimit)
+	}
+	return n, nil
+}
+
+// hasCredential reports whether h carries a credential for the upstream
+// (x-api-key or Authorization).
+func hasCredential(h http.Header) bool {
+	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
 }

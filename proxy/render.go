@@ -2,15 +2,18 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 
+	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // Rendering a managed conversation for the Messages API with the
@@ -369,3 +372,45 @@ var (
 	arrComma = []byte(",")
 	arrClose = []byte("]")
 )
+
+// assemble asks the engine for the context (the pre-send check, docs/design.md
+// §5.1, may compact first) and renders the outgoing body: the client's
+// body with only messages replaced.
+func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody, string, error) {
+	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("assembling the context: %w", err)
+	}
+	msgs := a.Messages
+	pl.limit, pl.threshold = a.ContextLimit, a.Threshold
+	req.checked = &a.Checked
+	pl.tokens, pl.window = a.Tokens, a.ContextLimit
+	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
+		// A resend of a request already answered: send it as it was, not
+		// with the recorded answer after it.
+		msgs, req.checked = msgs[:len(msgs)-1], nil
+	}
+	if pl.tail != nil {
+		// ctxd's context answers the client's messages before the tail:
+		// markers and the client's bytes are aligned on those.
+		full := req.messages
+		req.messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
+		defer func() { req.messages, req.tail = full, nil }()
+	}
+	enc, err := p.render(pl.b, msgs, req)
+	req.checked = nil
+	if err != nil {
+		return nil, "", err
+	}
+	var out *outBody
+	if req.spliced != nil {
+		out, req.spliced = req.spliced, nil
+	} else {
+		out = bodyOf(req.withMessages(enc))
+	}
+	if pl.hideUsage {
+		out = bodyOf(chat.WithIncludeUsage(out.bytes()))
+	}
+	out = p.withServerShape(ctx, pl, req, out)
+	return out, a.Diagnostic, nil
+}
