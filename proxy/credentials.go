@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/ctxd/ctxd/config"
@@ -191,4 +192,57 @@ func bytesOf(raws []json.RawMessage) [][]byte {
 		out[i] = r
 	}
 	return out
+}
+
+// credentialHeaders are the request headers that carry a client's
+// credential.
+var credentialHeaders = []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key", "X-Goog-Api-Key"}
+
+// secretsOf are the credential values of h: each credential header's value
+// and, for "<scheme> <token>", the token alone.
+func secretsOf(h http.Header) []string {
+	var out []string
+	for _, k := range credentialHeaders {
+		for _, v := range h.Values(k) {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			out = append(out, v)
+			if _, tok, ok := strings.Cut(v, " "); ok && strings.TrimSpace(tok) != "" {
+				out = append(out, strings.TrimSpace(tok))
+			}
+		}
+	}
+	return out
+}
+
+// holdSecrets holds every credential of h on the redactor; the returned
+// func releases them.
+func (p *Proxy) holdSecrets(h http.Header) func() {
+	vals := secretsOf(h)
+	if len(vals) == 0 {
+		return func() {}
+	}
+	rels := make([]func(), len(vals))
+	for i, v := range vals {
+		rels[i] = p.red.Hold(v)
+	}
+	return func() {
+		for _, rel := range rels {
+			rel()
+		}
+	}
+}
+
+// headerHasToken reports whether a comma-separated header of h holds
+// token, case-insensitively.
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }

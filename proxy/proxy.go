@@ -26,13 +26,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
@@ -371,7 +370,7 @@ func (p *Proxy) Handler() http.Handler {
 				return
 			}
 			if msg := p.refuseDashboard(r); msg != "" {
-				writeError(w, http.StatusForbidden, "permission_error", msg)
+				anthropic.WriteError(w, http.StatusForbidden, "permission_error", msg)
 				return
 			}
 			if r.URL.Path == UIPrefix {
@@ -461,57 +460,4 @@ func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	anthropic.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
-}
-
-// credentialHeaders are the request headers that carry a client's
-// credential.
-var credentialHeaders = []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key", "X-Goog-Api-Key"}
-
-// secretsOf are the credential values of h: each credential header's value
-// and, for "<scheme> <token>", the token alone.
-func secretsOf(h http.Header) []string {
-	var out []string
-	for _, k := range credentialHeaders {
-		for _, v := range h.Values(k) {
-			if v = strings.TrimSpace(v); v == "" {
-				continue
-			}
-			out = append(out, v)
-			if _, tok, ok := strings.Cut(v, " "); ok && strings.TrimSpace(tok) != "" {
-				out = append(out, strings.TrimSpace(tok))
-			}
-		}
-	}
-	return out
-}
-
-// holdSecrets holds every credential of h on the redactor; the returned
-// func releases them.
-func (p *Proxy) holdSecrets(h http.Header) func() {
-	vals := secretsOf(h)
-	if len(vals) == 0 {
-		return func() {}
-	}
-	rels := make([]func(), len(vals))
-	for i, v := range vals {
-		rels[i] = p.red.Hold(v)
-	}
-	return func() {
-		for _, rel := range rels {
-			rel()
-		}
-	}
-}
-
-// headerHasToken reports whether a comma-separated header of h holds
-// token, case-insensitively.
-func headerHasToken(h http.Header, key, token string) bool {
-	for _, v := range h.Values(key) {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
