@@ -288,6 +288,22 @@ func (e *Engine) Compact(ctx context.Context, id string, reason trigger.Signal, 
 	if s, err = e.lock(ctx, id); err != nil {
 		return res, err
 	}
+	if s.afterPrepare == reason && !s.preparing() && s.lastCheckpointSeq() == before {
+		// The speculative summary job this compaction joined had made its
+		// last check before the join (its summary stored, the job
+		// ending): nobody ran the compaction asked for, so it runs now.
+		s.afterPrepare = ""
+		s.mu.Unlock()
+		if t, err = e.submit(id, reason, prio); err != nil {
+			return res, err
+		}
+		if err := t.Wait(ctx); err != nil {
+			return res, err
+		}
+		if s, err = e.lock(ctx, id); err != nil {
+			return res, err
+		}
+	}
 	defer s.mu.Unlock()
 	if s.cp != nil && s.cp.Seq != before {
 		cp := *s.cp

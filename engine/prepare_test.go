@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/checkpoint"
@@ -292,8 +293,22 @@ func TestManualCompactionJoiningAPreparationCompacts(t *testing.T) {
 		}
 		done <- res
 	}()
-	// Whether it joined the running job or came after it, the manual
-	// compaction installs the prepared summary.
+	// The summary is released once the manual compaction has joined the
+	// job (a compaction that came after the job might find it already
+	// compacted at the pre-send mark: nothing to compact).
+	joined := func() bool {
+		s, err := h.e.lock(context.Background(), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.mu.Unlock()
+		return s.afterPrepare == trigger.Manual
+	}
+	for deadline := time.Now().Add(30 * time.Second); !joined(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the manual compaction never joined the speculative summary job")
+		}
+	}
 	close(fake.release)
 	res := <-done
 	if res.Checkpoint == nil || !strings.Contains(res.Checkpoint.Summary, preparedFact) {
