@@ -480,7 +480,7 @@ func (s *state) validateStorage() {
 		return
 	case BackendNATS:
 	default:
-		s.errorf(TableStorage, "storage.backend", "must be %q (embedded, the default) or %q (a fleet sharing a NATS JetStream cluster)", BackendBadger, BackendNATS)
+		s.errorf(TableStorage, "storage.backend", "must be %q (embedded, the default) or %q (a fleet sharing a NATS JetStream cluster), got %q", BackendBadger, BackendNATS, st.Backend)
 		return
 	}
 	n := st.NATS
@@ -577,12 +577,12 @@ func (s *state) validateProxy() {
 	switch p.Mode {
 	case ProxyModeEnforce, ProxyModeObserve:
 	default:
-		s.errorf(TableProxy, "proxy.mode", "must be %q (send ctxd's context) or %q (forward every request as the client sent it and project the savings)", ProxyModeEnforce, ProxyModeObserve)
+		s.errorf(TableProxy, "proxy.mode", "must be %q (send ctxd's context) or %q (forward every request as the client sent it and project the savings), got %q", ProxyModeEnforce, ProxyModeObserve, p.Mode)
 	}
 	switch p.Summarizer {
 	case ProxySummarizerClient, ProxySummarizerBindings:
 	default:
-		s.errorf(TableProxy, "proxy.summarizer", "must be %q (the session's own upstream, model and credential) or %q (the configured [[summarizer.bindings]])", ProxySummarizerClient, ProxySummarizerBindings)
+		s.errorf(TableProxy, "proxy.summarizer", "must be %q (the session's own upstream, model and credential) or %q (the configured [[summarizer.bindings]]), got %q", ProxySummarizerClient, ProxySummarizerBindings, p.Summarizer)
 	}
 	if host, port, err := net.SplitHostPort(p.Listen); err != nil || port == "" {
 		s.errorf(TableProxy, "proxy.listen", "must be host:port, e.g. %q", DefaultProxyListen)
@@ -598,7 +598,7 @@ func (s *state) validateProxy() {
 			s.errorf(TableProxy, "proxy.auth", "%q needs the daemon's bearer token: set daemon.auth_token_env to the name of an environment variable holding it, e.g. auth_token_env = \"CTXD_AUTH_TOKEN\"", ProxyAuthToken)
 		}
 	default:
-		s.errorf(TableProxy, "proxy.auth", "must be %q (the default: loopback only), %q (clients send the daemon's bearer token in Ctxd-Proxy-Token) or %q (a load balancer in front authenticates them)", ProxyAuthLoopback, ProxyAuthToken, ProxyAuthFrontend)
+		s.errorf(TableProxy, "proxy.auth", "must be %q (the default: loopback only), %q (clients send the daemon's bearer token in Ctxd-Proxy-Token) or %q (a load balancer in front authenticates them), got %q", ProxyAuthLoopback, ProxyAuthToken, ProxyAuthFrontend, p.Auth)
 	}
 	for _, up := range []struct{ name, url, example string }{
 		{"anthropic", p.Upstreams.Anthropic.BaseURL, DefaultAnthropicBaseURL},

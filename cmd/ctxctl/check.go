@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -110,6 +111,7 @@ func runCheck(c *cli.Context, e *env) error {
 	}
 
 	if err == nil {
+		problems = append(problems, checkPrivateDirs(cfg, e.getenv)...)
 		problems = append(problems, checkOffloadDir(cfg, e.getenv)...)
 		problems = append(problems, checkSecretEnvs(cfg, e.getenv)...)
 	}
@@ -242,6 +244,45 @@ func checkOffloadDir(cfg config.Config, getenv func(string) string) []config.Pro
 		}
 		p = parent
 	}
+}
+
+// checkPrivateDirs verifies what the daemon refuses at start in an
+// existing data directory and configured offload.dir: one that belongs to
+// another user, or grants group or others any access (docs/design.md §8b:
+// sessions and tool results are the owner's alone). A missing directory is
+// fine (ctxd creates it 0700), and so is a too-open default
+// <data_dir>/offload, which ctxd tightens itself. It changes nothing.
+func checkPrivateDirs(cfg config.Config, getenv func(string) string) []config.Problem {
+	var out []config.Problem
+	check := func(dir, what, key, table string) {
+		if dir == "" {
+			return
+		}
+		dir, _ = filepath.Abs(dir)
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() {
+			return // created by ctxd, or reported by checkOffloadDir
+		}
+		problem := func(format string, args ...any) {
+			out = append(out, config.Problem{File: cfg.Sources[table], Key: key, Message: fmt.Sprintf(format, args...)})
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Getuid()) {
+			problem("%s %s belongs to uid %d, not to this user (%d): ctxd would not start; choose a directory of your own or run: chown %d %s", what, dir, st.Uid, os.Getuid(), os.Getuid(), dir)
+			return
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			problem("%s %s is mode %04o: other users could read what ctxd keeps there; ctxd would not start; run: chmod 700 %s", what, dir, perm, dir)
+		}
+	}
+	data := cfg.Storage.DataDir
+	if data == "" {
+		data = defaultStateDir(getenv)
+	}
+	check(data, "data directory", "storage.data_dir", config.TableStorage)
+	if cfg.Offload.Enabled {
+		check(cfg.Offload.Dir, "offload directory", "offload.dir", config.TableOffload)
+	}
+	return out
 }
 
 // checkSecretEnvs verifies that storage.nats.token_env, with the nats

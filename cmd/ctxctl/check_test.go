@@ -281,6 +281,13 @@ func TestCheckReportsEverything(t *testing.T) {
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, toml string
 		want       []string
@@ -291,6 +298,12 @@ func TestCheckReportsEverything(t *testing.T) {
 			[]string{"offload.dir: offload directory " + filepath.Join(notDir, "off") + " cannot be created: " + notDir + " is not a directory", "1 problem"}},
 		{"data dir under a file", "[storage]\ndata_dir = \"" + filepath.Join(notDir, "data") + "\"\n",
 			[]string{"storage.data_dir: offload directory " + filepath.Join(notDir, "data", "offload") + " cannot be created", "1 problem"}},
+		// ctxd refuses to start on a data directory or offload.dir others
+		// can enter: check says so before.
+		{"data dir open to others", "[storage]\ndata_dir = \"" + open + "\"\n",
+			[]string{"storage.data_dir: data directory " + open + " is mode 0755", "chmod 700 " + open, "1 problem"}},
+		{"offload dir open to others", "[offload]\ndir = \"" + open + "\"\n",
+			[]string{"offload.dir: offload directory " + open + " is mode 0755", "1 problem"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
