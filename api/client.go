@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net"
 	"net/http"
@@ -64,7 +65,9 @@ const maxErrorBody = 1 << 20
 // event stream may rightly take minutes). Every error a method returns is
 // an *Error, or wraps one, or is the context's error: ErrorCode(err) gives
 // its code. A daemon that cannot be reached is Unavailable with the message
-// "is ctxd running? socket: <path>: <cause>" (errors.Is reaches the cause).
+// "is ctxd running? socket: <path>: <cause>" (errors.Is reaches the cause);
+// a socket refused by the ownership check or by the kernel (permission
+// denied) is Forbidden, saying whose it is.
 type Client struct {
 	// Socket is the unix socket path. Empty means DefaultSocketPath(os.Getenv),
 	// unless BaseURL is set.
@@ -221,7 +224,7 @@ func (c *Client) requestHeader(ctx context.Context, method, path string, hdr htt
 			// The caller gave up: not the daemon's fault.
 			return nil, fmt.Errorf("ctxd: %s %s: %w", method, path, ctxErr)
 		}
-		return nil, &Error{Code: Unavailable, Message: "is ctxd running? " + c.where() + ": " + dialCause(err), cause: err}
+		return nil, dialError(c.where(), err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, nil
@@ -232,6 +235,31 @@ func (c *Client) requestHeader(ctx context.Context, method, path string, hdr htt
 		e.retryAfter = time.Duration(s) * time.Second
 	}
 	return nil, e
+}
+
+// socketRefusal is checkSocket's refusal of a socket the Client will not
+// send to (another user's, in a directory others can write, not a socket).
+type socketRefusal struct{ msg string }
+
+func (e *socketRefusal) Error() string { return e.msg }
+
+func socketRefusalf(format string, args ...any) error {
+	return &socketRefusal{fmt.Sprintf(format, args...)}
+}
+
+// dialError is the *Error of a request that reached no daemon at where
+// (Client.where): Forbidden when the socket was refused by the ownership
+// check or by the kernel (permission denied: another user's socket or
+// directory), else Unavailable, "is ctxd running? <where>: <cause>".
+func dialError(where string, err error) *Error {
+	if r, ok := errors.AsType[*socketRefusal](err); ok {
+		return &Error{Code: Forbidden, Message: r.msg, cause: err}
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return &Error{Code: Forbidden, Message: where + ": " + dialCause(err) +
+			": the socket or its directory belongs to another user; use your own daemon, or ask its user to add your uid to daemon.allowed_uids (then set " + EnvSocketOwner + " to that user's uid)", cause: err}
+	}
+	return &Error{Code: Unavailable, Message: "is ctxd running? " + where + ": " + dialCause(err), cause: err}
 }
 
 // dialCause is the message of a transport error without what the caller

@@ -6,9 +6,11 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -45,7 +47,7 @@ func TestClientChecksTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := (&Client{Socket: sock}).Status(ctx)
-	if ErrorCode(err) != Unavailable || !strings.Contains(err.Error(), "others can replace") {
+	if ErrorCode(err) != Forbidden || strings.Contains(err.Error(), "is ctxd running") || !strings.Contains(err.Error(), "others can replace") {
 		t.Fatalf("a directory others can write: %v", err)
 	}
 	if _, err := (&Client{Socket: sock, SkipSocketCheck: true}).Status(ctx); err != nil {
@@ -70,5 +72,25 @@ func TestClientChecksTheSocket(t *testing.T) {
 	}
 	if _, err := (&Client{Socket: sock, TrustedUIDs: []uint32{12345}}).Status(ctx); err != nil {
 		t.Fatalf("a trusted uid's socket: %v", err)
+	}
+}
+
+// TestClientPermissionDeniedIsNotUnavailable: a socket the kernel refuses
+// (another user's, as a user without root sees it) is not "is ctxd
+// running?": the daemon runs, and the message says whose it is and how to
+// be let in.
+func TestClientPermissionDeniedIsNotUnavailable(t *testing.T) {
+	sock := "/tmp/ctxd-1000/ctxd.sock"
+	denied := &url.Error{Op: "Get", URL: "http://ctxd/v1/status", Err: &net.OpError{Op: "dial", Net: "unix",
+		Err: os.NewSyscallError("connect", syscall.EACCES)}}
+	e := dialError("socket: "+sock, denied)
+	if e.Code != Forbidden || strings.Contains(e.Message, "is ctxd running") ||
+		!strings.Contains(e.Message, "socket: "+sock+": connect: permission denied") || !strings.Contains(e.Message, "daemon.allowed_uids") {
+		t.Errorf("permission denied: code %q, message %q", e.Code, e.Message)
+	}
+	absent := &url.Error{Op: "Get", URL: "http://ctxd/v1/status", Err: &net.OpError{Op: "dial", Net: "unix",
+		Err: os.NewSyscallError("connect", syscall.ENOENT)}}
+	if e := dialError("socket: "+sock, absent); e.Code != Unavailable || !strings.HasPrefix(e.Message, "is ctxd running? socket: "+sock+": ") {
+		t.Errorf("no socket: code %q, message %q", e.Code, e.Message)
 	}
 }

@@ -3,7 +3,6 @@
 package api
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,10 +28,10 @@ func checkSocket(path string, trusted []uint32) error {
 	me := uint32(os.Getuid())
 	okOwner := func(uid uint32) bool { return uid == me || uid == 0 || slices.Contains(trusted, uid) }
 	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%s is not a socket (mode %s): refusing to use it", path, fi.Mode())
+		return socketRefusalf("%s is not a socket (mode %s): refusing to use it", path, fi.Mode())
 	}
 	if !okOwner(st.Uid) {
-		return fmt.Errorf("socket %s belongs to uid %d, not to you (uid %d): refusing to send to it; if that user's daemon is the one to use (daemon.allowed_uids), set %s=%d", path, st.Uid, me, EnvSocketOwner, st.Uid)
+		return socketRefusalf("socket %s belongs to uid %d, not to you (uid %d): refusing to send to it; if that user's daemon is the one to use (daemon.allowed_uids), set %s=%d", path, st.Uid, me, EnvSocketOwner, st.Uid)
 	}
 	dir := filepath.Dir(path)
 	di, err := os.Stat(dir)
@@ -44,10 +43,10 @@ func checkSocket(path string, trusted []uint32) error {
 		return nil
 	}
 	if !okOwner(ds.Uid) {
-		return fmt.Errorf("the socket's directory %s belongs to uid %d, not to you (uid %d): refusing to use %s", dir, ds.Uid, me, path)
+		return socketRefusalf("the socket's directory %s belongs to uid %d, not to you (uid %d): refusing to use %s", dir, ds.Uid, me, path)
 	}
 	if di.Mode().Perm()&0o022 != 0 && di.Mode()&os.ModeSticky == 0 {
-		return fmt.Errorf("the socket's directory %s is mode %#o: others can replace %s; refusing to use it (chmod go-w %s)", dir, di.Mode().Perm(), path, dir)
+		return socketRefusalf("the socket's directory %s is mode %#o: others can replace %s; refusing to use it (chmod go-w %s)", dir, di.Mode().Perm(), path, dir)
 	}
 	return nil
 }
