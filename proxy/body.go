@@ -62,12 +62,10 @@ type request struct {
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (msgDigests.marked of this request); out of range: not known.
 	marked []bool
-	// changedAt is the first message whose bytes differ from the lane's
-	// previous request's at the same index (msgDigests.changed): a client
-	// that touched what it resent, which tolerant matching accepted, so
-	// the client-bytes indexes from there on are stale; -1 when none or
-	// not known.
-	changedAt int
+	// fast[k], when k is in range: the fast hash of messages[k]'s bytes
+	// (msgDigests.fast of this request), by which the client-bytes
+	// indexes know the messages they indexed; nil: not known.
+	fast []uint64
 	// checked, when set, is the engine's §4a check of the messages
 	// rendered (engine.Assembled.Checked: the assembled context as it
 	// came), so the renderer answers for the client's thinking setting
@@ -86,7 +84,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &request{d: d, body: body, changedAt: -1, prefix: w.Prefix,
+	return &request{d: d, body: body, prefix: w.Prefix,
 		promptCacheKey: w.PromptCacheKey, previousResponseID: w.PreviousResponseID, conversation: w.Conversation,
 		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages,
 		model: w.Model, stream: w.Stream, system: w.System, tools: w.Tools, toolChoice: w.ToolChoice,
@@ -363,10 +361,6 @@ type msgDigests struct {
 	// chain is the chain of the previous request (chains' result): while
 	// every message so far is unchanged, its links are reused.
 	chain []digest
-	// changed is the first index at which the last request's bytes
-	// differed from the one before it (a resent message touched), -1
-	// when none.
-	changed int
 }
 
 // fastSeed is the fast hash's per-process seed (xxh3: ~5× maphash's
@@ -385,7 +379,6 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 	}
 	var buf [2 * sha256.Size]byte
 	same := c != nil // messages[:i] are the previous request's, unchanged
-	changed := -1
 	for i, m := range msgs {
 		var d digest
 		if c == nil {
@@ -397,9 +390,6 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 				d, mk = c.sha[i], c.marked[i]
 			} else {
 				d, mk, same = messageDigest(m, key), wire.HasMarker(m), false
-				if i < len(c.fast) && changed < 0 {
-					changed = i
-				}
 			}
 			fast[i], shas[i], marked[i] = f, d, mk
 			if same && i+1 < len(c.chain) {
@@ -413,7 +403,7 @@ func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
 		out[i+1] = sha256.Sum256(buf[:])
 	}
 	if c != nil {
-		c.fast, c.sha, c.marked, c.chain, c.changed = fast, shas, marked, out, changed
+		c.fast, c.sha, c.marked, c.chain = fast, shas, marked, out
 	}
 	return out
 }

@@ -147,14 +147,12 @@ type branch struct {
 	// Proxy.mu for the cache bound; used under the lane's lock).
 	enc []cachedMessage
 	// rawIdx maps the digest of ctxd's rendering of a client message to
-	// its index in the client's list, for the first rawN messages
+	// its index in the client's list, for the messages it indexed
 	// (indexClient; guarded like enc).
 	rawIdx *clientIndex
-	rawN   int
-	// itemIdx and itemN are the same for an OpenAI branch's items
+	// itemIdx is the same for an OpenAI branch's items
 	// (indexClientItems), apart: the keys are another hash.
 	itemIdx *clientIndex
-	itemN   int
 	// rendered is the Anthropic rendering, before cache markers, of the
 	// context last sent on the branch (renderWire; guarded like enc).
 	rendered *renderCache

@@ -217,7 +217,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	cs := chainsWith(&l.digests, req.messages, req.d.MatchKey)
-	req.marked, req.changedAt = l.digests.marked, l.digests.changed
+	req.marked, req.fast = l.digests.marked, l.digests.fast
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0

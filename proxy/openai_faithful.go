@@ -41,32 +41,35 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 // indexClientItems records, for the client's items of req not yet indexed
 // on b, the digest of ctxd's rendering of each alone (one item rendering
 // to one item) → its indexes, in order: the OpenAI counterpart of
-// indexClient, kept on the branch the same way (itemIdx, itemN; dropped
+// indexClient, kept on the branch the same way (itemIdx; dropped
 // with the branch's encoding cache, keepEncoding), so a request indexes
 // only its new items; after a restart or on a new branch the whole list
 // is indexed once. Called under the lane's lock.
 func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool) *clientIndex {
 	p.mu.Lock()
-	idx, n := b.itemIdx, b.itemN
+	idx := b.itemIdx
 	p.mu.Unlock()
-	if idx == nil || n > len(req.messages) || (req.changedAt >= 0 && req.changedAt < n) {
-		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
+	n := idx.reuse(req.fast)
+	if idx == nil {
+		idx = newClientIndex()
 	}
-	for k := max(n, req.prefix); k < len(req.messages); k++ {
+	for k := n; k < len(req.messages); k++ {
 		var r json.RawMessage
-		if req.d == dialectResponses {
-			r = responses.RenderItemAlone(req.messages[:k+1], k, custom)
-		} else {
-			r = chat.RenderChatAlone(req.messages[:k+1], k)
+		if k >= req.prefix {
+			if req.d == dialectResponses {
+				r = responses.RenderItemAlone(req.messages[:k+1], k, custom)
+			} else {
+				r = chat.RenderChatAlone(req.messages[:k+1], k)
+			}
 		}
 		if r == nil {
+			idx.add(k, req.fast, digest{}, false)
 			continue
 		}
-		key := openai.ItemKey(r, fastSeed)
-		idx.keys[key] = append(idx.keys[key], k)
+		idx.add(k, req.fast, openai.ItemKey(r, fastSeed), true)
 	}
 	p.mu.Lock()
-	b.itemIdx, b.itemN = idx, len(req.messages)
+	b.itemIdx = idx
 	p.mu.Unlock()
 	p.keepEncoding(b, nil)
 	return idx

@@ -132,33 +132,103 @@ func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Messa
 // rendering is then sent as the client's own bytes (encode): what ctxd has not rewritten passes through
 // byte-identical — document blocks, text citations and every field the
 // canonical model does not keep, key order and spacing (docs/proxy.md).
-// After a restart or a new branch the whole list is indexed once. It
-// returns the index. Called under the lane's lock.
+// A message whose bytes differ from those indexed (a cache marker that
+// moved off it) is indexed again, with those after it; after a restart or
+// a new branch the whole list is indexed once. It returns the index.
+// Called under the lane's lock.
 func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	p.mu.Lock()
-	idx, n := b.rawIdx, b.rawN
+	idx := b.rawIdx
 	p.mu.Unlock()
-	if idx == nil || n > len(req.messages) || (req.changedAt >= 0 && req.changedAt < n) {
-		idx, n = &clientIndex{keys: map[digest][]int{}}, 0
+	n := idx.reuse(req.fast)
+	if idx == nil {
+		idx = newClientIndex()
 	}
-	idx.plain = slices.Grow(idx.plain[:min(n, len(idx.plain))], len(req.messages)-n)[:len(req.messages)]
-	idx.verbatim = slices.Grow(idx.verbatim[:min(n, len(idx.verbatim))], len(req.messages)-n)[:len(req.messages)]
+	idx.plain = slices.Grow(idx.plain[:n], len(req.messages)-n)[:len(req.messages)]
+	idx.verbatim = slices.Grow(idx.verbatim[:n], len(req.messages)-n)[:len(req.messages)]
 	for k := n; k < len(req.messages); k++ {
 		idx.verbatim[k] = anthropic.Role(req.messages[k]) == "system"
 		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(req.messages[k])
 	}
-	for k := max(n, req.prefix); k < len(req.messages); k++ {
-		if d, results, ok := anthropic.ClientKey(req.messages[k]); ok {
-			idx.keys[d] = append(idx.keys[d], k)
-			if results {
-				idx.indexResults(req.messages[k])
-			}
+	for k := n; k < len(req.messages); k++ {
+		if k < req.prefix {
+			idx.add(k, req.fast, digest{}, false)
+			continue
+		}
+		d, results, ok := anthropic.ClientKey(req.messages[k])
+		idx.add(k, req.fast, d, ok)
+		if ok && results {
+			idx.indexResults(k, req.messages[k])
 		}
 	}
 	p.mu.Lock()
-	b.rawIdx, b.rawN = idx, len(req.messages)
+	b.rawIdx = idx
 	p.mu.Unlock()
 	return idx
+}
+
+// newClientIndex is an empty clientIndex.
+func newClientIndex() *clientIndex { return &clientIndex{keys: map[digest][]int{}} }
+
+// reuse returns how many of the client's messages idx still indexes for a
+// request whose messages have the fast hashes fast (msgDigests.fast; nil:
+// not known, nothing is reused): the leading messages whose bytes are the
+// ones indexed. The entries of the messages after them are dropped, to be
+// indexed again: a client that touched what it resent (a moving cache
+// marker, which tolerant matching accepts), or a request of another
+// branch in between. idx may be nil (0).
+func (idx *clientIndex) reuse(fast []uint64) int {
+	if idx == nil {
+		return 0
+	}
+	n := 0
+	for n < len(idx.fast) && n < len(fast) && idx.fast[n] == fast[n] {
+		n++
+	}
+	if fast == nil {
+		n = 0
+	}
+	idx.truncate(n)
+	return n
+}
+
+// truncate drops the entries of the client's messages from n on.
+func (idx *clientIndex) truncate(n int) {
+	for k := n; k < len(idx.fast); k++ {
+		if !idx.has[k] {
+			continue
+		}
+		ks := idx.keys[idx.key[k]]
+		for len(ks) > 0 && ks[len(ks)-1] >= n {
+			ks = ks[:len(ks)-1]
+		}
+		if len(ks) == 0 {
+			delete(idx.keys, idx.key[k])
+		} else {
+			idx.keys[idx.key[k]] = ks
+		}
+	}
+	for id, r := range idx.results {
+		if r.at >= n {
+			delete(idx.results, id)
+		}
+	}
+	n = min(n, len(idx.fast))
+	idx.fast, idx.key, idx.has = idx.fast[:n], idx.key[:n], idx.has[:n]
+}
+
+// add records message k, whose fast hash is fast[k] (none when fast is
+// short), with its key d when ok. Messages are added in order, after
+// truncate.
+func (idx *clientIndex) add(k int, fast []uint64, d digest, ok bool) {
+	var f uint64
+	if k < len(fast) {
+		f = fast[k]
+	}
+	idx.fast, idx.key, idx.has = append(idx.fast, f), append(idx.key, d), append(idx.has, ok)
+	if ok {
+		idx.keys[d] = append(idx.keys[d], k)
+	}
 }
 
 // indexResults records each tool_result block of the client's user
@@ -166,12 +236,12 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 // (anthropic.ClientResults): its tool_use_id → the block without its
 // marker and the digest of ctxd's marker-free rendering of it
 // (clientIndex.results).
-func (idx *clientIndex) indexResults(raw json.RawMessage) {
+func (idx *clientIndex) indexResults(k int, raw json.RawMessage) {
 	anthropic.ClientResults(raw, func(id string, block []byte, key digest) {
 		if idx.results == nil {
 			idx.results = map[string]clientResult{}
 		}
-		idx.results[id] = clientResult{raw: block, key: key}
+		idx.results[id] = clientResult{raw: block, key: key, at: k}
 	})
 }
 
@@ -179,6 +249,7 @@ func (idx *clientIndex) indexResults(raw json.RawMessage) {
 type clientResult struct {
 	raw []byte // the block as the client sent it, without its marker
 	key digest // of ctxd's marker-free rendering of it
+	at  int    // the index of its message in the client's list
 }
 
 // withClientResults is the encoding of the outgoing user message m, which
@@ -231,6 +302,12 @@ func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
 type clientIndex struct {
 	keys  map[digest][]int
 	plain []bool
+	// fast[k] is the fast hash (msgDigests.fast) of client message k as
+	// indexed, key[k] its key in keys when has[k]: what reuse checks and
+	// truncate drops.
+	fast []uint64
+	key  []digest
+	has  []bool
 	// results maps the tool_use_id of a client's tool_result block with a
 	// member the canonical model lacks to that block (indexResults).
 	results map[string]clientResult
@@ -360,8 +437,8 @@ func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 	p.encOrder = append(p.encOrder, b)
 	for len(p.encOrder) > maxEncodingCaches {
 		p.encOrder[0].enc = nil
-		p.encOrder[0].rawIdx, p.encOrder[0].rawN = nil, 0
-		p.encOrder[0].itemIdx, p.encOrder[0].itemN = nil, 0
+		p.encOrder[0].rawIdx = nil
+		p.encOrder[0].itemIdx = nil
 		p.encOrder[0].rendered = nil
 		p.encOrder = p.encOrder[1:]
 	}

@@ -73,3 +73,66 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 	check(len(msgs)-1, "shorter")
 	check(len(msgs), "whole")
 }
+
+// indexClient keeps a branch's index of the client's messages across
+// requests and indexes again only from the first message whose bytes
+// differ from those it indexed: the message a moving cache marker left (as
+// Claude Code sends every request), a message the client touched, a
+// shorter list. After each request the index is the one a full indexing of
+// the request gives.
+func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
+	p := &Proxy{}
+	b := &branch{}
+	var digests msgDigests
+	c := newConversation().user("start")
+	step := func(when string, wantReused int) {
+		t.Helper()
+		req, err := parseRequest([]byte(c.body()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chainsWith(&digests, req.messages, req.d.MatchKey)
+		req.fast = digests.fast
+		p.mu.Lock()
+		old := b.rawIdx
+		p.mu.Unlock()
+		reused := 0
+		if old != nil {
+			reused = len(old.fast)
+			for k := range old.fast {
+				if k >= len(req.fast) || old.fast[k] != req.fast[k] {
+					reused = k
+					break
+				}
+			}
+		}
+		if reused != wantReused {
+			t.Fatalf("%s: %d messages still indexed, want %d", when, reused, wantReused)
+		}
+		got := p.indexClient(b, req)
+		full := p.indexClient(&branch{}, &request{d: req.d, messages: req.messages, prefix: req.prefix})
+		if !reflect.DeepEqual(got.keys, full.keys) || !reflect.DeepEqual(got.plain, full.plain) ||
+			!reflect.DeepEqual(got.verbatim, full.verbatim) || !reflect.DeepEqual(got.results, full.results) ||
+			!reflect.DeepEqual(got.key, full.key) || !reflect.DeepEqual(got.has, full.has) {
+			t.Fatalf("%s: the kept index differs from a full indexing:\n%v\n%v", when, got.keys, full.keys)
+		}
+		if !reflect.DeepEqual(got.fast, req.fast) {
+			t.Fatalf("%s: the index does not know the messages it indexed", when)
+		}
+	}
+	step("first request", 0)
+	for i := range 4 {
+		id := fmt.Sprintf("toolu_%d", i)
+		c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`))
+		c.results([2]string{id, fmt.Sprintf("output %d", i)})
+		// The marker moved off the previous last message.
+		step(fmt.Sprintf("round %d", i), len(c.msgs)-3)
+	}
+	step("the same request again", len(c.msgs))
+	// The client touches its first message (a resent message it
+	// re-flowed): everything from it on is indexed again.
+	c.msgs[0] = `{"role":"user","content":[{"type":"text","text":"start "}]}`
+	step("touched", 0)
+	c.msgs = c.msgs[:5]
+	step("shorter", 4)
+}
