@@ -237,7 +237,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	// The log is durable (or the append staged): bring memory up to
 	// date.
 	var usageMsg *history.Message
-	before, _ := e.estimate(s)
+	before, _ := s.estimate()
 	for i := range stored {
 		stored[i].Seq = first + uint64(at[i])
 		s.state.Apply(stored[i])
@@ -248,7 +248,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 			_ = json.Unmarshal(ev.Data, &rec)
 			s.offloads[stored[i].ToolCallID] = rec.Path
 		}
-		e.addActive(s, stored[i])
+		s.addActive(stored[i])
 		if history.LastCompaction(stored[i]) >= 0 {
 			// Shape server: the provider's compaction is the checkpoint
 			// (docs/design.md §10).
@@ -280,7 +280,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	e.metrics.Appended(len(stored))
 
 	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
-	res.Tokens, res.TokensSource = e.estimate(s)
+	res.Tokens, res.TokensSource = s.estimate()
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
 		// Post-check (docs/design.md §5.1): the reported usage of the newest
 		// response against the threshold. Later messages of this batch

@@ -88,7 +88,7 @@ func BenchmarkPreSendDecision2000(b *testing.B) {
 	s, _ := h.e.session(context.Background(), "s")
 	for b.Loop() {
 		s.mu.Lock()
-		tokens, _ := h.e.estimate(s)
+		tokens, _ := s.estimate()
 		d := trigger.Decide(trigger.PreSend, s.triggerState(tokens))
 		s.mu.Unlock()
 		if d.Compact {

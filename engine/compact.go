@@ -163,7 +163,7 @@ func (e *Engine) retentionTarget(s *session, shape string, summaryTokens uint64)
 	return trigger.Retention{
 		KeepRecentTokens: s.cfg.ContextCompaction.KeepRecentTokens,
 		ContextLimit:     s.limit,
-		FixedTokens:      e.calibrate(s, fixed),
+		FixedTokens:      s.calibrate(fixed),
 		Shape:            shape,
 	}.Target()
 }
@@ -178,7 +178,7 @@ func (e *Engine) carriedEstimate(s *session) uint64 {
 	req := s.currentRequest()
 	switch {
 	case req == nil:
-	case e.calibrate(s, s.fixedTokens+req.tokens) > s.limit:
+	case s.calibrate(s.fixedTokens+req.tokens) > s.limit:
 		// Too long for the window: carried as its head and tail (carry).
 		n += min(req.tokens, config.FirstRequestMaxTokens)
 	default:
@@ -202,7 +202,7 @@ func (e *Engine) allRetained(s *session, sig trigger.Signal) bool {
 	toks := make([]uint64, len(s.active))
 	for i, en := range s.active {
 		msgs[i] = en.msg
-		toks[i] = e.calibrate(s, en.tokens)
+		toks[i] = s.calibrate(en.tokens)
 	}
 	carried := e.carriedFn(s)
 	start := retainedStart(sig, msgs, toks, target, carried)
@@ -395,7 +395,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	// since the job was queued.
 	e.refresh(s)
 	s.afterPrepare = "" // this is the compaction it asked for
-	tokens, _ := e.estimate(s)
+	tokens, _ := s.estimate()
 	d, _ := e.decide(s, sig, tokens)
 	if !d.Compact {
 		open := s.openRound()
@@ -422,7 +422,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		s.compacting, s.summarizing = false, false
 		s.mu.Unlock()
 	}()
-	snap.sent = e.activeMessages(s)
+	snap.sent = s.activeMessages()
 	snap.raw = append([]entry(nil), s.active...)
 	snap.messages = s.messages // every message so far is at or before snap.seq
 	// A speculative summary is installed instead of a summarizer call
@@ -604,7 +604,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 	toks := make([]uint64, len(covered))
 	for i, en := range covered {
 		msgs[i] = en.msg
-		toks[i] = e.calibrate(s, en.tokens)
+		toks[i] = s.calibrate(en.tokens)
 	}
 	start2 := retainedStart(sig, msgs, toks, target, e.carriedFn(s))
 	keepFrom := snap.seq + 1
@@ -630,11 +630,11 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		}
 	}
 	for _, c := range []*checkpoint.Carried{cp.Request, cp.FirstRequest} {
-		if en := e.carried(s, c); en != nil {
+		if en := s.carried(c); en != nil {
 			after += en.tokens
 		}
 	}
-	cp.TokensAfter = e.scaled(s, after)
+	cp.TokensAfter = s.scaled(after)
 	cp.Stalled = cp.TokensAfter >= s.threshold
 	if cp.SummarizedMessages <= prevSummarized && cp.TokensAfter >= cp.TokensBefore {
 		// Every message since the last checkpoint fits in the retention
@@ -656,7 +656,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		return e.failLocked(ctx, s, sig, fmt.Errorf("writing the checkpoint: %w", err), res.Attempts)
 	}
 	s.lastSeq = max(s.lastSeq, stored.Seq)
-	e.applyCheckpoint(s, stored)
+	s.useCheckpoint(stored)
 	s.lastError = ""
 	e.preparedOutcome(ctx, s, inst, base)
 	if sig == trigger.Idle {
@@ -687,7 +687,7 @@ func (e *Engine) runCompaction(ctx context.Context, id string, sig trigger.Signa
 		s.ledger.Withhold(snap.seq + 1)
 		d, _ := json.Marshal(prefixReset{Cause: "compaction", WithheldBefore: snap.seq + 1})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: d})
-		e.retokenize(s)
+		s.retokenize()
 	}
 	if stored.Stalled {
 		e.metrics.Compaction("stalled")
@@ -743,7 +743,7 @@ func withFallback(bindings []config.Binding, fallback string) ([]config.Binding,
 func (e *Engine) carry(ctx context.Context, s *session, keepFrom, summaryTokens uint64) (req, first *checkpoint.Carried) {
 	if r := s.currentRequest(); r != nil && r.msg.Seq < keepFrom {
 		req = &checkpoint.Carried{Seq: r.msg.Seq}
-		if e.calibrate(s, s.fixedTokens+summaryTokens+r.tokens) > s.limit {
+		if s.calibrate(s.fixedTokens+summaryTokens+r.tokens) > s.limit {
 			req.Stub = e.boundedRequest(ctx, s, r.msg, "current request")
 		}
 	}
@@ -756,7 +756,7 @@ func (e *Engine) carry(ctx context.Context, s *session, keepFrom, summaryTokens 
 		return req, &c
 	}
 	first = &checkpoint.Carried{Seq: f.msg.Seq}
-	if e.calibrate(s, f.tokens) > config.FirstRequestMaxTokens {
+	if s.calibrate(f.tokens) > config.FirstRequestMaxTokens {
 		first.Stub = e.boundedRequest(ctx, s, f.msg, "first request")
 	}
 	return req, first

@@ -123,7 +123,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		if !d.Compact {
 			e.maybePrepare(s)
 		}
-		tokens, _ := e.estimate(s)
+		tokens, _ := s.estimate()
 		if d.Compact && tokens <= s.limit {
 			// The context still fits the window: with speculative
 			// summaries on, it waits for no summarizer call
@@ -386,12 +386,12 @@ func (e *Engine) compactAndWait(ctx context.Context, id string, sig trigger.Sign
 // assemble builds the context from the session's state. Called with s.mu
 // held.
 func (e *Engine) assemble(s *session) *Assembled {
-	tokens, source := e.estimate(s)
+	tokens, source := s.estimate()
 	a := &Assembled{
 		Model:           s.meta.Model,
 		System:          s.system,
 		Tools:           s.tools,
-		Messages:        e.activeMessages(s),
+		Messages:        s.activeMessages(),
 		Tokens:          tokens,
 		TokensSource:    source,
 		Threshold:       s.shownThreshold(),
@@ -406,58 +406,4 @@ func (e *Engine) assemble(s *session) *Assembled {
 		a.CheckpointSeq = s.cp.Seq
 	}
 	return a
-}
-
-// activeMessages is the message list of the assembled context: pinned
-// context, the first request the latest checkpoint carries, the summary,
-// the current request it carries (docs/design.md §5.2), then the active history
-// as it is sent. Called with s.mu held.
-func (e *Engine) activeMessages(s *session) []history.Message {
-	out := make([]history.Message, 0, len(s.active)+2)
-	if len(s.pinned) > 0 {
-		out = append(out, pinnedMessage(s.pinned))
-	}
-	if s.firstPinned != nil {
-		out = append(out, s.firstPinned.msg)
-	}
-	if s.summaryMsg != nil {
-		out = append(out, *s.summaryMsg)
-	}
-	if s.keptReq != nil {
-		out = append(out, s.keptReq.msg)
-	}
-	for _, en := range s.active {
-		out = append(out, e.render(s, en.msg))
-	}
-	return out
-}
-
-// render returns m as it is sent: an elided tool result as its stub
-// (docs/design.md §6), thinking withheld after a recorded rewrite for
-// thinking-bound models (§4), and an assistant message's trailing thinking
-// dropped (§4a: an interrupted response). Same state, same bytes.
-func (e *Engine) render(s *session, m history.Message) history.Message {
-	r, _ := e.renderChanged(s, m)
-	return r
-}
-
-func (e *Engine) renderChanged(s *session, m history.Message) (history.Message, bool) {
-	switch m.Role {
-	case history.RoleTool:
-		if s.ledger.Elided(m.ToolCallID) {
-			return s.ledger.Render(m, s.offloads[m.ToolCallID]), true
-		}
-	case history.RoleAssistant:
-		changed := false
-		if s.ledger.Changes(m) {
-			m, changed = s.ledger.Render(m, ""), true
-		}
-		// A response interrupted while reasoning ends with thinking, which
-		// the provider refuses (docs/design.md §4a).
-		if r, ok := history.DropTrailingThinking(m); ok {
-			m, changed = r, true
-		}
-		return m, changed
-	}
-	return m, false
 }

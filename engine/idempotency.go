@@ -85,7 +85,7 @@ func (e *Engine) replayAppend(ctx context.Context, s *session, r idemRec) (Appen
 	if err != nil && !errors.Is(err, errStopRange) {
 		return AppendResult{}, mapLogErr(s.id, err)
 	}
-	res.Tokens, res.TokensSource = e.estimate(s)
+	res.Tokens, res.TokensSource = s.estimate()
 	return res, nil
 }
 

@@ -81,25 +81,6 @@ func (e *Engine) noteRequest(s *session, u *history.Usage, now time.Time) {
 	}
 }
 
-// noteLedgerRequest is noteRequest for a proxied request's ledger entry,
-// whose lifetime is the one it names (CacheTTLSeconds, from the request's
-// cache markers or retention) or the one its 1-hour writes show. Called
-// with s.mu held (or during load).
-func noteLedgerRequest(s *session, en ledger.Entry) {
-	if en.Kind != ledger.KindRequest || en.Time.Before(s.cacheAt) {
-		return
-	}
-	s.cacheAt = en.Time
-	switch {
-	case en.CacheTTLSeconds > 0:
-		s.cacheTTL = time.Duration(en.CacheTTLSeconds) * time.Second
-	case en.Reported.CacheWrite1h > 0:
-		s.cacheTTL = CacheTTLLong
-	case s.cacheTTL == 0:
-		s.cacheTTL = CacheTTLDefault
-	}
-}
-
 // idleEnabled reports whether idle compaction is on for the session:
 // context_compaction.idle "on"; "auto" unless its summarizer is paid by
 // the client's credential. Called with s.mu held.
@@ -137,7 +118,7 @@ func (e *Engine) idleDue(s *session, now time.Time) (IdleCompaction, idlePlan, b
 		s.shape == trigger.ShapeServer || !s.newGroupSinceCheckpoint() || !e.idleEnabled(s) {
 		return ic, plan, false
 	}
-	tokens, _ := e.estimate(s)
+	tokens, _ := s.estimate()
 	if floor := (config.ContextCompaction{}).PrepareMark(s.limit, s.threshold); floor == 0 || tokens < floor {
 		return ic, plan, false
 	}
@@ -152,7 +133,7 @@ func (e *Engine) idleDue(s *session, now time.Time) (IdleCompaction, idlePlan, b
 		summary = e.est.Message(preparedMessage(p))
 	}
 	target := e.retentionTarget(s, s.shape, summary)
-	after := e.fixedPrefix(s) + e.calibrate(s, summary) + min(target, tokens)
+	after := e.fixedPrefix(s) + s.calibrate(summary) + min(target, tokens)
 	if after >= tokens {
 		return ic, plan, false
 	}

@@ -184,7 +184,7 @@ func TestIdlePaybackCountsAPaidSummarizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := h.e.estimate(s)
+	tokens, _ := s.estimate()
 	_, plan, due := h.e.idleDue(s, clk.Now())
 	s.mu.Unlock()
 	if min := float64(tokens)*0.1 + 5*float64(config.DefaultExtractiveSummaryBytes/4); due || plan.summarizerTokens < min {

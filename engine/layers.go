@@ -168,7 +168,7 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		return nil
 	}
 	s.lastSeq = seq + uint64(len(events)) - 1
-	e.applyPass(s, *p)
+	s.applyPass(*p)
 	for i := range events {
 		events[i].Seq = seq + uint64(i)
 	}
@@ -189,7 +189,7 @@ func (e *Engine) weighPass(s *session, p contextedit.Pass) contextedit.Weighing 
 	var w contextedit.Weighing
 	var before, after, answers uint64
 	for i := range s.active {
-		t := e.sentTokens(s, s.active[i].msg)
+		t := s.sentTokens(s.active[i].msg)
 		before += s.active[i].tokens
 		after += t
 		if w.RewrittenTokens > 0 || t != s.active[i].tokens {
@@ -206,7 +206,7 @@ func (e *Engine) weighPass(s *session, p contextedit.Pass) contextedit.Weighing 
 	if s.threshold == 0 {
 		return w
 	}
-	tokens, _ := e.estimate(s)
+	tokens, _ := s.estimate()
 	left := uint64(0)
 	if tokens < w.SavedTokens+s.threshold {
 		left = s.threshold + w.SavedTokens - tokens
@@ -228,33 +228,4 @@ func (e *Engine) thinkingBefore(s *session, seq uint64) bool {
 		}
 	}
 	return false
-}
-
-// applyPass applies a recorded pass to the session: the ledger, the
-// withheld-thinking point, and the sent-form estimates of what it changed.
-// The same function serves live passes and the log's replay after a
-// restart, so both give identical state. Called with s.mu held (or during
-// load).
-func (e *Engine) applyPass(s *session, p contextedit.Pass) {
-	before := make([]uint64, len(s.active))
-	for i := range s.active {
-		before[i] = s.active[i].tokens
-	}
-	total := s.activeTokens
-	s.ledger.Apply(p)
-	e.retokenize(s)
-	// What the pass costs and saves (docs/design.md §4): from the first
-	// message it changed on, the next request writes the cache again;
-	// every later request sends what it removed no more.
-	var rewritten uint64
-	for i := range s.active {
-		if rewritten > 0 || s.active[i].tokens != before[i] {
-			rewritten += s.active[i].tokens
-		}
-	}
-	var saved uint64
-	if total > s.activeTokens {
-		saved = total - s.activeTokens
-	}
-	s.rewrites = append(s.rewrites, rewriteFigure{rewritten: rewritten, saved: saved, at: s.assistants})
 }

@@ -51,21 +51,11 @@ func (e *Engine) recordLedgerLocked(ctx context.Context, s *session, entries []l
 	}
 	s.lastSeq = max(s.lastSeq, seq+uint64(len(events))-1)
 	for _, en := range entries {
-		e.applyLedger(s, en)
+		s.applyLedger(en)
 		e.metrics.Ledger(en)
 	}
 	e.saveRow(s)
 	return nil
-}
-
-// applyLedger adds one entry to the session's totals (or its mode).
-func (e *Engine) applyLedger(s *session, en ledger.Entry) {
-	if en.Kind == ledger.KindMode {
-		s.mode = en.Mode
-		return
-	}
-	noteLedgerRequest(s, en)
-	s.totals.Add(en)
 }
 
 // Ledger returns the session's ledger entries, oldest first, and their

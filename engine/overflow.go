@@ -59,9 +59,9 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 		l.Limit = s.maxAccepted
 		said = append(said, fmt.Sprintf("the provider names no window; the largest request it accepted, %d tokens, is taken as it (the session's was %s)", s.maxAccepted, windowText(s.shownLimit(), s.win.source)))
 	}
-	if raw := e.rawTokens(s); plausibleCount(o.Count, raw) {
-		before, _ := e.estimate(s)
-		l.Count, l.Raw, l.Seq = o.Count, e.rawTokens(s), s.lastMsg
+	if raw := s.rawTokens(); plausibleCount(o.Count, raw) {
+		before, _ := s.estimate()
+		l.Count, l.Raw, l.Seq = o.Count, s.rawTokens(), s.lastMsg
 		said = append(said, fmt.Sprintf("the provider counted %d tokens where ctxd estimated %d: the estimate starts from its count", o.Count, before))
 	}
 	if len(said) == 0 {
@@ -70,7 +70,7 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 	extra.Learned = &l
 	meta := s.meta
 	meta.Extra, _ = json.Marshal(extra)
-	probe := &session{id: id, meta: meta, state: s.state}
+	probe := &session{id: id, meta: meta, sessionState: sessionState{state: s.state}}
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}

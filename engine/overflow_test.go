@@ -16,7 +16,7 @@ func rawOf(t *testing.T, h *harness, id string) uint64 {
 		t.Fatal(err)
 	}
 	defer s.mu.Unlock()
-	return h.e.rawTokens(s)
+	return s.rawTokens()
 }
 
 // TestOverflowFiguresCorrectTheSession: the provider's count of a refused

@@ -170,7 +170,7 @@ func (e *Engine) prepareDue(s *session) bool {
 	}
 	_, tail := s.tailAfter(p.SnapshotSeq)
 	target := e.retentionTarget(s, s.shape, e.est.Message(preparedMessage(p)))
-	return e.calibrate(s, tail) > target/2
+	return s.calibrate(tail) > target/2
 }
 
 // maybePrepare queues a speculative summary job for the session when its
@@ -178,7 +178,7 @@ func (e *Engine) prepareDue(s *session) bool {
 // as background work. Called with s.mu held, after a check that did not
 // compact.
 func (e *Engine) maybePrepare(s *session) {
-	tokens, _ := e.estimate(s)
+	tokens, _ := s.estimate()
 	if tokens >= s.threshold || s.compacting || s.preparing() || e.prepareGate(s, tokens) != "" || !e.prepareDue(s) {
 		return
 	}
@@ -210,7 +210,7 @@ func (e *Engine) runPrepare(ctx context.Context, id string) error {
 		return err
 	}
 	e.refresh(s)
-	tokens, _ := e.estimate(s)
+	tokens, _ := s.estimate()
 	if sig := e.compactionAfterPrepare(s, tokens); sig != "" {
 		s.mu.Unlock()
 		return e.runCompaction(ctx, id, sig)
@@ -221,7 +221,7 @@ func (e *Engine) runPrepare(ctx context.Context, id string) error {
 	}
 	prev := e.usablePrepared(s)
 	p := preparedSummary{Base: s.lastCheckpointSeq(), SnapshotSeq: s.lastMsg, Messages: s.messages, TokensBefore: tokens}
-	msgs := e.activeMessages(s) // the request just sent: its cached prefix
+	msgs := s.activeMessages() // the request just sent: its cached prefix
 	if prev != nil {
 		msgs = e.extensionMessages(s, prev)
 		p.Extends, p.Cost = prev.Seq, prev.Cost
@@ -306,7 +306,7 @@ func (e *Engine) runPrepare(ctx context.Context, id string) error {
 	if err := e.recordLedgerLocked(context.WithoutCancel(ctx), s, entries); err != nil {
 		e.log.Warn("speculative summary not recorded in the ledger", "session", id, "err", err)
 	}
-	tokens, _ = e.estimate(s)
+	tokens, _ = s.estimate()
 	sig := e.compactionAfterPrepare(s, tokens)
 	s.mu.Unlock()
 	if sig != "" {
@@ -356,7 +356,7 @@ func (e *Engine) extensionMessages(s *session, p *preparedSummary) []history.Mes
 	}
 	out = append(out, preparedMessage(p))
 	for _, en := range tail {
-		out = append(out, e.render(s, en.msg))
+		out = append(out, s.render(en.msg))
 	}
 	return out
 }
@@ -420,7 +420,7 @@ func (e *Engine) installable(s *session, sig trigger.Signal, deep bool) *install
 		return nil
 	}
 	tail, tailTokens := s.tailAfter(p.SnapshotSeq)
-	in := &install{prep: p, summary: p.Summary, seq: p.SnapshotSeq, messages: p.Messages, tail: e.calibrate(s, tailTokens)}
+	in := &install{prep: p, summary: p.Summary, seq: p.SnapshotSeq, messages: p.Messages, tail: s.calibrate(tailTokens)}
 	for _, en := range s.active {
 		if en.msg.Seq <= p.SnapshotSeq {
 			in.raw = append(in.raw, en)
@@ -438,7 +438,7 @@ func (e *Engine) installable(s *session, sig trigger.Signal, deep bool) *install
 	}
 	msgs := make([]history.Message, len(tail))
 	for i, en := range tail {
-		msgs[i] = e.render(s, en.msg)
+		msgs[i] = s.render(en.msg)
 	}
 	folded, ok := foldSummary(p.Summary, msgs, s.cfg.Compaction.ExtractiveSummaryBytes, s.cfg.ContextCompaction.MaxSummaryBytes)
 	if !ok {

@@ -402,7 +402,7 @@ func TestPrepareDefaultOffWhenTheClientPays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tokens, _ := h.e.estimate(s)
+		tokens, _ := s.estimate()
 		why := h.e.prepareGate(s, tokens)
 		s.mu.Unlock()
 		if (why == "") != (pct != 0) {

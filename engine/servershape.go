@@ -167,14 +167,14 @@ func (e *Engine) recordServerCompaction(ctx context.Context, s *session, m histo
 			after += en.tokens
 		}
 	}
-	cp.TokensAfter = e.calibrate(s, after)
+	cp.TokensAfter = s.calibrate(after)
 	stored, err := e.opts.Log.PutCheckpoint(ctx, s.id, cp)
 	if err != nil {
 		e.log.Warn("recording the provider's compaction", "session", s.id, "err", err)
 		return
 	}
 	s.lastSeq = max(s.lastSeq, stored.Seq)
-	e.applyCheckpoint(s, stored)
+	s.useCheckpoint(stored)
 	e.metrics.Compaction("ok")
 }
 

@@ -123,7 +123,10 @@ const (
 // tokens.
 const ContextLimit1M = 1_000_000
 
-// session is one loaded session. mu guards everything below it.
+// session is one loaded session: its state (sessionState, the part the
+// log determines, changed only by its own methods' rules) and what ties
+// it to storage, the lock and the jobs. mu guards everything below it,
+// the state included.
 type session struct {
 	id string
 	// lastUsed is when the session was last locked, in Unix nanoseconds,
@@ -132,9 +135,12 @@ type session struct {
 	// memBytes is about the memory the session's active history holds
 	// (history.SizeHint of each message), what storage.session_memory_bytes
 	// bounds over every loaded session (evictLocked; read without mu).
+	// The state's appendMessage and applyCheckpoint say how it changes;
+	// addActive and useCheckpoint publish it here.
 	memBytes atomic.Int64
 
 	mu sync.Mutex
+	sessionState
 	// rowSum is the xxh3 of the listing row saveRow wrote last (0:
 	// none yet in this copy): an unchanged row is not a change.
 	rowSum uint64
@@ -142,71 +148,15 @@ type session struct {
 	// get the live one.
 	evicted    bool
 	meta       checkpoint.Meta
-	cfg        config.Config
 	cfgVersion uint64
-	model      config.Model
-	limit      uint64
-	// win is how model and limit were resolved: where the window came
-	// from, what the stored settings differ in from the current
-	// configuration; learned is what the provider said.
-	win     window
-	learned *learnedWindow
-	// anchor is the provider's newest count of a whole request (a
-	// reported usage: input + cache read + cache write; an overflow
-	// error's count) and anchorRaw ctxd's uncalibrated estimate of that
-	// same request, taken at message seq anchorSeq; anchor 0 before the
-	// first. A context no usage covers (after a checkpoint) is estimated
-	// from it: the count less ctxd's calibrated estimate of what left
-	// since (docs/design.md §2), so figures before and after a compaction
-	// are in one unit.
-	anchor, anchorRaw, anchorSeq uint64
-	// maxAccepted is the largest request the provider accepted, by its
-	// reported usage (input + cache read + cache write), in tokens: a
-	// window no smaller than it.
-	maxAccepted uint64
+	lastSeq    uint64 // last event seq
 	// retainNothing: the next overflow compaction retains no message
 	// (CompactDeeper).
 	retainNothing bool
 	// lastFutile and nothingAtCheck: the last check found compaction
 	// futile, or nothing to compact (the context's diagnostic code).
 	lastFutile, nothingAtCheck bool
-	threshold                  uint64
-	shape                      string
 
-	system string
-	tools  []history.ToolDef
-	pinned []history.Block
-	// fixedTokens is the estimate of system prompt, tools and pinned
-	// context, uncalibrated.
-	fixedTokens uint64
-
-	state   *history.State // validation state of the whole log
-	lastSeq uint64         // last event seq
-	lastMsg uint64         // seq of the newest message
-	// changed is when a message, a patch or a checkpoint last changed the
-	// session (Info.Updated; meta.Updated moves only with the meta).
-	changed time.Time
-
-	cp            *checkpoint.Checkpoint // latest, nil before the first
-	summaryMsg    *history.Message
-	summaryTokens uint64
-
-	// The requests that survive compaction (docs/design.md §5.2): first is the
-	// session's first user message and req the newest one (the prompt that
-	// opened the current run), as appended; firstPinned and keptReq are
-	// what the latest checkpoint carries of them outside the summary (nil:
-	// nothing), with their sent-form estimates, uncalibrated.
-	first, req           *entry
-	firstPinned, keptReq *entry
-	// futilityRun: the futility diagnostic was given in this run
-	// (docs/design.md §5.2: one per run).
-	futilityRun bool
-
-	active       []entry
-	activeTokens uint64
-	// rewrites are the figures of each recorded rewrite (pass or
-	// compaction) since load, rebuilt from the log (RewriteFigures).
-	rewrites []rewriteFigure
 	// deferredPasses counts the passes planned since load that were
 	// deferred because they would not pay for their rewrite, and
 	// lastDeferred is the newest one's weighing (planPass).
@@ -215,59 +165,13 @@ type session struct {
 	// rules is the §4a check of the last assembled context, extended when
 	// the next one only appends to it (checkRules).
 	rules ruleCache
-	// compactedAt is the seq of the newest active message holding a
-	// provider compaction block (history.BlockCompaction), 0 when none: the
-	// provider drops everything before that block, so the messages before
-	// it count no tokens.
-	compactedAt uint64
-
-	// usage is the newest reported usage after the latest checkpoint; usageAt
-	// is the index in active just after the message that carried it (so
-	// active[usageAt:] was appended since); sinceUsage sums their tokens;
-	// editedSinceUsage is what passes removed from before usageAt.
-	usage            *history.Usage
-	usageOutput      uint64 // the response's output as counted: see outputTokens
-	usageAt          int
-	sinceUsage       uint64
-	editedSinceUsage uint64
-
-	// mode is the session's own proxy mode ("" follows [proxy] mode) and
-	// totals its savings ledger's totals (docs/design.md §10).
-	mode   string
-	totals ledger.Totals
-
-	// Failure circuit of the current run (docs/design.md §5.5).
-	failures    int
-	circuitOpen bool
 
 	// serverRefused says why the upstream refused the provider's
 	// compaction (shape server falls back), "" when it did not.
 	serverRefused string
 
-	// Layers 1 and 2 (docs/design.md §6): the offloader, the offload file of each
-	// offloaded result by tool_call_id, the context-edit ledger and the
-	// mode in effect ("local", "server" or "off") with its reason.
+	// offloader writes layer 1's offload files (docs/design.md §6).
 	offloader *offload.Offloader
-	offloads  map[string]string
-	// assistants counts the assistant messages appended; calls maps an open
-	// call's id to the ordinal of the assistant message that made it and
-	// the tool's name.
-	assistants uint64
-	calls      map[string]openCall
-	ledger     contextedit.Ledger
-	editMode   string
-	editWhy    string
-
-	// cal is the session's token calibrator for its model (docs/design.md §2
-	// "Tokens"), rebuilt from the session's own log on load, so the
-	// estimate — and every response carrying it — is a pure function of the
-	// log, the same before and after a restart or an eviction.
-	cal      *history.Calibrator
-	calModel string
-
-	// Bookkeeping for Info.
-	messages    uint64 // message events in the log
-	checkpoints uint64
 
 	// agentFile is the session's authored compaction.md (nil: none), loaded
 	// when the configuration is (at load and after a reload), or the error
@@ -311,12 +215,9 @@ type session struct {
 	// running speculative summary job, which runs it when the summary is
 	// stored ("" for none).
 	afterPrepare trigger.Signal
-	// cacheAt is when the session's provider request was last sent (its
-	// prompt cache refreshed), cacheTTL the lifetime that request asked
-	// for, and idleDone the cacheAt an idle compaction was last tried for
+	// idleDone is the cacheAt an idle compaction was last tried for
 	// (idle.go).
-	cacheAt, idleDone time.Time
-	cacheTTL          time.Duration
+	idleDone time.Time
 	// idlePlan is the estimate the queued idle compaction was queued
 	// with, nil when none.
 	idlePlan *idlePlan
@@ -331,13 +232,6 @@ type Check struct {
 	Threshold uint64         `json:"threshold"`
 	Fired     bool           `json:"fired"`
 	Reason    string         `json:"reason"`
-}
-
-// touch records a change of the session at t (UTC) for Info.Updated.
-func (s *session) touch(t time.Time) {
-	if t.After(s.changed) {
-		s.changed = t
-	}
 }
 
 // updated is when the session last changed: its meta, a message, a patch
@@ -358,7 +252,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 	if err != nil {
 		return nil, mapLogErr(id, err)
 	}
-	s := &session{id: id, meta: meta, state: &history.State{}, offloads: map[string]string{}}
+	s := &session{id: id, meta: meta, sessionState: newSessionState()}
 	if err := e.configure(s); err != nil {
 		return nil, err
 	}
@@ -388,14 +282,14 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			m := *ev.Message
 			m.Seq = ev.Seq
 			s.state.Apply(m)
-			e.addActive(s, m)
+			s.addActive(m)
 		case checkpoint.KindCheckpoint:
 			ended = ev.Seq
 			cp, err := e.opts.Log.GetCheckpoint(ctx, id, ev.Seq)
 			if err != nil {
 				return err
 			}
-			e.applyCheckpoint(s, cp)
+			s.useCheckpoint(cp)
 		case checkpoint.KindSessionUpdated:
 			s.touch(ev.Time)
 			var d deferredUpdate
@@ -409,7 +303,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			var d prefixReset
 			if json.Unmarshal(ev.Data, &d) == nil && d.WithheldBefore > s.ledger.WithheldThinkingBefore() {
 				s.ledger.Withhold(d.WithheldBefore)
-				e.retokenize(s)
+				s.retokenize()
 			}
 		case checkpoint.KindClientState:
 			s.clientState = ev.Data
@@ -422,7 +316,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 		case checkpoint.KindLedger:
 			var en ledger.Entry
 			if json.Unmarshal(ev.Data, &en) == nil {
-				e.applyLedger(s, en)
+				s.applyLedger(en)
 			}
 		case checkpoint.KindOffload:
 			var r offload.Record
@@ -434,7 +328,7 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 			if err := json.Unmarshal(ev.Data, &p); err != nil {
 				return fmt.Errorf("event %d: context_edit: %w", ev.Seq, checkpoint.ErrCorrupt)
 			}
-			e.applyPass(s, p)
+			s.applyPass(p)
 		}
 		return nil
 	})
@@ -476,7 +370,7 @@ func (e *Engine) restoreLastCheck(s *session) {
 	}
 	// decide, not check: a load writes nothing (check may record a
 	// futility diagnostic).
-	tokens, source := e.estimate(s)
+	tokens, source := s.estimate()
 	d, _ := e.decide(s, trigger.PostCheck, tokens)
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: trigger.PostCheck, Tokens: tokens, Source: source,
 		Threshold: s.shownThreshold(), Reason: "rebuilt from the log when the session was loaded: " + d.Reason}
@@ -616,301 +510,11 @@ func (e *Engine) refresh(s *session) {
 	}
 }
 
-// addActive appends a stored message to the active history and the usage
-// bookkeeping. Called with s.mu held (or during load).
-func (e *Engine) addActive(s *session, m history.Message) {
-	if m.Tokens == 0 {
-		e.est.Fill(&m)
-	}
-	t := e.sentTokens(s, m)
-	s.messages++
-	var chars uint64
-	var inputs []callStrings
-	var call openCall
-	switch m.Role {
-	case history.RoleTool:
-		chars = contextedit.ResultChars(m)
-		call = s.calls[m.ToolCallID]
-		delete(s.calls, m.ToolCallID)
-		if m.ToolName != "" {
-			call.name = m.ToolName
-		}
-	case history.RoleAssistant:
-		s.assistants++
-		call.turn = s.assistants
-		for _, b := range m.Content {
-			if b.Type == history.BlockToolCall {
-				if s.calls == nil {
-					s.calls = map[string]openCall{}
-				}
-				s.calls[b.ID] = openCall{turn: s.assistants, name: b.Name}
-				if _, n := contextedit.InputStrings(b.Input); len(n) > 0 {
-					inputs = append(inputs, callStrings{id: b.ID, name: b.Name, chars: n})
-				}
-			}
-		}
-	case history.RoleUser:
-		clear(s.calls) // open calls are abandoned
-	}
-	en := entry{msg: m, tokens: t, chars: chars, turn: call.turn, tool: call.name, inputs: inputs}
-	if history.IsPersonPrompt(m) {
-		// The current and the first request are prompts a person wrote,
-		// never a reminder or an agent's environment item (docs/design.md
-		// §5.2).
-		c := en
-		s.req = &c
-		if s.first == nil {
-			s.first = &c
-		}
-	}
-	s.active = append(s.active, en)
-	s.activeTokens += t
-	s.memBytes.Add(int64(history.SizeHint(m)))
-	if history.LastCompaction(m) >= 0 {
-		// A provider compaction: what precedes it is no longer billed.
-		s.compactedAt = m.Seq
-		e.retokenize(s)
-	}
-	s.lastMsg = m.Seq
-	if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.TotalTokens() > 0 {
-		e.observeUsage(s, m)
-		// The request this answer's usage counts is the context before it.
-		s.maxAccepted = max(s.maxAccepted, m.Usage.ContextTokens())
-		if n, raw := m.Usage.ContextTokens(), s.fixedTokens+s.carriedTokens()+s.summaryTokens+s.activeTokens-t; plausibleCount(n, raw) {
-			s.anchor, s.anchorRaw, s.anchorSeq = n, raw, m.Seq
-		}
-		u := *m.Usage
-		s.usage = &u
-		s.usageOutput = e.outputTokens(s, m)
-		s.usageAt = len(s.active)
-		s.sinceUsage = 0
-		s.editedSinceUsage = 0
-		return
-	}
-	s.sinceUsage += t
-	if history.IsPersonPrompt(m) {
-		// A user prompt begins a new run (docs/design.md §5.5).
-		s.failures = 0
-		s.circuitOpen = false
-		s.futilityRun = false
-	}
-}
-
-// sentTokens is the estimate of m as it is sent: the stored estimate, or
-// that of its rendering when context editing or withheld thinking changed
-// it; 0 before a provider compaction block, which the provider replaces by
-// its summary.
-func (e *Engine) sentTokens(s *session, m history.Message) uint64 {
-	if m.Seq < s.compactedAt {
-		return 0 // before a provider compaction block
-	}
-	if r, changed := e.renderChanged(s, m); changed {
-		return e.est.Message(r)
-	}
-	return m.Tokens
-}
-
-// observeUsage feeds the model's calibrator with the growth between two
-// consecutive reported usages: reported (this request's context − the
-// previous request's context − the previous response's output) against the
-// estimate of the messages appended between them (docs/design.md §2 "Tokens").
-// Growth, not whole requests, so a system prompt the agent never gave ctxd
-// does not bias the factor.
-func (e *Engine) observeUsage(s *session, m history.Message) {
-	if s.usage == nil || s.editedSinceUsage > 0 {
-		return
-	}
-	prev := s.usage.ContextTokens() + s.usageOutput
-	now := m.Usage.ContextTokens()
-	if now <= prev || s.sinceUsage == 0 {
-		return
-	}
-	s.cal.Observe(now-prev, s.sinceUsage)
-}
-
-// outputTokens is what the response m adds to the next request: its
-// reported output_tokens when plausible, else its calibrated estimate.
-// Some agents log a streaming snapshot of usage whose output_tokens is the
-// first few tokens only (Claude Code 2.x: 74 of 139 responses of the corpus);
-// no model tokenizer counts below half of o200k, so a reported output under
-// half the estimate is taken as such a snapshot (docs/decisions.md
-// "Estimator accuracy").
-func (e *Engine) outputTokens(s *session, m history.Message) uint64 {
-	reported := m.Usage.OutputTokens
-	if reported*2 >= m.Tokens {
-		return reported
-	}
-	return e.calibrate(s, m.Tokens)
-}
-
-// applyCheckpoint makes cp the session's latest checkpoint: the summary
-// replaces everything before FirstRetainedSeq (or after SnapshotSeq when
-// nothing is retained); reported usage before it is never used again
-// (docs/design.md §2 "Tokens"). Called with s.mu held (or during load).
-func (e *Engine) applyCheckpoint(s *session, cp checkpoint.Checkpoint) {
-	// What the compaction costs and saves (docs/design.md §4): the next
-	// request writes its whole context again; every later one sends the
-	// difference no more. Both in the checkpoint's own unit.
-	f := rewriteFigure{rewritten: cp.TokensAfter, at: s.assistants, compaction: true}
-	if cp.TokensBefore > cp.TokensAfter {
-		f.saved = cp.TokensBefore - cp.TokensAfter
-	}
-	s.rewrites = append(s.rewrites, f)
-	c := cp
-	s.cp = &c
-	s.checkpoints++
-	s.touch(cp.Time)
-	sm := summaryMessage(cp)
-	s.summaryMsg = &sm
-	s.summaryTokens = e.est.Message(sm)
-	keepFrom := cp.SnapshotSeq + 1
-	if cp.FirstRetainedSeq > 0 {
-		keepFrom = cp.FirstRetainedSeq
-	}
-	s.keptReq = e.carried(s, cp.Request)
-	s.firstPinned = e.carried(s, cp.FirstRequest)
-	kept := s.active[:0:0]
-	var total uint64
-	mem := int64(history.SizeHint(sm))
-	for _, en := range s.active {
-		if en.msg.Seq >= keepFrom {
-			kept = append(kept, en)
-			total += en.tokens
-			mem += int64(history.SizeHint(en.msg))
-		}
-	}
-	s.active = kept
-	s.memBytes.Store(mem)
-	s.activeTokens = total
-	s.usage = nil
-	s.usageAt = 0
-	s.sinceUsage = total
-	s.editedSinceUsage = 0
-	if cp.Stalled {
-		s.failures++
-	} else {
-		// A successful checkpoint of any reason closes the circuit
-		// (docs/design.md §5.5).
-		s.failures = 0
-		s.circuitOpen = false
-	}
-}
-
-// carried returns the entry a checkpoint carries outside its summary
-// (docs/design.md §5.2): the stored message with c.Seq as it is sent, or its
-// stub. nil for nil c or a message no longer known. Called with s.mu held
-// (or during load), before the checkpoint drops what it covers.
-func (e *Engine) carried(s *session, c *checkpoint.Carried) *entry {
-	if c == nil {
-		return nil
-	}
-	if c.Stub != "" {
-		m := history.Message{Seq: c.Seq, Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: c.Stub}}}
-		return &entry{msg: m, tokens: e.est.Message(m)}
-	}
-	for _, en := range s.active {
-		if en.msg.Seq == c.Seq {
-			en := en
-			return &en
-		}
-	}
-	for _, en := range []*entry{s.keptReq, s.firstPinned, s.req, s.first} {
-		if en != nil && en.msg.Seq == c.Seq {
-			c := *en
-			return &c
-		}
-	}
-	return nil
-}
-
-// factor is the session model's calibration factor.
-func (e *Engine) factor(s *session) float64 {
-	return s.cal.Factor()
-}
-
-func (e *Engine) calibrate(s *session, raw uint64) uint64 {
-	return s.cal.Apply(raw)
-}
-
 // Figure sources of a token estimate.
 const (
 	SourceReported  = "reported"
 	SourceEstimated = "estimated"
 )
-
-// estimate is the session's assembled-context size in tokens and its
-// source: the newest reported usage (input + cache + output) plus the
-// calibrated estimate of what was appended since, less what context editing
-// removed; or, with no usage since the latest checkpoint, the calibrated
-// estimate of the whole assembled context (docs/design.md §2, §5.1). Called with
-// s.mu held.
-func (e *Engine) estimate(s *session) (uint64, string) {
-	if s.usage != nil {
-		n := s.usage.ContextTokens() + s.usageOutput
-		removed := e.calibrate(s, s.editedSinceUsage)
-		if removed >= n {
-			n = 0
-		} else {
-			n -= removed
-		}
-		if s.sinceUsage == 0 && s.editedSinceUsage == 0 && s.usageOutput == s.usage.OutputTokens {
-			return n, SourceReported
-		}
-		return n + e.calibrate(s, s.sinceUsage), SourceEstimated
-	}
-	return e.scaled(s, e.rawTokens(s)), SourceEstimated
-}
-
-// rawTokens is ctxd's uncalibrated estimate of the whole assembled
-// context. Called with s.mu held.
-func (e *Engine) rawTokens(s *session) uint64 {
-	return s.fixedTokens + s.carriedTokens() + s.summaryTokens + s.activeTokens
-}
-
-// plausibleCount reports whether a provider's count of a whole request
-// can be of the context ctxd estimated at raw (uncalibrated): their ratio
-// within the calibrator's plausible factors. A count far outside is of
-// something else — a transcript that starts mid-session, a test's made-up
-// usage, an error body of another request — and anchors nothing.
-func plausibleCount(count, raw uint64) bool {
-	if count == 0 || raw < history.MinCalibrationTokens {
-		return false
-	}
-	r := float64(count) / float64(raw)
-	return r >= history.MinFactor && r <= history.MaxFactor
-}
-
-// scaled is a whole context's estimate in the provider's tokens, for raw,
-// ctxd's uncalibrated estimate of it: anchored at the provider's newest
-// count of a whole request (anchor) when there is one — that count, less
-// (or plus) ctxd's calibrated estimate of what changed since — else the
-// calibrated estimate. Never less than raw's calibrated estimate's half
-// (a count that far below ctxd's estimate of what remains is stale).
-func (e *Engine) scaled(s *session, raw uint64) uint64 {
-	est := e.calibrate(s, raw)
-	if s.anchor == 0 {
-		return est
-	}
-	var n uint64
-	if raw >= s.anchorRaw {
-		n = s.anchor + e.calibrate(s, raw-s.anchorRaw)
-	} else if d := e.calibrate(s, s.anchorRaw-raw); d < s.anchor {
-		n = s.anchor - d
-	}
-	return max(n, est/2)
-}
-
-// carriedTokens is the sent-form estimate of the requests the latest
-// checkpoint carries outside its summary, uncalibrated.
-func (s *session) carriedTokens() uint64 {
-	var n uint64
-	for _, en := range []*entry{s.firstPinned, s.keptReq} {
-		if en != nil {
-			n += en.tokens
-		}
-	}
-	return n
-}
 
 // check decides signal sig for the session now and records it as the last
 // check. An automatic signal over the threshold does not compact when
@@ -918,7 +522,7 @@ func (s *session) carriedTokens() uint64 {
 // the first futile check of a run records one diagnostic event. Called with
 // s.mu held.
 func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trigger.Decision {
-	tokens, source := e.estimate(s)
+	tokens, source := s.estimate()
 	d, futile := e.decide(s, sig, tokens)
 	s.lastFutile = futile
 	s.lastCheck = Check{Time: e.opts.Now().UTC(), Signal: sig, Tokens: tokens, Source: source,
@@ -958,7 +562,7 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 	if p, capped := e.fixedFigure(s, tokens); p >= s.threshold {
 		why := fmt.Sprintf("%s: compaction is futile: fixed prefix %d tokens ≥ threshold %d (system prompt, tools, pinned context and the current request, which compaction keeps)", sig, p, s.threshold)
 		if capped {
-			_, source := e.estimate(s)
+			_, source := s.estimate()
 			why += fmt.Sprintf("; ctxd's own estimate of the prefix, %d tokens, is more than the provider counted for the whole context (%s), so the provider's figure stands", e.fixedPrefix(s), e.sizeText(s, tokens, source))
 		}
 		return trigger.Decision{Reason: why}, true
@@ -974,7 +578,7 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 // tools, pinned context and the requests a compaction carries (docs/design.md
 // §5.2). Called with s.mu held.
 func (e *Engine) fixedPrefix(s *session) uint64 {
-	return e.calibrate(s, s.fixedTokens+e.carriedEstimate(s))
+	return s.calibrate(s.fixedTokens + e.carriedEstimate(s))
 }
 
 // fixedFigure is the fixed prefix (fixedPrefix) as the futility rule and
@@ -1004,40 +608,6 @@ func (e *Engine) sizeText(s *session, tokens uint64, source string) string {
 		return fmt.Sprintf("%d tokens: %d reported by the provider for its last answer, adjusted by ctxd's estimate of what changed since", tokens, s.usage.ContextTokens()+s.usageOutput)
 	}
 	return fmt.Sprintf("%d tokens, ctxd's estimate", tokens)
-}
-
-// openRound reports whether a tool call of the session waits on its result.
-func (s *session) openRound() bool { return len(s.state.Open()) > 0 }
-
-// inThinkingLoop reports whether an open tool loop of a thinking-bound model
-// is in progress: the newest message is a tool result or an assistant
-// message whose calls wait on their results, and the newest assistant
-// message carries thinking. The provider then requires that message to be
-// sent with its thinking first, so no rewrite may withhold it (docs/design.md
-// §4a): passes and prompt or tool changes wait for the loop's end (the next
-// user prompt), and a compaction folds the loop.
-func (s *session) inThinkingLoop() bool {
-	if !s.model.ThinkingBinding || len(s.active) == 0 {
-		return false
-	}
-	if s.active[len(s.active)-1].msg.Role != history.RoleTool && !s.openRound() {
-		return false
-	}
-	for i := len(s.active) - 1; i >= 0; i-- {
-		if m := s.active[i].msg; m.Role == history.RoleAssistant {
-			return contextedit.HasThinking(m)
-		}
-	}
-	return false
-}
-
-// newGroupSinceCheckpoint: something was appended after the latest
-// checkpoint's snapshot (the no-loop rule of docs/design.md §5.1).
-func (s *session) newGroupSinceCheckpoint() bool {
-	if s.cp == nil {
-		return len(s.active) > 0
-	}
-	return s.lastMsg > s.cp.SnapshotSeq
 }
 
 func (s *session) triggerState(tokens uint64) trigger.State {

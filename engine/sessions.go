@@ -183,7 +183,7 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	}
 	meta.ToolsDigest = digest(meta.Tools)
 	// Validate model, limit and overlay before anything is stored.
-	probe := &session{id: p.ID, meta: meta, state: &history.State{}, offloads: map[string]string{}}
+	probe := &session{id: p.ID, meta: meta, sessionState: newSessionState()}
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
@@ -343,7 +343,7 @@ func rewriteFigures(s *session) *RewriteFigures {
 }
 
 func (e *Engine) info(s *session) Info {
-	tokens, source := e.estimate(s)
+	tokens, source := s.estimate()
 	in := Info{
 		ID:             s.id,
 		Created:        s.meta.Created,
@@ -372,7 +372,7 @@ func (e *Engine) info(s *session) Info {
 		SystemDigest:   s.meta.SystemPromptDigest,
 		ToolsDigest:    s.meta.ToolsDigest,
 		LastError:      s.lastError,
-		Factor:         e.factor(s),
+		Factor:         s.factor(),
 	}
 	switch {
 	case s.compacting:
@@ -439,7 +439,7 @@ type listRow struct {
 // the next group commit (no wait, no sync of its own). Called with s.mu
 // held.
 func (e *Engine) saveRow(s *session) {
-	tokens, source := e.estimate(s)
+	tokens, source := s.estimate()
 	b, err := json.Marshal(listRow{Messages: s.messages, ActiveMessages: len(s.active), Tokens: tokens, TokensSource: source,
 		Threshold: s.shownThreshold(), ContextLimit: s.shownLimit(), WindowSource: s.win.source, Auto: s.cfg.ContextCompaction.Auto, Shape: s.shape, LastSeq: s.lastSeq, Updated: s.updated(),
 		Mode: s.mode, Ledger: s.totals.Summary()})
@@ -690,7 +690,7 @@ func (e *Engine) UpdateSession(ctx context.Context, id string, p Patch) (Info, e
 	if p.ContextLimit != nil {
 		meta.ContextLimit = *p.ContextLimit
 	}
-	probe := &session{id: id, meta: meta, state: s.state}
+	probe := &session{id: id, meta: meta, sessionState: sessionState{state: s.state}}
 	if err := e.configure(probe); err != nil {
 		return Info{}, err
 	}
@@ -731,7 +731,7 @@ type deferredUpdate struct {
 // clears a pending patch. It returns the events written, with their seqs.
 // Called with s.mu held.
 func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.Meta) ([]checkpoint.Event, error) {
-	probe := &session{id: s.id, meta: meta, state: s.state}
+	probe := &session{id: s.id, meta: meta, sessionState: sessionState{state: s.state}}
 	if err := e.configure(probe); err != nil {
 		return nil, err
 	}
@@ -771,7 +771,7 @@ func (e *Engine) commitUpdate(ctx context.Context, s *session, meta checkpoint.M
 	}
 	if withheld != s.ledger.WithheldThinkingBefore() {
 		s.ledger.Withhold(withheld)
-		e.retokenize(s)
+		s.retokenize()
 	}
 	return events, nil
 }
@@ -795,31 +795,6 @@ func (e *Engine) applyPending(ctx context.Context, s *session) []checkpoint.Even
 func metaEqual(a, b checkpoint.Meta) bool {
 	return a.SystemPromptDigest == b.SystemPromptDigest && a.ToolsDigest == b.ToolsDigest &&
 		a.Model == b.Model && a.ContextLimit == b.ContextLimit && bytes.Equal(a.Extra, b.Extra)
-}
-
-// retokenize recomputes the sent-form estimate of every active message after
-// a change to what is sent (a context-edit pass, withheld thinking). What the
-// change removed from messages the newest reported usage already covered is
-// taken off that usage's figure (editedSinceUsage). Called with s.mu held.
-func (e *Engine) retokenize(s *session) {
-	var total, since, removedBeforeUsage uint64
-	for i := range s.active {
-		old := s.active[i].tokens
-		t := e.sentTokens(s, s.active[i].msg)
-		s.active[i].tokens = t
-		total += t
-		if s.usage != nil && i < s.usageAt && t < old {
-			removedBeforeUsage += old - t
-		}
-		if i >= s.usageAt {
-			since += t
-		}
-	}
-	s.activeTokens = total
-	if s.usage != nil {
-		s.sinceUsage = since
-		s.editedSinceUsage += removedBeforeUsage
-	}
 }
 
 // DeleteSession deletes a session and everything stored for it.
