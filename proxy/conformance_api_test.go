@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/history"
 )
 
 // TestConformanceAPIs: the rows of the conformance suite that are an API
@@ -26,9 +29,6 @@ func TestConformanceAPIs(t *testing.T) {
 		{"conversation", func(t *testing.T) { conformServerState(t, `,"conversation":"conv_0123"`) }},
 		{"conversation_object", func(t *testing.T) { conformServerState(t, `,"conversation":{"id":"conv_0123"}`) }},
 		{"compaction_trigger", conformCompactionTrigger},
-		{"compaction_trigger_not_stored", func(t *testing.T) {
-			t.Skip("known gap: the trigger is recorded as an item of the conversation (a json block); the client's next request replaces it, so it is not sent again (docs/proxy.md \"Conformance\")")
-		}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, row.run)
@@ -204,7 +204,9 @@ func conformServerState(t *testing.T, member string) {
 // conformCompactionTrigger: a Responses request whose input ends with a
 // compaction_trigger item (the client asks the provider to compact)
 // arrives with the item last and the client's items as sent; the trigger
-// is never echoed; the request that follows, carrying the
+// is never stored (the session's history holds the client's items and the
+// provider's compaction item, not the trigger) nor echoed; the request
+// that follows, carrying the
 // provider's compaction item in place of what it summarized, is managed
 // and carries that item byte for byte.
 func conformCompactionTrigger(t *testing.T) {
@@ -223,6 +225,23 @@ func conformCompactionTrigger(t *testing.T) {
 	r2, got2 := f.postOpenAI("/v1/responses", body2, hdr)
 	if r2.StatusCode != 200 || !strings.Contains(string(got2), "cmp_01") {
 		t.Fatalf("%d %s", r2.StatusCode, got2)
+	}
+	f.settle()
+	if id := r2.Header.Get(HeaderSessionID); id == "" {
+		t.Errorf("the request with the trigger is not managed: diagnostic %q", r2.Header.Get(HeaderDiagnostic))
+	} else {
+		a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []byte
+		for _, m := range a.Messages {
+			enc, _ := history.Encode(m)
+			all = append(all, enc...)
+		}
+		if bytes.Contains(all, []byte("compaction_trigger")) || !bytes.Contains(all, []byte("cmp_01")) {
+			t.Errorf("the stored history holds the trigger, or not the provider's compaction item:\n%s", all)
+		}
 	}
 	// Codex's next request: its prefix, the compaction item, a new prompt.
 	next := &codexConversation{items: []string{codexDeveloper, codexAddlTools, compaction,

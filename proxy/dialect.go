@@ -38,7 +38,9 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) ([]byte,
 
 // renderOpenAI is the prefix items as the client sent them, then the assembled
 // messages rendered, each item that ctxd has not rewritten as the client's
-// own bytes (withClientItems).
+// own bytes (withClientItems); a Responses request's final
+// compaction_trigger, which is never stored, goes last as the client sent
+// it.
 func (p *Proxy) renderOpenAI(b *branch, msgs []history.Message, req *request) ([]byte, error) {
 	var rendered []json.RawMessage
 	var custom map[string]bool
@@ -53,6 +55,11 @@ func (p *Proxy) renderOpenAI(b *branch, msgs []history.Message, req *request) ([
 	items := make([]json.RawMessage, 0, req.prefix+len(rendered))
 	items = append(items, req.messages[:req.prefix]...)
 	items = append(items, rendered...)
+	if req.d == dialectResponses {
+		if t := responses.TrailingTrigger(req.messages); t != nil {
+			items = append(items, t)
+		}
+	}
 	return openai.JoinItems(items), nil
 }
 

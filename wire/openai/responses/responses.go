@@ -97,6 +97,10 @@ func IsPrefixItem(raw json.RawMessage) bool {
 //   - a call the provider ran itself (hostedCall: a web search, an MCP
 //     call) is a json block {"responses_item": <the item's bytes>} of the
 //     assistant message it belongs to, rendered back as it came;
+//   - a compaction_trigger item (the client asking the provider to
+//     compact, CompactionTrigger) becomes nothing: it is a request, not
+//     a part of the conversation, so it is never stored; the proxy sends
+//     the client's own trigger last (TrailingTrigger);
 //   - any other item (a developer message inside the conversation, a
 //     hosted call's output from the client, an item of a later API
 //     version) becomes a user message with one such json block, rendered
@@ -126,6 +130,10 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 		var it Item
 		if err := json.Unmarshal(raw, &it); err != nil {
 			return nil, fmt.Errorf("input[%d]: %w", i, err)
+		}
+		if it.Type == CompactionTrigger {
+			// A request to the provider, not a turn: never stored.
+			continue
 		}
 		if !it.assistantSide() {
 			cur = -1
@@ -206,6 +214,31 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// CompactionTrigger is the type of the input item with which a client asks
+// the provider to compact the conversation before answering
+// ({"type":"compaction_trigger"}, last in the input): the answer is one
+// compaction output item.
+const CompactionTrigger = "compaction_trigger"
+
+// TrailingTrigger returns the last of items when it is a
+// compaction_trigger item (its bytes as the client sent them), else nil.
+func TrailingTrigger(items []json.RawMessage) json.RawMessage {
+	if len(items) == 0 {
+		return nil
+	}
+	last := items[len(items)-1]
+	if !bytes.Contains(last, []byte(CompactionTrigger)) {
+		return nil
+	}
+	var it struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(last, &it) != nil || it.Type != CompactionTrigger {
+		return nil
+	}
+	return last
 }
 
 // summaryText joins the texts of a reasoning summary.

@@ -347,3 +347,27 @@ func TestStreamLineLimit(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestCompactionTriggerNotStored: a compaction_trigger item is a request
+// to the provider, not a part of the conversation: ParseItems reads
+// nothing of it, and TrailingTrigger finds it only last.
+func TestCompactionTriggerNotStored(t *testing.T) {
+	user := json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]}`)
+	trigger := json.RawMessage(`{"type":"compaction_trigger"}`)
+	msgs, err := ParseItems([]json.RawMessage{user, trigger}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Role != history.RoleUser {
+		t.Fatalf("parsed %+v, want the user message only", msgs)
+	}
+	if got := TrailingTrigger([]json.RawMessage{user, trigger}); string(got) != string(trigger) {
+		t.Errorf("TrailingTrigger = %s", got)
+	}
+	if got := TrailingTrigger([]json.RawMessage{trigger, user}); got != nil {
+		t.Errorf("TrailingTrigger of a trigger not last = %s", got)
+	}
+	if got := TrailingTrigger([]json.RawMessage{json.RawMessage(`{"type":"message","role":"user","content":"compaction_trigger"}`)}); got != nil {
+		t.Errorf("TrailingTrigger of a message naming it = %s", got)
+	}
+}
