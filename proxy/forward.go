@@ -57,6 +57,9 @@ type exchange struct {
 	// onAccept, when set, runs once the upstream accepted the request
 	// (the request's staged record is committed then, trail.go).
 	onAccept func()
+	// sessionID, when set, is the new branch's session, named on the
+	// answer (HeaderSessionID) only when the upstream accepts the request.
+	sessionID string
 
 	// d is the dialect of the endpoint (nil: not a managed endpoint);
 	// hideUsage hides the Chat usage chunk ctxd asked for.
@@ -149,6 +152,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		if x.onAccept != nil {
 			x.onAccept()
 		}
+	}
+	if resp.StatusCode < 300 && x.sessionID != "" {
+		resp.Header.Set(HeaderSessionID, x.sessionID)
 	}
 	if authenticated(resp.StatusCode) {
 		p.accept(x.fp)

@@ -154,7 +154,13 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		pl.observe = true
 		x.body, x.hideUsage, x.server, x.beta, x.recoverable = req.clientBody(), false, false, "", false
 	}
-	w.Header().Set(HeaderSessionID, pl.b.id)
+	if pl.created {
+		// A new branch exists once the upstream accepts the request:
+		// named on the answer then (modifyResponse), never on a refusal.
+		x.sessionID = pl.b.id
+	} else {
+		w.Header().Set(HeaderSessionID, pl.b.id)
+	}
 	if pl.diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(pl.diag))
 	}

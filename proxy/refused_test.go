@@ -42,6 +42,9 @@ func TestRefusedNewConversationLeavesNoState(t *testing.T) {
 		if resp.StatusCode != st || !strings.Contains(string(b), `"type":"error"`) {
 			t.Fatalf("fault %d: the client got %d %s", st, resp.StatusCode, b)
 		}
+		if id := resp.Header.Get(HeaderSessionID); id != "" {
+			t.Errorf("refused %d names session %s, which it did not keep", st, id)
+		}
 		if n := listed(); n != 0 {
 			t.Fatalf("refused %d: %d sessions listed", st, n)
 		}
