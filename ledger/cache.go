@@ -227,6 +227,13 @@ func (c *Conversation) Entry(o Observation) Entry {
 		// makes would claim savings (or costs) nobody can know.
 		cf, e.Uncached = Usage{Input: altTok(alt.Bytes()), Output: o.Reported.Output}, true
 	}
+	if sameElements(o.Client, o.Ctxd) && cb == xb {
+		// ctxd sent the client's request, and both cache models hold the
+		// same: without ctxd the provider would have billed exactly what
+		// it reported. Scaling bytes by the average rate would claim a
+		// saving (or a cost) out of tokenizer unevenness.
+		cf = o.Reported
+	}
 	e.Counterfactual = cf
 
 	// Causes of ctxd's cache writes.

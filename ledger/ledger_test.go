@@ -97,6 +97,26 @@ func TestEntryAttributesEveryCacheWrite(t *testing.T) {
 	}
 }
 
+// TestUnchangedRequestClaimsNothing: when ctxd sends the client's request
+// on the same cache state, the counterfactual is what the provider
+// reported, to the token, even where its tokens are not spread evenly
+// over the bytes (a rate over bytes would have claimed 31 read, 9 written
+// as 30 and 10: a ledger of −0.1 % on a session ctxd never touched).
+func TestUnchangedRequestClaimsNothing(t *testing.T) {
+	var c Conversation
+	t0 := time.Now()
+	c.Entry(Observation{Time: t0, Model: "claude-opus-4-8", Mode: ModeEnforce, Client: req("t", "s", "a"), Ctxd: req("t", "s", "a"), Reported: Usage{CacheWrite5m: 33, Output: 5}})
+	rep := Usage{CacheRead: 33, CacheWrite5m: 9, Output: 5}
+	e := c.Entry(Observation{Time: t0.Add(time.Minute), Model: "claude-opus-4-8", Mode: ModeEnforce, Client: req("t", "s", "a", "b"), Ctxd: req("t", "s", "a", "b"), Reported: rep})
+	if e.Counterfactual != rep {
+		t.Fatalf("unchanged request: counterfactual %+v, reported %+v", e.Counterfactual, rep)
+	}
+	e.Price(config.Defaults())
+	if e.Cost != e.CounterfactualCost {
+		t.Errorf("cost %v, without ctxd %v: a saving claimed for nothing", e.Cost, e.CounterfactualCost)
+	}
+}
+
 // TestObserveProjectsCtxdsRequest: in observe mode the reported usage is
 // the client's, and the counterfactual is ctxd's request on its own cache
 // model.
