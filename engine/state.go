@@ -376,6 +376,26 @@ func plausibleCount(count, raw uint64) bool {
 	return r >= history.MinFactor && r <= history.MaxFactor
 }
 
+// rawAfter is ctxd's uncalibrated estimate of the assembled context once
+// cp, whose summary message is summaryTokens, is applied: the fixed
+// prefix, the summary, the messages it retains and those after its
+// snapshot, and the requests it carries beside the summary. Called before
+// cp is applied.
+func (st *sessionState) rawAfter(cp checkpoint.Checkpoint, summaryTokens uint64) uint64 {
+	after := st.fixedTokens + summaryTokens
+	for _, en := range st.active {
+		if (cp.FirstRetainedSeq > 0 && en.msg.Seq >= cp.FirstRetainedSeq) || en.msg.Seq > cp.SnapshotSeq {
+			after += en.tokens
+		}
+	}
+	for _, c := range []*checkpoint.Carried{cp.Request, cp.FirstRequest} {
+		if en := st.carried(c); en != nil {
+			after += en.tokens
+		}
+	}
+	return after
+}
+
 // carriedTokens is the sent-form estimate of the requests the latest
 // checkpoint carries outside its summary, uncalibrated.
 func (st *sessionState) carriedTokens() uint64 {
