@@ -46,7 +46,9 @@ var codexDefaultModels = []string{"gpt-6.2-sol", "gpt-5.5", "gpt-5.4", "gpt-5.3-
 // answer); run by the real agent with its
 // base URL pointed at ctxd's proxy and ctxd's upstream at the strict fake
 // provider, finishes: the final answer, the file written, exit 0, and no
-// request the upstream refused. Between two of ctxd's rewrites each
+// refusal the client saw (an upstream refusal only as an overflow ctxd
+// recovered: a slow machine may not have the prepared summary ready, and
+// compaction never makes the agent wait). Between two of ctxd's rewrites each
 // upstream request extends the one before it byte for byte; every request
 // is managed (none passed through); Codex's rollout written through ctxd
 // replays with `ctxctl replay` (replay.Run). Under CI=true the agents must
@@ -103,10 +105,17 @@ func TestOpenAIAgentsOverflowThroughCtxd(t *testing.T) {
 			if got, err := os.ReadFile(filepath.Join(res.WorkDir, "ctxd-fake-output.txt")); err != nil || string(got) != "written by the fake provider\n" {
 				t.Fatalf("file written by the task: %q %v", got, err)
 			}
-			if r := p.Refused(); len(r) != 0 {
-				t.Fatalf("%d upstream refusals, first %d: %s", len(r), r[0].Status, r[0].Error)
-			}
+			// A compaction never makes the agent wait: when the machine
+			// is slow, the prepared summary may not be ready for the
+			// request that crosses the window, which then goes out as it
+			// is; its refusal is recovered by ctxd (the client never sees
+			// it). So refusals are allowed only as recovered overflows.
 			st := f.p.Stats()
+			if r := p.Refused(); uint64(len(r)) > st.Overflows {
+				t.Fatalf("%d upstream refusals, %d recovered as overflows; first %d: %s", len(r), st.Overflows, r[0].Status, r[0].Error)
+			} else if len(r) > 0 {
+				t.Logf("%d upstream refusals, each recovered (%d overflows)", len(r), st.Overflows)
+			}
 			if st.PassedThrough != 0 || st.Violations != 0 || st.Managed == 0 {
 				t.Fatalf("proxy stats %+v; logs:\n%s", st, tail(f.logs.String()))
 			}
