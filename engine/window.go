@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/trigger"
 )
 
 // window is a session's resolved model entry and context window.
@@ -189,4 +190,31 @@ func (e *Engine) WindowSources() map[string]int {
 		s.mu.Unlock()
 	}
 	return out
+}
+
+// NewSessionThreshold is the compaction threshold, in tokens, of a session
+// created now with p's model, context limit, wire limit and provider,
+// under the daemon's configuration (no overlay: an agent file's or a
+// label's are read when the session is), and its model's token factor
+// (provider tokens ÷ o200k tokens). unknown is set when no window is known
+// for the model yet (the threshold is then a placeholder no automatic
+// compaction reaches before the provider names the window). For a caller
+// deciding before the session exists whether a first request needs a
+// pre-send compaction (the proxy's cold first request, docs/design.md §10).
+// Errors: a window outside MinContextLimit..=MaxContextLimit.
+func (e *Engine) NewSessionThreshold(p CreateParams) (threshold uint64, factor float64, unknown bool, err error) {
+	cfg := e.Config()
+	provider := p.Provider
+	if provider != ProviderAnthropic && provider != ProviderOpenAI {
+		provider = ""
+	}
+	w, err := resolveWindow(cfg, checkpoint.Meta{Model: p.Model, ContextLimit: p.ContextLimit}, sessionExtra{WireLimit: p.WireContextLimit, Provider: provider})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	factor = w.model.TokenFactor
+	if factor <= 0 {
+		factor = 1
+	}
+	return trigger.Threshold(w.limit, cfg.ContextCompaction.Trigger), factor, w.source == WindowUnknown, nil
 }

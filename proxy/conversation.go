@@ -408,6 +408,10 @@ type plan struct {
 	// staged is the request's append, held in memory until the upstream
 	// accepts the request (trail.go); nil when nothing was appended.
 	staged *stagedRequest
+	// cold: a cold first request, sent as the client's on an estimate and
+	// recorded once the upstream accepted it (cold.go); b is then a
+	// branch that does not exist yet, and tokens the estimate.
+	cold *coldRequest
 }
 
 // parseMessages converts the client's Anthropic messages from index from

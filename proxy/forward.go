@@ -381,6 +381,8 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange, pl 
 			return
 		case errors.Is(x.refused, errServerRefused):
 			retry = p.recoverServerShape(w, r, x, pl, req, x.refusal)
+		case pl.cold != nil && !p.warm(r.Context(), x, pl, req):
+			retry = false
 		default:
 			retry = p.recoverOverflow(w, r, x, pl, req)
 		}

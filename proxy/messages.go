@@ -94,7 +94,10 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		}
 	}()
 
-	pl, err := p.prepare(r.Context(), l, req, r.Header, fp, agent)
+	pl, err := p.coldPlan(r.Context(), l, req, r.Header, fp, agent)
+	if pl == nil && err == nil {
+		pl, err = p.prepare(r.Context(), l, req, r.Header, fp, agent, false)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return
@@ -119,7 +122,12 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		p.passThrough(w, r, req.clientBody(), outcome, "not managed: "+err.Error())
 		return
 	}
-	mode, err := p.mode(r.Context(), pl.b.id, r.Header)
+	var mode string
+	if pl.cold != nil {
+		mode, err = p.coldMode(r.Header)
+	} else {
+		mode, err = p.mode(r.Context(), pl.b.id, r.Header)
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return
@@ -190,6 +198,9 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		defer bb.release()
 		defer p.release(l)
 		defer l.unlock()
+		if x.accepted && pl.cold != nil && !p.recordCold(ctx, pl, req, fp) {
+			return
+		}
 		if x.accepted && pl.prev != nil {
 			p.supersede(ctx, pl.prev, pl.b)
 		}
@@ -207,7 +218,10 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 
 // prepare matches the request to its branch, appends what is new, and
 // builds the outgoing body.
-func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (_ *plan, err error) {
+//
+// recordOnly (a cold request the upstream accepted, cold.go): the request
+// is recorded and staged, and no context is assembled.
+func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, recordOnly bool) (_ *plan, err error) {
 	var created *plan
 	defer func() {
 		if err != nil && created != nil {
@@ -328,6 +342,9 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		pl.staged = &stagedRequest{st: st, rec: pl.b.rec, state: pl.b.state, chain: pl.b.chain, fp: fp, grow: grow}
 		pl.b.rec, pl.b.state = rec, state
 		pl.b.chain = cs
+	}
+	if recordOnly {
+		return pl, nil
 	}
 	out, diag, err := p.assemble(ctx, pl, req)
 	if err != nil {

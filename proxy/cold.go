@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/ledger"
+)
+
+// A cold first request (docs/design.md §10 "Recorded when accepted";
+// docs/decisions.md "A cold first request goes out on an estimate"): the
+// first request of a conversation ctxd has not seen, when it is large,
+// goes upstream as the client sent it after a bounded estimate of its
+// size — its bytes, no parse, no token count, no offload write, no
+// rendering — when that estimate shows no pre-send compaction is due, or
+// when none could run before the upstream accepts the client's credential
+// anyway. The conversation is recorded, parsed and counted exactly only
+// once the upstream accepted the request, after the answer (the trailing
+// record, trail.go), where the session's own checks (a compaction over
+// the threshold, a context-edit pass) run as after any request. A
+// context-length refusal of it is recovered as any request's: the
+// conversation is managed in full then, and compacted.
+
+// coldBytes is the least size of a first request's messages, in bytes,
+// that goes out on an estimate: under it the full path costs a few
+// milliseconds and is kept (the first request is then ctxd's rendering).
+const coldBytes = 256 << 10
+
+// coldBytesPerToken is the bytes of a request's JSON per o200k token the
+// cold estimate assumes: fewer than the ~3.5–4 of Claude Code's
+// conversations (the shared corpus), so the estimate leans high and a due
+// compaction is not missed; the model's token factor is applied on top.
+const coldBytesPerToken = 3
+
+// coldRequest is what a cold plan keeps to record its conversation after
+// the upstream accepted it.
+type coldRequest struct {
+	l     *lane
+	h     http.Header
+	agent string
+}
+
+// coldPlan returns the plan of req as a cold first request, nil when it
+// is not one (a conversation the lane holds, a small or non-Messages
+// request, or one whose estimate reaches the threshold of a credential
+// the upstream accepted: a pre-send compaction may be due). Errors: the
+// lane's loading, errQuota.
+func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
+	if req.d != dialectAnthropic {
+		return nil, nil
+	}
+	n := 0
+	for _, m := range req.messages {
+		n += len(m)
+	}
+	if n < coldBytes {
+		return nil, nil
+	}
+	if err := p.fresh(ctx, l); err != nil {
+		return nil, err
+	}
+	if err := p.load(ctx, l); err != nil {
+		return nil, err
+	}
+	if len(l.branches) > 0 {
+		return nil, nil
+	}
+	accepted := p.isAccepted(fp)
+	params := engine.CreateParams{Model: req.model, Provider: engine.ProviderAnthropic, WireContextLimit: wireContextLimit(h)}
+	if w, _ := contextLimitHeader(h); w > 0 && hasCredential(h) && accepted {
+		params.ContextLimit = w
+	}
+	threshold, factor, _, err := p.eng.NewSessionThreshold(params)
+	if err != nil {
+		return nil, nil // the full path says why
+	}
+	est := uint64(float64(n+len(req.system)+len(req.tools)) / coldBytesPerToken * factor)
+	if est >= threshold && accepted {
+		return nil, nil
+	}
+	if err := p.quotaCheck(ctx, fp); err != nil {
+		return nil, err
+	}
+	if err := p.quotaGrow(ctx, fp, "bytes", uint64(n)); err != nil {
+		return nil, err
+	}
+	pl := &plan{n: len(req.messages), b: &branch{id: sessionID(p.secret, l.key, 0)}, out: req.clientBody(),
+		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
+	if w, _ := contextLimitHeader(h); w > 0 && !hasCredential(h) {
+		pl.diag = fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
+	}
+	return pl, nil
+}
+
+// coldMode is a cold request's mode: its header's (validated as mode
+// does), else the proxy's.
+func (p *Proxy) coldMode(h http.Header) (string, error) {
+	if v := h.Get(HeaderMode); v != "" {
+		if v != ledger.ModeEnforce && v != ledger.ModeObserve {
+			return "", fmt.Errorf("%s: %q is not a mode: send %q or %q", HeaderMode, v, ledger.ModeEnforce, ledger.ModeObserve)
+		}
+		return v, nil
+	}
+	if p.cfg.Mode == ledger.ModeObserve {
+		return ledger.ModeObserve, nil
+	}
+	return ledger.ModeEnforce, nil
+}
+
+// warm manages a cold request in full (prepare: recorded, staged,
+// rendered) in place of pl, for its overflow recovery: the upstream
+// refused it as too long. It reports whether it could.
+func (p *Proxy) warm(ctx context.Context, x *exchange, pl *plan, req *request) bool {
+	c := pl.cold
+	full, err := p.prepare(ctx, c.l, req, c.h, x.fp, c.agent, false)
+	if err != nil {
+		p.log.Warn("a cold request refused as too long could not be managed for its retry", "err", err)
+		return false
+	}
+	full.tokens = max(full.tokens, pl.tokens)
+	*pl = *full
+	if pl.staged != nil {
+		x.onAccept = func() { p.commitAsync(pl) }
+	}
+	return true
+}
+
+// recordCold records a cold request the upstream accepted: its
+// conversation is parsed, counted and recorded as any first request's
+// (prepare without the rendering), and pl becomes that plan, with what
+// was sent. It reports whether it was recorded. Called in the trailing
+// record, under the lane's lock.
+func (p *Proxy) recordCold(ctx context.Context, pl *plan, req *request, fp string) bool {
+	c := pl.cold
+	full, err := p.prepare(ctx, c.l, req, c.h, fp, c.agent, true)
+	if err != nil {
+		p.log.Info("a cold request accepted by the upstream is not recorded", "err", err)
+		return false
+	}
+	if _, err := p.mode(ctx, full.b.id, c.h); err != nil {
+		p.log.Warn("setting a cold request's mode", "session", full.b.id, "err", err)
+	}
+	full.out, full.observe, full.threshold = pl.out, pl.observe, pl.threshold
+	if info, err := p.eng.Session(ctx, full.b.id); err == nil {
+		full.limit, full.threshold, full.window = info.ContextLimit, info.Threshold, info.ContextLimit
+	}
+	*pl = *full
+	return true
+}
