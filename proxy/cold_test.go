@@ -33,8 +33,8 @@ func TestColdFirstRequestGoesOnAnEstimate(t *testing.T) {
 	}
 	n := len(c.msgs)
 	f.up.script(reply{status: 401, body: authError})
-	if resp, _ := f.post(body, nil); resp.StatusCode != 401 {
-		t.Fatalf("refused: %d", resp.StatusCode)
+	if resp, _ := f.post(body, nil); resp.StatusCode != 401 || resp.Header.Get(HeaderSessionID) != "" {
+		t.Fatalf("refused: %d, session %q named", resp.StatusCode, resp.Header.Get(HeaderSessionID))
 	}
 	f.settle()
 	if ids := f.sessions(); len(ids) != 0 {

@@ -162,7 +162,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		pl.observe = true
 		x.body, x.hideUsage, x.server, x.beta, x.recoverable = req.clientBody(), false, false, "", false
 	}
-	if pl.created {
+	if pl.created || pl.cold != nil {
 		// A new branch exists once the upstream accepts the request:
 		// named on the answer then (modifyResponse), never on a refusal.
 		x.sessionID = pl.b.id
