@@ -18,7 +18,7 @@ import (
 // assembled context is a byte-for-byte extension of the previous one.
 //
 // The encoding is compact JSON with the fields in declaration order and:
-//   - Input and JSON (raw JSON values) compacted with json.Compact; their key
+//   - Input, JSON and Raw (raw JSON values) compacted with json.Compact; their key
 //     order and string escapes are kept as written, because they are what the
 //     model produced and are replayed to it;
 //   - Time in UTC (monotonic reading dropped), RFC 3339 with nanoseconds;
@@ -69,7 +69,7 @@ func SizeHint(m Message) int {
 	for i := range m.Content {
 		b := &m.Content[i]
 		n += 96 + len(b.Text) + len(b.Signature) + len(b.Data) + len(b.ID) + len(b.Name) +
-			len(b.Input) + len(b.MediaType) + len(b.Artifact) + len(b.JSON)
+			len(b.Input) + len(b.MediaType) + len(b.Artifact) + len(b.JSON) + len(b.Raw)
 	}
 	return n
 }
@@ -112,6 +112,9 @@ func canonical(m Message) (Message, error) {
 		}
 		if b.JSON, err = compactRaw(b.JSON); err != nil {
 			return m, fmt.Errorf("history: encode message: content[%d].json: %w", i, err)
+		}
+		if b.Raw, err = compactRaw(b.Raw); err != nil {
+			return m, fmt.Errorf("history: encode message: content[%d].raw: %w", i, err)
 		}
 	}
 	m.Content = blocks
@@ -178,6 +181,9 @@ func blockInvalidUTF8(b *Block) (field string, bad bool) {
 	}
 	if !utf8.Valid(b.JSON) {
 		return "json", true
+	}
+	if !utf8.Valid(b.Raw) {
+		return "raw", true
 	}
 	return "", false
 }

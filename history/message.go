@@ -82,6 +82,16 @@ type Block struct {
 	Artifact string `json:"artifact,omitempty"`
 	// JSON is the value of a json block.
 	JSON json.RawMessage `json:"json,omitempty"`
+	// Raw is, on a text or image block of a user message read from a
+	// provider's wire, that block as the client sent it (a JSON object, its cache marker cut)
+	// when ctxd's rendering of the block would not be those bytes: a
+	// text's members the model lacks (citations), an image's key order.
+	// A renderer for that wire sends Raw in place of its own rendering
+	// while the block's fields are still what Raw holds (a rewrite that
+	// changes the block is rendered from its fields), so a message ctxd
+	// rewrites carries its other blocks byte for byte (docs/design.md §2).
+	// Not counted by the estimate (the fields are).
+	Raw json.RawMessage `json:"raw,omitempty"`
 }
 
 // Usage is what a provider reported for the request that produced an
@@ -135,6 +145,12 @@ type Message struct {
 	ToolName string `json:"tool_name,omitempty"`
 	// IsError marks a tool result that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Joined marks a user message whose blocks the client sent in one
+	// wire message with the tool results before it (Anthropic's user
+	// message [tool_result…, other blocks], which the model splits into
+	// tool messages and this message): rendered back as one message
+	// (docs/design.md §2). Only on user messages.
+	Joined bool `json:"joined,omitempty"`
 	// Time is when the message was written, UTC.
 	Time time.Time `json:"time,omitzero"`
 	// Model is, on an assistant message, the model that wrote it.

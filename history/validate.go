@@ -211,6 +211,9 @@ func checkFields(m *Message) error {
 			return invalid("is_error", "only on a tool message")
 		}
 	}
+	if m.Joined && m.Role != RoleUser {
+		return invalid("joined", "only on a user message")
+	}
 	if m.Role != RoleAssistant {
 		switch {
 		case m.Usage != nil:
@@ -264,11 +267,11 @@ func checkUsage(u Usage) error {
 
 // blockFields lists the fields each block type may set, besides type.
 var blockFields = map[BlockType][]string{
-	BlockText:             {"text"},
+	BlockText:             {"text", "raw"},
 	BlockThinking:         {"text", "signature"},
 	BlockRedactedThinking: {"data"},
 	BlockToolCall:         {"id", "name", "input"},
-	BlockImage:            {"media_type", "data", "artifact"},
+	BlockImage:            {"media_type", "data", "artifact", "raw"},
 	BlockJSON:             {"json"},
 	BlockCompaction:       {"text", "data"},
 }
@@ -326,10 +329,14 @@ func checkBlock(role Role, b *Block) *ValidationError {
 		{"media_type", b.MediaType != ""},
 		{"artifact", b.Artifact != ""},
 		{"json", len(b.JSON) > 0},
+		{"raw", len(b.Raw) > 0},
 	} {
 		if f.set && !slices.Contains(allowed, f.name) {
 			return invalid(f.name, "not a field of a %s block", b.Type)
 		}
+	}
+	if len(b.Raw) > 0 && (!json.Valid(b.Raw) || !IsObject(b.Raw)) {
+		return invalid("raw", "not a JSON object")
 	}
 	switch b.Type {
 	case BlockText:

@@ -10,28 +10,24 @@ import (
 // client's other blocks of that message arrive at the upstream byte for
 // byte (docs/proxy.md "Blocks are carried"), whatever their type.
 func TestRewriteCarriesOtherBlocks(t *testing.T) {
-	// gap: a base64 image and a text block, which ctxd models, follow the
-	// results as a user message of their own when their message is
-	// rewritten, re-rendered from the canonical model: same meaning, but
-	// key order and fields the model lacks (citations) are not the client's
-	// bytes (docs/proxy.md). A tool_result the rewrite does not target is
-	// the client's block (cache_reference kept).
-	rows := []struct{ name, block, gap string }{
-		{"tool_reference", `{"type":"tool_reference","tool_name":"Read"}`, ""},
-		{"cache_edits", `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`, ""},
-		{"image", `{"type":"image","source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"}}`, "re-rendered in ctxd's key order"},
-		{"image_url", `{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}`, ""},
-		{"document", `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"notes"},"title":"n","citations":{"enabled":true}}`, ""},
-		{"search_result", `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`, ""},
-		{"text_with_citations", `{"type":"text","text":"see","citations":[{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}]}`, "citations dropped, split from the tool results"},
-		{"tool_result_with_cache_reference", `{"type":"tool_result","tool_use_id":"toolu_2","content":"small","cache_reference":"toolu_2"}`, ""},
-		{"unknown_future", `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]},"note":"\u003cb\u003e"}`, ""},
+	// A base64 image in another key order than ctxd's and a text block
+	// with citations, which ctxd models, are carried as the client's
+	// bytes too (history.Block.Raw), in the one message the client sent
+	// (history.Message.Joined). A tool_result the rewrite does not target
+	// is the client's block (cache_reference kept).
+	rows := []struct{ name, block string }{
+		{"tool_reference", `{"type":"tool_reference","tool_name":"Read"}`},
+		{"cache_edits", `{"type":"cache_edits","edits":[{"type":"delete","cache_reference":"toolu_0"}]}`},
+		{"image", `{"type":"image","source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"}}`},
+		{"image_url", `{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}`},
+		{"document", `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"notes"},"title":"n","citations":{"enabled":true}}`},
+		{"search_result", `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}],"citations":{"enabled":true}}`},
+		{"text_with_citations", `{"type":"text","text":"see","citations":[{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}]}`},
+		{"tool_result_with_cache_reference", `{"type":"tool_result","tool_use_id":"toolu_2","content":"small","cache_reference":"toolu_2"}`},
+		{"unknown_future", `{"type":"hologram_2031","payload":{"k":[1,2,{"z":null}]},"note":"\u003cb\u003e"}`},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
-			if row.gap != "" {
-				t.Skip("known gap: " + row.gap)
-			}
 			f := newFixture(t, testConfig())
 			c := newConversation().user("read the log")
 			calls := [][3]string{{"toolu_1", "Bash", `{"command":"cat big.log"}`}}

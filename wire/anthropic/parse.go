@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -108,6 +109,56 @@ func (b WireBlock) Canonical() history.Block {
 	return jsonBlock(b.Raw)
 }
 
+// userBlock converts one block of a user message that is not a
+// tool_result: Canonical, and a text or image block whose client bytes
+// ctxd's rendering would not reproduce keeps them (history.Block.Raw): a
+// text's members the model lacks (citations), an image's key order. Only
+// in user messages: an assistant message is ctxd's record of the answer,
+// matched to the client's resend without such members.
+func (b WireBlock) userBlock() history.Block {
+	c := b.Canonical()
+	switch c.Type {
+	case history.BlockText:
+		if extraTextMembers(b.Raw) {
+			c.Raw = clientRaw(b.Raw)
+		}
+	case history.BlockImage:
+		if raw := clientRaw(b.Raw); raw != nil {
+			if mine, err := json.Marshal(renderImage(c)); err != nil || !bytes.Equal(mine, raw) {
+				// Another key order, or members ctxd does not write.
+				c.Raw = raw
+			}
+		}
+	}
+	return c
+}
+
+// clientRaw is the client's block raw without its cache marker (the
+// marker is placed again like every marker), or nil when raw is not a
+// block.
+func clientRaw(raw json.RawMessage) json.RawMessage {
+	c, ok := carried(raw)
+	if !ok {
+		return nil
+	}
+	return c.Raw
+}
+
+// extraTextMembers reports whether the text block raw has a member ctxd's
+// rendering of it would not write (citations, a future field).
+func extraTextMembers(raw json.RawMessage) bool {
+	extra := false
+	rawjson.Members(raw, func(key string, vs, ve int) bool {
+		switch key {
+		case "type", "text", "cache_control":
+			return true
+		}
+		extra = true
+		return false
+	})
+	return extra
+}
+
 // ToolResultContent converts a tool_result's content: a string, or an array
 // of text / image / other blocks.
 func ToolResultContent(raw json.RawMessage) ([]history.Block, error) {
@@ -142,7 +193,7 @@ func SplitUser(blocks []WireBlock) ([]ToolResult, []history.Block, error) {
 	)
 	for i, blk := range blocks {
 		if blk.Type != "tool_result" {
-			rest = append(rest, blk.Canonical())
+			rest = append(rest, blk.userBlock())
 			continue
 		}
 		content, err := ToolResultContent(blk.Content)
@@ -246,7 +297,8 @@ type WireMessage struct {
 // (docs/design.md §2): an assistant message into one assistant message; a user
 // message into one tool message per tool_result block (in order, named from
 // toolNames, the tool_use ids seen so far → tool name) followed by a user
-// message holding its other blocks, if any. A "system" message inside the
+// message holding its other blocks, if any, marked Joined when it follows
+// results (rendered back as one message). A "system" message inside the
 // list (Claude Code sends one) becomes a system message of its text blocks. The
 // assistant's tool_use ids are added to toolNames. Errors name the field
 // ("content[2]: …", "role: …").
@@ -277,7 +329,8 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 			out = append(out, history.Message{Role: history.RoleTool, ToolCallID: r.CallID, ToolName: toolNames[r.CallID], Content: r.Content, IsError: r.IsError})
 		}
 		if len(rest) > 0 {
-			out = append(out, history.Message{Role: history.RoleUser, Content: rest})
+			// Sent in one message with the results: rendered back so.
+			out = append(out, history.Message{Role: history.RoleUser, Content: rest, Joined: len(results) > 0})
 		}
 		return out, nil
 	case "system":

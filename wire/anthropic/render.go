@@ -169,8 +169,11 @@ type Options struct {
 	// document, search_result, server-tool results, an image by URL, any
 	// future type) as that block, byte for byte, instead of text holding its
 	// JSON; its "cache_control" member is left to the marker placement
-	// (Block.Raw). A user message made only of such blocks right after
-	// tool results joins their message, as the client sent them together.
+	// (Block.Raw). A user message marked Joined (ParseMessage), or made
+	// only of such blocks, right after tool results joins their message,
+	// as the client sent them together; a text or image block that kept
+	// the client's bytes (history.Block.Raw) is sent as those bytes while
+	// it still holds what they hold.
 	// For messages read from the Anthropic wire (ParseMessage): json
 	// blocks from other providers must not become Anthropic blocks.
 	Carry bool
@@ -238,7 +241,7 @@ func AppendMessagesWith(out []Message, msgs []history.Message, o Options) []Mess
 			if len(blocks) == 0 {
 				continue
 			}
-			if n := len(out); n > 0 && role == "user" && allCarried(blocks) && allToolResults(out[n-1]) {
+			if n := len(out); n > 0 && role == "user" && (m.Joined || allCarried(blocks)) && allToolResults(out[n-1]) {
 				out[n-1].Content = append(out[n-1].Content, blocks...)
 				continue
 			}
@@ -330,6 +333,9 @@ func carried(raw json.RawMessage) (Block, bool) {
 
 // renderBlock renders one block of a user or assistant message.
 func renderBlock(b history.Block, o Options) Block {
+	if o.Carry && len(b.Raw) > 0 && rawHolds(b) {
+		return Block{Type: string(b.Type), Raw: b.Raw}
+	}
 	switch b.Type {
 	case history.BlockThinking:
 		return Block{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
@@ -355,6 +361,29 @@ func renderBlock(b history.Block, o Options) Block {
 	default:
 		return Block{Type: "text", Text: b.Text}
 	}
+}
+
+// rawHolds reports whether the client's bytes of the text or image block
+// b (history.Block.Raw) still hold what b holds: its text, or its image
+// data and media type. A rewrite that changed the block is rendered from
+// its fields.
+func rawHolds(b history.Block) bool {
+	switch b.Type {
+	case history.BlockText:
+		var v struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		return json.Unmarshal(b.Raw, &v) == nil && v.Type == "text" && v.Text == b.Text
+	case history.BlockImage:
+		var v struct {
+			Type   string  `json:"type"`
+			Source *Source `json:"source"`
+		}
+		return b.Data != "" && json.Unmarshal(b.Raw, &v) == nil && v.Type == "image" && v.Source != nil &&
+			v.Source.Type == "base64" && v.Source.MediaType == b.MediaType && v.Source.Data == b.Data
+	}
+	return false
 }
 
 // anthropicImage renders an image block: inline base64, or a text line when
