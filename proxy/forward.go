@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -75,18 +74,19 @@ type exchange struct {
 	ovBody   []byte
 }
 
-type exchangeKey struct{}
-
-func withExchange(ctx context.Context, x *exchange) context.Context {
-	return context.WithValue(ctx, exchangeKey{}, x)
-}
-
-func exchangeOf(ctx context.Context) *exchange {
-	x, _ := ctx.Value(exchangeKey{}).(*exchange)
-	if x == nil {
-		return &exchange{}
+// forward sends r upstream once through a reverse proxy whose hooks carry
+// x, the request's state, as a plain value (not in the request's
+// context): rewrite, modifyResponse and errorHandler read and set it.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
+	rp := &httputil.ReverseProxy{
+		Rewrite:        func(pr *httputil.ProxyRequest) { p.rewrite(pr, x) },
+		Transport:      p.transport,
+		FlushInterval:  -1,
+		ModifyResponse: func(resp *http.Response) error { return p.modifyResponse(resp, x) },
+		ErrorHandler:   func(w http.ResponseWriter, r *http.Request, err error) { p.errorHandler(w, r, err, x) },
+		ErrorLog:       p.errLog,
 	}
-	return x
+	rp.ServeHTTP(w, r)
 }
 
 // errOverflow: the upstream refused a managed request as too long for the
@@ -100,7 +100,7 @@ var errServerRefused = errors.New("upstream refused the provider's compaction")
 // rewrite directs a request to the upstream (STYLE.md: Rewrite, not
 // Director): the upstream URL joined with the client's path and query, the
 // upstream's Host, ctxd's own headers removed, and the managed body.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 	pr.SetURL(p.upstreamFor(pr.In))
 	// Every X-Ctxd-* header is ctxd's (docs/proxy.md), not the provider's.
 	for k := range pr.Out.Header {
@@ -108,7 +108,6 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header.Del(k)
 		}
 	}
-	x := exchangeOf(pr.In.Context())
 	if !x.timed {
 		// The first send (an overflow retry is not ctxd's added time).
 		x.timed = true
@@ -143,8 +142,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // the client: a context-length refusal of a managed request becomes
 // errOverflow (recovered by the error handler); a success is read through
 // a tee as it passes.
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	x := exchangeOf(resp.Request.Context())
+func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	d := x.d
 	p.m.upstreamStatus(d, resp.StatusCode)
 	if resp.StatusCode < 300 && !x.accepted {
@@ -219,8 +217,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // client: a refusal the attempt loop recovers (an overflow, the provider's
 // compaction refused) is left to it, the client given nothing yet;
 // anything else is the proxy's own 502.
-func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	x := exchangeOf(r.Context())
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error, x *exchange) {
 	if (errors.Is(err, errOverflow) || errors.Is(err, errServerRefused)) && x.overflow != nil {
 		x.refused = err
 		return
@@ -374,7 +371,7 @@ func headerSafe(s string) string {
 func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) {
 	for {
 		x.refused = nil
-		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), x)))
+		p.forward(w, r, x)
 		var retry bool
 		switch {
 		case x.refused == nil:

@@ -13,10 +13,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"path"
@@ -92,7 +92,10 @@ type Proxy struct {
 	log      *slog.Logger
 	upstream *url.URL // Anthropic's
 	openai   *url.URL
-	rp       *httputil.ReverseProxy
+	// transport sends to the upstreams; errLog is net/http's error log
+	// of the reverse proxy, a record of the proxy's logger (forward).
+	transport http.RoundTripper
+	errLog    *log.Logger
 
 	mu    sync.Mutex
 	lanes map[string]*lane
@@ -161,14 +164,7 @@ func New(o Options) (*Proxy, error) {
 		t.ResponseHeaderTimeout = time.Duration(up.HeaderTimeoutMS) * time.Millisecond
 		tr = t
 	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      tr,
-		FlushInterval:  -1,
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.errorHandler,
-		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-	}
+	p.transport, p.errLog = tr, slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	return p, nil
 }
 
@@ -391,7 +387,7 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		p.passed.Add(1)
 		p.m.request(nil, outcomePassedThrough)
-		p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{fp: fingerprint(p.secret, r.Header)})))
+		p.forward(w, r, &exchange{fp: fingerprint(p.secret, r.Header)})
 	})
 }
 

@@ -76,7 +76,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBod
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.rp.ServeHTTP(w, r.WithContext(withExchange(r.Context(), &exchange{body: body, d: dialectOf(r), fp: fingerprint(p.secret, r.Header)})))
+	p.forward(w, r, &exchange{body: body, d: dialectOf(r), fp: fingerprint(p.secret, r.Header)})
 }
 
 // contextLimitHeader reads the X-Ctxd-Context-Limit header of h: 0 when
