@@ -1,7 +1,6 @@
 package summarizer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // The providers a binding may name (docs/design.md §3).
@@ -186,9 +186,9 @@ func (s *Summarizer) callAnthropic(ctx context.Context, b config.Binding, req *R
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultAnthropicBaseURL, "/v1/messages"), h, body, decodeAnthropic)
 }
 
-// decodeAnthropic reads a Messages API answer: its text blocks
-// concatenated, whether it holds a tool call, and whether it was cut at
-// max_tokens (or at the context window, "model_context_window_exceeded").
+// decodeAnthropic reads a Messages API answer (wire/anthropic): its text
+// blocks concatenated, whether it calls a tool, whether it was cut
+// (Response.Truncated) or refused.
 func decodeAnthropic(body []byte) (answer, error) {
 	r, err := anthropic.DecodeResponse(body)
 	if err != nil {
@@ -197,27 +197,7 @@ func decodeAnthropic(body []byte) (answer, error) {
 	if r.Error != nil {
 		return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
 	}
-	var a answer
-	var text strings.Builder
-	for _, c := range r.Content {
-		switch c.Type {
-		case "text":
-			text.WriteString(c.Text)
-		case "tool_use", "server_tool_use", "mcp_tool_use":
-			a.toolCall = true
-		}
-	}
-	a.text = text.String()
-	switch r.StopReason {
-	case "tool_use":
-		a.toolCall = true
-	case "max_tokens", "model_context_window_exceeded", "pause_turn":
-		a.truncated = true
-	case "refusal":
-		a.refused = true
-	}
-	a.usage = r.Usage.Canonical()
-	return a, nil
+	return answer{text: r.Text(), toolCall: r.CallsTool(), truncated: r.Truncated(), refused: r.Refused(), usage: r.Usage.Canonical()}, nil
 }
 
 // isOpenAIHost reports whether base is OpenAI's own API (or empty, which
@@ -260,94 +240,22 @@ func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Requ
 	return s.send(ctx, b, endpoint(b.BaseURL, DefaultOpenAIBaseURL, "/v1/chat/completions"), h, body, decodeOpenAI)
 }
 
-// openAIResponse is the part of a Chat Completions response we read.
-type openAIResponse struct {
-	Choices []struct {
-		Message struct {
-			Content      json.RawMessage   `json:"content"`
-			ToolCalls    []json.RawMessage `json:"tool_calls"`
-			FunctionCall json.RawMessage   `json:"function_call"`
-			Refusal      *string           `json:"refusal"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Error json.RawMessage `json:"error"`
-	Usage *struct {
-		PromptTokens        uint64 `json:"prompt_tokens"`
-		CompletionTokens    uint64 `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens uint64 `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
-
-// decodeOpenAI reads a Chat Completions answer: the first choice's text
-// (a string or text parts), whether it calls a tool, whether it stopped at
-// the output cap (finish_reason "length").
+// decodeOpenAI reads a Chat Completions answer (wire/openai/chat): the
+// first choice's text (a string or text parts), whether it calls a tool,
+// whether it stopped at the output cap (finish_reason "length") or was
+// refused.
 func decodeOpenAI(body []byte) (answer, error) {
-	var r openAIResponse
-	if err := json.Unmarshal(body, &r); err != nil {
+	r, err := chat.DecodeChat(body)
+	if err != nil {
 		return answer{}, fmt.Errorf("malformed Chat Completions response: %w", err)
 	}
-	if len(r.Choices) == 0 {
-		if len(r.Error) > 0 && !bytes.Equal(r.Error, []byte("null")) {
+	if !r.HasChoice() {
+		if r.Error != nil {
 			return answer{}, fmt.Errorf("error body with a success status: %s", errorMessage(body))
 		}
 		return answer{}, fmt.Errorf("response has no choices")
 	}
-	c := r.Choices[0]
-	var a answer
-	a.text = openAIText(c.Message.Content)
-	if len(c.Message.ToolCalls) > 0 || (len(c.Message.FunctionCall) > 0 && !bytes.Equal(c.Message.FunctionCall, []byte("null"))) {
-		a.toolCall = true
-	}
-	if c.Message.Refusal != nil && *c.Message.Refusal != "" {
-		a.refused = true
-	}
-	switch c.FinishReason {
-	case "length":
-		a.truncated = true
-	case "tool_calls", "function_call":
-		a.toolCall = true
-	case "content_filter":
-		a.refused = true
-	}
-	if u := r.Usage; u != nil {
-		var cached uint64
-		if u.PromptTokensDetails != nil {
-			cached = min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
-		}
-		// history.Usage counts input apart from cache reads, as Anthropic
-		// does; OpenAI's prompt_tokens includes the cached ones.
-		a.usage = &history.Usage{InputTokens: u.PromptTokens - cached, CacheReadInputTokens: cached, OutputTokens: u.CompletionTokens}
-	}
-	return a, nil
-}
-
-// openAIText reads message content that is a string, an array of text
-// parts, or null.
-func openAIText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			if p.Type == "text" || p.Type == "output_text" {
-				b.WriteString(p.Text)
-			}
-		}
-		return b.String()
-	}
-	return ""
+	return answer{text: r.Text(), toolCall: r.CallsTool(), truncated: r.Truncated(), refused: r.Refused(), usage: r.Usage}, nil
 }
 
 // checkAnswer applies the answer checks (docs/design.md §3, §5.3): a tool call,

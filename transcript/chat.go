@@ -271,10 +271,10 @@ func detectChatArray(arr []byte) string {
 			continue
 		}
 		for _, p := range parts {
-			switch p.Type {
-			case "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document":
+			switch {
+			case anthropic.OwnBlockType(p.Type):
 				return FormatAnthropicMessages
-			case "image_url", "input_audio", "file", "refusal":
+			case chat.OwnPartType(p.Type):
 				return FormatOpenAIChat
 			}
 		}

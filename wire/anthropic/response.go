@@ -399,3 +399,52 @@ func withInput(raw json.RawMessage, in json.RawMessage) json.RawMessage {
 	}
 	return out
 }
+
+// Text is the answer's text blocks concatenated, without separators.
+func (r *Response) Text() string {
+	var text strings.Builder
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			text.WriteString(c.Text)
+		}
+	}
+	return text.String()
+}
+
+// CallsTool reports whether the answer calls a tool: a tool_use,
+// server_tool_use or mcp_tool_use block, or the stop reason "tool_use".
+func (r *Response) CallsTool() bool {
+	for _, c := range r.Content {
+		switch c.Type {
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			return true
+		}
+	}
+	return r.StopReason == "tool_use"
+}
+
+// Truncated reports whether the answer was cut before its end: at
+// max_tokens, at the context window ("model_context_window_exceeded"), or
+// paused ("pause_turn").
+func (r *Response) Truncated() bool {
+	switch r.StopReason {
+	case "max_tokens", "model_context_window_exceeded", "pause_turn":
+		return true
+	}
+	return false
+}
+
+// Refused reports whether the model declined to answer (stop reason
+// "refusal").
+func (r *Response) Refused() bool { return r.StopReason == "refusal" }
+
+// OwnBlockType reports whether a content block type belongs to the
+// Messages API and not to OpenAI's Chat Completions (how an importer tells
+// an Anthropic message array from a Chat one).
+func OwnBlockType(t string) bool {
+	switch t {
+	case "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document":
+		return true
+	}
+	return false
+}

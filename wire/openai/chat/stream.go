@@ -29,6 +29,74 @@ type Answer struct {
 	// Done: the stream reached its end (response.completed, or a Chat
 	// finish_reason / [DONE]).
 	Done bool
+
+	// Of a JSON body (DecodeChat) only: choices is how many choices it
+	// has; finish, refusal and functionCall are the first choice's
+	// finish_reason, message.refusal and whether its message carries a
+	// (legacy) function_call.
+	choices      int
+	finish       string
+	refusal      string
+	functionCall bool
+}
+
+// HasChoice reports whether a decoded JSON body (DecodeChat) has a choice.
+func (a *Answer) HasChoice() bool { return a.choices > 0 }
+
+// Text is the answer's text: its content as a string, or its text (and
+// output_text) parts concatenated; "" for null or another shape.
+func (a *Answer) Text() string { return ContentText(a.Chat.Content) }
+
+// CallsTool reports whether the answer calls a tool: tool calls, a legacy
+// function_call, or finish_reason "tool_calls" or "function_call".
+func (a *Answer) CallsTool() bool {
+	return len(a.Chat.ToolCalls) > 0 || a.functionCall || a.finish == "tool_calls" || a.finish == "function_call"
+}
+
+// Truncated reports whether a decoded JSON body's answer stopped at the
+// output cap (finish_reason "length").
+func (a *Answer) Truncated() bool { return a.finish == "length" }
+
+// Refused reports whether a decoded JSON body's answer is a refusal (a
+// non-empty message.refusal, or finish_reason "content_filter").
+func (a *Answer) Refused() bool { return a.refusal != "" || a.finish == "content_filter" }
+
+// ContentText reads Chat message content that is a string, or an array of
+// parts whose text and output_text parts it concatenates; "" for null or
+// anything else.
+func ContentText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Type == "text" || p.Type == "output_text" {
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// OwnPartType reports whether a content part type belongs to Chat
+// Completions and not to Anthropic's Messages API (how an importer tells a
+// Chat message array from an Anthropic one).
+func OwnPartType(t string) bool {
+	switch t {
+	case "image_url", "input_audio", "file", "refusal":
+		return true
+	}
+	return false
 }
 
 // Message returns the answer as a canonical assistant message.
@@ -79,6 +147,8 @@ type chatAnswerMessage struct {
 	Content          json.RawMessage `json:"content"`
 	ToolCalls        []ToolCall      `json:"tool_calls"`
 	ReasoningContent string          `json:"reasoning_content"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Refusal          *string         `json:"refusal"`
 }
 
 type chatDelta struct {
@@ -102,12 +172,19 @@ func DecodeChat(body []byte) (*Answer, error) {
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, err
 	}
-	a := &Answer{Model: c.Model, Usage: openai.Usage(c.Usage), Error: c.Error, Done: true}
+	a := &Answer{Model: c.Model, Usage: openai.Usage(c.Usage), Error: c.Error, Done: true, choices: len(c.Choices)}
 	a.Chat.Role = "assistant"
+	if len(c.Choices) > 0 {
+		_ = json.Unmarshal(c.Choices[0].FinishReason, &a.finish)
+	}
 	if len(c.Choices) > 0 && c.Choices[0].Message != nil {
 		m := c.Choices[0].Message
 		a.Chat.Content, a.Chat.ToolCalls = m.Content, m.ToolCalls
 		a.reasoning.WriteString(m.ReasoningContent)
+		a.functionCall = len(m.FunctionCall) > 0 && !bytes.Equal(m.FunctionCall, []byte("null"))
+		if m.Refusal != nil {
+			a.refusal = *m.Refusal
+		}
 	}
 	return a, nil
 }
