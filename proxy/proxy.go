@@ -29,6 +29,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/internal/netlimit"
+	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/prometheus/client_golang/prometheus"
@@ -272,13 +273,13 @@ func (p *Proxy) ConnContext(ctx context.Context, c net.Conn) context.Context {
 type peerAddrsKey struct{}
 
 // peerUID is the uid of the local user whose process opened the request's
-// connection (tcpPeerUID), when known.
+// connection (peeruid.TCP), when known.
 func peerUID(ctx context.Context) (uint32, bool) {
 	a, ok := ctx.Value(peerAddrsKey{}).([2]*net.TCPAddr)
 	if !ok {
 		return 0, false
 	}
-	return tcpPeerUID(a[0], a[1])
+	return peeruid.TCP(a[0], a[1])
 }
 
 // refuseDashboard says why the dashboard is refused to r, or "". It shows

@@ -43,6 +43,7 @@ var layers = map[string]int{
 	"wire/overflow":     layerBase,
 	"internal/bearer":   layerBase,
 	"internal/netlimit": layerBase,
+	"internal/peeruid":  layerBase,
 	"internal/redact":   layerBase,
 	"internal/syncbuf":  layerBase,
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package peeruid
 
 import (
 	"bufio"
@@ -12,11 +12,11 @@ import (
 	"strings"
 )
 
-// tcpPeerUID is the uid owning the client end of a loopback TCP
+// TCP returns the uid owning the client end of a loopback TCP
 // connection (client is its address, server the listener's side), read
 // from /proc/net/tcp or tcp6: the local user whose agent sent the request.
 // ok is false when it is not found.
-func tcpPeerUID(client, server *net.TCPAddr) (uid uint32, ok bool) {
+func TCP(client, server *net.TCPAddr) (uid uint32, ok bool) {
 	file, want := "/proc/net/tcp", procAddr(client)+" "+procAddr(server)
 	if client.IP.To4() == nil {
 		file = "/proc/net/tcp6"
