@@ -61,7 +61,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 			pending = n
 		}
 	}
-	if err := p.quotaCheck(ctx, fp); err != nil {
+	if err := p.quota.Check(ctx, p.cfg.Quotas, fp); err != nil {
 		return nil, nil, forkAt{}, err
 	}
 	var err error
@@ -94,7 +94,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if prev != nil {
 		b.rec.BranchOf = prev.id
 	}
-	p.quotaCount(fp, b.id)
+	p.quota.Count(fp, b.id)
 	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
 	l.branches = append(l.branches, b)
 	if len(l.branches) == 1 {

@@ -3,12 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/ctxd/ctxd/engine"
 )
 
 // touchingRun is one run of touchingClient: the proxy's counters, the
@@ -183,32 +180,5 @@ func forkInherits(t *testing.T, restart bool) {
 	}
 	if st := f.p.Stats(); st.Branches != 1 || (!restart && st.MaxBranches != 2) {
 		t.Errorf("stats %+v: want one fork", st)
-	}
-}
-
-// Expiry keeps a session that a live fork inherited from (the fork's
-// offload stubs name the parent's files), directly or through another
-// fork, and expires it with its last live heir; a branch that inherited
-// nothing (labelInherits unset: the client's own compaction) never holds
-// its parent.
-func TestExpiryKeepsWhatALiveForkInherited(t *testing.T) {
-	now := time.Now()
-	old, live := now.Add(-48*time.Hour), now
-	info := func(id string, updated time.Time, inherits string) engine.Info {
-		return engine.Info{ID: id, Updated: updated, Labels: map[string]string{labelInherits: inherits}}
-	}
-	cut := now.Add(-24 * time.Hour)
-	for _, tc := range []struct {
-		name string
-		all  []engine.Info
-		want []string
-	}{
-		{"a live fork holds its parent and grandparent", []engine.Info{info("a", old, ""), info("b", old, "a"), info("c", live, "b"), info("x", old, "")}, []string{"x"}},
-		{"an expired fork holds nothing", []engine.Info{info("a", old, ""), info("b", old, "a")}, []string{"a", "b"}},
-		{"a branch that inherited nothing", []engine.Info{info("a", old, ""), info("b", live, "")}, []string{"a"}},
-	} {
-		if got := expirable(tc.all, cut); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: expirable %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }

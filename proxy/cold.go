@@ -46,7 +46,7 @@ type coldRequest struct {
 // is not one (a conversation the lane holds, a small or non-Messages
 // request, or one whose estimate reaches the threshold of a credential
 // the upstream accepted: a pre-send compaction may be due). Errors: the
-// lane's loading, errQuota.
+// lane's loading, quota.ErrQuota.
 func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
 	if req.d != dialectAnthropic {
 		return nil, nil
@@ -80,10 +80,10 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if est >= threshold && accepted {
 		return nil, nil
 	}
-	if err := p.quotaCheck(ctx, fp); err != nil {
+	if err := p.quota.Check(ctx, p.cfg.Quotas, fp); err != nil {
 		return nil, err
 	}
-	if err := p.quotaGrow(ctx, fp, "bytes", uint64(n)); err != nil {
+	if err := p.quota.Grow(ctx, p.cfg.Quotas, fp, "bytes", uint64(n)); err != nil {
 		return nil, err
 	}
 	pl := &plan{n: len(req.messages), b: &branch{id: sessionID(p.secret, l.key, 0)}, out: req.clientBody(),

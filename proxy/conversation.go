@@ -351,7 +351,7 @@ func (p *Proxy) dropBranch(ctx context.Context, l *lane, pl *plan) {
 		delete(p.creds.m, pl.b.id)
 	}
 	p.creds.mu.Unlock()
-	p.quotaForget(pl.b.id)
+	p.quota.Forget(pl.b.id)
 }
 
 // supersede records on prev that b replaced it (the client rewrote its

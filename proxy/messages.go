@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/quota"
 )
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -102,7 +103,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if r.Context().Err() != nil {
 			return
 		}
-		if errors.Is(err, errQuota) {
+		if errors.Is(err, quota.ErrQuota) {
 			p.m.request(d, outcomeRefused)
 			d.WriteError(w, http.StatusForbidden, "permission_error", "ctxd proxy: "+err.Error())
 			return
@@ -290,7 +291,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		for i := from; i < m; i++ {
 			grow += uint64(len(req.messages[i]))
 		}
-		if err := p.quotaGrow(ctx, fp, "bytes", grow); err != nil {
+		if err := p.quota.Grow(ctx, p.cfg.Quotas, fp, "bytes", grow); err != nil {
 			return nil, err
 		}
 	}
@@ -314,7 +315,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			pl.b.unrecorded = false
 			pl.created = true
 			created = pl
-			p.quotaCount(fp, pl.b.id)
+			p.quota.Count(fp, pl.b.id)
 		} else {
 			// A stored branch of this credential's conversation exists
 			// only because the upstream accepted a request of it
@@ -431,5 +432,5 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 			n += uint64(len(b.Text) + len(b.Input) + len(b.Signature))
 		}
 	}
-	p.quotaAdd(x.fp, pl.b.id, n)
+	p.quota.Add(x.fp, pl.b.id, n)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
+	"github.com/ctxd/ctxd/quota"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -110,7 +111,7 @@ type Proxy struct {
 	// accepted (accept).
 	acceptedMu sync.Mutex
 	accepted   map[string]struct{}
-	quota      quotas
+	quota      *quota.Table
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
@@ -148,6 +149,7 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	p.accepted = map[string]struct{}{}
+	p.quota = quota.New(p.storedQuotas)
 	p.red = o.Redactor
 	if p.red == nil {
 		p.red = redact.New()

@@ -109,7 +109,7 @@ func (p *Proxy) commitRequest(ctx context.Context, pl *plan) bool {
 		return false
 	}
 	sr.committed = true
-	p.quotaAdd(sr.fp, pl.b.id, sr.grow)
+	p.quota.Add(sr.fp, pl.b.id, sr.grow)
 	return true
 }
 
@@ -124,7 +124,7 @@ func (p *Proxy) discardRequest(pl *plan) {
 	}
 	if !sr.st.Discard() {
 		sr.committed = true
-		p.quotaAdd(sr.fp, pl.b.id, sr.grow)
+		p.quota.Add(sr.fp, pl.b.id, sr.grow)
 		return
 	}
 	pl.b.rec, pl.b.state, pl.b.chain = sr.rec, sr.state, sr.chain

@@ -70,6 +70,7 @@ var layers = map[string]int{
 	"summarizer":  layerRules,
 	"transcript":  layerRules,
 	"natsstore":   layerRules,
+	"quota":       layerRules, // [proxy.quotas]: counts by credential hash
 
 	"engine":            layerEngine,
 	"internal/accuracy": layerEngine, // beside the engine: replay's estimate figures
