@@ -1,19 +1,15 @@
 package proxy
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
 	"math/bits"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire"
@@ -60,10 +56,10 @@ type request struct {
 	// client's new messages break a provider rule (plan.tail).
 	tail []json.RawMessage
 	// marked[k], when k is in range: messages[k] holds a cache marker
-	// (msgDigests.marked of this request); out of range: not known.
+	// (wire.Digests.Marked of this request); out of range: not known.
 	marked []bool
 	// fast[k], when k is in range: the fast hash of messages[k]'s bytes
-	// (msgDigests.fast of this request), by which the client-bytes
+	// (wire.Digests.Fast of this request), by which the client-bytes
 	// indexes know the messages they indexed; nil: not known.
 	fast []uint64
 	// checked, when set, is the engine's §4a check of the messages
@@ -319,91 +315,4 @@ func (bb *bodyBuf) release() {
 	if bb.refs.Add(-1) == 0 {
 		bodyPools[sizeClass(cap(bb.b))].Put(bb)
 	}
-}
-
-// digest is a SHA-256.
-type digest = [sha256.Size]byte
-
-// chains returns the hash chain over msgs: chains[k] covers msgs[:k]
-// (chains[0] is the zero digest), each message normalized (markers
-// removed, plain text in one form: matchForm), or in the dialect's
-// tolerant form where it has one (messageDigest).
-func chains(msgs []json.RawMessage, key matchKey) []digest { return chainsWith(nil, msgs, key) }
-
-// matchKey is a dialect's tolerant form of a message for matching
-// (docs/design.md §10: what real clients change in what they resend is
-// left out); ok false: the message has none and is matched by its bytes.
-type matchKey func(raw []byte) (key []byte, ok bool)
-
-// messageDigest is the digest a message is matched by: of its tolerant
-// form when key gives one, else of its normalized bytes.
-func messageDigest(m []byte, key matchKey) digest {
-	if key != nil {
-		if k, ok := key(m); ok {
-			return sha256.Sum256(k)
-		}
-	}
-	return sha256.Sum256(wire.MatchForm(wire.Normalize(m)))
-}
-
-// msgDigests remembers the digests of a lane's previous request's messages
-// by a fast keyed hash of their bytes (xxh3, a per-process seed), so a
-// request hashes with SHA-256 only the messages that differ from the
-// previous request's at the same index: the new ones and those whose
-// marker moved.
-type msgDigests struct {
-	fast []uint64
-	sha  []digest
-	// marked[i]: message i holds a cache marker (wire.HasMarker),
-	// computed with its SHA-256, so encode does not search the unchanged
-	// messages for one again.
-	marked []bool
-	// chain is the chain of the previous request (chains' result): while
-	// every message so far is unchanged, its links are reused.
-	chain []digest
-}
-
-// fastSeed is the fast hash's per-process seed (xxh3: ~5× maphash's
-// speed on this path, docs/decisions.md).
-var fastSeed = rand.Uint64()
-
-// chainsWith is chains, reusing and then updating the digests in c (nil:
-// none).
-func chainsWith(c *msgDigests, msgs []json.RawMessage, key matchKey) []digest {
-	out := make([]digest, len(msgs)+1)
-	var fast []uint64
-	var shas []digest
-	var marked []bool
-	if c != nil {
-		fast, shas, marked = make([]uint64, len(msgs)), make([]digest, len(msgs)), make([]bool, len(msgs))
-	}
-	var buf [2 * sha256.Size]byte
-	same := c != nil // messages[:i] are the previous request's, unchanged
-	for i, m := range msgs {
-		var d digest
-		if c == nil {
-			d = messageDigest(m, key)
-		} else {
-			f := xxh3.HashSeed(m, fastSeed)
-			mk := false
-			if i < len(c.fast) && c.fast[i] == f {
-				d, mk = c.sha[i], c.marked[i]
-			} else {
-				d, mk, same = messageDigest(m, key), wire.HasMarker(m), false
-			}
-			fast[i], shas[i], marked[i] = f, d, mk
-			if same && i+1 < len(c.chain) {
-				out[i+1] = c.chain[i+1]
-				continue
-			}
-			same = false
-		}
-		copy(buf[:sha256.Size], out[i][:])
-		copy(buf[sha256.Size:], d[:])
-		out[i+1] = sha256.Sum256(buf[:])
-	}
-	if c != nil {
-		c.fast, c.sha, c.marked, c.chain = fast, shas, marked, out
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
 )
 
 // touchingRun is one run of touchingClient: the proxy's counters, the

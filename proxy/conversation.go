@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // A conversation's state in the proxy (docs/design.md §10): a lane per
@@ -132,8 +133,8 @@ type lane struct {
 	sem      chan struct{}
 	loaded   bool
 	branches []*branch
-	// digests of the previous request's messages (chainsWith).
-	digests msgDigests
+	// digests of the previous request's messages (wire.ChainsWith).
+	digests wire.Digests
 }
 
 // branch is one ctxd session of a conversation.
@@ -443,3 +444,6 @@ func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 	b.sysDigest, b.toolsDigest = sd, td
 	return nil
 }
+
+// digest is a link of a conversation's hash chain (wire.Chains).
+type digest = wire.Digest

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/quota"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -237,8 +238,8 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
-	cs := chainsWith(&l.digests, req.messages, req.d.MatchKey)
-	req.marked, req.fast = l.digests.marked, l.digests.fast
+	cs := wire.ChainsWith(&l.digests, req.messages, req.d.MatchKey)
+	req.marked, req.fast = l.digests.Marked, l.digests.Fast
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
 	from := 0

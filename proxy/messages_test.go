@@ -412,12 +412,12 @@ func TestPlainText(t *testing.T) {
 	}
 }
 
-// chainsWith, reusing the digests of the previous request's messages,
+// wire.ChainsWith, reusing the digests of the previous request's messages,
 // gives the chains of the full computation as requests grow, markers move
 // and a message is edited in place (the links of the unchanged prefix
 // reused, the rest recomputed); its marker bits are hasMarker's.
 func TestChainsWithReuse(t *testing.T) {
-	var c msgDigests
+	var c wire.Digests
 	conv := newConversation().user("one")
 	for i := 0; i < 6; i++ {
 		conv.assistant(assistantText(fmt.Sprintf("answer %d", i))).user(fmt.Sprintf("prompt %d", i))
@@ -428,7 +428,7 @@ func TestChainsWithReuse(t *testing.T) {
 		if i == 4 {
 			r.messages[1] = json.RawMessage(assistantText("edited"))
 		}
-		got, want := chainsWith(&c, r.messages, dialectAnthropic.MatchKey), chains(r.messages, dialectAnthropic.MatchKey)
+		got, want := wire.ChainsWith(&c, r.messages, dialectAnthropic.MatchKey), wire.Chains(r.messages, dialectAnthropic.MatchKey)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("request %d: chains differ", i)
 		}
@@ -436,10 +436,10 @@ func TestChainsWithReuse(t *testing.T) {
 		// instead of searching each message) are hasMarker's.
 		n := 0
 		for k, m := range r.messages {
-			if c.marked[k] != wire.HasMarker(m) {
-				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.marked[k], wire.HasMarker(m))
+			if c.Marked[k] != wire.HasMarker(m) {
+				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.Marked[k], wire.HasMarker(m))
 			}
-			if c.marked[k] {
+			if c.Marked[k] {
 				n++
 			}
 		}

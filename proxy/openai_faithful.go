@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/openai"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 	"github.com/ctxd/ctxd/wire/openai/responses"
@@ -26,7 +27,7 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 	idx := p.indexClientItems(b, req, custom)
 	lastK := len(req.messages)
 	for i := len(out) - 1; i >= 0; i-- {
-		ks := idx.keys[openai.ItemKey(out[i], fastSeed)]
+		ks := idx.keys[openai.ItemKey(out[i], wire.FastSeed)]
 		j, _ := slices.BinarySearch(ks, lastK)
 		if j == 0 {
 			continue
@@ -66,7 +67,7 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 			idx.add(k, req.fast, digest{}, false)
 			continue
 		}
-		idx.add(k, req.fast, openai.ItemKey(r, fastSeed), true)
+		idx.add(k, req.fast, openai.ItemKey(r, wire.FastSeed), true)
 	}
 	p.mu.Lock()
 	b.itemIdx = idx

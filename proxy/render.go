@@ -171,7 +171,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 func newClientIndex() *clientIndex { return &clientIndex{keys: map[digest][]int{}} }
 
 // reuse returns how many of the client's messages idx still indexes for a
-// request whose messages have the fast hashes fast (msgDigests.fast; nil:
+// request whose messages have the fast hashes fast (wire.Digests.Fast; nil:
 // not known, nothing is reused): the leading messages whose bytes are the
 // ones indexed. The entries of the messages after them are dropped, to be
 // indexed again: a client that touched what it resent (a moving cache
@@ -302,7 +302,7 @@ func withClientResults(idx *clientIndex, m *anthropic.Message) ([]byte, error) {
 type clientIndex struct {
 	keys  map[digest][]int
 	plain []bool
-	// fast[k] is the fast hash (msgDigests.fast) of client message k as
+	// fast[k] is the fast hash (wire.Digests.Fast) of client message k as
 	// indexed, key[k] its key in keys when has[k]: what reuse checks and
 	// truncate drops.
 	fast []uint64

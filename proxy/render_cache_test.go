@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
@@ -83,7 +84,7 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 	p := &Proxy{}
 	b := &branch{}
-	var digests msgDigests
+	var digests wire.Digests
 	c := newConversation().user("start")
 	step := func(when string, wantReused int) {
 		t.Helper()
@@ -91,8 +92,8 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chainsWith(&digests, req.messages, req.d.MatchKey)
-		req.fast = digests.fast
+		wire.ChainsWith(&digests, req.messages, req.d.MatchKey)
+		req.fast = digests.Fast
 		p.mu.Lock()
 		old := b.rawIdx
 		p.mu.Unlock()
