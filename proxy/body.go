@@ -2,16 +2,12 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
-	"math/bits"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -24,7 +20,7 @@ type request struct {
 	body []byte
 	// buf is the pooled buffer body was read into (nil: not pooled); the
 	// outgoing body holds it while it points into body.
-	buf *bodyBuf
+	buf *bodybuf.Buf
 	// prefix counts the leading items of the fixed prefix
 	// (dialect.isPrefix), kept verbatim ahead of the assembled
 	// conversation.
@@ -50,7 +46,7 @@ type request struct {
 	// spliced, when a renderer set it, is the whole outgoing body with the
 	// messages it returned already in place of the client's (taken, and
 	// cleared, by the caller instead of withMessages).
-	spliced *outBody
+	spliced *bodybuf.Body
 	// tail, when set, is the client's own new messages, sent as they
 	// came after ctxd's context (encode): a managed conversation whose
 	// client's new messages break a provider rule (plan.tail).
@@ -123,196 +119,4 @@ func (r *request) withMessages(msgs []byte) []byte {
 	out = append(out, r.body[:r.msgStart]...)
 	out = append(out, msgs...)
 	return append(out, r.body[r.msgEnd:]...)
-}
-
-// outBody is an outgoing request body: its parts, sent one after the
-// other, never copied into one buffer on the way (a managed request's
-// ~1 MB body is the client's prefix, the messages' cached encodings or
-// the client's own bytes of them, and the client's suffix; copying them
-// together cost an allocation, its zeroing and a copy of the whole body
-// per request, docs/performance.md). The parts are not changed once
-// given: the transport may read them after the request was answered, and
-// an overflow retry resends them.
-type outBody struct {
-	parts [][]byte
-	n     int
-	// buf, when set, is the pooled buffer some parts point into: each
-	// reader holds it until closed (bodyBuf).
-	buf *bodyBuf
-}
-
-// bodyOf is the outgoing body b (nil: none), not pooled.
-func bodyOf(b []byte) *outBody {
-	if b == nil {
-		return nil
-	}
-	return &outBody{parts: [][]byte{b}, n: len(b)}
-}
-
-// add appends the part b.
-func (o *outBody) add(b []byte) {
-	if len(b) > 0 {
-		o.parts = append(o.parts, b)
-		o.n += len(b)
-	}
-}
-
-// len is the body's size in bytes.
-func (o *outBody) len() int { return o.n }
-
-// bytes returns the body in one slice: the part itself when there is one,
-// else a copy of the parts.
-func (o *outBody) bytes() []byte {
-	if len(o.parts) == 1 {
-		return o.parts[0]
-	}
-	out := make([]byte, 0, o.n)
-	for _, p := range o.parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-// reader returns a new reader of the whole body, for the transport: it
-// implements io.WriterTo (a copy to a writer makes no copy of its own).
-// When the body points into a pooled buffer, the reader holds it until
-// its Close, and reads nothing after Close (http.RoundTripper: the
-// transport closes the body when done with it, possibly after the answer
-// came). Errors: errBodyGone when the buffer was released already.
-func (o *outBody) reader() (io.ReadCloser, error) {
-	if o.buf != nil && !o.buf.acquire() {
-		return nil, errBodyGone
-	}
-	return &bodyReader{bufs: append(net.Buffers(nil), o.parts...), buf: o.buf}, nil
-}
-
-// errBodyGone: a reader of an outgoing body was asked for after its
-// request ended (its pooled buffer released).
-var errBodyGone = errors.New("proxy: the outgoing body's buffer was released")
-
-// bodyReader reads an outBody; see outBody.reader.
-type bodyReader struct {
-	mu     sync.Mutex
-	bufs   net.Buffers
-	buf    *bodyBuf
-	closed bool
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return 0, errBodyGone
-	}
-	return r.bufs.Read(p)
-}
-
-// WriteTo writes the rest of the body to w, part by part.
-func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	for {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return n, errBodyGone
-		}
-		if len(r.bufs) == 0 {
-			r.mu.Unlock()
-			return n, nil
-		}
-		k, err := w.Write(r.bufs[0])
-		n += int64(k)
-		if k == len(r.bufs[0]) {
-			r.bufs = r.bufs[1:]
-		} else {
-			r.bufs[0] = r.bufs[0][k:]
-		}
-		r.mu.Unlock()
-		if err != nil {
-			return n, err
-		}
-	}
-}
-
-// Close releases the reader's hold of the pooled buffer (once).
-func (r *bodyReader) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
-		r.closed = true
-		r.bufs = nil
-		r.buf.release()
-	}
-	return nil
-}
-
-// Pooled request buffers. A managed request's body (~1 MB on a 200k-token
-// conversation) is read into a buffer from a pool of its size class
-// instead of a new one: allocating and zeroing 1 MB per request was a
-// large part of the time ctxd adds before the first byte
-// (docs/performance.md). A buffer goes back to its pool when the request
-// is done with it and every reader of the outgoing body that points into
-// it was closed; nothing of the request's body may be kept after the
-// request (what outlives it — the held credential's system and tools —
-// is copied).
-const (
-	// minPooledBody and maxPooledBody bound the bodies read into pooled
-	// buffers, in bytes: smaller ones are cheap to allocate, larger ones
-	// rare.
-	minPooledBody = 64 << 10
-	maxPooledBody = 64 << 20
-)
-
-// bodyPools[c] holds *bodyBuf of capacity 1<<c.
-var bodyPools [27]sync.Pool
-
-// bodyBuf is a pooled buffer and its holders: the request reading it,
-// and each open reader of an outgoing body pointing into it.
-type bodyBuf struct {
-	b    []byte
-	refs atomic.Int32
-}
-
-// sizeClass is the pool of a body of n bytes: the smallest c with
-// 1<<c >= n.
-func sizeClass(n int) int { return bits.Len(uint(n - 1)) }
-
-// getBodyBuf returns a buffer of length n (its content undefined) held
-// once, by the caller; nil when n is outside the pooled sizes.
-func getBodyBuf(n int) *bodyBuf {
-	if n < minPooledBody || n > maxPooledBody {
-		return nil
-	}
-	c := sizeClass(n)
-	bb, _ := bodyPools[c].Get().(*bodyBuf)
-	if bb == nil {
-		bb = &bodyBuf{b: make([]byte, 1<<c)}
-	}
-	bb.b = bb.b[:n]
-	bb.refs.Store(1)
-	return bb
-}
-
-// acquire adds a holder; false when the buffer was released already.
-func (bb *bodyBuf) acquire() bool {
-	for {
-		n := bb.refs.Load()
-		if n <= 0 {
-			return false
-		}
-		if bb.refs.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// release drops a holder; the last one puts the buffer back in its pool.
-// A nil buffer is a no-op.
-func (bb *bodyBuf) release() {
-	if bb == nil {
-		return
-	}
-	if bb.refs.Add(-1) == 0 {
-		bodyPools[sizeClass(cap(bb.b))].Put(bb)
-	}
 }

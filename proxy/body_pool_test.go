@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,67 +12,8 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 )
-
-// TestPooledBodyIsHeldUntilItsReadersClose: an outgoing body pointing into
-// a pooled request buffer keeps it while a reader of it is open, after the
-// request released it; a closed reader reads nothing more, and no reader
-// is made once every holder let go.
-func TestPooledBodyIsHeldUntilItsReadersClose(t *testing.T) {
-	bb := getBodyBuf(100 << 10)
-	if bb == nil || len(bb.b) != 100<<10 {
-		t.Fatalf("getBodyBuf(100 KiB) = %v, want a pooled buffer of that length", bb)
-	}
-	for i := range bb.b {
-		bb.b[i] = byte('a' + i%26)
-	}
-	want := append(append(append([]byte(nil), bb.b[:10]...), "[1,2]"...), bb.b[50:]...)
-	o := &outBody{buf: bb}
-	o.add(bb.b[:10])
-	o.add([]byte("[1,2]"))
-	o.add(bb.b[50:])
-	if o.len() != len(want) || !bytes.Equal(o.bytes(), want) {
-		t.Fatalf("outBody: %d bytes, want %d", o.len(), len(want))
-	}
-	r1, err := o.reader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := o.reader() // as GetBody would
-	if err != nil {
-		t.Fatal(err)
-	}
-	bb.release() // the request is done
-	if n := bb.refs.Load(); n != 2 {
-		t.Fatalf("holders after the request released its buffer: %d, want 2 (the open readers)", n)
-	}
-	got, err := io.ReadAll(r1)
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("Read: %d bytes (err %v), want the body's %d", len(got), err, len(want))
-	}
-	var w bytes.Buffer
-	if _, err := r2.(io.WriterTo).WriteTo(&w); err != nil || !bytes.Equal(w.Bytes(), want) {
-		t.Fatalf("WriteTo: %d bytes (err %v), want the body's %d", w.Len(), err, len(want))
-	}
-	_ = r1.Close()
-	_ = r1.Close() // a second Close releases nothing more
-	if n := bb.refs.Load(); n != 1 {
-		t.Fatalf("holders after one reader closed twice: %d, want 1", n)
-	}
-	_ = r2.Close()
-	if n := bb.refs.Load(); n != 0 {
-		t.Fatalf("holders after every reader closed: %d, want 0", n)
-	}
-	if _, err := r2.Read(make([]byte, 1)); !errors.Is(err, errBodyGone) {
-		t.Fatalf("Read after Close: %v, want errBodyGone", err)
-	}
-	if _, err := o.reader(); !errors.Is(err, errBodyGone) {
-		t.Fatalf("reader of a released body: %v, want errBodyGone", err)
-	}
-	if getBodyBuf(minPooledBody-1) != nil || getBodyBuf(maxPooledBody+1) != nil {
-		t.Fatal("bodies outside the pooled sizes got a pooled buffer")
-	}
-}
 
 // holdingTransport answers every request at once with a streamed text
 // answer; the body of a request while hold is set is kept unread (a
@@ -148,7 +88,7 @@ func TestALateReadOfTheOutgoingBodyIsTheRequestsOwn(t *testing.T) {
 	p := benchProxy(t, cfg, tr)
 	h := p.Handler()
 	a, b := poolConversation("alpha"), poolConversation("bravo")
-	if n := len(a.body()); n < minPooledBody || sizeClass(n) != sizeClass(len(b.body())) {
+	if n := len(a.body()); n < bodybuf.MinPooled || bodybuf.SizeClass(n) != bodybuf.SizeClass(len(b.body())) {
 		t.Fatalf("the two bodies (%d, %d bytes) must be pooled, in one size class", n, len(b.body()))
 	}
 	idA := servePool(t, h, a.body()).Header().Get(HeaderSessionID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/wire"
 )
@@ -373,7 +374,7 @@ func (p *Proxy) supersede(ctx context.Context, prev, b *branch) {
 // plan is a managed request ready to forward.
 type plan struct {
 	b    *branch
-	out  *outBody
+	out  *bodybuf.Body
 	diag string
 	// observe: the client's request is sent, out is what ctxd would have
 	// sent (docs/design.md §10); limit and threshold are the session's

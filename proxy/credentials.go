@@ -104,7 +104,7 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string
 	}
 	p.creds.mu.Lock()
 	// Kept beyond the request: never the request's bytes, whose buffer
-	// is reused (readBody); the previous copy when they did not change.
+	// is reused (bodybuf.Read); the previous copy when they did not change.
 	if old := p.creds.m[id]; old != nil && bytes.Equal(old.cred.System, c.cred.System) {
 		c.cred.System = old.cred.System
 	} else {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 )
@@ -29,7 +30,7 @@ type exchange struct {
 	// read on its way.
 	managed bool
 	// body is the outgoing body; nil forwards the client's as it came.
-	body *outBody
+	body *bodybuf.Body
 	// retried: the overflow retry is under way; no second recovery.
 	retried bool
 	// timed: the added latency was observed (at the first send).
@@ -125,16 +126,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 	}
 	if x.body != nil {
 		body := x.body
-		rd, err := body.reader()
+		rd, err := body.Reader()
 		if err != nil {
 			// Not reached: the body's buffer is held while the request is
 			// served. The transport fails the request on this reader.
-			rd = &bodyReader{closed: true}
+			rd = bodybuf.Gone()
 		}
 		pr.Out.Body = rd
-		pr.Out.ContentLength = int64(body.len())
-		pr.Out.Header.Set("Content-Length", strconv.Itoa(body.len()))
-		pr.Out.GetBody = body.reader
+		pr.Out.ContentLength = int64(body.Len())
+		pr.Out.Header.Set("Content-Length", strconv.Itoa(body.Len()))
+		pr.Out.GetBody = body.Reader
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 )
 
 // rawRequest writes head (and body) on a new connection to the fixture's
@@ -120,7 +121,7 @@ func TestSlowBodyRefused(t *testing.T) {
 
 // TestAnnouncedLengthNotAllocated: a client that announces a 64 MiB body
 // and sends a few bytes makes the proxy hold about what it sent, not what
-// it announced (readBody grows its buffer with the bytes that arrive).
+// it announced (bodybuf.Read grows its buffer with the bytes that arrive).
 func TestAnnouncedLengthNotAllocated(t *testing.T) {
 	r := httptest.NewRequest("POST", "/v1/messages", io.MultiReader(strings.NewReader(strings.Repeat("x", 1000)), errReader{}))
 	r.ContentLength = 64 << 20
@@ -128,7 +129,7 @@ func TestAnnouncedLengthNotAllocated(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, _, err := readBody(w, r, 64<<20)
+	_, _, err := bodybuf.Read(w, r, 64<<20)
 	runtime.ReadMemStats(&after)
 	if err == nil {
 		t.Fatal("a cut body read without error")

@@ -95,7 +95,7 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
 		return nil
 	}
-	ctxd, err := cacheRequest(req.d, pl.out.bytes(), req.model)
+	ctxd, err := cacheRequest(req.d, pl.out.Bytes(), req.model)
 	if err != nil {
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/quota"
@@ -25,13 +26,13 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
-	body, bb, err := readBody(w, r, int64(p.limits.BodyBytes))
+	body, bb, err := bodybuf.Read(w, r, int64(p.limits.BodyBytes))
 	// trailing: the answer's record runs after the response ended
 	// (trail.go), and releases the body's buffer and the lane itself.
 	trailing := false
 	defer func() {
 		if !trailing {
-			bb.release()
+			bb.Release()
 		}
 	}()
 	if err != nil {
@@ -50,7 +51,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	req, err := parseBody(body, d)
 	if err != nil {
-		p.passThrough(w, r, &outBody{parts: [][]byte{body}, n: len(body), buf: bb}, outcomePassedThrough, "not managed: "+err.Error())
+		p.passThrough(w, r, bodybuf.Pooled(body, bb), outcomePassedThrough, "not managed: "+err.Error())
 		return
 	}
 	req.buf = bb
@@ -197,7 +198,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	// conversation's lane: its next request waits for the record.
 	trailing = true
 	p.trail(func() {
-		defer bb.release()
+		defer bb.Release()
 		defer p.release(l)
 		defer l.unlock()
 		if x.accepted && pl.cold != nil && !p.recordCold(ctx, pl, req, fp) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/trigger"
 )
 
@@ -33,7 +34,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		return false
 	}
 	var (
-		out  *outBody
+		out  *bodybuf.Body
 		diag string
 	)
 	for pass := 0; ; pass++ {

@@ -2,77 +2,22 @@ package proxy
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 )
 
-// readBody reads a managed request's body, at most limit bytes. With a
-// Content-Length it reads into buffers from the pools of their size
-// classes (getBodyBuf; io.ReadAll would allocate and zero new ones),
-// doubling as the bytes arrive up to that length: a client that announces
-// a large body and sends it slowly holds at most twice what it sent, not
-// what it announced. The caller releases the returned *bodyBuf (nil when
-// not pooled) when the request is done.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *bodyBuf, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	n := r.ContentLength
-	if n <= 0 || n > limit {
-		b, err := io.ReadAll(rd)
-		return b, nil, err
-	}
-	var (
-		bb  *bodyBuf
-		buf []byte
-		got int
-	)
-	for size := min(int(n), firstBodyChunk); ; size = min(2*size, int(n)) {
-		nbb := getBodyBuf(size)
-		var nbuf []byte
-		if nbb != nil {
-			nbuf = nbb.b
-		} else {
-			nbuf = make([]byte, size)
-		}
-		copy(nbuf, buf[:got])
-		bb.release()
-		bb, buf = nbb, nbuf
-		k, err := io.ReadFull(rd, buf[got:])
-		got += k
-		if err != nil {
-			bb.release()
-			return nil, nil, err
-		}
-		if size == int(n) {
-			break
-		}
-	}
-	// A body longer than its Content-Length (the server refuses one; a
-	// handler called directly may not): the rest too.
-	var one [1]byte
-	if k, _ := io.ReadFull(rd, one[:]); k == 1 {
-		rest, err := io.ReadAll(rd)
-		body := append(append(append(make([]byte, 0, len(buf)+1+len(rest)), buf...), one[0]), rest...)
-		bb.release()
-		return body, nil, err
-	}
-	return buf, bb, nil
-}
-
-// firstBodyChunk is the first buffer readBody reads a body into, in bytes.
-const firstBodyChunk = 256 << 10
-
 // clientBody is the client's body as it came, for the upstream.
-func (r *request) clientBody() *outBody {
-	return &outBody{parts: [][]byte{r.body}, n: len(r.body), buf: r.buf}
+func (r *request) clientBody() *bodybuf.Body {
+	return bodybuf.Pooled(r.body, r.buf)
 }
 
 // passThrough forwards the client's request untouched (body, nil: as it
 // came); outcome is its MetricRequests outcome.
-func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *outBody, outcome, diag string) {
+func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *bodybuf.Body, outcome, diag string) {
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai/chat"
@@ -374,29 +375,29 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 		}
 	}
 	// The outgoing body (request.spliced) is these parts between the
-	// client's prefix and suffix, not copied into one buffer (outBody).
-	body := &outBody{parts: make([][]byte, 0, 2*len(parts)+3), buf: req.buf}
-	body.add(req.body[:req.msgStart])
-	msgs := len(body.parts)
-	body.add(arrOpen)
+	// client's prefix and suffix, not copied into one buffer (bodybuf.Body).
+	body := bodybuf.New(req.buf, 2*len(parts)+3)
+	body.Add(req.body[:req.msgStart])
+	msgs := len(body.Parts)
+	body.Add(arrOpen)
 	for i, c := range parts {
 		if i > 0 {
-			body.add(arrComma)
+			body.Add(arrComma)
 		}
-		body.add(c)
+		body.Add(c)
 	}
 	for i, c := range req.tail {
 		if i > 0 || len(parts) > 0 {
-			body.add(arrComma)
+			body.Add(arrComma)
 		}
-		body.add(c)
+		body.Add(c)
 	}
-	body.add(arrClose)
+	body.Add(arrClose)
 	var out []byte
 	if verifyEncoding {
-		out = (&outBody{parts: body.parts[msgs:]}).bytes()
+		out = (&bodybuf.Body{Parts: body.Parts[msgs:]}).Bytes()
 	}
-	body.add(req.body[req.msgEnd:])
+	body.Add(req.body[req.msgEnd:])
 	req.spliced = body
 	if verifyEncoding {
 		for i := range wire {
@@ -453,7 +454,7 @@ var (
 // assemble asks the engine for the context (the pre-send check, docs/design.md
 // §5.1, may compact first) and renders the outgoing body: the client's
 // body with only messages replaced.
-func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody, string, error) {
+func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.Body, string, error) {
 	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
@@ -479,14 +480,14 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*outBody,
 	if err != nil {
 		return nil, "", err
 	}
-	var out *outBody
+	var out *bodybuf.Body
 	if req.spliced != nil {
 		out, req.spliced = req.spliced, nil
 	} else {
-		out = bodyOf(req.withMessages(enc))
+		out = bodybuf.Of(req.withMessages(enc))
 	}
 	if pl.hideUsage {
-		out = bodyOf(chat.WithIncludeUsage(out.bytes()))
+		out = bodybuf.Of(chat.WithIncludeUsage(out.Bytes()))
 	}
 	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil

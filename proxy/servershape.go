@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -18,7 +19,7 @@ import (
 // session's checkpoint. It sets pl.server and pl.beta; out is returned
 // unchanged otherwise. An upstream that refuses the parameter makes the
 // session fall back to the summarizer (recoverServerShape).
-func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out *outBody) *outBody {
+func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out *bodybuf.Body) *bodybuf.Body {
 	pl.server, pl.beta = false, ""
 	if pl.noServer || !req.d.ServerCompaction() {
 		return out
@@ -27,7 +28,7 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 	if err != nil || !sh.Active {
 		return out
 	}
-	next, beta, err := req.d.WithServerCompaction(out.bytes(), sh.Trigger)
+	next, beta, err := req.d.WithServerCompaction(out.Bytes(), sh.Trigger)
 	var below *wire.BelowMinimumError
 	if errors.As(err, &below) {
 		_ = p.eng.RefuseServerShape(ctx, pl.b.id, err.Error())
@@ -38,7 +39,7 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 		return out
 	}
 	pl.server, pl.beta = true, beta
-	return bodyOf(next)
+	return bodybuf.Of(next)
 }
 
 // withBeta adds beta to the request's anthropic-beta header (a comma list

@@ -42,6 +42,7 @@ var layers = map[string]int{
 	"wire/sse":          layerBase,
 	"wire/overflow":     layerBase,
 	"internal/bearer":   layerBase,
+	"internal/bodybuf":  layerBase,
 	"internal/netlimit": layerBase,
 	"internal/peeruid":  layerBase,
 	"internal/redact":   layerBase,
