@@ -18,6 +18,7 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
@@ -76,7 +77,7 @@ func benchProxyOn(b testing.TB, cfg config.Config, tr http.RoundTripper, db *bad
 	b.Cleanup(func() { _ = p.WaitRecords(context.Background()) })
 	// The agent's credential was accepted by an earlier request (its
 	// X-Ctxd-Context-Limit is taken from the first request on).
-	p.accept(fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}}))
+	p.accept(identity.Fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}}))
 	return p
 }
 

@@ -27,7 +27,7 @@ import (
 // written with the messages it accounts for (engine.AppendOptions), so a
 // restarted daemon matches the client's next request exactly as before.
 type record struct {
-	// Key is the conversation key (conversationKey).
+	// Key is the conversation key (identity.ConversationKey).
 	Key string `json:"key"`
 	// N is how many of the client's messages are accounted for, and Chain
 	// the hash chain over them (markers removed), hex.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/identity"
 )
 
 // authError is the provider's 401 for a bad key.
@@ -229,7 +230,7 @@ func TestQuotas(t *testing.T) {
 	if err != nil || len(us) != 2 {
 		t.Fatalf("usage %+v %v", us, err)
 	}
-	fp := fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}})
+	fp := identity.Fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}})
 	if us[0].Credential != fp[:12] || us[0].Sessions != 2 || us[0].Bytes == 0 {
 		t.Fatalf("usage %+v", us)
 	}

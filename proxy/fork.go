@@ -96,5 +96,5 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 
 // labelInherits names, on a branch that inherited its parent's log
 // (forkPoint), that parent: its files are kept while the branch is
-// (expirable).
+// (quota.Expirable).
 const labelInherits = "proxy.inherits"

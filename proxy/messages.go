@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
@@ -77,12 +78,12 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		p.passThrough(w, r, req.clientBody(), outcomePassedThrough, "not managed: "+field+" names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
 		return
 	}
-	fp := fingerprint(p.secret, r.Header)
-	agent := agentSession(r.Header, req.metadata)
+	fp := identity.Fingerprint(p.secret, r.Header)
+	agent := identity.AgentSession(r.Header, req.metadata)
 	if agent == "" {
 		agent = req.promptCacheKey
 	}
-	l := p.lane(conversationKey(p.secret, fp, agent, req))
+	l := p.lane(identity.ConversationKey(p.secret, fp, agent, req.model, req.tools, req.system, req.messages))
 	defer func() {
 		if !trailing {
 			p.release(l)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
@@ -390,7 +391,7 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		p.passed.Add(1)
 		p.m.request(nil, outcomePassedThrough)
-		p.forward(w, r, &exchange{fp: fingerprint(p.secret, r.Header)})
+		p.forward(w, r, &exchange{fp: identity.Fingerprint(p.secret, r.Header)})
 	})
 }
 

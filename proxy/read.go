@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 )
 
@@ -21,7 +22,7 @@ func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *bodybu
 	p.passed.Add(1)
 	p.m.request(dialectOf(r), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
-	p.forward(w, r, &exchange{body: body, d: dialectOf(r), fp: fingerprint(p.secret, r.Header)})
+	p.forward(w, r, &exchange{body: body, d: dialectOf(r), fp: identity.Fingerprint(p.secret, r.Header)})
 }
 
 // contextLimitHeader reads the X-Ctxd-Context-Limit header of h: 0 when

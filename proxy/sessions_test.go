@@ -16,34 +16,6 @@ import (
 	"github.com/ctxd/ctxd/engine"
 )
 
-func TestAgentSession(t *testing.T) {
-	h := func(kv ...string) http.Header {
-		x := http.Header{}
-		for i := 0; i < len(kv); i += 2 {
-			x.Set(kv[i], kv[i+1])
-		}
-		return x
-	}
-	for _, c := range []struct {
-		name string
-		h    http.Header
-		md   string
-		want string
-	}{
-		{"ctxd header first", h(HeaderSession, "mine", HeaderClaudeCodeSession, "cc"), `{"user_id":"{\"session_id\":\"md\"}"}`, "mine"},
-		{"claude code header", h(HeaderClaudeCodeSession, "cc"), `{"user_id":"{\"session_id\":\"md\"}"}`, "cc"},
-		{"session-id header", h("Session-Id", "codex"), ``, "codex"},
-		{"metadata json string", h(), `{"user_id":"{\"device_id\":\"d\",\"session_id\":\"md\"}"}`, "md"},
-		{"metadata legacy", h(), `{"user_id":"user_abc_account_def_session_0f0e"}`, "0f0e"},
-		{"none", h(), `{"user_id":"someone"}`, ""},
-		{"no metadata", h(), ``, ""},
-	} {
-		if got := agentSession(c.h, json.RawMessage(c.md)); got != c.want {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 // A client that rewrites its history (here: its own compaction replaced
 // the first messages) gets a new branch: a new session holding its whole
 // list, recorded as a rewrite on both sides.

@@ -33,7 +33,7 @@ func TestExpiryKeepsWhatALiveForkInherited(t *testing.T) {
 		{"a branch that inherited nothing", []Activity{info("a", old, ""), info("b", live, "")}, []string{"a"}},
 	} {
 		if got := Expirable(tc.all, cut); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: expirable %v, want %v", tc.name, got, tc.want)
+			t.Errorf("%s: Expirable %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -71,6 +71,7 @@ var layers = map[string]int{
 	"summarizer":  layerRules,
 	"transcript":  layerRules,
 	"natsstore":   layerRules,
+	"identity":    layerRules, // who a proxied request is, which conversation
 	"quota":       layerRules, // [proxy.quotas]: counts by credential hash
 
 	"engine":            layerEngine,
