@@ -17,6 +17,7 @@ import (
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/quota"
 	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -274,7 +275,11 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, err
 		}
 	}
-	if vs := clientViolations(req, msgs, from); len(vs) > 0 {
+	var vs history.Violations
+	if req.d == dialectAnthropic {
+		vs = anthropic.ClientViolations(req.messages, req.prefix, req.thinking, msgs, from)
+	}
+	if len(vs) > 0 {
 		// Not recorded: the engine would hold a history no context of it
 		// could be sent from.
 		if pl.b == nil {
