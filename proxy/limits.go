@@ -70,7 +70,7 @@ func (p *Proxy) countLimits(req *request) string {
 			return true
 		})
 		if len(content) > 0 && content[0] == '[' {
-			blocks += uint64(countElems(content))
+			blocks += uint64(rawjson.CountElems(content))
 		} else {
 			blocks++
 		}
@@ -79,29 +79,6 @@ func (p *Proxy) countLimits(req *request) string {
 		}
 	}
 	return ""
-}
-
-// countElems counts the elements of the JSON array a (already scanned by
-// scanArray, so well formed to the scanner), without allocating.
-func countElems(a []byte) int {
-	i := rawjson.SkipSpace(a, 1)
-	if i >= len(a) || a[i] == ']' {
-		return 0
-	}
-	n := 0
-	for i < len(a) {
-		e := rawjson.ValueEnd(a, i)
-		if e <= i {
-			return n
-		}
-		n++
-		i = rawjson.SkipSpace(a, e)
-		if i >= len(a) || a[i] != ',' {
-			return n
-		}
-		i = rawjson.SkipSpace(a, i+1)
-	}
-	return n
 }
 
 // ConnectionsRefusal is the body (Anthropic's error shape) of the 503 a

@@ -266,3 +266,27 @@ func BareText(a []byte, types ...[]byte) []byte {
 	}
 	return text
 }
+
+// CountElems counts the elements of the JSON array a (already scanned by
+// ScanArray, so well formed to the scanner), without allocating; it stops
+// at the first element it cannot follow.
+func CountElems(a []byte) int {
+	i := SkipSpace(a, 1)
+	if i >= len(a) || a[i] == ']' {
+		return 0
+	}
+	n := 0
+	for i < len(a) {
+		e := ValueEnd(a, i)
+		if e <= i {
+			return n
+		}
+		n++
+		i = SkipSpace(a, e)
+		if i >= len(a) || a[i] != ',' {
+			return n
+		}
+		i = SkipSpace(a, i+1)
+	}
+	return n
+}

@@ -53,6 +53,9 @@ func FuzzScanArray(f *testing.F) {
 			if len(elems) != len(want) {
 				t.Fatalf("%d elements, encoding/json finds %d", len(elems), len(want))
 			}
+			if n := CountElems(b[i:end]); n != len(want) {
+				t.Fatalf("CountElems = %d, encoding/json finds %d", n, len(want))
+			}
 			for k := range want {
 				if !bytes.Equal(elems[k], want[k]) {
 					t.Fatalf("element %d = %s, want %s", k, elems[k], want[k])
