@@ -84,7 +84,7 @@ func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string
 		APIKey:        h.Get("X-Api-Key"),
 		Authorization: h.Get("Authorization"),
 		Beta:          h.Get("Anthropic-Beta"),
-	}, release: p.holdSecrets(h)}
+	}, release: p.red.HoldHeader(h)}
 	if req.d == dialectAnthropic || req.d == nil {
 		// The summarizer request extends the prefix the provider cached:
 		// the client's own system and tools (Messages API only: a Responses
@@ -192,46 +192,6 @@ func bytesOf(raws []json.RawMessage) [][]byte {
 		out[i] = r
 	}
 	return out
-}
-
-// credentialHeaders are the request headers that carry a client's
-// credential.
-var credentialHeaders = []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key", "X-Goog-Api-Key"}
-
-// secretsOf are the credential values of h: each credential header's value
-// and, for "<scheme> <token>", the token alone.
-func secretsOf(h http.Header) []string {
-	var out []string
-	for _, k := range credentialHeaders {
-		for _, v := range h.Values(k) {
-			if v = strings.TrimSpace(v); v == "" {
-				continue
-			}
-			out = append(out, v)
-			if _, tok, ok := strings.Cut(v, " "); ok && strings.TrimSpace(tok) != "" {
-				out = append(out, strings.TrimSpace(tok))
-			}
-		}
-	}
-	return out
-}
-
-// holdSecrets holds every credential of h on the redactor; the returned
-// func releases them.
-func (p *Proxy) holdSecrets(h http.Header) func() {
-	vals := secretsOf(h)
-	if len(vals) == 0 {
-		return func() {}
-	}
-	rels := make([]func(), len(vals))
-	for i, v := range vals {
-		rels[i] = p.red.Hold(v)
-	}
-	return func() {
-		for _, rel := range rels {
-			rel()
-		}
-	}
 }
 
 // headerHasToken reports whether a comma-separated header of h holds

@@ -319,7 +319,7 @@ func (p *Proxy) Handler() http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), startKey{}, time.Now()))
 		// The request's credentials are masked everywhere while it is
 		// served (docs/operating.md "Security model").
-		defer p.holdSecrets(r.Header)()
+		defer p.red.HoldHeader(r.Header)()
 		// net/http reads up to HeaderSlack bytes past MaxHeaderBytes: the
 		// exact limit is checked here, refused naming its key.
 		if n := netlimit.HeaderBytes(r); uint64(n) > p.limits.HeaderBytes {
