@@ -9,10 +9,10 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ctxd/ctxd/internal/bodybuf"
+	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 )
@@ -69,7 +69,7 @@ type exchange struct {
 	// What came back.
 	status   int
 	stream   wire.AnswerReader
-	buf      *cappedBuffer
+	buf      *bodybuf.Capped
 	errBody  []byte
 	overflow *http.Response
 	ovBody   []byte
@@ -159,7 +159,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 		p.accept(x.fp)
 	}
 	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
-		resp.Body = &idleBody{ReadCloser: resp.Body, d: idle, key: key}
+		resp.Body = netlimit.NewIdleBody(resp.Body, idle, key)
 	}
 	if resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// Counted as the client reads it (wrapped outermost below).
@@ -203,13 +203,13 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		x.stream = x.d.NewAnswerReader(int(p.limits.SSELineBytes))
-		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.stream}
+		resp.Body = &bodybuf.Tee{ReadCloser: resp.Body, W: x.stream}
 		if x.hideUsage {
 			resp.Body = &chat.UsageFilter{ReadCloser: resp.Body}
 		}
 	} else {
-		x.buf = &cappedBuffer{max: maxAnswerBytes}
-		resp.Body = &teeBody{ReadCloser: resp.Body, w: x.buf}
+		x.buf = bodybuf.NewCapped(maxAnswerBytes)
+		resp.Body = &bodybuf.Tee{ReadCloser: resp.Body, W: x.buf}
 	}
 	return nil
 }
@@ -240,35 +240,6 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error, 
 	d.WriteError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
 }
 
-// teeBody copies what is read to w (a stream reader or a buffer).
-type teeBody struct {
-	io.ReadCloser
-	w io.Writer
-}
-
-func (t *teeBody) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if n > 0 {
-		_, _ = t.w.Write(p[:n])
-	}
-	return n, err
-}
-
-// cappedBuffer keeps at most max bytes; over gets set beyond.
-type cappedBuffer struct {
-	bytes.Buffer
-	max  int
-	over bool
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.max {
-		b.over = true
-		return len(p), nil
-	}
-	return b.Buffer.Write(p)
-}
-
 // streamIdle is the stream idle timeout of the upstream that answered
 // outReq, and its key.
 func (p *Proxy) streamIdle(x *exchange, outReq *http.Request) (string, time.Duration) {
@@ -280,41 +251,6 @@ func (p *Proxy) streamIdle(x *exchange, outReq *http.Request) (string, time.Dura
 		return "proxy.upstreams.openai.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.OpenAI.StreamIdleTimeoutMS) * time.Millisecond
 	}
 	return "proxy.upstreams.anthropic.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.Anthropic.StreamIdleTimeoutMS) * time.Millisecond
-}
-
-// idleBody ends an upstream answer whose next bytes do not come within d
-// while they are waited for (time the client takes to read is not
-// counted): the body is closed, and Read fails naming the key.
-type idleBody struct {
-	io.ReadCloser
-	d     time.Duration
-	key   string
-	t     *time.Timer
-	fired atomic.Bool
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	if b.t == nil {
-		b.t = time.AfterFunc(b.d, func() {
-			b.fired.Store(true)
-			_ = b.ReadCloser.Close()
-		})
-	} else {
-		b.t.Reset(b.d)
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.t.Stop()
-	if err != nil && b.fired.Load() {
-		err = fmt.Errorf("ctxd proxy: the upstream sent nothing for %s (%s): %w", b.d, b.key, err)
-	}
-	return n, err
-}
-
-func (b *idleBody) Close() error {
-	if b.t != nil {
-		b.t.Stop()
-	}
-	return b.ReadCloser.Close()
 }
 
 // authenticated reports whether an upstream status shows that it accepted

@@ -388,7 +388,7 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 	case x.stream != nil:
 		m, inError, err = x.stream.Answer()
 		read = true
-	case x.buf != nil && !x.buf.over && x.status < 300:
+	case x.buf != nil && !x.buf.Over() && x.status < 300:
 		m, inError, err = x.d.DecodeAnswer(x.buf.Bytes())
 		read = true
 	}
