@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
@@ -35,7 +33,7 @@ type record struct {
 	Chain string `json:"chain"`
 	// Resp identifies the answer recorded after the request of N messages;
 	// the client's message N must be it. Nil when none was recorded.
-	Resp *answerSig `json:"resp,omitempty"`
+	Resp *wire.AnswerSig `json:"resp,omitempty"`
 	// BranchOf names the branch this one replaced after a client rewrite;
 	// SupersededBy the branch that replaced this one.
 	BranchOf     string `json:"branch_of,omitempty"`
@@ -45,84 +43,6 @@ type record struct {
 	// LastError is the newest upstream error, passed to the client as it
 	// came (status and the provider's message, never a header).
 	LastError string `json:"last_error,omitempty"`
-}
-
-// answerSig identifies an answer as the client sends it back: its tool
-// call ids and the digest of its text. Thinking and byte layout are left
-// out (a client re-encodes what it received).
-type answerSig struct {
-	ToolCalls []string `json:"tool_calls,omitempty"`
-	Text      string   `json:"text"`
-	// Inputs are the digests of the tool calls' inputs, in order, in one
-	// JSON form (inputDigest): a client that edited a call's input in its
-	// history rewrote the answer, and its edit is sent, not ctxd's
-	// record. Absent in records of an older ctxd (not compared then).
-	Inputs []string `json:"inputs,omitempty"`
-	// Norm is the digest of the text with whitespace runs as one space
-	// and blank blocks left out: a client that re-flows the answer's text
-	// still sends the answer (docs/design.md §10). Empty in a record
-	// written before it existed: Text is compared then.
-	Norm string `json:"norm,omitempty"`
-}
-
-// inputDigest is the digest of a tool call's input in one JSON form (keys
-// sorted, no spacing): a client that re-encodes the input it received
-// gives the same digest.
-func inputDigest(in json.RawMessage) string {
-	var v any
-	b := []byte(in)
-	if json.Unmarshal(in, &v) == nil {
-		if c, err := json.Marshal(v); err == nil {
-			b = c
-		}
-	}
-	d := sha256.Sum256(b)
-	return hex.EncodeToString(d[:8])
-}
-
-func sigOf(m history.Message) *answerSig {
-	s := &answerSig{}
-	h, n := sha256.New(), sha256.New()
-	for _, b := range m.Content {
-		switch b.Type {
-		case history.BlockText:
-			h.Write([]byte(b.Text))
-			if t := strings.Join(strings.Fields(b.Text), " "); t != "" {
-				n.Write([]byte(t))
-				n.Write([]byte{0})
-			}
-		case history.BlockToolCall:
-			s.ToolCalls = append(s.ToolCalls, b.ID)
-			s.Inputs = append(s.Inputs, inputDigest(b.Input))
-		}
-	}
-	s.Text = hex.EncodeToString(h.Sum(nil))[:32]
-	s.Norm = hex.EncodeToString(n.Sum(nil))[:32]
-	return s
-}
-
-// matches reports whether the client's message raw is the answer s (an
-// Anthropic message).
-func (s *answerSig) matches(raw json.RawMessage) bool {
-	return dialectAnthropic.AnswerLen([]json.RawMessage{raw}, 0, s.equal) == 1
-}
-
-// equal reports whether the canonical assistant message m is the answer s
-// (blank text blocks left out).
-func (s *answerSig) equal(m history.Message) bool {
-	var nonEmpty []history.Block
-	for _, b := range m.Content {
-		if b.Type == history.BlockText && strings.TrimSpace(b.Text) == "" {
-			continue
-		}
-		nonEmpty = append(nonEmpty, b)
-	}
-	o := sigOf(history.Message{Content: nonEmpty})
-	text := o.Text == s.Text
-	if s.Norm != "" {
-		text = o.Norm == s.Norm
-	}
-	return text && slices.Equal(o.ToolCalls, s.ToolCalls) && (s.Inputs == nil || slices.Equal(o.Inputs, s.Inputs))
 }
 
 // lane is one conversation: its branches (ctxd sessions), newest last. Its

@@ -45,7 +45,7 @@ func (p *Proxy) forkPoint(ctx context.Context, parent *branch, req *request, cs 
 			}
 			at := r.N
 			if r.Resp != nil {
-				k := req.d.AnswerLen(req.messages, r.N, r.Resp.equal)
+				k := req.d.AnswerLen(req.messages, r.N, r.Resp.Equal)
 				if k == 0 {
 					return nil
 				}

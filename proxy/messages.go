@@ -259,7 +259,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		case b.rec.Resp == nil:
 			pl.b, from = b, n
 		default:
-			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.equal); k > 0 {
+			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.Equal); k > 0 {
 				pl.b, from = b, n+k
 			}
 		}
@@ -423,7 +423,7 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		}
 		m.Time = time.Now().UTC()
 		msgs = []history.Message{m}
-		rec.Resp = sigOf(m)
+		rec.Resp = wire.SigOf(m)
 		rec.LastError = ""
 	}
 	st, _ := json.Marshal(rec)
