@@ -343,3 +343,25 @@ func DefaultDaemonLimits() DaemonLimits {
 	return DaemonLimits{HeaderBytes: 64 << 10, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10, IdleTimeoutMS: 60000,
 		Connections: 512, OwnerConnections: 64}
 }
+
+// WithDefaults is l with every unset (0) key at its built-in default
+// (DefaultProxyLimits), so a proxy built with a zero Proxy (tests,
+// embedders) is bounded as a daemon's is.
+func (l ProxyLimits) WithDefaults() ProxyLimits {
+	d := DefaultProxyLimits()
+	set := func(v *uint64, def uint64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&l.HeaderBytes, d.HeaderBytes)
+	set(&l.BodyBytes, d.BodyBytes)
+	set(&l.BodyTimeoutMS, d.BodyTimeoutMS)
+	set(&l.BodyMinRate, d.BodyMinRate)
+	set(&l.IdleTimeoutMS, d.IdleTimeoutMS)
+	set(&l.Messages, d.Messages)
+	set(&l.ContentBlocks, d.ContentBlocks)
+	set(&l.SSELineBytes, d.SSELineBytes)
+	set(&l.Connections, d.Connections)
+	return l
+}

@@ -1,34 +1,13 @@
 package proxy
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
-
-// limitsOf is l with every unset (0) key at its default, so a Proxy built
-// with a zero config.Proxy (tests, embedders) is bounded as a daemon's is.
-func limitsOf(l config.ProxyLimits) config.ProxyLimits {
-	d := config.DefaultProxyLimits()
-	set := func(v *uint64, def uint64) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	set(&l.HeaderBytes, d.HeaderBytes)
-	set(&l.BodyBytes, d.BodyBytes)
-	set(&l.BodyTimeoutMS, d.BodyTimeoutMS)
-	set(&l.BodyMinRate, d.BodyMinRate)
-	set(&l.IdleTimeoutMS, d.IdleTimeoutMS)
-	set(&l.Messages, d.Messages)
-	set(&l.ContentBlocks, d.ContentBlocks)
-	set(&l.SSELineBytes, d.SSELineBytes)
-	set(&l.Connections, d.Connections)
-	return l
-}
 
 // Limits returns the [proxy.limits] the proxy applies (defaults filled
 // in): the daemon sets its http.Server's MaxHeaderBytes and IdleTimeout,
@@ -84,7 +63,5 @@ func (p *Proxy) countLimits(req *request) string {
 // ConnectionsRefusal is the body (Anthropic's error shape) of the 503 a
 // connection over proxy.limits.connections gets.
 func ConnectionsRefusal(limit uint64) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": "overloaded_error",
-		"message": fmt.Sprintf("ctxd proxy: %d connections are open, the limit (proxy.limits.connections); retry shortly", limit)}})
-	return b
+	return anthropic.ErrorJSON("overloaded_error", fmt.Sprintf("ctxd proxy: %d connections are open, the limit (proxy.limits.connections); retry shortly", limit))
 }

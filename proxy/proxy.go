@@ -147,7 +147,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
-	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: limitsOf(o.Config.Limits), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
+	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.creds.m = map[string]*heldCredential{}
 	p.accepted = map[string]struct{}{}
 	p.quota = quota.New(p.storedQuotas)

@@ -158,6 +158,12 @@ func (Dialect) WriteError(w http.ResponseWriter, status int, typ, msg string) {
 // WriteError answers with an error in the Anthropic shape, so an agent
 // shows it as it would the provider's.
 func WriteError(w http.ResponseWriter, status int, typ, msg string) {
+	wire.WriteJSONError(w, status, ErrorJSON(typ, msg))
+}
+
+// ErrorJSON is an Anthropic error body of type typ ("overloaded_error",
+// …) and message msg: {"type":"error","error":{"type":…,"message":…}}.
+func ErrorJSON(typ, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-	wire.WriteJSONError(w, status, b)
+	return b
 }
