@@ -169,7 +169,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	// Layer 1: offload oversized tool results (on a copy: msgs is the
 	// caller's).
 	expanded = slices.Clone(expanded)
-	expanded, offloaded := e.offloadMessages(ctx, s, expanded)
+	expanded, offloaded := e.offloadMessages(ctx, s, expanded, st)
 
 	events := make([]checkpoint.Event, 0, len(expanded)+len(offloaded)+1)
 	if len(closed) > 0 {

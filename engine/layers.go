@@ -17,12 +17,16 @@ import (
 // offload event, keyed by index. A failed write leaves the result whole and
 // its event is an offload_failed one (counted by Metrics.OffloadFailed).
 // Called with s.mu held, before the messages are stored: the artifact and
-// file exist before any event refers to them.
-func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message) ([]history.Message, map[int]checkpoint.Event) {
+// file exist before any event refers to them. For a staged append (st
+// set) the file is written but not synced and the artifact not stored:
+// both are made durable by the staged write, before its events
+// (offload.Offloader.Stage, Staged.Commit).
+func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history.Message, st *Staged) ([]history.Message, map[int]checkpoint.Event) {
 	type tried struct {
-		m    history.Message
-		rec  *offload.Record
-		fail *offload.Failure
+		m       history.Message
+		rec     *offload.Record
+		fail    *offload.Failure
+		pending *offload.Pending
 	}
 	var tools []int
 	for i := range msgs {
@@ -36,7 +40,11 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 	res := make([]tried, len(tools))
 	try := func(k int) {
 		r := &res[k]
-		r.m, r.rec, r.fail = s.offloader.Try(ctx, s.id, msgs[tools[k]])
+		if st != nil {
+			r.m, r.rec, r.fail, r.pending = s.offloader.Stage(ctx, s.id, msgs[tools[k]])
+		} else {
+			r.m, r.rec, r.fail = s.offloader.Try(ctx, s.id, msgs[tools[k]])
+		}
 	}
 	if len(tools) == 1 {
 		try(0)
@@ -76,6 +84,9 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 			continue
 		}
 		msgs[i] = m
+		if p := res[k].pending; p != nil {
+			st.pending = append(st.pending, p)
+		}
 		if events == nil {
 			events = map[int]checkpoint.Event{}
 		}

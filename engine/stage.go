@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
@@ -53,9 +54,12 @@ type Staged struct {
 	// append's, with seqs base+1… once written.
 	base   uint64
 	events []checkpoint.Event
-	// files are the offload files written for the append's results.
-	files []string
-	res   AppendResult
+	// files are the offload files written for the append's results;
+	// pending their durable half (the file's sync, the artifact), done by
+	// the write before its events (offload.Offloader.Stage).
+	files   []string
+	pending []*offload.Pending
+	res     AppendResult
 
 	// Guarded by Engine.stageMu.
 	state stageState
@@ -181,7 +185,11 @@ func (st *Staged) write(ctx context.Context) error {
 		return err
 	}
 	// Not cancelled with the caller: other writers wait on this one.
-	_, err := e.inner.AppendAt(context.WithoutCancel(ctx), st.id, st.base, st.events)
+	ctx = context.WithoutCancel(ctx)
+	err := st.finishOffloads(ctx)
+	if err == nil {
+		_, err = e.inner.AppendAt(ctx, st.id, st.base, st.events)
+	}
 	e.stageMu.Lock()
 	if err != nil {
 		st.state, st.err = stageFailed, fmt.Errorf("committing a staged append: %w", mapLogErr(st.id, err))
@@ -196,6 +204,33 @@ func (st *Staged) write(ctx context.Context) error {
 		e.log.Warn("staged append not committed; the session is reloaded from the log", "session", st.id, "err", err)
 	}
 	return err
+}
+
+// finishOffloads makes the append's offloaded results durable (their
+// files synced, their artifacts stored), side by side, before its events
+// refer to them. Errors: the first write's that failed.
+func (st *Staged) finishOffloads(ctx context.Context) error {
+	if len(st.pending) == 1 {
+		return st.pending[0].Finish(ctx)
+	}
+	errs := make([]error, len(st.pending))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, offloadWriters)
+	for k, p := range st.pending {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[k] = p.Finish(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stage registers st as session s's pending append: events follow base.

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/artifacts"
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
 )
 
@@ -274,5 +276,89 @@ func TestStagedSessionNotEvicted(t *testing.T) {
 	h.append("s", assistant("done"))
 	if msgs := h.events("s", checkpoint.KindMessage); len(msgs) != 4 || msgs[2].Message.Content[0].Text != "staged" {
 		t.Fatalf("log %+v", msgs)
+	}
+}
+
+// A staged append's offloaded result costs no durable write before the
+// commit: its file is there to be read at once (the stub names it), whole,
+// but its artifact is stored by the commit, before the append's events,
+// which then name it; a discarded append leaves neither.
+func TestStagedOffloadIsDurableAtTheCommit(t *testing.T) {
+	for _, tc := range []string{"committed", "discarded", "file gone"} {
+		t.Run(tc, func(t *testing.T) {
+			commit := tc != "discarded"
+			dir := t.TempDir()
+			h := newHarness(t, layersConfig(dir+"/offload"), dir+"/db")
+			ctx := context.Background()
+			h.create("s", 200000)
+			h.append("s", user("build it"), calls("b1"))
+			big := bigResult("b1")
+			st, err := h.e.Stage(ctx, "s", []history.Message{big}, AppendOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stub := st.Result().Messages[0].Content[0].Text
+			i := strings.Index(stub, "artifact://")
+			if i < 0 {
+				t.Fatalf("the stub names no artifact: %.300s", stub)
+			}
+			uri := stub[i:]
+			uri = uri[:strings.IndexAny(uri, ") \n")]
+			id, err := artifacts.ParseID(strings.TrimPrefix(uri, "artifact://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := filesUnder(t, dir+"/offload")
+			if len(files) != 1 {
+				t.Fatalf("offload files while staged: %v", files)
+			}
+			if b, err := os.ReadFile(files[0]); err != nil || string(b) != big.Content[0].Text {
+				t.Fatalf("the staged result's file does not hold the result (%d bytes, %v)", len(b), err)
+			}
+			if ok, err := h.arts.Has(ctx, id); err != nil || ok {
+				t.Fatalf("artifact stored before the commit: %v %v", ok, err)
+			}
+			if !commit {
+				if !st.Discard() {
+					t.Fatal("Discard: the append was stored")
+				}
+				if ok, err := h.arts.Has(ctx, id); err != nil || ok {
+					t.Fatalf("artifact of a discarded append: %v %v", ok, err)
+				}
+				if f := filesUnder(t, dir+"/offload"); len(f) != 0 {
+					t.Fatalf("files of a discarded append: %v", f)
+				}
+				return
+			}
+			if tc == "file gone" {
+				// Its commit fails, as a failed log write: the log is as
+				// it was (the client's resend records the request again).
+				before := h.logOf("s")
+				if err := os.Remove(files[0]); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Commit(ctx); err == nil {
+					t.Fatal("committed an append whose offload file is gone")
+				}
+				if got := h.logOf("s"); !slices.Equal(got, before) {
+					t.Fatalf("the log changed: %d events, %d before", len(got), len(before))
+				}
+				return
+			}
+			if err := st.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := h.arts.Get(ctx, id)
+			if err != nil || string(got) != big.Content[0].Text {
+				t.Fatalf("artifact after the commit: %d bytes, %v", len(got), err)
+			}
+			var rec offload.Record
+			for _, ev := range h.events("s", checkpoint.KindOffload) {
+				_ = json.Unmarshal(ev.Data, &rec)
+			}
+			if rec.Artifact != uri || rec.Path != files[0] {
+				t.Fatalf("the logged offload names %s %s, the stub %s %s", rec.Artifact, rec.Path, uri, files[0])
+			}
+		})
 	}
 }

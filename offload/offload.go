@@ -183,22 +183,93 @@ func (o *Offloader) Offload(ctx context.Context, session string, m history.Messa
 // m should have been offloaded and was kept whole (never with a cancelled
 // ctx, whose result is kept whole silently).
 func (o *Offloader) Try(ctx context.Context, session string, m history.Message) (history.Message, *Record, *Failure) {
+	out, rec, fail, _ := o.try(ctx, session, m, false)
+	return out, rec, fail
+}
+
+// Stage is Try with the durable half left to the caller (docs/decisions.md
+// "Offload writes after the upstream accepts"): the file is written
+// whole under its name (a reader finds the text at once) but not synced,
+// the artifact is not stored, and the returned Pending makes both
+// durable. An offload event may refer to the Record only once its
+// Pending's Finish returned nil; a result that is not offloaded returns a
+// nil Pending. With a store that cannot name an artifact before storing it
+// (no IDOf method) Stage is Try, and its Pending has nothing left to do.
+func (o *Offloader) Stage(ctx context.Context, session string, m history.Message) (history.Message, *Record, *Failure, *Pending) {
+	return o.try(ctx, session, m, true)
+}
+
+// Pending is the durable half of a result Stage offloaded: the file's sync
+// and the artifact's store.
+type Pending struct {
+	o    *Offloader
+	path string // "" when the file is durable already
+	text string // the artifact's content; "" when none is left to store
+}
+
+// Finish syncs the file Stage wrote and stores the artifact it named, and
+// returns once both are durable (the store's Retain). Errors: the file
+// system's (the file is gone: Discarded, or removed), the store's.
+func (p *Pending) Finish(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	if p.path != "" {
+		if err := syncFile(p.path); err != nil {
+			return err
+		}
+	}
+	if p.text != "" && p.o.store != nil {
+		if _, err := p.o.store.Retain(ctx, []byte(p.text), artifacts.FormatText); err != nil {
+			return fmt.Errorf("retain offloaded result: %w", err)
+		}
+	}
+	return nil
+}
+
+// syncFile makes the file at path durable.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync offload file: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync offload file: %w", err)
+	}
+	return nil
+}
+
+// namer is a store that names an artifact before storing it
+// (artifacts.Store, natsstore.Artifacts).
+type namer interface {
+	IDOf(content []byte) artifacts.ID
+}
+
+// try is Try, or Stage when staged.
+func (o *Offloader) try(ctx context.Context, session string, m history.Message, staged bool) (history.Message, *Record, *Failure, *Pending) {
 	if !o.cfg.Enabled || m.Role != history.RoleTool || len(m.Content) == 0 {
-		return m, nil, nil
+		return m, nil, nil, nil
 	}
 	text, ok := joinText(m.Content)
 	if !ok {
-		return m, nil, nil // no text to measure
+		return m, nil, nil, nil // no text to measure
 	}
 	chars := uint64(utf8.RuneCountInString(text))
 	if chars <= o.cfg.MaxChars || !utf8.ValidString(text) {
 		// Invalid UTF-8 cannot be cut into a valid stub; validation
 		// rejects such a message anyway.
-		return m, nil, nil
+		return m, nil, nil, nil
 	}
 	excluded := o.Excluded(m.ToolName)
 	if excluded && (o.ExcludedMaxChars == 0 || chars <= o.ExcludedMaxChars) {
-		return m, nil, nil
+		return m, nil, nil, nil
+	}
+	// Staged, with a store that names an artifact before storing it (or
+	// none): the durable half is the caller's.
+	var pending *Pending
+	if _, ok := o.store.(namer); staged && (ok || o.store == nil) {
+		pending = &Pending{o: o}
 	}
 
 	path, err := o.Path(session, m.ToolCallID)
@@ -207,21 +278,31 @@ func (o *Offloader) Try(ctx context.Context, session string, m history.Message) 
 		err = o.Space.Check(2 * uint64(len(text)))
 	}
 	if err == nil {
-		err = o.writeFile(path, text)
+		err = o.write(path, text, pending == nil)
 	}
 	var uri string
-	if err == nil && o.store != nil {
+	switch {
+	case err != nil || o.store == nil:
+	case pending != nil:
+		uri = o.store.(namer).IDOf([]byte(text)).URI()
+	default:
 		var id artifacts.ID
 		id, err = o.store.Retain(ctx, []byte(text), artifacts.FormatText)
 		uri = id.URI()
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return m, nil, nil
+			return m, nil, nil, nil
 		}
 		o.logFailure(session, m.ToolName, len(text), err)
 		return m, nil, &Failure{ToolCallID: m.ToolCallID, ToolName: m.ToolName, Bytes: uint64(len(text)), Dir: o.dir,
-			Reason: err.Error(), NoSpace: errors.Is(err, store.ErrNoSpace) || errors.Is(err, syscall.ENOSPC)}
+			Reason: err.Error(), NoSpace: errors.Is(err, store.ErrNoSpace) || errors.Is(err, syscall.ENOSPC)}, nil
+	}
+	if pending != nil {
+		pending.path = path
+		if o.store != nil {
+			pending.text = text
+		}
 	}
 
 	rec := &Record{
@@ -248,7 +329,10 @@ func (o *Offloader) Try(ctx context.Context, session string, m history.Message) 
 		}
 	}
 	out.Tokens = 0
-	return out, rec, nil
+	if pending == nil && staged {
+		pending = &Pending{o: o}
+	}
+	return out, rec, nil, pending
 }
 
 // joinText returns the text of a result's text blocks, joined with
@@ -379,7 +463,11 @@ func hashedName(s string) string {
 // partial file under the name a stub gives. The same call id always has the
 // same content (ids are never reused in a session), so replacing an existing
 // file changes nothing.
-func (o *Offloader) writeFile(path, text string) (err error) {
+func (o *Offloader) writeFile(path, text string) error { return o.write(path, text, true) }
+
+// write is writeFile, without the sync when sync is false (Stage: the
+// Pending syncs it).
+func (o *Offloader) write(path, text string, sync bool) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("create offload directory: %w", err)
@@ -400,8 +488,10 @@ func (o *Offloader) writeFile(path, text string) (err error) {
 	if _, err := f.WriteString(text); err != nil {
 		return fmt.Errorf("write offload file: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync offload file: %w", err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync offload file: %w", err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close offload file: %w", err)
