@@ -34,6 +34,13 @@ const (
 	// MinSessionMemoryBytes is the smallest storage.session_memory_bytes
 	// (1 MiB): below it every request would reload its session.
 	MinSessionMemoryBytes = 1 << 20
+	// DefaultProxyMemoryBytes is proxy.memory_bytes (64 MiB): the proxy's
+	// digests of ~100,000 conversations' last requests, or the caches
+	// (last outgoing encodings and client indexes) of ~100 branches at
+	// 250k tokens whose large tool results are offloaded.
+	DefaultProxyMemoryBytes = 64 << 20
+	// MinProxyMemoryBytes is the smallest proxy.memory_bytes (1 MiB).
+	MinProxyMemoryBytes = 1 << 20
 	// DefaultModelTokenFactor is the token_factor of an authored model entry
 	// that omits it.
 	DefaultModelTokenFactor = 1.0
@@ -311,11 +318,12 @@ func isDateSuffix(s string) bool {
 
 func defaultProxy() Proxy {
 	return Proxy{
-		Enabled:    true,
-		Listen:     DefaultProxyListen,
-		Auth:       ProxyAuthLoopback,
-		Summarizer: ProxySummarizerClient,
-		Mode:       ProxyModeEnforce,
+		Enabled:     true,
+		Listen:      DefaultProxyListen,
+		Auth:        ProxyAuthLoopback,
+		Summarizer:  ProxySummarizerClient,
+		Mode:        ProxyModeEnforce,
+		MemoryBytes: DefaultProxyMemoryBytes,
 		Upstreams: Upstreams{Anthropic: Upstream{
 			BaseURL:             DefaultAnthropicBaseURL,
 			DialTimeoutMS:       DefaultDialTimeoutMS,

@@ -452,6 +452,14 @@ type Proxy struct {
 	// the ledger projects its savings, docs/design.md §10). A session's own
 	// mode (X-Ctxd-Mode, `ctxctl session mode`) overrides it.
 	Mode string `toml:"mode" json:"mode"`
+	// MemoryBytes bounds, in bytes, what the proxy holds in memory of the
+	// conversations it serves: each conversation's digests of its last
+	// request's messages, each branch's last outgoing encodings and index
+	// of the client's messages. Past it the least recently used caches,
+	// then conversations, are dropped and rebuilt at their next request.
+	// Default DefaultProxyMemoryBytes (64 MiB), at least
+	// MinProxyMemoryBytes.
+	MemoryBytes uint64 `toml:"memory_bytes" json:"memory_bytes"`
 	// Upstreams are the providers the proxy forwards to.
 	Upstreams Upstreams `toml:"upstreams" json:"upstreams"`
 	// Limits bound what one request or client of the proxy may cost.

@@ -574,6 +574,9 @@ func (s *state) validateProxy() {
 	if l.BodyBytes > 1<<30 {
 		s.errorf(TableProxy, "proxy.limits.body_bytes", "must be at most 1073741824 (1 GiB); the providers refuse far less")
 	}
+	if p.MemoryBytes < MinProxyMemoryBytes {
+		s.errorf(TableProxy, "proxy.memory_bytes", "must be at least %d (1 MiB); the default is %d (64 MiB)", MinProxyMemoryBytes, DefaultProxyMemoryBytes)
+	}
 	switch p.Mode {
 	case ProxyModeEnforce, ProxyModeObserve:
 	default:

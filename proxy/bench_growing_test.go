@@ -411,7 +411,9 @@ func pct(d []time.Duration, q float64) float64 {
 // proxy, and the ratio); and the growth of the live heap and of the resident memory per
 // conversation held (MB/conv), after a full GC, and what the engine
 // accounts for the sessions it holds (engine-MB/conv,
-// Engine.LoadedBytes, what storage.session_memory_bytes bounds).
+// Engine.LoadedBytes, what storage.session_memory_bytes bounds) and what
+// the proxy accounts for its conversations' state (proxy-MB/conv,
+// Proxy.MemoryBytes, what proxy.memory_bytes bounds).
 func BenchmarkProxyGrowing(b *testing.B) {
 	b.Run("stream", func(b *testing.B) { benchGrowing(b, false) })
 	b.Run("json", func(b *testing.B) { benchGrowing(b, true) })
@@ -479,6 +481,7 @@ func benchGrowing(b *testing.B, nonStreamed bool) {
 	b.ReportMetric((heap1-heap0)/float64(held)/(1<<20), "heap-MB/conv")
 	b.ReportMetric((rss1-rss0)/float64(held)/(1<<20), "rss-MB/conv")
 	b.ReportMetric(float64(t.p.eng.LoadedBytes())/float64(held)/(1<<20), "engine-MB/conv")
+	b.ReportMetric(float64(t.p.MemoryBytes())/float64(held)/(1<<20), "proxy-MB/conv")
 	b.ReportMetric(float64(bodyBytes)/1024, "last-body-KB")
 	runtime.KeepAlive(t)
 }

@@ -56,6 +56,10 @@ type lane struct {
 	branches []*branch
 	// digests of the previous request's messages (wire.ChainsWith).
 	digests wire.Digests
+	// bytes is the lane's size as last noted (noteLane) and used the
+	// order of its last use (both guarded by Proxy.mu).
+	bytes int64
+	used  uint64
 }
 
 // branch is one ctxd session of a conversation.
@@ -97,6 +101,9 @@ type branch struct {
 	// since the proxy started), docs/design.md §10.
 	conv      ledger.Conversation
 	ledgerSeq uint64
+	// bytes is the size of its caches as last noted (keepEncoding;
+	// guarded by Proxy.mu).
+	bytes int64
 }
 
 // forkedFrom is the branch a request that extends none of the lane's
@@ -147,13 +154,12 @@ func (p *Proxy) lane(key string) *lane {
 	defer p.mu.Unlock()
 	l := p.lanes[key]
 	if l == nil {
-		if len(p.lanes) >= maxLanes {
-			p.dropIdleLanesLocked()
-		}
 		l = &lane{key: key, sem: make(chan struct{}, 1)}
 		p.lanes[key] = l
 	}
 	l.users++
+	p.useSeq++
+	l.used = p.useSeq
 	return l
 }
 
@@ -161,21 +167,6 @@ func (p *Proxy) release(l *lane) {
 	p.mu.Lock()
 	l.users--
 	p.mu.Unlock()
-}
-
-// maxLanes bounds the conversations kept in memory; beyond it the unused
-// ones are dropped (their branches are found again from the engine at
-// their next request: the record is durable).
-const maxLanes = 4096
-
-// dropIdleLanesLocked forgets every lane no request uses. Called with p.mu
-// held.
-func (p *Proxy) dropIdleLanesLocked() {
-	for k, l := range p.lanes {
-		if l.users == 0 {
-			delete(p.lanes, k)
-		}
-	}
 }
 
 // load finds the branches a previous run recorded: sessions are named by

@@ -241,6 +241,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.load(ctx, l); err != nil {
 		return nil, err
 	}
+	defer p.noteLane(l)
 	cs := wire.ChainsWith(&l.digests, req.messages, req.d.MatchKey)
 	req.marked, req.fast = l.digests.Marked, l.digests.Fast
 	m := len(req.messages)

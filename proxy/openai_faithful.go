@@ -50,7 +50,7 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 	p.mu.Lock()
 	idx := b.itemIdx
 	p.mu.Unlock()
-	n := idx.reuse(req.fast)
+	n := idx.reuse(req.fast, req.messages)
 	if idx == nil {
 		idx = newClientIndex()
 	}
@@ -64,10 +64,10 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 			}
 		}
 		if r == nil {
-			idx.add(k, req.fast, digest{}, false)
+			idx.add(k, req.fast, req.messages[k], digest{}, false)
 			continue
 		}
-		idx.add(k, req.fast, openai.ItemKey(r, wire.FastSeed), true)
+		idx.add(k, req.fast, req.messages[k], openai.ItemKey(r, wire.FastSeed), true)
 	}
 	p.mu.Lock()
 	b.itemIdx = idx

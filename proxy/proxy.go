@@ -104,6 +104,10 @@ type Proxy struct {
 	lanes map[string]*lane
 	// encOrder lists the branches keeping an encoding cache, oldest first.
 	encOrder []*branch
+	// laneBytes and cacheBytes are the estimated sizes of the lanes and of
+	// the branches' caches (memory.go); useSeq orders the lanes' uses.
+	laneBytes, cacheBytes int64
+	useSeq                uint64
 
 	creds credentials
 	m     *metrics

@@ -94,13 +94,13 @@ func (p *Proxy) forgetSession(id string) {
 	}
 	p.creds.mu.Unlock()
 	p.mu.Lock()
-	for k, l := range p.lanes {
+	for _, l := range p.lanes {
 		if l.users > 0 {
 			continue
 		}
 		for _, b := range l.branches {
 			if b.id == id {
-				delete(p.lanes, k)
+				p.dropLaneLocked(l)
 				break
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai/chat"
+	"github.com/zeebo/xxh3"
 )
 
 // Rendering a managed conversation for the Messages API with the
@@ -141,10 +142,11 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	p.mu.Lock()
 	idx := b.rawIdx
 	p.mu.Unlock()
-	n := idx.reuse(req.fast)
+	n := idx.reuse(req.fast, req.messages)
 	if idx == nil {
 		idx = newClientIndex()
 	}
+	idx.added = len(req.messages) - n
 	idx.plain = slices.Grow(idx.plain[:n], len(req.messages)-n)[:len(req.messages)]
 	idx.verbatim = slices.Grow(idx.verbatim[:n], len(req.messages)-n)[:len(req.messages)]
 	for k := n; k < len(req.messages); k++ {
@@ -153,11 +155,11 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	}
 	for k := n; k < len(req.messages); k++ {
 		if k < req.prefix {
-			idx.add(k, req.fast, digest{}, false)
+			idx.add(k, req.fast, req.messages[k], digest{}, false)
 			continue
 		}
 		d, results, ok := anthropic.ClientKey(req.messages[k])
-		idx.add(k, req.fast, d, ok)
+		idx.add(k, req.fast, req.messages[k], d, ok)
 		if ok && results {
 			idx.indexResults(k, req.messages[k])
 		}
@@ -172,26 +174,34 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 func newClientIndex() *clientIndex { return &clientIndex{keys: map[digest][]int{}} }
 
 // reuse returns how many of the client's messages idx still indexes for a
-// request whose messages have the fast hashes fast (wire.Digests.Fast; nil:
-// not known, nothing is reused): the leading messages whose bytes are the
-// ones indexed. The entries of the messages after them are dropped, to be
-// indexed again: a client that touched what it resent (a moving cache
-// marker, which tolerant matching accepts), or a request of another
+// request whose messages are msgs, with the fast hashes fast
+// (wire.Digests.Fast; nil: not known, nothing is reused): the leading
+// messages whose bytes are the ones indexed, or differ from them only by
+// cache markers (the marker a client moves to its newest message: the
+// entries are of marker-free forms). The entries of the messages after
+// them are dropped, to be indexed again: a client that touched what it
+// resent (which tolerant matching accepts), or a request of another
 // branch in between. idx may be nil (0).
-func (idx *clientIndex) reuse(fast []uint64) int {
+func (idx *clientIndex) reuse(fast []uint64, msgs []json.RawMessage) int {
 	if idx == nil {
 		return 0
 	}
 	n := 0
-	for n < len(idx.fast) && n < len(fast) && idx.fast[n] == fast[n] {
-		n++
-	}
-	if fast == nil {
-		n = 0
+	for ; fast != nil && n < len(idx.fast) && n < len(fast) && n < len(msgs); n++ {
+		if idx.fast[n] == fast[n] {
+			continue
+		}
+		if idx.norm[n] != normHash(msgs[n]) {
+			break
+		}
+		idx.fast[n] = fast[n]
 	}
 	idx.truncate(n)
 	return n
 }
+
+// normHash is the fast hash of raw without its cache markers.
+func normHash(raw json.RawMessage) uint64 { return xxh3.HashSeed(wire.Normalize(raw), wire.FastSeed) }
 
 // truncate drops the entries of the client's messages from n on.
 func (idx *clientIndex) truncate(n int) {
@@ -215,18 +225,19 @@ func (idx *clientIndex) truncate(n int) {
 		}
 	}
 	n = min(n, len(idx.fast))
-	idx.fast, idx.key, idx.has = idx.fast[:n], idx.key[:n], idx.has[:n]
+	idx.fast, idx.norm, idx.key, idx.has = idx.fast[:n], idx.norm[:n], idx.key[:n], idx.has[:n]
 }
 
-// add records message k, whose fast hash is fast[k] (none when fast is
-// short), with its key d when ok. Messages are added in order, after
+// add records message k, raw, whose fast hash is fast[k] (none when fast
+// is short), with its key d when ok. Messages are added in order, after
 // truncate.
-func (idx *clientIndex) add(k int, fast []uint64, d digest, ok bool) {
+func (idx *clientIndex) add(k int, fast []uint64, raw json.RawMessage, d digest, ok bool) {
 	var f uint64
 	if k < len(fast) {
 		f = fast[k]
 	}
 	idx.fast, idx.key, idx.has = append(idx.fast, f), append(idx.key, d), append(idx.has, ok)
+	idx.norm = append(idx.norm, normHash(raw))
 	if ok {
 		idx.keys[d] = append(idx.keys[d], k)
 	}
@@ -304,11 +315,14 @@ type clientIndex struct {
 	keys  map[digest][]int
 	plain []bool
 	// fast[k] is the fast hash (wire.Digests.Fast) of client message k as
-	// indexed, key[k] its key in keys when has[k]: what reuse checks and
-	// truncate drops.
+	// indexed, norm[k] that of its marker-free form (normHash), key[k]
+	// its key in keys when has[k]: what reuse checks and truncate drops.
 	fast []uint64
-	key  []digest
-	has  []bool
+	norm []uint64
+	// added is how many messages the last indexClient indexed.
+	added int
+	key   []digest
+	has   []bool
 	// results maps the tool_use_id of a client's tool_result block with a
 	// member the canonical model lacks to that block (indexResults).
 	results map[string]clientResult
@@ -424,25 +438,19 @@ type cachedMessage struct {
 	key digest
 }
 
-// maxEncodingCaches bounds the branches that keep their last encoding (about
-// the size of their context each).
-const maxEncodingCaches = 32
-
-// keepEncoding stores b's encoding and drops the oldest other branch's
-// beyond maxEncodingCaches.
+// keepEncoding stores b's encoding, notes the size of b's caches, and
+// bounds what the proxy holds (memory.go): the least recently used other
+// branches' caches go first.
 func (p *Proxy) keepEncoding(b *branch, enc []cachedMessage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b.enc = enc
 	p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
 	p.encOrder = append(p.encOrder, b)
-	for len(p.encOrder) > maxEncodingCaches {
-		p.encOrder[0].enc = nil
-		p.encOrder[0].rawIdx = nil
-		p.encOrder[0].itemIdx = nil
-		p.encOrder[0].rendered = nil
-		p.encOrder = p.encOrder[1:]
-	}
+	n := cacheBytes(b)
+	p.cacheBytes += n - b.bytes
+	b.bytes = n
+	p.boundLocked(b)
 }
 
 var (
