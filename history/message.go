@@ -22,7 +22,9 @@ const (
 	// RoleSystem is a system message inside the history (Claude Code's
 	// reminders, Anthropic's mid-conversation system messages): it stays
 	// where it was sent, with its role, and is neither the system prompt
-	// nor a prompt a person wrote (docs/design.md §2). Text blocks only.
+	// nor a prompt a person wrote (docs/design.md §2). Text blocks, and
+	// json blocks for a provider's blocks kept whole (Anthropic's
+	// mid-conversation tool changes, tool_addition and tool_removal).
 	RoleSystem Role = "system"
 )
 

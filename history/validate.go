@@ -105,7 +105,9 @@ func (s *State) openIndex(id string) int {
 // Check reports whether m may be appended after the state's history, without
 // changing the state. The rules (docs/design.md §2):
 //   - role is user, assistant, tool or system;
-//   - a system message holds text blocks only, at least one, and is
+//   - a system message holds text and json blocks only (a provider's
+//     block kept whole: Anthropic's tool_addition, tool_removal), at
+//     least one, and is
 //     refused while calls are open (their results come first);
 //   - every string field, and Input and JSON, is valid UTF-8;
 //   - every block has a known type and only the fields of that type;
@@ -196,8 +198,8 @@ func checkFields(m *Message) error {
 	}
 	if m.Role == RoleSystem {
 		for i, b := range m.Content {
-			if b.Type != BlockText {
-				return invalid(fmt.Sprintf("content[%d].type", i), "a system message holds text blocks only, not %q", b.Type)
+			if b.Type != BlockText && b.Type != BlockJSON {
+				return invalid(fmt.Sprintf("content[%d].type", i), "a system message holds text and json blocks only, not %q", b.Type)
 			}
 		}
 	}

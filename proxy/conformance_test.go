@@ -49,6 +49,12 @@ var messagesRows = []conformRow{
 		artifact: `{"role":"assistant","content":[{"type":"compaction","content":"Summary: the user asked to fix the build; steps 1-4 ran."},{"type":"text","text":"Continuing."}]}`},
 	{name: "mid_conversation_system", where: "message", stored: `"role":"system"`, counted: true,
 		artifact: `{"role":"system","content":[{"type":"text","text":"The user switched to plan mode."}]}`},
+	// Mid-conversation tool changes: a system message's tool_addition and
+	// tool_removal blocks (a tool named by reference).
+	{name: "tool_addition", where: "message", stored: `tool_addition`, counted: true,
+		artifact: `{"role":"system","content":[{"type":"tool_addition","tool":{"type":"tool_reference","name":"WebFetch"}}]}`},
+	{name: "tool_removal", where: "message", stored: `tool_removal`, counted: true,
+		artifact: `{"role":"system","content":[{"type":"text","text":"WebFetch is no longer available."},{"type":"tool_removal","tool":{"type":"tool_reference","name":"WebFetch"}}]}`},
 	{name: "server_tool_use_and_result", where: "message", stored: `srvtoolu_01`, counted: true,
 		artifact: `{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go 1.26 release"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[{"type":"web_search_result","url":"https://go.dev/doc/go1.26","title":"Go 1.26","encrypted_content":"EqgfCioIARgBIiQ3","page_age":"2026-02-01"}]},{"type":"text","text":"Go 1.26 is out."}]}`},
 	{name: "code_execution_container_upload", where: "block", stored: `container_upload`, counted: true,

@@ -299,7 +299,8 @@ type WireMessage struct {
 // toolNames, the tool_use ids seen so far → tool name) followed by a user
 // message holding its other blocks, if any, marked Joined when it follows
 // results (rendered back as one message). A "system" message inside the
-// list (Claude Code sends one) becomes a system message of its text blocks. The
+// list (Claude Code sends one) becomes a system message of its text blocks
+// and its other blocks kept whole (tool_addition, tool_removal). The
 // assistant's tool_use ids are added to toolNames. Errors name the field
 // ("content[2]: …", "role: …").
 func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.Message, error) {
@@ -335,11 +336,18 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 		return out, nil
 	case "system":
 		// Kept where it was, with its role (docs/design.md §2): its text
-		// blocks, blank ones left out.
+		// blocks, blank ones left out, and every other block (a
+		// mid-conversation tool change: tool_addition, tool_removal)
+		// kept whole, carried as sent.
 		var content []history.Block
 		for _, b := range blocks {
-			if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
-				content = append(content, textBlock(b.Text))
+			switch {
+			case b.Type == "text":
+				if strings.TrimSpace(b.Text) != "" {
+					content = append(content, textBlock(b.Text))
+				}
+			case len(b.Raw) > 0:
+				content = append(content, jsonBlock(b.Raw))
 			}
 		}
 		if len(content) == 0 {
