@@ -38,8 +38,9 @@ func TestIsPersonPrompt(t *testing.T) {
 }
 
 // A system message inside the history (docs/design.md §2) is accepted as
-// text, keeps its role, is not a person's prompt, and is refused with an
-// image or while a call waits on its result.
+// text (and json blocks: a tool change kept whole), keeps its role, is not
+// a person's prompt, and is refused with an image or while a call waits on
+// its result.
 func TestSystemMessageInHistory(t *testing.T) {
 	var s State
 	sys := text(RoleSystem, "<system-reminder>agents: Explore</system-reminder>")
@@ -50,8 +51,12 @@ func TestSystemMessageInHistory(t *testing.T) {
 		t.Error("a system message is a person's prompt")
 	}
 	img := Message{Role: RoleSystem, Content: []Block{{Type: BlockImage, MediaType: "image/png", Data: "AAAA"}}}
-	if err := s.Check(img); err == nil || !strings.Contains(err.Error(), "text blocks only") {
+	if err := s.Check(img); err == nil || !strings.Contains(err.Error(), "text and json blocks only") {
 		t.Errorf("an image in a system message: %v", err)
+	}
+	change := Message{Role: RoleSystem, Content: []Block{{Type: BlockJSON, JSON: []byte(`{"type":"tool_addition","tool":{"type":"tool_reference","name":"WebFetch"}}`)}}}
+	if err := s.Check(change); err != nil {
+		t.Errorf("a mid-conversation tool change in a system message: %v", err)
 	}
 	s.Apply(text(RoleUser, "go"))
 	s.Apply(calls(call("a", "Bash")))
