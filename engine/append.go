@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
@@ -100,31 +101,17 @@ var errStale = errors.New("session behind the log")
 // appendWith is one attempt of AppendWith, or of Stage when st is set:
 // then the events are registered on st instead of written, and the
 // session's memory runs ahead of its log until st is committed or
-// discarded (stage.go).
+// discarded (stage.go). Its steps: checkAppend (the request alone),
+// then under the session lock planAppend (abandoned rounds, validation
+// against the session's state), batchAppend (layer 1's offloads, the
+// events), writeAppend (the log or the stage), applyAppend (the state
+// brought up to date) and finishAppend (deferred changes, layer 2, the
+// post-check).
 func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Message, opts AppendOptions, st *Staged) (AppendResult, error) {
-	if opts.ClientState != nil && !json.Valid(opts.ClientState) {
-		return AppendResult{}, invalidField("client_state", "not valid JSON")
+	digest, err := checkAppend(msgs, opts)
+	if err != nil {
+		return AppendResult{}, err
 	}
-	if len(msgs) == 0 && opts.ClientState == nil {
-		return AppendResult{}, invalidField("messages", "no messages to append")
-	}
-	for i := range msgs {
-		if msgs[i].Seq != 0 {
-			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].seq", i), "seq is assigned by ctxd; leave it out")
-		}
-		if msgs[i].Tokens != 0 {
-			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].tokens", i), "tokens are counted by ctxd; leave them out")
-		}
-	}
-
-	var digest string
-	if opts.IdempotencyKey != "" {
-		if err := checkpoint.ValidIdempotencyKey(opts.IdempotencyKey); err != nil {
-			return AppendResult{}, invalidField("Idempotency-Key", "%s", strings.TrimPrefix(err.Error(), checkpoint.ErrInvalid.Error()+": "))
-		}
-		digest = appendDigest(msgs, opts.ClientState)
-	}
-
 	s, err := e.lock(ctx, id)
 	if err != nil {
 		return AppendResult{}, err
@@ -138,50 +125,123 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		}
 		return e.replayAppend(ctx, s, r)
 	}
+	b, err := s.planAppend(msgs, s.meta.Model)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	b.staged = st
+	if err := e.batchAppend(ctx, s, b, opts, digest); err != nil {
+		return AppendResult{}, err
+	}
+	first, err := e.writeAppend(ctx, s, b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	usageMsg := e.applyAppend(ctx, s, b, first, opts)
+	return e.finishAppend(ctx, s, b, first, usageMsg), nil
+}
 
-	// Expand abandoned rounds, then validate the whole batch against a
-	// scratch state: all or nothing.
-	expanded, closed := history.CloseAbandoned(s.state, msgs)
+// checkAppend checks an append's request before the session is locked:
+// client state, messages, seqs and tokens left to ctxd, the idempotency
+// key. It returns the request's digest when it has a key. Errors:
+// ErrInvalid.
+func checkAppend(msgs []history.Message, opts AppendOptions) (digest string, err error) {
+	if opts.ClientState != nil && !json.Valid(opts.ClientState) {
+		return "", invalidField("client_state", "not valid JSON")
+	}
+	if len(msgs) == 0 && opts.ClientState == nil {
+		return "", invalidField("messages", "no messages to append")
+	}
+	for i := range msgs {
+		if msgs[i].Seq != 0 {
+			return "", invalidField(fmt.Sprintf("messages[%d].seq", i), "seq is assigned by ctxd; leave it out")
+		}
+		if msgs[i].Tokens != 0 {
+			return "", invalidField(fmt.Sprintf("messages[%d].tokens", i), "tokens are counted by ctxd; leave them out")
+		}
+	}
+	if opts.IdempotencyKey == "" {
+		return "", nil
+	}
+	if err := checkpoint.ValidIdempotencyKey(opts.IdempotencyKey); err != nil {
+		return "", invalidField("Idempotency-Key", "%s", strings.TrimPrefix(err.Error(), checkpoint.ErrInvalid.Error()+": "))
+	}
+	return appendDigest(msgs, opts.ClientState), nil
+}
+
+// appendBatch is one append as it is written: the messages after
+// abandoned rounds were closed, then as stored, and the events.
+type appendBatch struct {
+	// staged is the Staged the append is registered on instead of written
+	// (Engine.Stage), nil for a write.
+	staged *Staged
+	// expanded is msgs with an error result inserted for each call a user
+	// prompt abandoned (closed); origin maps its indexes to msgs'.
+	expanded []history.Message
+	closed   []history.Call
+	origin   []int
+	now      time.Time
+	// stored are the messages as stored (seqs set once written), at the
+	// index in events of each, offloaded the offload event of each
+	// offloaded one by index in stored.
+	stored    []history.Message
+	at        []int
+	events    []checkpoint.Event
+	offloaded map[int]checkpoint.Event
+}
+
+// planAppend expands abandoned rounds, then validates the whole batch
+// against a scratch copy of the validation state: all or nothing. A
+// thinking-bound model (docs/design.md §4), model by name, rejects a
+// thinking block whose signature is missing; storing one would break
+// every later request of the session. Errors: ErrInvalid (*FieldError
+// naming messages[i].field, i indexing msgs).
+func (st *sessionState) planAppend(msgs []history.Message, model string) (*appendBatch, error) {
+	expanded, closed := history.CloseAbandoned(st.state, msgs)
 	origin := originIndexes(msgs, expanded)
-	if err := history.ValidateBatch(s.state, expanded); err != nil {
+	if err := history.ValidateBatch(st.state, expanded); err != nil {
 		var ve *history.ValidationError
 		if errors.As(err, &ve) {
-			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].%s", origin[ve.Index], ve.Field), "%s", ve.Message)
+			return nil, invalidField(fmt.Sprintf("messages[%d].%s", origin[ve.Index], ve.Field), "%s", ve.Message)
 		}
-		return AppendResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-
-	if s.model.ThinkingBinding {
-		// A thinking-bound model (docs/design.md §4) rejects a thinking block
-		// whose signature is missing; storing one would break every later
-		// request of the session.
+	if st.model.ThinkingBinding {
 		for i, m := range expanded {
 			for j, b := range m.Content {
 				if m.Role == history.RoleAssistant && b.Type == history.BlockThinking && b.Signature == "" {
-					return AppendResult{}, invalidField(fmt.Sprintf("messages[%d].content[%d].signature", origin[i], j),
-						"required on a thinking block for model %q, which binds thinking to the provider's signature: send the signature, or leave the block out", s.meta.Model)
+					return nil, invalidField(fmt.Sprintf("messages[%d].content[%d].signature", origin[i], j),
+						"required on a thinking block for model %q, which binds thinking to the provider's signature: send the signature, or leave the block out", model)
 				}
 			}
 		}
 	}
+	return &appendBatch{expanded: expanded, closed: closed, origin: origin}, nil
+}
 
-	now := e.opts.Now().UTC()
+// batchAppend offloads the batch's oversized tool results (layer 1) and
+// makes its events: the abandoned round, each message after its offload
+// event, the client state, the idempotency key on the last. Errors: ErrInvalid (a message
+// the store cannot take). Called with s.mu held.
+func (e *Engine) batchAppend(ctx context.Context, s *session, b *appendBatch, opts AppendOptions, digest string) error {
+	b.now = e.opts.Now().UTC()
+	now := b.now
 	// Layer 1: offload oversized tool results (on a copy: msgs is the
 	// caller's).
-	expanded = slices.Clone(expanded)
-	expanded, offloaded := e.offloadMessages(ctx, s, expanded, st)
+	expanded := slices.Clone(b.expanded)
+	expanded, b.offloaded = e.offloadMessages(ctx, s, expanded, b.staged)
 
-	events := make([]checkpoint.Event, 0, len(expanded)+len(offloaded)+1)
-	if len(closed) > 0 {
-		ids := make([]string, len(closed))
-		for i, c := range closed {
+	b.events = make([]checkpoint.Event, 0, len(expanded)+len(b.offloaded)+1)
+	if len(b.closed) > 0 {
+		ids := make([]string, len(b.closed))
+		for i, c := range b.closed {
 			ids[i] = c.ID
 		}
 		d, _ := json.Marshal(map[string]any{"tool_call_ids": ids})
-		events = append(events, checkpoint.Event{Kind: checkpoint.KindAbandonedRound, Time: now, Data: d})
+		b.events = append(b.events, checkpoint.Event{Kind: checkpoint.KindAbandonedRound, Time: now, Data: d})
 	}
-	stored := make([]history.Message, len(expanded))
-	at := make([]int, len(expanded)) // index in events of each message
+	b.stored = make([]history.Message, len(expanded))
+	b.at = make([]int, len(expanded))
 	for i := range expanded {
 		m := expanded[i]
 		if m.Time.IsZero() {
@@ -192,82 +252,98 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		// restart, an eviction) serves the same bytes (docs/design.md §8).
 		c, err := history.Canonical(m)
 		if err != nil {
-			return AppendResult{}, invalidField(fmt.Sprintf("messages[%d]", origin[i]), "%v", err)
+			return invalidField(fmt.Sprintf("messages[%d]", b.origin[i]), "%v", err)
 		}
 		m = c
 		e.est.Fill(&m)
-		stored[i] = m
-		if ev, ok := offloaded[i]; ok {
+		b.stored[i] = m
+		if ev, ok := b.offloaded[i]; ok {
 			ev.Time = now
-			events = append(events, ev)
+			b.events = append(b.events, ev)
 		}
-		at[i] = len(events)
-		events = append(events, checkpoint.Event{Kind: checkpoint.KindMessage, Time: now, Message: &stored[i]})
+		b.at[i] = len(b.events)
+		b.events = append(b.events, checkpoint.Event{Kind: checkpoint.KindMessage, Time: now, Message: &b.stored[i]})
 	}
 	if opts.ClientState != nil {
-		events = append(events, checkpoint.Event{Kind: checkpoint.KindClientState, Time: now, Data: opts.ClientState})
+		b.events = append(b.events, checkpoint.Event{Kind: checkpoint.KindClientState, Time: now, Data: opts.ClientState})
 	}
 	if opts.IdempotencyKey != "" {
-		events[len(events)-1].Idempotency = &checkpoint.Idempotency{Key: opts.IdempotencyKey, FirstSeq: s.lastSeq + 1, Digest: digest}
+		b.events[len(b.events)-1].Idempotency = &checkpoint.Idempotency{Key: opts.IdempotencyKey, FirstSeq: s.lastSeq + 1, Digest: digest}
 	}
-	var first uint64
-	if st != nil {
-		// Staged: a pending staged append is written first (the new one
-		// follows it in the log), then this one is registered; memory is
-		// brought up to date below as after a write.
-		err = e.settle(ctx, id)
+	return nil
+}
+
+// writeAppend writes the batch's events at the session's last seq, or
+// registers them on b.staged (a pending staged append is written first:
+// the new one follows it in the log). It returns the first event's seq.
+// Errors: errStale when another writer took the position (the session is
+// dropped, to validate again on the log's state, docs/design.md §9), the
+// log's. Called with s.mu held.
+func (e *Engine) writeAppend(ctx context.Context, s *session, b *appendBatch) (first uint64, err error) {
+	if st := b.staged; st != nil {
+		err = e.settle(ctx, s.id)
 		if err == nil {
 			first = s.lastSeq + 1
-			e.stage(s, st, s.lastSeq, events, offloaded)
+			e.stage(s, st, s.lastSeq, b.events, b.offloaded)
 		}
 	} else {
-		first, err = e.opts.Log.AppendAt(ctx, id, s.lastSeq, events)
+		first, err = e.opts.Log.AppendAt(ctx, s.id, s.lastSeq, b.events)
 	}
-	if errors.Is(err, checkpoint.ErrConflict) || (st != nil && err != nil) {
+	if errors.Is(err, checkpoint.ErrConflict) || (b.staged != nil && err != nil) {
 		// Another writer took the position: validate again on the log's
 		// state (docs/design.md §9).
 		s.mu.Unlock()
-		e.drop(id, s)
-		s.mu.Lock() // for the deferred Unlock
-		return AppendResult{}, errStale
+		e.drop(s.id, s)
+		s.mu.Lock() // for the caller's deferred Unlock
+		return 0, errStale
 	}
 	if err != nil {
-		return AppendResult{}, mapLogErr(id, err)
+		return 0, mapLogErr(s.id, err)
 	}
-	// The log is durable (or the append staged): bring memory up to
-	// date.
-	var usageMsg *history.Message
+	return first, nil
+}
+
+// applyAppend brings memory up to date with the batch written (or
+// staged) at first: each message applied to the session's state in
+// order, a provider compaction it holds recorded as the checkpoint (shape
+// server, docs/design.md §10), the last seq, the idempotency key, the
+// client state. It returns the newest assistant message with usage, nil
+// when none. Called with s.mu held.
+func (e *Engine) applyAppend(ctx context.Context, s *session, b *appendBatch, first uint64, opts AppendOptions) (usageMsg *history.Message) {
 	before, _ := s.estimate()
-	for i := range stored {
-		stored[i].Seq = first + uint64(at[i])
-		s.state.Apply(stored[i])
-		if ev, ok := offloaded[i]; ok && ev.Kind == checkpoint.KindOffload {
-			var rec struct {
-				Path string `json:"path"`
-			}
-			_ = json.Unmarshal(ev.Data, &rec)
-			s.offloads[stored[i].ToolCallID] = rec.Path
+	for i := range b.stored {
+		b.stored[i].Seq = first + uint64(b.at[i])
+		var off *checkpoint.Event
+		if ev, ok := b.offloaded[i]; ok {
+			off = &ev
 		}
-		s.addActive(stored[i])
-		if history.LastCompaction(stored[i]) >= 0 {
-			// Shape server: the provider's compaction is the checkpoint
-			// (docs/design.md §10).
-			e.recordServerCompaction(ctx, s, stored[i], before)
+		s.memBytes.Add(s.applyStored(b.stored[i], off))
+		if history.LastCompaction(b.stored[i]) >= 0 {
+			e.recordServerCompaction(ctx, s, b.stored[i], before)
 		}
-		if stored[i].Role == history.RoleAssistant && stored[i].Usage != nil {
-			usageMsg = &stored[i]
+		if b.stored[i].Role == history.RoleAssistant && b.stored[i].Usage != nil {
+			usageMsg = &b.stored[i]
 		}
 	}
-	s.lastSeq = first + uint64(len(events)) - 1
-	if ik := events[len(events)-1].Idempotency; ik != nil {
+	s.lastSeq = first + uint64(len(b.events)) - 1
+	if ik := b.events[len(b.events)-1].Idempotency; ik != nil {
 		s.rememberKey(*ik, s.lastSeq)
 	}
-	s.touch(now)
+	s.touch(b.now)
 	if opts.ClientState != nil {
 		s.clientState = opts.ClientState
 	}
+	return usageMsg
+}
+
+// finishAppend is what follows an append applied: a prompt or tool change
+// deferred by a tool loop that has now ended, layer 2's context-edit pass
+// when one fires, and, when a response carried usage, the post-check,
+// which queues a compaction or a speculative summary. It returns the
+// append's result. Called with s.mu held.
+func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, first uint64, usageMsg *history.Message) AppendResult {
 	var others []checkpoint.Event
-	for i, ev := range events {
+	for i, ev := range b.events {
 		if ev.Kind != checkpoint.KindMessage {
 			ev.Seq = first + uint64(i)
 			others = append(others, ev)
@@ -277,9 +353,9 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 	others = append(others, e.applyPending(ctx, s)...)
 	// Layer 2: a context-edit pass, when one fires.
 	others = append(others, e.planPass(ctx, s)...)
-	e.metrics.Appended(len(stored))
+	e.metrics.Appended(len(b.stored))
 
-	res := AppendResult{Messages: stored, Abandoned: len(closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
+	res := AppendResult{Messages: b.stored, Abandoned: len(b.closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
 	res.Tokens, res.TokensSource = s.estimate()
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {
 		// Post-check (docs/design.md §5.1): the reported usage of the newest
@@ -296,10 +372,10 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		} else {
 			e.maybePrepare(s)
 		}
-		e.noteRequest(s, usageMsg.Usage, now)
+		e.noteRequest(s, usageMsg.Usage, b.now)
 	}
 	e.saveRow(s)
-	return res, nil
+	return res
 }
 
 // originIndexes maps each index of expanded (msgs with abandoned-round

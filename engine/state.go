@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -233,6 +234,22 @@ func (st *sessionState) appendMessage(m history.Message) (grown int64) {
 		st.futilityRun = false
 	}
 	return grown
+}
+
+// applyStored applies a message as stored, its seq set, to the
+// validation state, the offload index (off: its offload event, nil when
+// none) and the active history (appendMessage), returning how much the
+// memory the active history holds grew, in bytes.
+func (st *sessionState) applyStored(m history.Message, off *checkpoint.Event) (grown int64) {
+	st.state.Apply(m)
+	if off != nil && off.Kind == checkpoint.KindOffload {
+		var rec struct {
+			Path string `json:"path"`
+		}
+		_ = json.Unmarshal(off.Data, &rec)
+		st.offloads[m.ToolCallID] = rec.Path
+	}
+	return st.appendMessage(m)
 }
 
 // sentTokens is the estimate of m as it is sent: the stored estimate, or

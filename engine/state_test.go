@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -174,5 +176,39 @@ func TestStateRawAfterCountsWhatTheCheckpointLeaves(t *testing.T) {
 	cp = checkpoint.Checkpoint{SnapshotSeq: 4}
 	if got, want := st.rawAfter(cp, 30), 100+30+msgs[4].Tokens; got != want {
 		t.Errorf("raw after, nothing retained: %d; want %d", got, want)
+	}
+}
+
+func TestStatePlanAppendClosesAbandonedRoundsAndNamesTheCallersMessage(t *testing.T) {
+	st := testState(t, 1)
+	applyAll(st, 1, user("go"), calls("c1"))
+
+	b, err := st.planAppend([]history.Message{user("stop, do this instead")}, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.expanded) != 2 || b.expanded[0].Role != history.RoleTool || b.expanded[0].ToolCallID != "c1" ||
+		len(b.closed) != 1 || !slices.Equal(b.origin, []int{0, 0}) {
+		t.Fatalf("expanded %v, closed %v, origin %v; want c1's error result then the prompt, both from message 0",
+			b.expanded, b.closed, b.origin)
+	}
+	if !st.openRound() {
+		t.Error("planning changed the state: the round is no longer open")
+	}
+
+	// The second message is invalid (a result for no call): the error
+	// names it by the caller's index, past the inserted result.
+	_, err = st.planAppend([]history.Message{user("again"), result("nope", "x")}, "m")
+	var fe *FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(fe.Field, "messages[1].") {
+		t.Errorf("err %v; want ErrInvalid naming messages[1]", err)
+	}
+
+	// A thinking-bound model refuses a thinking block without signature.
+	st.model.ThinkingBinding = true
+	m := history.Message{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockText, Text: "ok"}, {Type: history.BlockThinking, Text: "hmm"}}}
+	_, err = st.planAppend([]history.Message{result("c1", "done"), m}, "m")
+	if !errors.As(err, &fe) || fe.Field != "messages[1].content[1].signature" {
+		t.Errorf("err %v; want the unsigned thinking block named", err)
 	}
 }
