@@ -74,6 +74,10 @@ type Block struct {
 	Artifact string `json:"artifact,omitempty"`
 	// JSON is the value of a json block.
 	JSON json.RawMessage `json:"json,omitempty"`
+	// Raw is the client's own bytes of a text or image block of a user
+	// message, kept so that a rewrite of another block sends this one as the
+	// client sent it; empty otherwise.
+	Raw json.RawMessage `json:"raw,omitempty"`
 }
 
 // Usage is what a provider reported for the request that produced an
@@ -106,6 +110,9 @@ type Message struct {
 	ToolName string `json:"tool_name,omitempty"`
 	// IsError marks a tool result that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Joined marks a user message whose blocks the client sent in one wire
+	// message with the tool results before it.
+	Joined bool `json:"joined,omitempty"`
 	// Time is when the message was written, UTC; zero on append means now.
 	Time time.Time `json:"time,omitzero"`
 	// Model is, on an assistant message, the model that wrote it.
