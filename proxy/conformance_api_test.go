@@ -3,8 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -127,9 +129,74 @@ func conformOAuth(t *testing.T) {
 }
 
 // conformCountTokens: count_tokens for a conversation ctxd manages counts
-// what ctxd would send (the offloaded context), not the client's history.
+// what ctxd would send: the upstream's count_tokens gets ctxd's context
+// (the offloaded tool result as its stub), then the client's message that
+// is not recorded yet as sent; the messages are those of the next request
+// ctxd forwards. Nothing is recorded. A count of a conversation ctxd does
+// not know is forwarded as sent.
 func conformCountTokens(t *testing.T) {
-	t.Skip("known gap: count_tokens is forwarded as sent; it counts the client's history, not ctxd's context (docs/proxy.md \"Conformance\")")
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{"X-Claude-Code-Session-Id": "0199-conform-count"}
+	c := newConversation().user("fix the build")
+	f.up.script(reply{stream: true, body: sse("", "", [][3]string{{"toolu_1", "Bash", `{"command":"cat big.log"}`}}, 100, 5)})
+	r1, _ := f.post(c.body(), hdr)
+	c.assistant(assistantCall("toolu_1", "Bash", `{"command":"cat big.log"}`))
+	c.msgs = append(c.msgs, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":`+jsonString(conformBig)+`}]}`)
+	f.up.script(textAnswer("The linker failed."))
+	f.post(c.body(), hdr)
+	f.settle()
+	id := r1.Header.Get(HeaderSessionID)
+	if id == "" {
+		t.Fatalf("not managed: %q", r1.Header.Get(HeaderDiagnostic))
+	}
+	seq, err := f.eng.LastSeq(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.assistant(assistantText("The linker failed.")).user("thanks, fix it")
+	countBody := func(c *conversation) string {
+		return `{"model":"` + c.model + `","system":` + c.system + `,"tools":` + c.tools + `,"messages":[` + strings.Join(c.msgs, ",") + `]}`
+	}
+	ch := map[string]string{"Content-Type": "application/json", "X-Api-Key": testKey, "Anthropic-Version": "2023-06-01",
+		"X-Claude-Code-Session-Id": "0199-conform-count"}
+	f.up.script(reply{status: 200, body: `{"input_tokens":1234}`})
+	resp, got := f.send("POST", "/v1/messages/count_tokens?beta=true", countBody(c), ch)
+	if resp.StatusCode != 200 || string(got) != `{"input_tokens":1234}` || resp.Header.Get(HeaderSessionID) != id {
+		t.Fatalf("%d %s, session %q (want %q), diagnostic %q", resp.StatusCode, got, resp.Header.Get(HeaderSessionID), id, resp.Header.Get(HeaderDiagnostic))
+	}
+	if s, err := f.eng.LastSeq(context.Background(), id); err != nil || s != seq {
+		t.Errorf("the count wrote to the session: last seq %d, was %d (%v)", s, seq, err)
+	}
+	reqs := f.up.requests()
+	counted := reqs[len(reqs)-1]
+	if !strings.HasPrefix(counted.path, "/v1/messages/count_tokens") {
+		t.Fatalf("the count went to %s", counted.path)
+	}
+	if bytes.Contains(counted.body, []byte(conformBig[:4000])) || !bytes.Contains(counted.body, []byte("artifact://")) {
+		t.Errorf("the count is of the client's history, not ctxd's context (%d bytes)", len(counted.body))
+	}
+	cm := outgoingMessages(t, counted.body)
+	if last, _ := json.Marshal(cm[len(cm)-1]); !bytes.Contains(last, []byte("thanks, fix it")) {
+		t.Errorf("the client's new message is not counted: %s", last)
+	}
+	// The next request ctxd sends holds the messages counted.
+	f.post(c.body(), hdr)
+	f.settle()
+	reqs = f.up.requests()
+	if a, b := unmarked(t, counted.body), unmarked(t, reqs[len(reqs)-1].body); !reflect.DeepEqual(a, b) {
+		t.Errorf("the count's messages are not those ctxd sends next:\ncounted %v\nsent    %v", a, b)
+	}
+	// A conversation ctxd does not know: forwarded as sent.
+	g := newFixture(t, testConfig())
+	other := countBody(newConversation().user("an unknown conversation"))
+	g.up.script(reply{status: 200, body: `{"input_tokens":12}`})
+	if resp, _ := g.send("POST", "/v1/messages/count_tokens", other, ch); resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) != "" {
+		t.Errorf("an unknown conversation's count: %d, session %q", resp.StatusCode, resp.Header.Get(HeaderSessionID))
+	}
+	passedAsSent(t, g, "/v1/messages/count_tokens", other, ch)
+	if n, _ := g.eng.CountSessions(context.Background()); n != 0 {
+		t.Errorf("an unknown conversation's count created %d sessions", n)
+	}
 }
 
 // conformAppliedEdits: the provider's own context editing (the client's

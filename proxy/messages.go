@@ -246,25 +246,8 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	req.marked, req.fast = l.digests.Marked, l.digests.Fast
 	m := len(req.messages)
 	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
-	from := 0
-	// The newest branch that the request extends.
-	for i := len(l.branches) - 1; i >= 0 && pl.b == nil; i-- {
-		b := l.branches[i]
-		n := b.rec.N
-		if n == 0 || n > m || hex.EncodeToString(cs[n][:]) != b.rec.Chain {
-			continue
-		}
-		switch {
-		case m == n:
-			pl.b, from, pl.resend = b, m, true
-		case b.rec.Resp == nil:
-			pl.b, from = b, n
-		default:
-			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.Equal); k > 0 {
-				pl.b, from = b, n+k
-			}
-		}
-	}
+	var from int
+	pl.b, from, pl.resend = l.extended(req, cs)
 	reuse := false
 	if k := len(l.branches); pl.b == nil && k > 0 && l.branches[k-1].unrecorded {
 		pl.b, from, reuse = l.branches[k-1], 0, true
@@ -374,6 +357,33 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		pl.diag = note
 	}
 	return pl, nil
+}
+
+// extended is the newest branch of l that the request extends (cs is its
+// hash chain), with the index of the request's first message it does not
+// hold (after the answer recorded on it), and whether the request is the
+// branch's last one again (resend); nil when it extends none. It reads
+// the lane only.
+func (l *lane) extended(req *request, cs []digest) (_ *branch, from int, resend bool) {
+	m := len(req.messages)
+	for i := len(l.branches) - 1; i >= 0; i-- {
+		b := l.branches[i]
+		n := b.rec.N
+		if n == 0 || n > m || hex.EncodeToString(cs[n][:]) != b.rec.Chain {
+			continue
+		}
+		switch {
+		case m == n:
+			return b, m, true
+		case b.rec.Resp == nil:
+			return b, n, false
+		default:
+			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.Equal); k > 0 {
+				return b, n + k, false
+			}
+		}
+	}
+	return nil, 0, false
 }
 
 // recordAnswer appends the answer, rebuilt from what passed, with its

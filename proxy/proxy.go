@@ -384,6 +384,10 @@ func (p *Proxy) Handler() http.Handler {
 			p.ui.ServeHTTP(w, r)
 			return
 		}
+		if isCountTokens(r) {
+			p.countTokens(w, r)
+			return
+		}
 		if d := dialectOf(r); d != nil {
 			if ce := encodedBody(r); ce != "" {
 				// Forwarded as it came (streamed, not read).

@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/identity"
+	"github.com/ctxd/ctxd/internal/bodybuf"
+	"github.com/ctxd/ctxd/internal/netlimit"
+	"github.com/ctxd/ctxd/ledger"
+	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
+)
+
+// isCountTokens reports whether r is a Messages token count
+// (POST /v1/messages/count_tokens).
+func isCountTokens(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages/count_tokens"
+}
+
+// countTokens serves POST /v1/messages/count_tokens (docs/proxy.md
+// "Conformance"): for a conversation ctxd manages, the upstream counts
+// what ctxd would send — the context it holds (offloads, stubs, edits,
+// compactions), rendered as for the conversation's next request, then the
+// client's messages it does not hold yet as the client sent them. It only
+// reads: nothing is recorded, staged, compacted or entered in the ledger.
+// Any other request (a conversation ctxd does not know, a body it cannot
+// read, observe mode) is forwarded as sent.
+func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
+	fp := identity.Fingerprint(p.secret, r.Header)
+	if encodedBody(r) != "" {
+		p.passed.Add(1)
+		p.m.request(nil, outcomePassedThrough)
+		p.forward(w, r, &exchange{fp: fp})
+		return
+	}
+	body, bb, err := bodybuf.Read(w, r, int64(p.limits.BodyBytes))
+	defer bb.Release()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			p.m.request(nil, outcomeRefused)
+			drainTooLarge(w, r, int64(p.limits.BodyBytes))
+			anthropic.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
+			return
+		}
+		if errors.Is(err, netlimit.ErrBodyTimeout) {
+			p.m.request(nil, outcomeRefused)
+			p.writeBodyTimeout(w, r)
+		}
+		return // the client left
+	}
+	out, id := p.countedBody(r.Context(), r.Header, body, bb, fp)
+	if r.Context().Err() != nil {
+		return
+	}
+	if out == nil {
+		p.passed.Add(1)
+		p.m.request(nil, outcomePassedThrough)
+		p.forward(w, r, &exchange{fp: fp, body: bodybuf.Pooled(body, bb)})
+		return
+	}
+	p.m.request(nil, outcomeManaged)
+	w.Header().Set(HeaderSessionID, id)
+	p.forward(w, r, &exchange{fp: fp, body: out})
+}
+
+// countedBody is the count_tokens body with ctxd's context in place of
+// the client's messages, and the session it is of; nil when the request
+// is not of a conversation ctxd manages (forwarded as sent). Read only:
+// the engine's context without the pre-send check, no append.
+func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb *bodybuf.Buf, fp string) (*bodybuf.Body, string) {
+	req, err := parseBody(body, dialectAnthropic)
+	if err != nil || len(req.messages) == 0 {
+		return nil, ""
+	}
+	req.buf = bb
+	agent := identity.AgentSession(h, req.metadata)
+	key := identity.ConversationKey(p.secret, fp, agent, req.model, req.tools, req.system, req.messages)
+	p.mu.Lock()
+	_, known := p.lanes[key]
+	p.mu.Unlock()
+	if !known {
+		// A conversation this proxy has not served since it started:
+		// managed only when a previous run recorded it (no lane is made
+		// for a count of a conversation that does not exist).
+		if ok, err := p.eng.Exists(ctx, sessionID(p.secret, key, 0)); err != nil || !ok {
+			return nil, ""
+		}
+	}
+	l := p.lane(key)
+	defer p.release(l)
+	if err := l.lock(ctx); err != nil {
+		return nil, ""
+	}
+	defer l.unlock()
+	if p.fresh(ctx, l) != nil || p.load(ctx, l) != nil {
+		return nil, ""
+	}
+	// Without the lane's digest cache: it is the conversation's last
+	// request's, which this count must not replace.
+	b, from, resend := l.extended(req, wire.Chains(req.messages, req.d.MatchKey))
+	if b == nil {
+		return nil, ""
+	}
+	if mode, err := p.readMode(ctx, b.id, h); err != nil || mode == ledger.ModeObserve {
+		// Observe mode sends the client's own messages.
+		return nil, ""
+	}
+	a, err := p.eng.Context(ctx, b.id, engine.ContextOptions{NoPreSend: true})
+	if err != nil {
+		return nil, ""
+	}
+	msgs := a.Messages
+	req.checked = &a.Checked
+	if resend && b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
+		// The count of a request already answered: as it was sent.
+		msgs, req.checked = msgs[:len(msgs)-1], nil
+	}
+	// The client's messages ctxd does not hold yet go as the client sent
+	// them (recording them, and offloading their tool results, would
+	// write).
+	full := req.messages
+	req.messages, req.tail = full[:from], full[from:]
+	enc, err := p.render(b, msgs, req)
+	req.messages, req.checked = full, nil
+	if err != nil {
+		return nil, ""
+	}
+	if req.spliced != nil {
+		return req.spliced, b.id
+	}
+	return bodybuf.Of(req.withMessages(enc)), b.id
+}
+
+// readMode is the mode a request of session id is served in (mode),
+// without recording the header's mode on the session.
+func (p *Proxy) readMode(ctx context.Context, id string, h http.Header) (string, error) {
+	if v := h.Get(HeaderMode); v == ledger.ModeEnforce || v == ledger.ModeObserve {
+		return v, nil
+	}
+	own, err := p.eng.Mode(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if own != "" {
+		return own, nil
+	}
+	if p.cfg.Mode == ledger.ModeObserve {
+		return ledger.ModeObserve, nil
+	}
+	return ledger.ModeEnforce, nil
+}
