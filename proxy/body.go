@@ -58,6 +58,11 @@ type request struct {
 	// (wire.Digests.Fast of this request), by which the client-bytes
 	// indexes know the messages they indexed; nil: not known.
 	fast []uint64
+	// clientCompacting: the client is compacting its own conversation
+	// (Codex's request_kind "compaction", or a trailing
+	// compaction_trigger: responses.ClientCompacting); ctxd does not
+	// compact for this request, before sending it nor on its refusal.
+	clientCompacting bool
 	// checked, when set, is the engine's §4a check of the messages
 	// rendered (engine.Assembled.Checked: the assembled context as it
 	// came), so the renderer answers for the client's thinking setting

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // TestConformanceAPIs: the rows of the conformance suite that are an API
@@ -31,6 +33,8 @@ func TestConformanceAPIs(t *testing.T) {
 		{"conversation", func(t *testing.T) { conformServerState(t, `,"conversation":"conv_0123"`) }},
 		{"conversation_object", func(t *testing.T) { conformServerState(t, `,"conversation":{"id":"conv_0123"}`) }},
 		{"compaction_trigger", conformCompactionTrigger},
+		{"codex_request_kind_compaction", func(t *testing.T) { conformClientCompacting(t, "request_kind") }},
+		{"compaction_trigger_not_raced", func(t *testing.T) { conformClientCompacting(t, "trigger") }},
 	}
 	for _, row := range rows {
 		t.Run(row.name, row.run)
@@ -340,5 +344,92 @@ func conformCompactionTrigger(t *testing.T) {
 	}
 	if d := r3.Header.Get(HeaderDiagnostic); r3.StatusCode != 200 || r3.Header.Get(HeaderSessionID) == "" || d != "" {
 		t.Errorf("the request after the compaction: %d, session %q, diagnostic %q", r3.StatusCode, r3.Header.Get(HeaderSessionID), d)
+	}
+}
+
+// conformClientCompacting: a Responses request with which the client
+// compacts its own conversation (Codex's x-codex-turn-metadata with
+// request_kind "compaction", or a trailing compaction_trigger) in a
+// session over its threshold: ctxd does not race it. No pre-send
+// compaction (the client's items go as sent), and a context-length
+// refusal reaches the client as it came, with no overflow compaction and
+// no retry; the request that the upstream accepts is recorded as usual.
+func conformClientCompacting(t *testing.T, how string) {
+	f := newOpenAIFixture(t, openAIConfig(nil))
+	hdr := map[string]string{"Session-Id": "0199-conform-compacting-" + how, HeaderContextLimit: "6000"}
+	c := newCodexConversation()
+	f.up.script(reply{stream: true, body: responsesSSE([]string{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Looking."}]}`}, 100, 0, 5)})
+	r1, _ := f.postOpenAI("/v1/responses", c.body(""), hdr)
+	id := r1.Header.Get(HeaderSessionID)
+	if id == "" {
+		t.Fatalf("not managed: %q", r1.Header.Get(HeaderDiagnostic))
+	}
+	c.add(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Looking."}]}`,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
+	for i := range 3 {
+		call := fmt.Sprintf("call_%d", i)
+		c.add(fmt.Sprintf(`{"type":"function_call","call_id":%q,"name":"exec_command","arguments":"{\"cmd\":\"step %d\"}"}`, call, i),
+			fmt.Sprintf(`{"type":"function_call_output","call_id":%q,"output":%q}`, call, words(i, 1500)))
+	}
+	h2 := map[string]string{"Session-Id": hdr["Session-Id"], HeaderContextLimit: "6000"}
+	if how == "request_kind" {
+		h2[responses.TurnMetadataHeader] = `{"turn_id":"0199-turn-7","request_kind":"compaction","sandbox":"none"}`
+		c.add(`{"type":"message","role":"user","content":[{"type":"input_text","text":"You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary."}]}`)
+	} else {
+		c.add(`{"type":"compaction_trigger"}`)
+	}
+	body := c.body("")
+	before := len(f.up.requests())
+	f.up.script(reply{status: 400, body: overflowBody(t, "openai_responses_context_length_exceeded")})
+	r2, got := f.postOpenAI("/v1/responses", body, h2)
+	f.settle()
+	if r2.StatusCode != 400 || !strings.Contains(string(got), "context_length_exceeded") {
+		t.Errorf("the refusal did not reach the client as it came: %d %s", r2.StatusCode, got)
+	}
+	if n := len(f.up.requests()) - before; n != 1 {
+		t.Errorf("%d upstream requests for the client's compaction, want 1 (no retry)", n)
+	}
+	if cs := compactions(t, f, id); len(cs) != 0 || f.p.Stats().Overflows != 0 {
+		t.Fatalf("ctxd compacted while the client compacts: %v, stats %+v", cs, f.p.Stats())
+	}
+	// The client tries again; the upstream accepts.
+	summary := `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Handoff: steps 0-2 ran."}]}`
+	if how == "trigger" {
+		summary = `{"type":"compaction","id":"cmp_07","encrypted_content":"gAAAAABpCOMPACTED-07"}`
+	}
+	f.up.script(reply{stream: true, body: responsesSSE([]string{summary}, 5900, 0, 50)})
+	r3, _ := f.postOpenAI("/v1/responses", body, h2)
+	f.settle()
+	if r3.StatusCode != 200 || r3.Header.Get(HeaderSessionID) != id {
+		t.Fatalf("%d, session %q (want %q), diagnostic %q\n%s", r3.StatusCode, r3.Header.Get(HeaderSessionID), id, r3.Header.Get(HeaderDiagnostic), f.logs)
+	}
+	if cs := compactions(t, f, id); len(cs) != 0 {
+		t.Errorf("ctxd compacted before sending the client's compaction: %v", cs)
+	}
+	reqs := f.up.requests()
+	sent := inputOf(t, reqs[len(reqs)-1].body)
+	if len(sent) != len(c.items) {
+		t.Fatalf("%d items sent, the client sent %d", len(sent), len(c.items))
+	}
+	for i, it := range c.items {
+		if string(sent[i]) != it {
+			t.Errorf("input[%d] is not the client's: %.200s", i, sent[i])
+		}
+	}
+	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, m := range a.Messages {
+		enc, _ := history.Encode(m)
+		all = append(all, enc...)
+	}
+	want := "Handoff: steps 0-2 ran."
+	if how == "trigger" {
+		want = "cmp_07"
+	}
+	if !bytes.Contains(all, []byte("step 2")) || !bytes.Contains(all, []byte(want)) {
+		t.Errorf("the request and its answer are not recorded:\n%.3000s", all)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ctxd/ctxd/quota"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -57,6 +58,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		return
 	}
 	req.buf = bb
+	req.clientCompacting = d == dialectResponses && responses.ClientCompacting(r.Header.Get(responses.TurnMetadataHeader), req.messages)
 	if msg := p.countLimits(req); msg != "" {
 		p.m.request(d, outcomeRefused)
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
@@ -158,7 +160,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		pl.diag = note
 	}
 
-	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp, recoverable: true}
+	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp, recoverable: !req.clientCompacting}
 	if mode == ledger.ModeObserve {
 		// Observe mode (docs/design.md §10): the client's bytes go
 		// upstream; ctxd's context was built and is only entered in the

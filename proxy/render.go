@@ -460,10 +460,11 @@ var (
 )
 
 // assemble asks the engine for the context (the pre-send check, docs/design.md
-// §5.1, may compact first) and renders the outgoing body: the client's
-// body with only messages replaced.
+// §5.1, may compact first; not while the client compacts its own
+// conversation, request.clientCompacting) and renders the outgoing body:
+// the client's body with only messages replaced.
 func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.Body, string, error) {
-	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{})
+	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{NoPreSend: req.clientCompacting})
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}

@@ -241,6 +241,36 @@ func TrailingTrigger(items []json.RawMessage) json.RawMessage {
 	return last
 }
 
+// TurnMetadataHeader is the header in which Codex describes each request:
+// a JSON object whose request_kind says what the request is ("turn", or
+// "compaction" when Codex compacts its own conversation), with the turn's
+// id and workspace details.
+const TurnMetadataHeader = "X-Codex-Turn-Metadata"
+
+// RequestKindCompaction is the request_kind of Codex's own compaction
+// request (TurnMetadataHeader).
+const RequestKindCompaction = "compaction"
+
+// ClientCompacting reports whether a Responses request is the client
+// compacting its own conversation: its turn metadata (the
+// TurnMetadataHeader value, "" when absent) says request_kind
+// "compaction", or its input ends with a compaction_trigger item (the
+// client asks the provider to compact). A proxy must not compact such a
+// request itself, before sending it or on its refusal: the client's
+// compaction would race its own.
+func ClientCompacting(turnMetadata string, items []json.RawMessage) bool {
+	if TrailingTrigger(items) != nil {
+		return true
+	}
+	if !strings.Contains(turnMetadata, RequestKindCompaction) {
+		return false
+	}
+	var md struct {
+		RequestKind string `json:"request_kind"`
+	}
+	return json.Unmarshal([]byte(turnMetadata), &md) == nil && md.RequestKind == RequestKindCompaction
+}
+
 // summaryText joins the texts of a reasoning summary.
 func summaryText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {

@@ -371,3 +371,28 @@ func TestCompactionTriggerNotStored(t *testing.T) {
 		t.Errorf("TrailingTrigger of a message naming it = %s", got)
 	}
 }
+
+// ClientCompacting: Codex's turn metadata with request_kind "compaction",
+// or a trailing compaction_trigger item; not a turn, nor a trigger before
+// the last item, nor metadata that is not JSON.
+func TestClientCompacting(t *testing.T) {
+	user := json.RawMessage(`{"type":"message","role":"user","content":[{"type":"input_text","text":"compaction"}]}`)
+	trigger := json.RawMessage(`{"type":"compaction_trigger"}`)
+	for _, tc := range []struct {
+		md    string
+		items []json.RawMessage
+		want  bool
+	}{
+		{`{"turn_id":"t1","request_kind":"compaction","sandbox":"none"}`, []json.RawMessage{user}, true},
+		{"", []json.RawMessage{user, trigger}, true},
+		{`{"turn_id":"t1","request_kind":"turn"}`, []json.RawMessage{user}, false},
+		{`{"turn_id":"compaction"}`, []json.RawMessage{user}, false},
+		{`request_kind=compaction`, []json.RawMessage{user}, false},
+		{"", []json.RawMessage{trigger, user}, false},
+		{"", nil, false},
+	} {
+		if got := ClientCompacting(tc.md, tc.items); got != tc.want {
+			t.Errorf("ClientCompacting(%q, %d items) = %v, want %v", tc.md, len(tc.items), got, tc.want)
+		}
+	}
+}
