@@ -50,10 +50,13 @@ func checkReplay(t *testing.T, s *Session, direct, via Result) int {
 
 // smallWindows are replayed sessions with a window small enough that ctxd
 // compacts them (the recordings' own windows are never crossed by ctxd's
-// estimate): Codex's function-tools session and Claude Code's 150-tool
-// session.
+// estimate): Claude Code's 150-tool session and pi's 454-tool session.
+// The corpus's Codex sessions have nothing a compaction pays back: the
+// code-mode one is three branches of at most 7 messages (Codex compacted
+// it itself), whose fixed prefix or retention budget holds everything.
 var smallWindows = []Source{
 	{File: "claude-code/autocompact-150tools.jsonl", Agent: "claude-code", Thinking: `{"type":"adaptive"}`, Limit: 60000},
+	{File: "pi/454tools-2compactions.jsonl", Agent: "pi", Limit: 60000},
 }
 
 // Replayed sessions that cross ctxd's compaction threshold (a window set
