@@ -78,6 +78,9 @@ type Block struct {
 	// message, kept so that a rewrite of another block sends this one as the
 	// client sent it; empty otherwise.
 	Raw json.RawMessage `json:"raw,omitempty"`
+	// Phase is the phase of the Responses API assistant message item a
+	// text block came from ("commentary", "final_answer"); empty otherwise.
+	Phase string `json:"phase,omitempty"`
 }
 
 // Usage is what a provider reported for the request that produced an

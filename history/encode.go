@@ -169,6 +169,7 @@ func blockInvalidUTF8(b *Block) (field string, bad bool) {
 		{"data", b.Data},
 		{"id", b.ID},
 		{"name", b.Name},
+		{"phase", b.Phase},
 		{"media_type", b.MediaType},
 		{"artifact", b.Artifact},
 	} {

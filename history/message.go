@@ -94,6 +94,11 @@ type Block struct {
 	// rewrites carries its other blocks byte for byte (docs/design.md §2).
 	// Not counted by the estimate (the fields are).
 	Raw json.RawMessage `json:"raw,omitempty"`
+	// Phase is, on a text block of an assistant message read from the
+	// Responses API, the phase of the message item it came from
+	// ("commentary", "final_answer"): rendered back on that item, so a
+	// rebuilt request carries it. Not counted by the estimate.
+	Phase string `json:"phase,omitempty"`
 }
 
 // Usage is what a provider reported for the request that produced an

@@ -289,9 +289,9 @@ func TestConformanceResponses(t *testing.T) {
 		{name: "reasoning_before_web_search_call", where: "message", stored: `rs_78`, counted: true,
 			artifact: `{"type":"reasoning","id":"rs_78","summary":[],"content":null,"encrypted_content":"gAAAAABpREASONING-78-0123456789abcdefghijklmnopqrstuvwxyz"}`,
 			follow:   `{"type":"web_search_call","id":"ws_02","status":"completed","action":{"type":"search","query":"go 1.26"}},{"type":"message","role":"assistant","id":"msg_7","content":[{"type":"output_text","text":"Go 1.26 is out.","annotations":[]}]}`},
-		// phase is carried as the client's bytes; the stored message keeps
-		// its text only.
-		{name: "assistant_message_phase", where: "message", stored: `I will read the log first.`, counted: true,
+		// phase is carried as the client's bytes; the stored text keeps
+		// the phase, so a rebuilt request carries it.
+		{name: "assistant_message_phase", where: "message", stored: `"text":"I will read the log first.","phase":"commentary"`, counted: true,
 			artifact: `{"type":"message","role":"assistant","id":"msg_9","phase":"commentary","content":[{"type":"output_text","text":"I will read the log first.","annotations":[]}]}`},
 		{name: "web_search_call", where: "message", stored: `ws_01`, counted: true,
 			artifact: `{"type":"web_search_call","id":"ws_01","status":"completed","action":{"type":"search","query":"go 1.26"}}`},

@@ -25,6 +25,8 @@ type Item struct {
 	Arguments *string         `json:"arguments,omitempty"`
 	Input     *string         `json:"input,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
+	// An assistant message's phase ("commentary", "final_answer").
+	Phase string `json:"phase,omitempty"`
 	// reasoning.
 	Summary          json.RawMessage `json:"summary,omitempty"`
 	EncryptedContent *string         `json:"encrypted_content,omitempty"`
@@ -194,6 +196,11 @@ func ParseItems(items []json.RawMessage, from int) ([]history.Message, error) {
 				return nil, fmt.Errorf("input[%d].content: %w", i, err)
 			}
 			if it.Role == "assistant" {
+				for j := range blocks {
+					if blocks[j].Type == history.BlockText {
+						blocks[j].Phase = it.Phase
+					}
+				}
 				out[cur].Content = append(out[cur].Content, blocks...)
 				continue
 			}
@@ -310,6 +317,7 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 		switch m.Role {
 		case history.RoleAssistant:
 			var text []json.RawMessage
+			phase := "" // of the message item being collected
 			flush := func() {
 				if len(text) == 0 {
 					return
@@ -318,10 +326,16 @@ func RenderItems(msgs []history.Message, custom map[string]bool) []json.RawMessa
 					Type    string            `json:"type"`
 					Role    string            `json:"role"`
 					Content []json.RawMessage `json:"content"`
-				}{"message", "assistant", text})
+					Phase   string            `json:"phase,omitempty"`
+				}{"message", "assistant", text, phase})
 				text = nil
 			}
 			for _, b := range m.Content {
+				if b.Type == history.BlockText && b.Phase != phase {
+					// Texts of another phase are another message item.
+					flush()
+					phase = b.Phase
+				}
 				switch b.Type {
 				case history.BlockText:
 					t, _ := openai.Marshal(map[string]any{"type": "output_text", "text": b.Text})

@@ -396,3 +396,50 @@ func TestClientCompacting(t *testing.T) {
 		}
 	}
 }
+
+// An assistant message's phase is kept on its text blocks and rendered
+// back on its item: two messages of a turn with different phases render
+// as two items, each with its phase; a message without one renders
+// without.
+func TestAssistantPhaseRoundTrip(t *testing.T) {
+	items := []json.RawMessage{
+		json.RawMessage(`{"type":"message","role":"assistant","phase":"commentary","content":[{"type":"output_text","text":"Reading the log."}]}`),
+		json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"exec_command","arguments":"{\"cmd\":\"cat log\"}"}`),
+		json.RawMessage(`{"type":"function_call_output","call_id":"call_1","output":"ok"}`),
+		json.RawMessage(`{"type":"message","role":"assistant","phase":"commentary","content":[{"type":"output_text","text":"Fixing."}]}`),
+		json.RawMessage(`{"type":"message","role":"assistant","phase":"final_answer","content":[{"type":"output_text","text":"Done."}]}`),
+		json.RawMessage(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"No phase."}]}`),
+	}
+	ms, err := ParseItems(items, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 3 || ms[0].Content[0].Phase != "commentary" || ms[2].Content[1].Phase != "final_answer" || ms[2].Content[2].Phase != "" {
+		t.Fatalf("phases not kept: %+v", ms)
+	}
+	enc, err := history.Encode(ms[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := history.Decode(enc)
+	if err != nil || !reflect.DeepEqual(back.Content, ms[2].Content) {
+		t.Fatalf("the stored message loses the phase: %s %v", enc, err)
+	}
+	got := RenderItems(ms, nil)
+	want := []string{
+		`{"type":"message","role":"assistant","content":[{"text":"Reading the log.","type":"output_text"}],"phase":"commentary"}`,
+		`{"type":"function_call","call_id":"call_1","name":"exec_command","arguments":"{\"cmd\":\"cat log\"}"}`,
+		`{"type":"function_call_output","call_id":"call_1","output":"ok"}`,
+		`{"type":"message","role":"assistant","content":[{"text":"Fixing.","type":"output_text"}],"phase":"commentary"}`,
+		`{"type":"message","role":"assistant","content":[{"text":"Done.","type":"output_text"}],"phase":"final_answer"}`,
+		`{"type":"message","role":"assistant","content":[{"text":"No phase.","type":"output_text"}]}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d items rendered, want %d: %s", len(got), len(want), got)
+	}
+	for i := range want {
+		if string(got[i]) != want[i] {
+			t.Errorf("item %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
