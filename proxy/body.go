@@ -2,13 +2,16 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // request is a managed request body as the client sent it, read in one
@@ -68,6 +71,59 @@ type request struct {
 	// came), so the renderer answers for the client's thinking setting
 	// without reading them again.
 	checked *history.Checked
+	// parsed is the append's reading of the client's new messages
+	// (request.parse), kept for the client-bytes index (clientKey).
+	parsed parsedMessages
+}
+
+// parsedMessages is the reading of messages[from:] of a Messages API
+// request: message from+j read as msgs[ends[j-1]:ends[j]] (ends[-1]
+// being 0).
+type parsedMessages struct {
+	from int
+	msgs []history.Message
+	ends []int
+}
+
+// parse is req.d.Parse(req.messages, from); for the Messages API it keeps
+// each message's reading, so the client-bytes index keys the new messages
+// without decoding them again (clientKey).
+func (req *request) parse(from int) ([]history.Message, error) {
+	if req.d != dialectAnthropic {
+		return req.d.Parse(req.messages, from)
+	}
+	msgs, ends, err := anthropic.ParseEach(req.messages, from)
+	if err != nil {
+		return nil, err
+	}
+	// A copy of the list: the append may replace its messages (never
+	// their blocks in place).
+	req.parsed = parsedMessages{from: from, msgs: slices.Clone(msgs), ends: ends}
+	return msgs, nil
+}
+
+// clientKey is anthropic.ClientKey(req.messages[k]), from the append's
+// reading of the message when it has one (request.parse). With
+// verifyEncoding (tests) it is compared with ClientKey's, an error when
+// they differ.
+func (req *request) clientKey(k int) (d digest, results, ok bool, err error) {
+	p := &req.parsed
+	j := k - p.from
+	if p.ends == nil || j < 0 || j >= len(p.ends) {
+		d, results, ok = anthropic.ClientKey(req.messages[k])
+		return d, results, ok, nil
+	}
+	start := 0
+	if j > 0 {
+		start = p.ends[j-1]
+	}
+	d, results, ok = anthropic.ClientKeyOf(p.msgs[start:p.ends[j]])
+	if verifyEncoding {
+		if wd, wr, wok := anthropic.ClientKey(req.messages[k]); wd != d || wr != results || wok != ok {
+			return d, results, ok, fmt.Errorf("proxy: the client key of message %d from the append's reading differs from ClientKey", k)
+		}
+	}
+	return d, results, ok, nil
 }
 
 // parseRequest reads body, a Messages API request (parseBody).

@@ -257,7 +257,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	var msgs []history.Message
 	if from < m {
 		var err error
-		if msgs, err = req.d.Parse(req.messages, max(from, req.prefix)); err != nil {
+		if msgs, err = req.parse(max(from, req.prefix)); err != nil {
 			return nil, err
 		}
 	}
@@ -299,7 +299,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if fork.at > 0 {
 			// The branch inherited the parent's log for the first
 			// fork.at messages: only the rest is its own.
-			if msgs, err = req.d.Parse(req.messages, max(fork.at, req.prefix)); err != nil {
+			if msgs, err = req.parse(max(fork.at, req.prefix)); err != nil {
 				return nil, err
 			}
 		}

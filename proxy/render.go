@@ -44,7 +44,11 @@ func (p *Proxy) renderAnthropic(b *branch, msgs []history.Message, req *request)
 		return nil, err
 	}
 	anthropic.PlaceMarkers(out, req.messages)
-	return p.encode(b, out, req, p.indexClient(b, req))
+	idx, err := p.indexClient(b, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.encode(b, out, req, idx)
 }
 
 // renderCache is a branch's last rendering: the engine messages, as keys,
@@ -136,9 +140,10 @@ func (p *Proxy) renderWire(b *branch, msgs []history.Message) ([]anthropic.Messa
 // canonical model does not keep, key order and spacing (docs/proxy.md).
 // A message whose bytes differ from those indexed (a cache marker that
 // moved off it) is indexed again, with those after it; after a restart or
-// a new branch the whole list is indexed once. It returns the index.
+// a new branch the whole list is indexed once, the messages the append
+// read keyed from that reading (request.clientKey). It returns the index.
 // Called under the lane's lock.
-func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
+func (p *Proxy) indexClient(b *branch, req *request) (*clientIndex, error) {
 	p.mu.Lock()
 	idx := b.rawIdx
 	p.mu.Unlock()
@@ -158,7 +163,10 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 			idx.add(k, req.fast, req.messages[k], digest{}, false)
 			continue
 		}
-		d, results, ok := anthropic.ClientKey(req.messages[k])
+		d, results, ok, err := req.clientKey(k)
+		if err != nil {
+			return nil, err
+		}
 		idx.add(k, req.fast, req.messages[k], d, ok)
 		if ok && results {
 			idx.indexResults(k, req.messages[k])
@@ -167,7 +175,7 @@ func (p *Proxy) indexClient(b *branch, req *request) *clientIndex {
 	p.mu.Lock()
 	b.rawIdx = idx
 	p.mu.Unlock()
-	return idx
+	return idx, nil
 }
 
 // newClientIndex is an empty clientIndex.

@@ -95,11 +95,21 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 		}
 		wire.ChainsWith(&digests, req.messages, req.d.MatchKey)
 		req.fast = digests.Fast
-		got := p.indexClient(b, req)
+		// Keyed from the append's reading, as a managed request is.
+		if _, err := req.parse(req.prefix); err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.indexClient(b, req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got.added != wantIndexed {
 			t.Fatalf("%s: %d messages indexed, want %d", when, got.added, wantIndexed)
 		}
-		full := p.indexClient(&branch{}, &request{d: req.d, messages: req.messages, prefix: req.prefix})
+		full, err := p.indexClient(&branch{}, &request{d: req.d, messages: req.messages, prefix: req.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !reflect.DeepEqual(got.keys, full.keys) || !reflect.DeepEqual(got.plain, full.plain) ||
 			!reflect.DeepEqual(got.verbatim, full.verbatim) || !reflect.DeepEqual(got.results, full.results) ||
 			!reflect.DeepEqual(got.key, full.key) || !reflect.DeepEqual(got.has, full.has) || !reflect.DeepEqual(got.norm, full.norm) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/rawjson"
@@ -34,6 +35,12 @@ func ClientKey(raw json.RawMessage) (d [sha256.Size]byte, results, ok bool) {
 	if err != nil {
 		return d, false, false
 	}
+	return ClientKeyOf(ms)
+}
+
+// ClientKeyOf is ClientKey of the message that ParseMessage read as ms
+// (with any tool names: the rendering has none), without reading it again.
+func ClientKeyOf(ms []history.Message) (d [sha256.Size]byte, results, ok bool) {
 	w := RenderWith("", nil, ms, Carry).Messages
 	if len(w) != 1 {
 		return d, false, false
@@ -192,34 +199,13 @@ func PlaceMarkers(out []Message, client []json.RawMessage) {
 	if len(out) == 0 {
 		return
 	}
-	type clientMsg struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	markers := func(raw json.RawMessage) (role string, cc []json.RawMessage, any bool) {
-		var m clientMsg
-		if json.Unmarshal(raw, &m) != nil {
-			return "", nil, false
-		}
-		var blocks []struct {
-			CacheControl json.RawMessage `json:"cache_control"`
-		}
-		if len(m.Content) == 0 || m.Content[0] != '[' || json.Unmarshal(m.Content, &blocks) != nil {
-			return m.Role, nil, false
-		}
-		for _, b := range blocks {
-			cc = append(cc, b.CacheControl)
-			any = any || len(b.CacheControl) > 0
-		}
-		return m.Role, cc, any
-	}
 	lastPlaced := false
 	for k := 0; k < min(len(out), len(client), MarkerReach); k++ {
 		raw := client[len(client)-1-k]
 		if !bytes.Contains(raw, wire.CacheControlKey) {
 			continue
 		}
-		role, cc, any := markers(raw)
+		role, cc, any := clientMarkers(raw)
 		o := &out[len(out)-1-k]
 		if !any || role != o.Role || len(cc) != len(o.Content) {
 			continue
@@ -234,7 +220,7 @@ func PlaceMarkers(out []Message, client []json.RawMessage) {
 	if lastPlaced {
 		return
 	}
-	_, cc, any := markers(client[len(client)-1])
+	_, cc, any := clientMarkers(client[len(client)-1])
 	if !any {
 		return
 	}
@@ -253,6 +239,55 @@ func PlaceMarkers(out []Message, client []json.RawMessage) {
 		c[j].CacheControl = marker
 		return
 	}
+}
+
+// clientMarkers reads the client's message raw as encoding/json would
+// decode it into {role string; content json.RawMessage} and, when content
+// is an array, each block into {cache_control json.RawMessage}: its role,
+// its blocks' markers (nil where a block has none) and whether any block
+// has one. A message it cannot read so gives no markers (and no role when
+// the message itself is not one). Only the members it needs are decoded.
+func clientMarkers(raw json.RawMessage) (role string, cc []json.RawMessage, any bool) {
+	var content []byte
+	typeErr := false
+	if !rawjson.Members(raw, func(key string, vs, ve int) bool {
+		switch {
+		case strings.EqualFold(key, "role"):
+			if json.Unmarshal(raw[vs:ve], &role) != nil {
+				typeErr = true
+			}
+		case strings.EqualFold(key, "content"):
+			content = raw[vs:ve]
+		}
+		return true
+	}) {
+		return "", nil, false
+	}
+	if typeErr {
+		return "", nil, false
+	}
+	if len(content) == 0 || content[0] != '[' {
+		return role, nil, false
+	}
+	blocks, err := rawjson.SplitArray(content)
+	if err != nil {
+		return role, nil, false
+	}
+	cc = make([]json.RawMessage, 0, len(blocks))
+	for _, b := range blocks {
+		var c json.RawMessage
+		if string(b) != "null" && !rawjson.Members(b, func(key string, vs, ve int) bool {
+			if strings.EqualFold(key, "cache_control") {
+				c = json.RawMessage(b[vs:ve])
+			}
+			return true
+		}) {
+			return role, nil, false
+		}
+		cc = append(cc, c)
+		any = any || len(c) > 0
+	}
+	return role, cc, any
 }
 
 // ClientResults calls fn for each tool_result block of the client's user

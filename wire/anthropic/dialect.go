@@ -23,19 +23,28 @@ func (Dialect) IsPrefix(json.RawMessage) bool { return false }
 // Parse reads raw[from:], a tool result taking its tool's name from the
 // call in the message before.
 func (Dialect) Parse(raw []json.RawMessage, from int) ([]history.Message, error) {
+	out, _, err := ParseEach(raw, from)
+	return out, err
+}
+
+// ParseEach is Parse, with where each message's reading ends: raw[from+j]
+// reads as out[ends[j-1]:ends[j]] (ends[-1] being 0), what
+// ParseMessage(raw[from+j], names) gives (ClientKeyOf takes it).
+func ParseEach(raw []json.RawMessage, from int) (out []history.Message, ends []int, err error) {
 	names := map[string]string{}
 	if from > 0 {
 		_, _ = ParseMessage(raw[from-1], names)
 	}
-	var out []history.Message
+	ends = make([]int, 0, max(0, len(raw)-from))
 	for i := from; i < len(raw); i++ {
 		ms, err := ParseMessage(raw[i], names)
 		if err != nil {
-			return nil, fmt.Errorf("messages[%d].%w", i, err)
+			return nil, nil, fmt.Errorf("messages[%d].%w", i, err)
 		}
 		out = append(out, ms...)
+		ends = append(ends, len(out))
 	}
-	return out, nil
+	return out, ends, nil
 }
 
 // MatchKey: an assistant message matches by its MatchKey, so a client
