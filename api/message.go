@@ -95,6 +95,10 @@ type Usage struct {
 	// CacheCreation1hInputTokens is the part of CacheCreationInputTokens
 	// written with the prompt cache's 1-hour lifetime.
 	CacheCreation1hInputTokens uint64 `json:"cache_creation_1h_input_tokens,omitempty"`
+	// ClearedInputTokens is what the provider's own context editing
+	// cleared from the request before counting it (Anthropic's
+	// applied_edits); the counts above are of the request less these.
+	ClearedInputTokens uint64 `json:"cleared_input_tokens,omitempty"`
 }
 
 // Message is one message of a conversation (docs/design.md §2).

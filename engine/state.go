@@ -215,7 +215,9 @@ func (st *sessionState) appendMessage(m history.Message) (grown int64) {
 		st.observeUsage(m)
 		// The request this answer's usage counts is the context before it.
 		st.maxAccepted = max(st.maxAccepted, m.Usage.ContextTokens())
-		if n, raw := m.Usage.ContextTokens(), st.fixedTokens+st.carriedTokens()+st.summaryTokens+st.activeTokens-t; plausibleCount(n, raw) {
+		// A count after the provider's own edits is of less than was
+		// sent: plausible when the request as sent is.
+		if n, raw := m.Usage.ContextTokens(), st.fixedTokens+st.carriedTokens()+st.summaryTokens+st.activeTokens-t; plausibleCount(n+m.Usage.ClearedInputTokens, raw) {
 			st.anchor, st.anchorRaw, st.anchorSeq = n, raw, m.Seq
 		}
 		u := *m.Usage
@@ -271,13 +273,16 @@ func (st *sessionState) sentTokens(m history.Message) uint64 {
 // previous request's context − the previous response's output) against the
 // estimate of the messages appended between them (docs/design.md §2 "Tokens").
 // Growth, not whole requests, so a system prompt the agent never gave ctxd
-// does not bias the factor.
+// does not bias the factor. Both requests are taken as sent: with what the
+// provider's own context editing cleared before counting them
+// (Usage.ClearedInputTokens) added back, so an edit the provider applied
+// is not read as ctxd's estimate counting too much.
 func (st *sessionState) observeUsage(m history.Message) {
 	if st.usage == nil || st.editedSinceUsage > 0 {
 		return
 	}
-	prev := st.usage.ContextTokens() + st.usageOutput
-	now := m.Usage.ContextTokens()
+	prev := st.usage.ContextTokens() + st.usage.ClearedInputTokens + st.usageOutput
+	now := m.Usage.ContextTokens() + m.Usage.ClearedInputTokens
 	if now <= prev || st.sinceUsage == 0 {
 		return
 	}
@@ -445,6 +450,11 @@ func (st *sessionState) estimate() (uint64, string) {
 	if st.usage != nil {
 		n := st.usage.ContextTokens() + st.usageOutput
 		removed := st.calibrate(st.editedSinceUsage)
+		// The provider's own edits cleared the oldest tool uses before
+		// it counted n, as ctxd's passes elide the oldest results: what a
+		// pass removed since is taken off n only beyond what the
+		// provider had cleared already (no double count).
+		removed -= min(removed, st.usage.ClearedInputTokens)
 		if removed >= n {
 			n = 0
 		} else {

@@ -212,3 +212,36 @@ func TestStatePlanAppendClosesAbandonedRoundsAndNamesTheCallersMessage(t *testin
 		t.Errorf("err %v; want the unsigned thinking block named", err)
 	}
 }
+
+// What the provider's own context editing cleared before counting a
+// request (Usage.ClearedInputTokens) is added back for the calibration:
+// the growth between two requests is of the requests as sent, so an edit
+// the provider began applying is not read as ctxd's estimate counting
+// too much. And what a pass of ctxd removed since that usage is taken off
+// the reported figure only beyond what the provider had cleared.
+func TestStateProviderClearedInputs(t *testing.T) {
+	st := testState(t, 1)
+	applyAll(st, 1, user(words(2000)), withUsage(assistant(words(20)), 3000, 20))
+	next, _ := applyAll(st, 3, user(words(3000)))
+	grown := next[0].Tokens
+	const cleared = 2500
+	answer := withUsage(assistant(words(20)), 3020+grown-cleared, 20)
+	answer.Usage.ClearedInputTokens = cleared
+	applyAll(st, 4, answer)
+	if f, n := st.cal.Factor(), st.cal.Samples(); n != 1 || f < 0.999 || f > 1.001 {
+		t.Errorf("calibration after the provider cleared %d tokens: factor %v from %d samples; want 1 from 1 (the growth as sent)", cleared, f, n)
+	}
+	if n, src := st.estimate(); n != 3020+grown-cleared+20 || src != SourceReported {
+		t.Errorf("estimate %d %s; want %d reported: what the provider counts", n, src, 3020+grown-cleared+20)
+	}
+	// A pass removing less than the provider cleared changes nothing of
+	// the figure; more, only its excess.
+	st.editedSinceUsage = 1000
+	if n, _ := st.estimate(); n != 3020+grown-cleared+20 {
+		t.Errorf("after a pass of 1000 tokens: %d; want %d (the provider had cleared %d)", n, 3020+grown-cleared+20, cleared)
+	}
+	st.editedSinceUsage = cleared + 400
+	if n, _ := st.estimate(); n != 3020+grown-cleared+20-400 {
+		t.Errorf("after a pass of %d tokens: %d; want %d", cleared+400, n, 3020+grown-cleared+20-400)
+	}
+}

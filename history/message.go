@@ -113,6 +113,12 @@ type Usage struct {
 	// written with the prompt cache's 1-hour lifetime (priced above the
 	// 5-minute one); the rest had the 5-minute lifetime.
 	CacheCreation1hInputTokens uint64 `json:"cache_creation_1h_input_tokens,omitempty"`
+	// ClearedInputTokens is what the provider's own context editing (the
+	// client's context_management edits, reported in the answer's
+	// applied_edits) cleared from the request before counting it: the
+	// counts above are of the request less these. Not part of
+	// ContextTokens; the request as sent was that much larger.
+	ClearedInputTokens uint64 `json:"cleared_input_tokens,omitempty"`
 }
 
 // ContextTokens is the size of the request in tokens: input plus cache

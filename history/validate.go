@@ -256,6 +256,7 @@ func checkUsage(u Usage) error {
 		{"cache_read_input_tokens", u.CacheReadInputTokens},
 		{"output_tokens", u.OutputTokens},
 		{"cache_creation_1h_input_tokens", u.CacheCreation1hInputTokens},
+		{"cleared_input_tokens", u.ClearedInputTokens},
 	} {
 		if f.n > MaxUsageTokens {
 			return invalid("usage."+f.name, "%d tokens is beyond any context window (at most %d per count)", f.n, MaxUsageTokens)

@@ -205,8 +205,9 @@ func conformCountTokens(t *testing.T) {
 
 // conformAppliedEdits: the provider's own context editing (the client's
 // context_management) reports applied_edits in its answer; the answer
-// reaches the client byte for byte and the request that follows is
-// managed, the client's context_management carried.
+// reaches the client byte for byte, its usage is recorded with the input
+// tokens the edits cleared, and the request that follows is managed, the
+// client's context_management carried.
 func conformAppliedEdits(t *testing.T) {
 	f := newFixture(t, testConfig())
 	cm := `"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":100},"keep":{"type":"tool_uses","value":1}}]}`
@@ -232,6 +233,23 @@ func conformAppliedEdits(t *testing.T) {
 		if !bytes.Contains(r.body, []byte(cm)) {
 			t.Errorf("request %d: the client's context_management not carried", i+1)
 		}
+	}
+	// The recorded answer's usage says what the provider's edits cleared
+	// (5000 tokens): the calibration takes the request as sent, and ctxd's
+	// own passes are taken off the count only beyond it
+	// (engine.TestStateProviderClearedInputs).
+	a, err := f.eng.Context(context.Background(), resp2.Header.Get(HeaderSessionID), engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleared := 0
+	for _, m := range a.Messages {
+		if m.Role == history.RoleAssistant && m.Usage != nil && m.Usage.ClearedInputTokens == 5000 {
+			cleared++
+		}
+	}
+	if cleared != 2 {
+		t.Errorf("%d recorded answers with the 5000 tokens the provider cleared; want 2", cleared)
 	}
 }
 

@@ -224,6 +224,34 @@ type Usage struct {
 	// CacheCreation splits CacheCreationInputTokens by the cache entry's
 	// lifetime; nil when the provider did not report it.
 	CacheCreation *CacheCreation `json:"cache_creation,omitempty"`
+	// Cleared is what the provider's context editing cleared before
+	// counting (the answer's context_management.applied_edits,
+	// ContextManagement.Cleared); not a member of usage on the wire.
+	Cleared uint64 `json:"-"`
+}
+
+// ContextManagement is an answer's context_management: the edits the
+// provider applied to the request (the client's context_management
+// edits, clear_tool_uses_20250919 or clear_thinking_20251015), each with
+// the input tokens it cleared.
+type ContextManagement struct {
+	AppliedEdits []struct {
+		Type               string `json:"type"`
+		ClearedInputTokens uint64 `json:"cleared_input_tokens"`
+	} `json:"applied_edits"`
+}
+
+// Cleared is the input tokens the applied edits cleared, in all (0 when
+// c is nil).
+func (c *ContextManagement) Cleared() uint64 {
+	if c == nil {
+		return 0
+	}
+	var n uint64
+	for _, e := range c.AppliedEdits {
+		n += e.ClearedInputTokens
+	}
+	return n
 }
 
 // CacheCreation is usage.cache_creation: the prompt-cache writes of a
@@ -243,7 +271,7 @@ func (u *Usage) Canonical() *history.Usage {
 		return nil
 	}
 	h := history.Usage{InputTokens: u.InputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
-		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+		CacheReadInputTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens, ClearedInputTokens: min(u.Cleared, history.MaxUsageTokens)}
 	if c := u.CacheCreation; c != nil {
 		if h.CacheCreationInputTokens == 0 {
 			h.CacheCreationInputTokens = c.Ephemeral5m + c.Ephemeral1h

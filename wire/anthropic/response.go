@@ -68,7 +68,10 @@ type responseBody struct {
 	Content    json.RawMessage `json:"content"`
 	StopReason string          `json:"stop_reason"`
 	Usage      Usage           `json:"usage"`
-	Error      *APIError       `json:"error"`
+	// ContextManagement reports the edits of the client's
+	// context_management the provider applied.
+	ContextManagement *ContextManagement `json:"context_management"`
+	Error             *APIError          `json:"error"`
 }
 
 // DecodeResponse reads a non-streamed Messages API answer. An error body
@@ -86,7 +89,9 @@ func DecodeResponse(body []byte) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Messages response content: %w", err)
 	}
-	return &Response{ID: rb.ID, Model: rb.Model, Content: blocks, StopReason: rb.StopReason, Usage: rb.Usage, Complete: true}, nil
+	u := rb.Usage
+	u.Cleared = rb.ContextManagement.Cleared()
+	return &Response{ID: rb.ID, Model: rb.Model, Content: blocks, StopReason: rb.StopReason, Usage: u, Complete: true}, nil
 }
 
 // ErrorBody decodes an Anthropic error body; ok is false when body is not
@@ -229,7 +234,10 @@ type streamEvent struct {
 		OutputTokens             *uint64        `json:"output_tokens"`
 		CacheCreation            *CacheCreation `json:"cache_creation"`
 	} `json:"usage"`
-	Error *APIError `json:"error"`
+	// ContextManagement is message_delta's report of the edits the
+	// provider applied (the client's context_management).
+	ContextManagement *ContextManagement `json:"context_management"`
+	Error             *APIError          `json:"error"`
 }
 
 func (s *StreamReader) fail(err error) {
@@ -337,6 +345,9 @@ func (s *StreamReader) event(data []byte) {
 				c := *u.CacheCreation
 				s.resp.Usage.CacheCreation = &c
 			}
+		}
+		if ev.ContextManagement != nil {
+			s.resp.Usage.Cleared = ev.ContextManagement.Cleared()
 		}
 	case "message_stop":
 		s.resp.Complete = true

@@ -225,3 +225,54 @@ func TestStreamReaderLineLimit(t *testing.T) {
 		t.Fatalf("err %v, want ErrLineTooLong", err)
 	}
 }
+
+// The edits the provider applied (the client's context_management,
+// reported in the answer's context_management.applied_edits) give the
+// input tokens they cleared, in all, on the usage: in a whole answer and
+// in a stream's message_delta.
+func TestAppliedEditsCleared(t *testing.T) {
+	cm := `"context_management":{"applied_edits":[{"type":"clear_thinking_20251015","cleared_thinking_turns":2,"cleared_input_tokens":700},{"type":"clear_tool_uses_20250919","cleared_tool_uses":3,"cleared_input_tokens":5000}]}`
+	body := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn","usage":{"input_tokens":90,"output_tokens":2},` + cm + `}`
+	resp, err := DecodeResponse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := resp.Message().Usage; u == nil || u.ClearedInputTokens != 5700 || u.InputTokens != 90 {
+		t.Errorf("whole answer: usage %+v; want 5700 cleared", u)
+	}
+	stream := `event: message_start
+data: {"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-opus-4-8","content":[],"usage":{"input_tokens":90,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2},` + cm + `}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`
+	r := NewStreamReader()
+	if _, err := r.Write([]byte(stream)); err != nil {
+		t.Fatal(err)
+	}
+	sr, err := r.Response()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := sr.Message().Usage; u == nil || u.ClearedInputTokens != 5700 || u.OutputTokens != 2 {
+		t.Errorf("stream: usage %+v; want 5700 cleared", u)
+	}
+	// No edits applied: nothing cleared.
+	plain, _ := DecodeResponse([]byte(strings.Replace(body, ","+cm, "", 1)))
+	if u := plain.Message().Usage; u == nil || u.ClearedInputTokens != 0 {
+		t.Errorf("no edits: usage %+v", u)
+	}
+}
