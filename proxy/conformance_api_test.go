@@ -28,6 +28,7 @@ func TestConformanceAPIs(t *testing.T) {
 		{"oauth_bearer", conformOAuth},
 		{"count_tokens", conformCountTokens},
 		{"applied_edits_answer", conformAppliedEdits},
+		{"usage_iterations", conformUsageIterations},
 		{"responses_compact_endpoint", conformResponsesCompact},
 		{"previous_response_id", func(t *testing.T) { conformServerState(t, `,"previous_response_id":"resp_0123"`) }},
 		{"conversation", func(t *testing.T) { conformServerState(t, `,"conversation":"conv_0123"`) }},
@@ -449,5 +450,37 @@ func conformClientCompacting(t *testing.T, how string) {
 	}
 	if !bytes.Contains(all, []byte("step 2")) || !bytes.Contains(all, []byte(want)) {
 		t.Errorf("the request and its answer are not recorded:\n%.3000s", all)
+	}
+}
+
+// conformUsageIterations: an answer of the provider's compaction
+// (compact_20260112) reports each sampling step in usage.iterations — the
+// compaction step read the whole history, the message step the compacted
+// context — and the top-level counts are the message step's. The answer
+// reaches the client byte for byte; its top-level usage is recorded (the
+// context after the compaction), not the iterations' sum.
+func conformUsageIterations(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation()
+	c.extra = strings.Replace(c.extra, `"stream":true`, `"stream":false`, 1) + `,"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":150000}}]}`
+	c.user("fix the build")
+	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"compaction","content":"Summary: the build failed in the linker; steps 1-4 ran."},{"type":"text","text":"Continuing."}],"stop_reason":"end_turn","usage":{"input_tokens":23000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]}}`
+	f.up.script(reply{status: 200, body: answer})
+	hdr := map[string]string{"Anthropic-Beta": "compact-2026-01-12"}
+	resp, got := f.post(c.body(), hdr)
+	f.settle()
+	if resp.StatusCode != 200 || string(got) != answer {
+		t.Fatalf("the answer did not reach the client as sent: %d %s", resp.StatusCode, got)
+	}
+	a, err := f.eng.Context(context.Background(), resp.Header.Get(HeaderSessionID), engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := a.Messages[len(a.Messages)-1]
+	if last.Role != history.RoleAssistant || last.Usage == nil || last.Usage.InputTokens != 23000 || last.Usage.OutputTokens != 1000 {
+		t.Errorf("recorded usage %+v; want the top-level counts (23000 in, 1000 out)", last.Usage)
+	}
+	if a.Tokens > 30000 {
+		t.Errorf("estimate %d: the compaction step's 180000 tokens counted", a.Tokens)
 	}
 }

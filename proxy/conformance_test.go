@@ -354,6 +354,16 @@ func runResponsesRow(t *testing.T, row conformRow) {
 		}
 	}
 	checkStored(t, f, id, row)
+	// Cached tokens: the answer's input_tokens_details.cached_tokens is
+	// recorded as a cache read.
+	a, err := f.eng.Context(context.Background(), id, engineNoPreSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := a.Messages[len(a.Messages)-1]
+	if last.Usage == nil || last.Usage.CacheReadInputTokens != 3000 || last.Usage.InputTokens != 200 {
+		t.Errorf("cached tokens not recorded as a cache read: %+v", last.Usage)
+	}
 }
 
 // TestConformanceChat: the Chat Completions API's artifacts.
