@@ -313,6 +313,11 @@ func ClientResults(raw json.RawMessage, fn func(toolUseID string, block []byte, 
 		return
 	}
 	for _, blk := range blocks {
+		// The cheap test first: carried(blk).Raw is blk without its
+		// marker, so it has a member the model lacks only if blk has.
+		if !extraMembers(blk) {
+			continue
+		}
 		c, ok := carried(blk)
 		if !ok || c.Type != "tool_result" || !extraMembers(c.Raw) {
 			continue

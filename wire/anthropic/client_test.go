@@ -3,7 +3,9 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -58,5 +60,87 @@ func TestClientMarkersAsDecoded(t *testing.T) {
 	}
 	if withMarkers < 2000 {
 		t.Fatalf("only %d messages with a marker", withMarkers)
+	}
+}
+
+// decodeContentFirst is DecodeContent as it was written first: every
+// content tried as a string before as an array.
+func decodeContentFirst(raw json.RawMessage) ([]WireBlock, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []WireBlock{{Type: "text", Text: s}}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(raw, &raws); err != nil {
+		return nil, fmt.Errorf("content is neither a string nor an array of blocks: %w", err)
+	}
+	blocks := make([]WireBlock, 0, len(raws))
+	for i, r := range raws {
+		var b WireBlock
+		if err := json.Unmarshal(r, &b); err != nil {
+			return nil, fmt.Errorf("content block %d: %w", i, err)
+		}
+		b.Raw = r
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// TestDecodeContentAsFirst: content of every shape (string, null, spaced,
+// an array of blocks of any kind, a number, an object, not JSON) decodes
+// to the same blocks and errors as when every content was tried as a
+// string first.
+func TestDecodeContentAsFirst(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(5, 6))}
+	for i := range 5000 {
+		raw := json.RawMessage(g.ws() + g.pick(g.text(), g.list(g.r.IntN(4), g.block), `null`, `1`, `{}`, `true`, `"\x01"`, `[1,`) + g.ws())
+		if i%7 == 0 {
+			raw = bytes.TrimSpace(raw)
+		}
+		got, gerr := DecodeContent(raw)
+		want, werr := decodeContentFirst(raw)
+		if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("%q: got %#v, %v; want %#v, %v", raw, got, gerr, want, werr)
+		}
+	}
+}
+
+// TestWireMessageAsUnmarshalled: a message read by the scan (and the
+// content arrays split by it) is what json.Unmarshal reads, errors
+// included, on messages of every shape the generator makes and on values
+// that are not messages or not JSON.
+func TestWireMessageAsUnmarshalled(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(7, 8))}
+	odd := []string{`null`, `[1]`, `"s"`, `{"role":1}`, `{"role":"user","role":2}`, `{"ROLE":"user","Content":[]}`, `{"role":"user"`, `{"role":"u\u0073er","content":"x"}`, `{"r\u006fle":"assistant"}`, `{}`, ``, ` [ ] `, `[1,]`, `[{"a":1} , null ,"x"]`}
+	for i := range 5000 {
+		raw := g.ws() + g.message() + g.ws()
+		if i < len(odd) {
+			raw = odd[i]
+		}
+		got, gerr := decodeWireMessage(json.RawMessage(raw))
+		var want WireMessage
+		werr := json.Unmarshal([]byte(raw), &want)
+		if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("%q: got %#v, %v; want %#v, %v", raw, got, gerr, want, werr)
+		}
+		for _, c := range []string{string(want.Content), raw} {
+			ga, gerr := decodeArray(json.RawMessage(c))
+			var wa []json.RawMessage
+			werr := json.Unmarshal([]byte(c), &wa)
+			if len(ga) != len(wa) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+				t.Fatalf("%q: got %q, %v; want %q, %v", c, ga, gerr, wa, werr)
+			}
+			for k := range wa {
+				if !bytes.Equal(ga[k], wa[k]) {
+					t.Fatalf("%q: element %d is %q, want %q", c, k, ga[k], wa[k])
+				}
+			}
+		}
 	}
 }

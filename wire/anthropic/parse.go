@@ -59,15 +59,19 @@ func DecodeContent(raw json.RawMessage) ([]WireBlock, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		if s == "" {
-			return nil, nil
+	// Only a string (or a null) reads as a string: an array (the usual
+	// content) is not scanned for one first.
+	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && (raw[i] == '"' || raw[i] == 'n') {
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil {
+			if s == "" {
+				return nil, nil
+			}
+			return []WireBlock{{Type: "text", Text: s}}, nil
 		}
-		return []WireBlock{{Type: "text", Text: s}}, nil
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(raw, &raws); err != nil {
+	raws, err := decodeArray(raw)
+	if err != nil {
 		return nil, fmt.Errorf("content is neither a string nor an array of blocks: %w", err)
 	}
 	blocks := make([]WireBlock, 0, len(raws))
@@ -332,8 +336,8 @@ type WireMessage struct {
 // assistant's tool_use ids are added to toolNames. Errors name the field
 // ("content[2]: …", "role: …").
 func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.Message, error) {
-	var m WireMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m, err := decodeWireMessage(raw)
+	if err != nil {
 		return nil, err
 	}
 	blocks, err := DecodeContent(m.Content)
@@ -429,4 +433,52 @@ func MatchKey(raw json.RawMessage) (key []byte, ok bool) {
 		}
 	}
 	return key, true
+}
+
+// decodeWireMessage is json.Unmarshal(raw, &m) into a WireMessage: a valid
+// message is checked once and its two members found by a scan (rawjson)
+// instead of decoding every byte of it again; anything else (not JSON, a
+// role that is not a string) goes to json.Unmarshal, for its error.
+func decodeWireMessage(raw json.RawMessage) (m WireMessage, err error) {
+	if json.Valid(raw) {
+		plain := true
+		if rawjson.Members(raw, func(key string, vs, ve int) bool {
+			switch v := raw[vs:ve]; {
+			case strings.EqualFold(key, "role"):
+				if (v[0] != '"' && string(v) != "null") || json.Unmarshal(v, &m.Role) != nil {
+					plain = false
+					return false
+				}
+			case strings.EqualFold(key, "content"):
+				// A copy, as json.Unmarshal makes: raw is the request's
+				// buffer, reused once the request is done.
+				m.Content = json.RawMessage(bytes.Clone(v))
+			}
+			return true
+		}) && plain {
+			return m, nil
+		}
+		m = WireMessage{}
+	}
+	err = json.Unmarshal(raw, &m)
+	return m, err
+}
+
+// decodeArray is json.Unmarshal(raw, &raws): a valid array is checked once
+// and split by a scan (rawjson), each element a copy; anything else goes
+// to json.Unmarshal.
+func decodeArray(raw json.RawMessage) ([]json.RawMessage, error) {
+	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && raw[i] == '[' && json.Valid(raw) {
+		elems, err := rawjson.SplitArray(raw[i:])
+		if err == nil {
+			raws := make([]json.RawMessage, len(elems))
+			for k, e := range elems {
+				raws[k] = json.RawMessage(bytes.Clone(e))
+			}
+			return raws, nil
+		}
+	}
+	var raws []json.RawMessage
+	err := json.Unmarshal(raw, &raws)
+	return raws, err
 }
