@@ -74,6 +74,11 @@ type AppendOptions struct {
 	// is ErrConflict. 1 to checkpoint.MaxIdempotencyKey printable ASCII
 	// bytes; the newest maxIdemKeys keys of a session are remembered.
 	IdempotencyKey string
+	// NoCompaction: the post-check queues no compaction and no speculative
+	// summary from this append's usage (the usage is recorded as usual):
+	// the answer to a request with which the client compacted its own
+	// conversation, whose history the client is about to replace.
+	NoCompaction bool
 }
 
 // AppendWith is Append with options. Errors: Append's; ErrInvalid when
@@ -138,7 +143,7 @@ func (e *Engine) appendWith(ctx context.Context, id string, msgs []history.Messa
 		return AppendResult{}, err
 	}
 	usageMsg := e.applyAppend(ctx, s, b, first, opts)
-	return e.finishAppend(ctx, s, b, first, usageMsg), nil
+	return e.finishAppend(ctx, s, b, first, usageMsg, opts.NoCompaction), nil
 }
 
 // checkAppend checks an append's request before the session is locked:
@@ -339,9 +344,10 @@ func (e *Engine) applyAppend(ctx context.Context, s *session, b *appendBatch, fi
 // finishAppend is what follows an append applied: a prompt or tool change
 // deferred by a tool loop that has now ended, layer 2's context-edit pass
 // when one fires, and, when a response carried usage, the post-check,
-// which queues a compaction or a speculative summary. It returns the
-// append's result. Called with s.mu held.
-func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, first uint64, usageMsg *history.Message) AppendResult {
+// which queues a compaction or a speculative summary (neither with
+// noCompaction, AppendOptions.NoCompaction). It returns the append's
+// result. Called with s.mu held.
+func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, first uint64, usageMsg *history.Message, noCompaction bool) AppendResult {
 	var others []checkpoint.Event
 	for i, ev := range b.events {
 		if ev.Kind != checkpoint.KindMessage {
@@ -363,13 +369,16 @@ func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, f
 		// count too, so the check never lags the log.
 		d := e.check(ctx, s, trigger.PostCheck)
 		res.Decision = d.Reason
-		if d.Compact {
+		switch {
+		case noCompaction:
+			res.Decision = "no post-check compaction: the client is compacting its own conversation"
+		case d.Compact:
 			if _, err := e.submit(s.id, trigger.PostCheck, workers.Background); err == nil {
 				res.CompactionQueued = true
 			} else {
 				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)
 			}
-		} else {
+		default:
 			e.maybePrepare(s)
 		}
 		e.noteRequest(s, usageMsg.Usage, b.now)

@@ -694,3 +694,27 @@ func TestOverflowNothingToCompactBeforeTheSummarizer(t *testing.T) {
 		t.Errorf("the summarizer was called %d times for nothing", f.count())
 	}
 }
+
+// An append with NoCompaction (the answer to the client's own
+// compaction) records its usage but queues no post-check compaction, at
+// or above the threshold; the next append without it does.
+func TestPostCheckNoCompaction(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	h.create("s", 100000) // threshold 70,000
+	h.append("s", user("start"))
+	h.append("s", withUsage(assistant(words(17000)), 40000, 17000))
+	res, err := h.e.AppendWith(context.Background(), "s", []history.Message{withUsage(assistant(words(17000)), 70000, 17000)}, AppendOptions{NoCompaction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CompactionQueued || !strings.Contains(res.Decision, "client is compacting") {
+		t.Fatalf("queued with NoCompaction: %v, decision %q", res.CompactionQueued, res.Decision)
+	}
+	if info, _ := h.e.Session(context.Background(), "s"); info.Tokens < 87000 {
+		t.Errorf("the usage was not recorded: %d tokens", info.Tokens)
+	}
+	res = h.append("s", user("go on"), withUsage(assistant(words(100)), 88000, 100))
+	if !res.CompactionQueued {
+		t.Fatalf("not queued without NoCompaction: %s", res.Decision)
+	}
+}

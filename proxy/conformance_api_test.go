@@ -372,7 +372,8 @@ func conformCompactionTrigger(t *testing.T) {
 // session over its threshold: ctxd does not race it. No pre-send
 // compaction (the client's items go as sent), and a context-length
 // refusal reaches the client as it came, with no overflow compaction and
-// no retry; the request that the upstream accepts is recorded as usual.
+// no retry; the request that the upstream accepts is recorded as usual,
+// and its answer's post-check queues no compaction.
 func conformClientCompacting(t *testing.T, how string) {
 	f := newOpenAIFixture(t, openAIConfig(nil))
 	hdr := map[string]string{"Session-Id": "0199-conform-compacting-" + how, HeaderContextLimit: "6000"}
@@ -411,14 +412,13 @@ func conformClientCompacting(t *testing.T, how string) {
 	if cs := compactions(t, f, id); len(cs) != 0 || f.p.Stats().Overflows != 0 {
 		t.Fatalf("ctxd compacted while the client compacts: %v, stats %+v", cs, f.p.Stats())
 	}
-	// The client tries again; the upstream accepts. (The answer's usage is
-	// under the threshold: the post-check of an answer is not this
-	// request's to skip.)
+	// The client tries again; the upstream accepts. The answer's usage is
+	// at the threshold: its post-check queues no compaction either.
 	summary := `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Handoff: steps 0-2 ran."}]}`
 	if how == "trigger" {
 		summary = `{"type":"compaction","id":"cmp_07","encrypted_content":"gAAAAABpCOMPACTED-07"}`
 	}
-	f.up.script(reply{stream: true, body: responsesSSE([]string{summary}, 900, 0, 50)})
+	f.up.script(reply{stream: true, body: responsesSSE([]string{summary}, 5900, 0, 50)})
 	r3, _ := f.postOpenAI("/v1/responses", body, h2)
 	f.settle()
 	if r3.StatusCode != 200 || r3.Header.Get(HeaderSessionID) != id {

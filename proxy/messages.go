@@ -440,7 +440,9 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		rec.LastError = ""
 	}
 	st, _ := json.Marshal(rec)
-	if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: st}); err != nil {
+	// The answer to the client's own compaction queues no compaction of
+	// ctxd's: the client replaces the history it summarized.
+	if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: st, NoCompaction: req.clientCompacting}); err != nil {
 		// The client resends the answer with its next request, which is
 		// then appended like any new message.
 		p.log.Warn("answer not recorded", "session", pl.b.id, "err", err)
