@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/ledger"
@@ -64,7 +65,19 @@ func figure(t *testing.T, dom, id string) string {
 // waterfall; then takes a screenshot (CTXD_SCREENSHOT=FILE keeps it, as
 // docs/dashboard.png was made).
 func TestDashboardInChromium(t *testing.T) {
-	eng := newEngine(t)
+	// The one summarizer binding is down (nothing listens on its port):
+	// the compaction below is written by the extractive fallback, and
+	// says so in a diagnostic.
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downURL := "http://" + down.Addr().String()
+	_ = down.Close()
+	t.Setenv("CTXD_UI_TEST_KEY", "sk-ant-test-0123456789")
+	eng := newEngine(t, func(c *config.Config) {
+		c.Summarizer.Bindings = []config.Binding{{Name: "down", Provider: config.ProviderAnthropic, Model: "claude-haiku-4-5", BaseURL: downURL, APIKeyEnv: "CTXD_UI_TEST_KEY"}}
+	})
 	ctx := context.Background()
 	for i, id := range []string{"p-alpha", "p-beta"} {
 		if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: id, Model: "claude-opus-4-8", Labels: map[string]string{"proxy": "anthropic"}}); err != nil {
@@ -75,9 +88,15 @@ func TestDashboardInChromium(t *testing.T) {
 			en := ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeEnforce, ClientTokens: 20000 + grow, SentTokens: 20000 + grow/3,
 				Reported: ledger.Usage{CacheRead: 18000 + grow/3, CacheWrite5m: 2000, Output: 300}, Counterfactual: ledger.Usage{CacheRead: 18000 + grow, CacheWrite5m: 2000, Output: 300},
 				Causes: map[string]uint64{ledger.CauseGrowth: 1500, ledger.CausePass: 500}, ContextLimit: 200000, Threshold: 140000}
-			if k == 6 {
+			switch k {
+			case 3:
+				en.Rewrites = []string{ledger.CausePass}
+			case 6:
 				en.Rewrites = []string{ledger.CauseCompaction}
 				en.Causes = map[string]uint64{ledger.CauseGrowth: 1000, ledger.CauseCompaction: 1000 + uint64(i)}
+			case 9:
+				en.Rewrites = []string{ledger.CauseOffload}
+				en.Causes = map[string]uint64{ledger.CauseGrowth: 1200, ledger.CauseOffload: 800}
 			}
 			if err := eng.RecordLedger(ctx, id, en); err != nil {
 				t.Fatal(err)
@@ -105,6 +124,22 @@ func TestDashboardInChromium(t *testing.T) {
 	cps, err := eng.Checkpoints(ctx, "p-beta")
 	if err != nil || len(cps) != 1 {
 		t.Fatalf("p-beta checkpoints %v, %v", cps, err)
+	}
+	// Then p-beta is tried in observe mode for two requests (the client's
+	// bytes sent, ctxd's request projected) and turned on again.
+	if err := eng.SetMode(ctx, "p-beta", ledger.ModeObserve); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		grow := uint64(4000 * k)
+		if err := eng.RecordLedger(ctx, "p-beta", ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeObserve, ClientTokens: 120000 + grow, SentTokens: 45000 + grow,
+			Reported: ledger.Usage{CacheRead: 118000 + grow, CacheWrite5m: 2000, Output: 300}, Counterfactual: ledger.Usage{CacheRead: 43000 + grow, CacheWrite5m: 2000, Output: 300},
+			Causes: map[string]uint64{ledger.CauseGrowth: 2000}, ContextLimit: 200000, Threshold: 140000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := eng.SetMode(ctx, "p-beta", ledger.ModeEnforce); err != nil {
+		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -169,6 +204,9 @@ func TestDashboardInChromium(t *testing.T) {
 	if got := figure(t, dom, "t-without"); got != usd(sum.WithoutCtxd) {
 		t.Errorf("page total without ctxd %s, engine %s", got, usd(sum.WithoutCtxd))
 	}
+	if got := figure(t, dom, "t-projected"); got != usd(sum.ProjectedSaved) || sum.ProjectedSaved <= 0 {
+		t.Errorf("page total observe projection %s, engine %s", got, usd(sum.ProjectedSaved))
+	}
 	for _, id := range []string{"p-alpha", "p-beta", "p-gamma"} {
 		if !strings.Contains(dom, `data-id="`+id+`"`) {
 			t.Errorf("no row for %s (p-gamma was created after the page loaded)", id)
@@ -183,7 +221,7 @@ func TestDashboardInChromium(t *testing.T) {
 
 	page := base + "#/s/p-beta"
 	dom = chromium(t, "--dump-dom", page)
-	_, tot, err := eng.Ledger(ctx, "p-beta")
+	entries, tot, err := eng.Ledger(ctx, "p-beta")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,13 +235,64 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("p-beta has %d requests, want the 12 recorded and the one added while its page was open", tot.Requests)
 	}
 	for id, want := range map[string]string{"s-saved": usd(tot.Saved), "s-paid": usd(tot.Paid), "s-without": usd(tot.WithoutCtxd),
-		"s-summarizer": usd(tot.Summarizer), "s-requests": fmt.Sprint(tot.Requests)} {
+		"s-summarizer": usd(tot.Summarizer), "s-requests": fmt.Sprint(tot.Requests), "s-projected": usd(tot.ProjectedSaved)} {
 		if got := figure(t, dom, id); got != want {
 			t.Errorf("session page #%s = %s, engine %s", id, got, want)
 		}
 	}
-	if !strings.Contains(dom, `id="context-chart"`) || !strings.Contains(dom, `id="window"`) || strings.Count(dom, `class="wf"`) != len(tot.Waterfall()) || !strings.Contains(dom, ">C<") {
-		t.Errorf("session page lacks its chart, window line, waterfall bars (%d) or compaction mark:\n%.3000s", len(tot.Waterfall()), dom)
+	if tot.ObservedRequests != 2 || tot.ProjectedSaved <= 0 {
+		t.Fatalf("p-beta observe totals: %d requests, projected saving %v", tot.ObservedRequests, tot.ProjectedSaved)
+	}
+	if !strings.Contains(dom, `id="context-chart"`) || !strings.Contains(dom, `id="window"`) || !strings.Contains(dom, `id="threshold"`) {
+		t.Errorf("session page lacks its chart, window or threshold line:\n%.3000s", dom)
+	}
+	for _, c := range []string{ledger.CauseCompaction, ledger.CausePass, ledger.CauseOffload} {
+		if !strings.Contains(dom, `class="mark mark-`+c+`">`+strings.ToUpper(c[:1])+`<`) {
+			t.Errorf("the chart does not mark the %s", c)
+		}
+	}
+	// The waterfall: a row per bar, with the bar's figure; a negative bar
+	// (what ctxd removed) drawn as one.
+	wf := regexp.MustCompile(`<tr class="wf"><td class="l">([^<]*)</td><td class="(neg|pos)">([^<]*)</td><td class="l"><svg[^>]*><rect class="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
+	bars := tot.Waterfall()
+	if len(wf) != len(bars) {
+		t.Fatalf("waterfall: %d rows on the page, %d bars in the ledger", len(wf), len(bars))
+	}
+	negative := 0
+	for i, b := range bars {
+		if wf[i][1] != b.Label || wf[i][3] != usd(b.Value) || (b.Value < 0) != (wf[i][2] == "neg" && wf[i][4] == "neg") {
+			t.Errorf("waterfall bar %d: page %q %s %s (rect %s), ledger %q %s", i, wf[i][1], wf[i][2], wf[i][3], wf[i][4], b.Label, usd(b.Value))
+		}
+		if b.Value < 0 {
+			negative++
+		}
+	}
+	if negative == 0 {
+		t.Errorf("no negative bar in the waterfall %+v", bars)
+	}
+	// Cache reads and writes per request: ctxd's request (in observe mode
+	// the projected one), as the ledger has them.
+	cache := regexp.MustCompile(`<tr class="req"><td>(\d+)</td><td class="l">([a-z]+)[^<]*</td><td>[^<]*</td><td class="l"><svg.*?</svg></td><td>(\d+)</td><td>(\d+)</td>`).FindAllStringSubmatch(dom, -1)
+	var reqs []ledger.Entry
+	for _, e := range entries {
+		if e.Kind == ledger.KindRequest {
+			reqs = append(reqs, e)
+		}
+	}
+	if len(cache) != len(reqs) {
+		t.Fatalf("cache table: %d rows on the page, %d requests in the ledger", len(cache), len(reqs))
+	}
+	for i, e := range reqs {
+		u := e.Reported
+		if e.Mode == ledger.ModeObserve {
+			u = e.Counterfactual
+		}
+		if cache[i][2] != e.Mode || cache[i][3] != fmt.Sprint(u.CacheRead) || cache[i][4] != fmt.Sprint(u.CacheWrite()) {
+			t.Errorf("cache row %d: page %s read %s written %s; ledger %s read %d written %d", i+1, cache[i][2], cache[i][3], cache[i][4], e.Mode, u.CacheRead, u.CacheWrite())
+		}
+	}
+	if !strings.Contains(dom, `<div class="diag"><b>diagnostic</b>`) || !strings.Contains(dom, api.DiagFallback) {
+		t.Errorf("the session page lacks the diagnostic:\n%.2000s", dom[strings.Index(dom, `id="diagnostics"`):])
 	}
 
 	shot := os.Getenv("CTXD_SCREENSHOT")

@@ -27,7 +27,9 @@ import (
 	"github.com/ctxd/ctxd/workers"
 )
 
-func newEngine(t *testing.T) *engine.Engine {
+// newEngine is an engine over an in-memory store with the default
+// configuration, changed by each of with.
+func newEngine(t *testing.T, with ...func(*config.Config)) *engine.Engine {
 	t.Helper()
 	db, err := store.OpenInMemory()
 	if err != nil {
@@ -52,8 +54,11 @@ func newEngine(t *testing.T) *engine.Engine {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := config.Defaults()
 	cfg.Storage.DataDir = t.TempDir()
+	for _, f := range with {
+		f(&cfg)
+	}
 	eng, err := engine.New(engine.Options{Config: cfg, Log: cps, Artifacts: arts, Pool: pool, Logger: logger,
-		Summarizer: summarizer.New(summarizer.Options{Logger: logger}), OffloadDir: cfg.Storage.DataDir})
+		Summarizer: summarizer.New(summarizer.Options{Logger: logger, RetryMax: -1}), OffloadDir: cfg.Storage.DataDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,9 @@ type Result struct {
 	Sessions []engine.Info
 	// Ledgers are the savings ledgers of those sessions (nil directly).
 	Ledgers [][]ledger.Entry
+	// Bodies are the agent requests the upstream received, in order
+	// (summarizer requests left out).
+	Bodies [][]byte
 }
 
 // apiKey is the replay client's credential (only the fake sees it).
@@ -64,8 +67,9 @@ func Direct(tb testing.TB, s *Session) Result {
 		res.Managed++
 	}
 	res.Usage = up.Usage()
-	res.MissingPrompt = missing(s, up.Bodies(), func(t Turn) string { return t.Prompt })
-	res.MissingFirst = missing(s, up.Bodies(), func(t Turn) string { return t.FirstTask })
+	res.Bodies = up.Bodies()
+	res.MissingPrompt = missing(s, res.Bodies, func(t Turn) string { return t.Prompt })
+	res.MissingFirst = missing(s, res.Bodies, func(t Turn) string { return t.FirstTask })
 	if errs := up.Errors(); len(errs) > 0 {
 		tb.Fatalf("replay upstream: %v", errs)
 	}
@@ -153,10 +157,11 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	<-done
 	res.Usage = up.Usage()
 	res.Stats = p.Stats()
-	res.MissingPrompt = missing(s, up.Bodies(), func(t Turn) string { return t.Prompt })
-	res.MissingFirst = missing(s, up.Bodies(), func(t Turn) string { return t.FirstTask })
+	res.Bodies = up.Bodies()
+	res.MissingPrompt = missing(s, res.Bodies, func(t Turn) string { return t.Prompt })
+	res.MissingFirst = missing(s, res.Bodies, func(t Turn) string { return t.FirstTask })
 	if dumpBodies != nil {
-		dumpBodies(up.Bodies())
+		dumpBodies(res.Bodies)
 	}
 	for id := range ids {
 		if info, err := eng.Session(context.Background(), id); err == nil {
