@@ -280,3 +280,32 @@ func TestCachelessUpstreamClaimsNoCacheSavings(t *testing.T) {
 		}
 	}
 }
+
+// TestClientChangeIsItsOwnCause: when the client changes its own prefix —
+// its system prompt, then its model — the cache writes of what it changed
+// are client_change, not ctxd's (other) nor the client's growth, and a
+// session ctxd never touched claims nothing.
+func TestClientChangeIsItsOwnCause(t *testing.T) {
+	var c Conversation
+	t0 := time.Now()
+	// 1 token = 10 bytes; ctxd sends the client's request unchanged.
+	obs := func(at time.Duration, r Request, reported Usage) Entry {
+		return c.Entry(Observation{Time: t0.Add(at), Model: r.Model, Mode: ModeEnforce, Client: r, Ctxd: r, Reported: reported})
+	}
+	if e := obs(0, req("t", "s", "a"), Usage{CacheWrite5m: 30, Output: 5}); e.Causes[CauseGrowth] != 30 {
+		t.Fatalf("first: %+v", e)
+	}
+	// A new system prompt: s and a are written again, b is new.
+	e := obs(time.Minute, req("t", "S", "a", "b"), Usage{CacheRead: 10, CacheWrite5m: 30, Output: 5})
+	if e.Causes[CauseClientChange] != 20 || e.Causes[CauseGrowth] != 10 || len(e.Causes) != 2 || e.Counterfactual != e.Reported {
+		t.Fatalf("system prompt changed: causes %v, counterfactual %+v; want 20 client_change + 10 growth, nothing claimed", e.Causes, e.Counterfactual)
+	}
+	// Another model: nothing of the cache is its; the whole previous
+	// prefix is written again.
+	r := req("t", "S", "a", "b", "c")
+	r.Model = "claude-sonnet-4-5"
+	e = obs(2*time.Minute, r, Usage{CacheWrite5m: 50, Output: 5})
+	if e.Causes[CauseClientChange] != 40 || e.Causes[CauseGrowth] != 10 || len(e.Causes) != 2 || e.Counterfactual != e.Reported {
+		t.Fatalf("model changed: causes %v, counterfactual %+v; want 40 client_change + 10 growth, nothing claimed", e.Causes, e.Counterfactual)
+	}
+}
