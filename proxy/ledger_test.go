@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,6 +83,41 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	}
 	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 9 {
 		t.Fatalf("after a restart: %d entries, totals %+v, info %+v", len(reqs2), tot2, info.Ledger)
+	}
+}
+
+// TestCachelessUpstreamClaimsNoCacheSaving: an upstream that reports no
+// prompt-cache use (this fixture's: input tokens only) gets no phantom
+// cache saving through the proxy: every entry is uncached, the request
+// ctxd did not send is priced as uncached input of the client's size, no
+// cache write gets a cause, and the saving is the input ctxd kept out of
+// the requests at the input price, less the summarizer.
+func TestCachelessUpstreamClaimsNoCacheSaving(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	reqs, _, tot := requestEntries(t, f, id)
+	if len(reqs) != 9 {
+		t.Fatalf("%d request entries", len(reqs))
+	}
+	p, ok := ledger.PriceOf(f.eng.Config(), "claude-opus-4-8")
+	if !ok {
+		t.Fatal("claude-opus-4-8 has no price")
+	}
+	var kept uint64
+	for i, e := range reqs {
+		if !e.Uncached || e.Counterfactual.CacheRead+e.Counterfactual.CacheWrite() != 0 || len(e.Causes) != 0 || e.Counterfactual.Input != e.ClientTokens {
+			t.Fatalf("entry %d of a cache-less upstream: %+v", i, e)
+		}
+		kept += e.ClientTokens - e.SentTokens
+	}
+	if kept == 0 || tot.Uncached != 9 || len(tot.CacheWrites) != 0 {
+		t.Fatalf("kept %d tokens out; totals %+v", kept, tot)
+	}
+	if want := float64(kept)*p.Input/1e6 - tot.Summarizer; math.Abs(tot.Saved-want) > 1e-9 {
+		t.Fatalf("saved $%v, want $%v (the %d tokens kept out at the input price, less the summarizer)", tot.Saved, want, kept)
 	}
 }
 
