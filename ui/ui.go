@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -66,6 +67,9 @@ type Dashboard struct {
 	// nodes' changes are not reported).
 	snapMu sync.Mutex
 	snap   *snapshot
+	// scanned counts the listing rows read by full scans (a test's
+	// witness that a change did not cost one).
+	scanned atomic.Int64
 }
 
 // snapshot is every stored session as the list shows it, at change seq,
@@ -231,15 +235,24 @@ func (d *Dashboard) view(ctx context.Context, q, key string, desc bool) ([]row, 
 	return v, len(s.rows), nil
 }
 
-// snapshot returns the snapshot of every row, taken again when the engine
-// reported a change since (or always on a fleet).
+// snapshot returns the snapshot of every row: the kept one while the
+// engine reported no change since it was taken; after changes, the kept
+// one with the changed sessions' rows read again (patch), when the engine
+// still remembers which sessions changed; else (and always on a fleet) a
+// scan of every listing row.
 func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 	seq := d.eng.ChangeSeq()
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
-	if s := d.snap; s != nil && s.seq == seq && !d.eng.Shared() {
-		s.taken = time.Now()
-		return s, nil
+	if s := d.snap; s != nil && !d.eng.Shared() {
+		if s.seq == seq {
+			s.taken = time.Now()
+			return s, nil
+		}
+		if ns, ok := d.patch(ctx, s); ok {
+			d.snap = ns
+			return ns, nil
+		}
 	}
 	var out []row
 	after := ""
@@ -251,6 +264,7 @@ func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 		for _, in := range page {
 			out = append(out, rowOf(in))
 		}
+		d.scanned.Add(int64(len(page)))
 		if next == "" {
 			break
 		}
@@ -264,6 +278,46 @@ func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	d.snap = s
 	return s, nil
+}
+
+// patch returns s with the rows of the sessions changed since it was
+// taken read again (engine.Changes: at most the 1,024 newest changes are
+// remembered), a deleted session's row removed and a new one's inserted
+// in id order, the rows kept in id order as a scan has them; false when
+// the changes were missed or a row could not be read (the caller scans).
+// Called with snapMu held.
+func (d *Dashboard) patch(ctx context.Context, s *snapshot) (*snapshot, bool) {
+	// The counter passed s.seq, so Changes returns at once; a context
+	// ended already makes sure it never waits.
+	now, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cancel()
+	ids, seq, missed, err := d.eng.Changes(now, s.seq)
+	if err != nil || missed {
+		return nil, false
+	}
+	rows := slices.Clone(s.rows)
+	done := map[string]bool{}
+	for _, id := range ids {
+		if done[id] {
+			continue
+		}
+		done[id] = true
+		in, err := d.eng.Session(ctx, id)
+		i, found := slices.BinarySearchFunc(rows, id, func(r row, id string) int { return strings.Compare(r.ID, id) })
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			if found {
+				rows = slices.Delete(rows, i, i+1)
+			}
+		case err != nil:
+			return nil, false
+		case found:
+			rows[i] = rowOf(in)
+		default:
+			rows = slices.Insert(rows, i, rowOf(in))
+		}
+	}
+	return &snapshot{seq: seq, rows: rows, taken: time.Now(), views: map[string][]row{}}, true
 }
 
 // dropIdle drops the snapshot when it was not used for snapshotIdle, or

@@ -252,9 +252,10 @@ func TestSessionListAtScale(t *testing.T) {
 	start = time.Now()
 	getJSON(t, srv.URL+"/ui/api/sessions?sort=updated&order=desc", &p)
 	resorted := time.Since(start)
-	// The first page after a change scans every listing row again, as the
-	// first read did: that read is the one timed (a read after it reuses
-	// its snapshot, as the one above).
+	// The first page after a change reads again only the changed
+	// session's row (the kept read patched, then sorted anew): that read
+	// is the one timed. More changes than the engine remembers make it
+	// scan every row, as the first read did (TestListFollowsChangesWithoutAScan).
 	if err := eng.DeleteSession(ctx, "m-000002"); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestSessionListAtScale(t *testing.T) {
 			t.Errorf("%s: %v %v, want 400", bad, err, r.StatusCode)
 		}
 	}
-	t.Logf("%d sessions: created in %v; first page (every row read) %v; then every page of %d sorted by saving %v; a filtered page %v; the first page again (reused) %v; a new order of a kept read %v; first page after a change (every row read again) %v",
+	t.Logf("%d sessions: created in %v; first page (every row read) %v; then every page of %d sorted by saving %v; a filtered page %v; the first page again (reused) %v; a new order of a kept read %v; first page after a change (the changed row read again, the rows sorted anew) %v",
 		n, created, cold, MaxLimit, paged, filtered, reused, resorted, changed)
 }
 
@@ -349,4 +350,93 @@ func TestEventsFollowChanges(t *testing.T) {
 	if _, err := io.ReadAll(r2.Body); err != nil {
 		t.Fatalf("stream did not end cleanly at shutdown: %v", err)
 	}
+}
+
+// TestListFollowsChangesWithoutAScan: after a change the list's next read
+// reads again only the sessions the engine reports changed (a ledger entry,
+// a new session, a deleted one), not every stored session's row, and shows
+// what a full scan shows; when the engine no longer remembers every change
+// (more than 1,024 since), it scans again.
+func TestListFollowsChangesWithoutAScan(t *testing.T) {
+	const n = 300
+	eng := newEngine(t)
+	ctx := context.Background()
+	for i := range n {
+		if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: fmt.Sprintf("s-%04d", i), Model: "claude-opus-4-8"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(eng)
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	type page struct {
+		Sessions []row `json:"sessions"`
+		Total    int   `json:"total"`
+	}
+	var p page
+	getJSON(t, srv.URL+"/ui/api/sessions?limit=1", &p)
+	if got := d.scanned.Load(); got != n || p.Total != n {
+		t.Fatalf("first read: %d rows scanned, total %d; want %d", got, p.Total, n)
+	}
+	// What a fresh dashboard, which scans, shows.
+	scan := func() []byte {
+		t.Helper()
+		rows, err := New(eng).rows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(rows)
+		return b
+	}
+	same := func(when string) {
+		t.Helper()
+		rows, err := d.rows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := must(json.Marshal(rows)); !bytes.Equal(b, scan()) {
+			t.Fatalf("%s: the list differs from a scan", when)
+		}
+	}
+	en := ledger.Entry{Kind: ledger.KindRequest, Model: "claude-opus-4-8", Mode: ledger.ModeEnforce, ClientTokens: 100000, SentTokens: 40000,
+		Reported: ledger.Usage{Input: 40000, Output: 10}, Counterfactual: ledger.Usage{Input: 100000, Output: 10}}
+	if err := eng.RecordLedger(ctx, "s-0150", en); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: "s-0150a", Model: "gpt-5"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.DeleteSession(ctx, "s-0010"); err != nil {
+		t.Fatal(err)
+	}
+	getJSON(t, srv.URL+"/ui/api/sessions?sort=saved&order=desc&limit=1", &p)
+	if p.Total != n || p.Sessions[0].ID != "s-0150" || p.Sessions[0].Ledger == nil {
+		t.Fatalf("after the changes: total %d, first by saving %+v", p.Total, p.Sessions)
+	}
+	getJSON(t, srv.URL+"/ui/api/sessions?q=gpt-5", &p)
+	if len(p.Sessions) != 1 || p.Sessions[0].ID != "s-0150a" {
+		t.Fatalf("the new session: %+v", p.Sessions)
+	}
+	if got := d.scanned.Load(); got != n {
+		t.Fatalf("three changes cost a scan: %d rows read, want the first scan's %d", got, n)
+	}
+	same("after three changes")
+	// More changes than the engine remembers: a scan.
+	for range 1100 {
+		if err := eng.RecordLedger(ctx, "s-0020", en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getJSON(t, srv.URL+"/ui/api/sessions?limit=1", &p)
+	if got := d.scanned.Load(); got != 2*n {
+		t.Fatalf("after 1,100 changes: %d rows scanned, want %d (a second scan)", got, 2*n)
+	}
+	same("after a scan")
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
