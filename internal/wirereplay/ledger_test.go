@@ -45,11 +45,13 @@ func within(got, want, share float64) bool {
 // The corpus at its models' windows makes no summarizer call (passes and
 // offloads keep it under the threshold), so one more run gives the first
 // session a 60,000-token window: its compactions' summarizer calls, on the
-// client's credential through the same upstream, are counted too.
+// client's credential through the same upstream, are counted too; and once
+// more with the daemon's own summarizer binding (proxy.summarizer =
+// "bindings"), its calls on the daemon's key.
 func TestLedgerMatchesTheUpstreamsRecount(t *testing.T) {
 	for _, src := range Sources {
 		t.Run(path.Base(src.File), func(t *testing.T) {
-			recount(t, Load(t, src, maxTurns()), config.Defaults(), false)
+			recount(t, Load(t, src, maxTurns()), config.Defaults(), "")
 		})
 	}
 	t.Run("summarizer-calls", func(t *testing.T) {
@@ -58,14 +60,27 @@ func TestLedgerMatchesTheUpstreamsRecount(t *testing.T) {
 		m := cfg.Models[s.Model]
 		m.ContextLimit = 60000
 		cfg.Models[s.Model] = m
-		recount(t, s, cfg, true)
+		recount(t, s, cfg, ledger.CredentialClient)
+	})
+	// The same with proxy.summarizer = "bindings": the summarizer calls are
+	// the daemon's, on its configured key.
+	t.Run("summarizer-calls-daemon-key", func(t *testing.T) {
+		s := Load(t, Sources[0], maxTurns())
+		cfg := config.Defaults()
+		m := cfg.Models[s.Model]
+		m.ContextLimit = 60000
+		cfg.Models[s.Model] = m
+		t.Setenv("CTXD_REPLAY_SUMMARIZER_KEY", "sk-ant-daemon-0123456789abcdef")
+		cfg.Proxy.Summarizer = config.ProxySummarizerBindings
+		cfg.Summarizer.Bindings = []config.Binding{{Name: "daemon", Provider: config.ProviderAnthropic, Model: s.Model, APIKeyEnv: "CTXD_REPLAY_SUMMARIZER_KEY"}}
+		recount(t, s, cfg, ledger.CredentialDaemon)
 	})
 }
 
 // recount replays s through the proxy with cfg and compares the ledger
-// with what the upstream billed; wantSums: the run must make summarizer
-// calls.
-func recount(t *testing.T, s *Session, cfg config.Config, wantSums bool) {
+// with what the upstream billed; cred, when set: the run must make
+// summarizer calls, all on that credential (ledger.Credential*).
+func recount(t *testing.T, s *Session, cfg config.Config, cred string) {
 	t.Helper()
 	via := Through(t, s, cfg)
 	reqs, sums, nReqs, nSums, tot := ledgerSum(via)
@@ -73,8 +88,8 @@ func recount(t *testing.T, s *Session, cfg config.Config, wantSums bool) {
 	if nReqs != via.Managed || nSums != up.Summaries || up.Requests != via.Turns+up.Summaries {
 		t.Fatalf("ledger: %d requests, %d summarizer calls; upstream: %d requests of which %d summaries; %d managed", nReqs, nSums, up.Requests, up.Summaries, via.Managed)
 	}
-	if wantSums && (nSums == 0 || sums.Output == 0 || tot.SummarizerByCredential[ledger.CredentialClient] <= 0) {
-		t.Fatalf("no summarizer call on the client's credential in the ledger: %d calls, output %d, by credential %v", nSums, sums.Output, tot.SummarizerByCredential)
+	if cred != "" && (nSums == 0 || sums.Output == 0 || tot.SummarizerByCredential[cred] <= 0 || len(tot.SummarizerByCredential) != 1) {
+		t.Fatalf("want summarizer calls on the %s credential only in the ledger: %d calls, output %d, by credential %v", cred, nSums, sums.Output, tot.SummarizerByCredential)
 	}
 	if via.Managed != via.Turns {
 		t.Skipf("%d of %d requests managed: the recount needs every request through ctxd", via.Managed, via.Turns)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -85,6 +86,14 @@ func Through(tb testing.TB, s *Session, cfg config.Config) Result {
 	up := StartUpstream(tb)
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = up.URL()
 	cfg.Proxy.Upstreams.OpenAI.BaseURL = up.URL()
+	// A summarizer binding with no base URL of its own summarizes on the
+	// same fake upstream (never a real provider's endpoint).
+	cfg.Summarizer.Bindings = slices.Clone(cfg.Summarizer.Bindings)
+	for i := range cfg.Summarizer.Bindings {
+		if cfg.Summarizer.Bindings[i].BaseURL == "" {
+			cfg.Summarizer.Bindings[i].BaseURL = up.URL()
+		}
+	}
 	if s.Limit > 0 {
 		cfg.Models = maps.Clone(cfg.Models)
 		if s.Agent == "codex" {
