@@ -136,6 +136,7 @@ func defaultContextCompaction() ContextCompaction {
 		MaxSummaryBytes:  DefaultMaxSummaryBytes,
 		KeepRecentTokens: DefaultKeepRecentTokens,
 		Idle:             IdleAuto,
+		WeighCompactions: true,
 	}
 }
 

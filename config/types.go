@@ -110,6 +110,12 @@ type ContextCompaction struct {
 	// §5.1): IdleAuto (the default: on unless the session's summarizer is
 	// paid by the client's credential), IdleOn or IdleOff.
 	Idle string `toml:"idle" json:"idle"`
+	// WeighCompactions: an automatic compaction between the threshold and
+	// the hard mark (halfway from the threshold to the window) fires only
+	// when what it saves over the requests expected pays for its cache
+	// rewrite and its summary (docs/design.md §4); false compacts at the
+	// threshold always. Default true.
+	WeighCompactions bool `toml:"weigh_compactions" json:"weigh_compactions"`
 }
 
 // Values of context_compaction.idle.

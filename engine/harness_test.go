@@ -120,10 +120,14 @@ func (h *harness) Close() {
 	}
 }
 
+// testConfig is the configuration of the tests of compaction's mechanics:
+// no offload, no context editing, and compaction at the threshold
+// (weigh_compactions off; TestCompactionFiresOnlyWhenItPaysBack weighs).
 func testConfig() config.Config {
 	cfg := config.Defaults()
 	cfg.Offload.Enabled = false
 	cfg.ContextEditing.Enabled = false
+	cfg.ContextCompaction.WeighCompactions = false
 	return cfg
 }
 

@@ -571,6 +571,9 @@ func (e *Engine) decide(s *session, sig trigger.Signal, tokens uint64) (trigger.
 		s.nothingAtCheck = true
 		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but nothing to compact: %s", sig, tokens, s.threshold, why)}, false
 	}
+	if w, ok := e.weighCompaction(s, tokens); ok && !w.PaysBack() {
+		return trigger.Decision{Reason: fmt.Sprintf("%s: %d tokens is at or above the threshold of %d, but %s", sig, tokens, s.threshold, w)}, false
+	}
 	return d, false
 }
 

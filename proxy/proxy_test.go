@@ -413,6 +413,10 @@ func assistantCall(id, name, input string) string {
 func testConfig() config.Config {
 	cfg := config.Defaults()
 	cfg.ContextEditing.Enabled = false
+	// The tests of the proxy's compactions compact at the threshold; the
+	// weighing is the engine's (TestCompactionFiresOnlyWhenItPaysBack) and
+	// the wire replay's, with the defaults.
+	cfg.ContextCompaction.WeighCompactions = false
 	return cfg
 }
 

@@ -90,6 +90,10 @@ func newCtxdWith(t *testing.T, upstream string, limit uint64, edit func(*config.
 		// automatic compaction is futile (docs/design.md §5.2).
 		cfg.ContextCompaction.Trigger = config.Trigger{Percent: 85}
 	}
+	// The tests compact the agents' short sessions at the threshold, as
+	// they did before compactions were weighed (docs/design.md §5.1): a
+	// session of a dozen requests would wait for the hard mark.
+	cfg.ContextCompaction.WeighCompactions = false
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream
 	if edit != nil {
 		edit(&cfg)

@@ -27,7 +27,7 @@ import (
 // CTXD_REPLAY_TABLE=FILE writes the figures as the Markdown table of
 // docs/performance.md.
 func TestReplayCostsNoMoreThanDirect(t *testing.T) {
-	replayTable(t, append(append([]Source(nil), Sources...), CodexSources...), os.Getenv("CTXD_REPLAY_TABLE"), func(t *testing.T, src Source, s *Session, ratio float64, _ int) {
+	replayTable(t, append(append([]Source(nil), Sources...), CodexSources...), os.Getenv("CTXD_REPLAY_TABLE"), nil, func(t *testing.T, src Source, s *Session, ratio float64, _ int) {
 		// A session of many requests is one ctxd has something to save
 		// on; two turns of a scripted recording are not.
 		if src.Agent == "claude-code" && len(s.Turns) >= 100 && ratio > 0.70 {
@@ -37,9 +37,10 @@ func TestReplayCostsNoMoreThanDirect(t *testing.T) {
 }
 
 // replayTable replays each source direct and through ctxd with the default
-// configuration (checkReplay), calls more with the figures, and writes
-// them to file as a Markdown table when file is not "".
-func replayTable(t *testing.T, sources []Source, file string, more func(t *testing.T, src Source, s *Session, ratio float64, compactions int)) {
+// configuration (checkReplay, its cost bound where bound says, always when
+// bound is nil), calls more with the figures, and writes them to file as a
+// Markdown table when file is not "".
+func replayTable(t *testing.T, sources []Source, file string, bound func(Source, Result) bool, more func(t *testing.T, src Source, s *Session, ratio float64, compactions int)) {
 	var table strings.Builder
 	table.WriteString("| session | window | requests | managed | cost direct | cost via ctxd | vs direct | cache writes direct | via ctxd | compactions | summaries |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, src := range sources {
@@ -47,7 +48,15 @@ func replayTable(t *testing.T, sources []Source, file string, more func(t *testi
 			s := LoadSource(t, src, maxTurns())
 			direct := Direct(t, s)
 			via := Through(t, s, config.Defaults())
-			compactions := checkReplay(t, s, direct, via)
+			compactions := checkReplay(t, s, direct, via, bound == nil || bound(src, direct))
+			t.Logf("largest request: direct %d, via ctxd %d tokens", direct.Usage.MaxPrompt, via.Usage.MaxPrompt)
+			if src.Limit > 0 && direct.Usage.MaxPrompt > src.Limit {
+				// The agent's own requests exceed the window: ctxd
+				// compacts, and every request it forwards fits.
+				if compactions == 0 || via.Usage.MaxPrompt > src.Limit {
+					t.Errorf("over the window (direct's largest request %d > %d): %d compactions, ctxd's largest request %d", direct.Usage.MaxPrompt, src.Limit, compactions, via.Usage.MaxPrompt)
+				}
+			}
 			dc, vc := direct.Usage.Cost(), via.Usage.Cost()
 			more(t, src, s, vc/dc, compactions)
 			window := "model's"
