@@ -16,8 +16,9 @@ import (
 // a label (docs/design.md §8).
 const (
 	// MetricRequests counts proxy requests by api and outcome: managed,
-	// passed_through (forwarded untouched), client_rule (the client's own
-	// request broke docs/design.md §4a; forwarded as sent), violation (ctxd's
+	// passed_through (forwarded untouched), client_rule (the client's new
+	// messages broke docs/design.md §4a; sent after ctxd's context as
+	// written, not recorded), violation (ctxd's
 	// assembled context broke it; the client's request went instead),
 	// refused (Origin, Referer or a foreign Host; a body too large),
 	// upgrade_declined (a WebSocket upgrade answered 426: the client

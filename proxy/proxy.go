@@ -234,8 +234,9 @@ type Stats struct {
 	// were not sent (the client's own request went instead): each is a bug.
 	Violations uint64
 	// ClientRuleBreaks counts client requests that themselves broke
-	// docs/design.md §4a: forwarded as sent for the provider to judge, not
-	// counted in Violations.
+	// docs/design.md §4a in their new messages: ctxd's context went with
+	// those messages as the client wrote them, for the provider to judge;
+	// they are not recorded nor counted in Violations.
 	ClientRuleBreaks uint64
 	// Conversations counts the conversations whose first session this
 	// proxy created; MaxBranches is the most sessions (branches) one

@@ -96,7 +96,7 @@ func proxyLine(p *api.ProxyStatus) string {
 		count(p.Overflows, "overflow", "overflows"), count(p.Conversations, "conversation", "conversations"),
 		count(p.Branches, "branch", "branches"), count(p.MaxBranches, "session", "sessions"))
 	if p.ClientRuleBreaks > 0 {
-		line += fmt.Sprintf("; %s broke docs/design.md §4a themselves (forwarded as sent, not recorded)", count(p.ClientRuleBreaks, "client request", "client requests"))
+		line += fmt.Sprintf("; %s broke docs/design.md §4a themselves (sent as ctxd's context and their new messages as written; those not recorded)", count(p.ClientRuleBreaks, "client request", "client requests"))
 	}
 	if p.DeclinedUpgrades > 0 {
 		line += fmt.Sprintf("; %s declined (426: the client fell back to HTTP)", count(p.DeclinedUpgrades, "WebSocket upgrade", "WebSocket upgrades"))
