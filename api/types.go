@@ -385,7 +385,8 @@ const (
 	// failures in this run.
 	DiagCircuitOpen = "circuit_open"
 	// DiagNotCompacted: over the threshold with no pre-send compaction for
-	// another reason (shape server, an open tool round, auto off).
+	// another reason (shape server, an open tool round, auto off, a
+	// staged request the upstream has not accepted yet).
 	DiagNotCompacted = "not_compacted"
 	// DiagCompactionQueued: the pre-send compaction waits for a worker;
 	// the context is served uncompacted.

@@ -79,6 +79,14 @@ type AppendOptions struct {
 	// the answer to a request with which the client compacted its own
 	// conversation, whose history the client is about to replace.
 	NoCompaction bool
+	// AssembledAt, when set, is the LastSeq of the context the request
+	// that msgs answer was sent from (Assembled.LastSeq). When a
+	// checkpoint was written after it, the usage msgs report counts a
+	// context the checkpoint replaced: it is not stored, and the estimate
+	// rests on the checkpoint (a compaction deferred until the upstream
+	// accepted the request, stage.go, ends before its answer is
+	// recorded).
+	AssembledAt uint64
 }
 
 // AppendWith is Append with options. Errors: Append's; ErrInvalid when
@@ -235,6 +243,12 @@ func (e *Engine) batchAppend(ctx context.Context, s *session, b *appendBatch, op
 	// caller's).
 	expanded := slices.Clone(b.expanded)
 	expanded, b.offloaded = e.offloadMessages(ctx, s, expanded, b.staged)
+	if opts.AssembledAt > 0 && s.lastCheckpointSeq() > opts.AssembledAt {
+		// Usage of a context a checkpoint replaced since (AssembledAt).
+		for i := range expanded {
+			expanded[i].Usage = nil
+		}
+	}
 
 	b.events = make([]checkpoint.Event, 0, len(expanded)+len(b.offloaded)+1)
 	if len(b.closed) > 0 {
@@ -345,8 +359,9 @@ func (e *Engine) applyAppend(ctx context.Context, s *session, b *appendBatch, fi
 // deferred by a tool loop that has now ended, layer 2's context-edit pass
 // when one fires, and, when a response carried usage, the post-check,
 // which queues a compaction or a speculative summary (neither with
-// noCompaction, AppendOptions.NoCompaction). It returns the append's
-// result. Called with s.mu held.
+// noCompaction, AppendOptions.NoCompaction; of a staged append, not
+// before its commit: deferToCommit). It returns the append's result.
+// Called with s.mu held.
 func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, first uint64, usageMsg *history.Message, noCompaction bool) AppendResult {
 	var others []checkpoint.Event
 	for i, ev := range b.events {
@@ -357,7 +372,8 @@ func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, f
 	}
 	// A prompt or tool change deferred by a tool loop that has now ended.
 	others = append(others, e.applyPending(ctx, s)...)
-	// Layer 2: a context-edit pass, when one fires.
+	// Layer 2: a context-edit pass, when one fires (staged, it joins the
+	// append's events: appendLog).
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(b.stored))
 
@@ -372,6 +388,11 @@ func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, f
 		switch {
 		case noCompaction:
 			res.Decision = "no post-check compaction: the client is compacting its own conversation"
+		case b.staged != nil && e.deferToCommit(s, b.staged, d, true):
+			// Not earned yet: no job before the commit (stage.go).
+			if d.Compact {
+				res.Decision += "; " + deferredWork
+			}
 		case d.Compact:
 			if _, err := e.submit(s.id, trigger.PostCheck, workers.Background); err == nil {
 				res.CompactionQueued = true

@@ -104,7 +104,16 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	if !opts.NoPreSend {
 		e.refresh(s)
 		d := e.check(ctx, s, trigger.PreSend)
-		if !d.Compact && s.lastCheck.Tokens >= s.threshold {
+		// A staged append (the proxy's request the upstream has not
+		// accepted yet) is not earned: its check queues no compaction
+		// and no speculative summary before the commit (stage.go).
+		held := e.heldForStage(s, d)
+		deferred := held && d.Compact
+		if deferred {
+			diagnostic, code = "pre-send compaction "+deferredWork+": "+d.Reason, api.DiagNotCompacted
+			d.Compact = false
+		}
+		if !d.Compact && !deferred && s.lastCheck.Tokens >= s.threshold {
 			// Over the threshold with no compaction (the circuit is open,
 			// compaction is futile or has nothing to replace): say why
 			// with the context rather than leave the agent guessing.
@@ -120,7 +129,7 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 				code = api.DiagNotCompacted
 			}
 		}
-		if !d.Compact {
+		if !d.Compact && !held {
 			e.maybePrepare(s)
 		}
 		tokens, _ := s.estimate()
@@ -181,6 +190,9 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 	}
 	return a, nil
 }
+
+// deferredWork says why a check of a staged append queued no compaction.
+const deferredWork = "deferred until the upstream accepts the request"
 
 // enforceRules checks the assembled context against the provider rules
 // (docs/design.md §4a) and sets a.Rules. A violation is a bug of ctxd: it is

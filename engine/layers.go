@@ -99,8 +99,9 @@ func (e *Engine) offloadMessages(ctx context.Context, s *session, msgs []history
 const offloadWriters = 8
 
 // planPass runs layer 2 (docs/design.md §6 "Context editing", mode local) after an
-// append: when a pass fires it is recorded in the log, then applied. It
-// returns the events it wrote, with their seqs. Called with s.mu held.
+// append: when a pass fires it is recorded in the log — after a staged
+// append, joined to its events (appendLog) — then applied. It returns the
+// events it wrote, with their seqs. Called with s.mu held.
 func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 	if s.editMode != contextedit.ModeLocal || s.inThinkingLoop() {
 		// A pass inside an open tool loop of a thinking-bound model waits
@@ -172,7 +173,7 @@ func (e *Engine) planPass(ctx context.Context, s *session) []checkpoint.Event {
 		r, _ := json.Marshal(prefixReset{Cause: "context_edit", WithheldBefore: p.WithheldThinkingBefore})
 		events = append(events, checkpoint.Event{Kind: checkpoint.KindPrefixReset, Data: r})
 	}
-	seq, err := e.opts.Log.Append(ctx, s.id, events)
+	seq, err := e.appendLog(ctx, s, events)
 	if err != nil {
 		// Not recorded, so not applied: the next append plans it again.
 		e.log.Warn("recording a context-edit pass", "session", s.id, "err", err)

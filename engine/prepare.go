@@ -178,12 +178,8 @@ func (e *Engine) prepareDue(s *session) bool {
 // as background work. Called with s.mu held, after a check that did not
 // compact.
 func (e *Engine) maybePrepare(s *session) {
-	tokens, _ := s.estimate()
-	if tokens >= s.threshold || s.compacting || s.preparing() || e.prepareGate(s, tokens) != "" || !e.prepareDue(s) {
+	if !e.prepareWanted(s) {
 		return
-	}
-	if e.opts.Pool.Active(s.id) != nil {
-		return // a compaction of the session is queued or running
 	}
 	t, err := e.submit(s.id, trigger.Prepare, workers.Background)
 	if err != nil {
@@ -191,6 +187,17 @@ func (e *Engine) maybePrepare(s *session) {
 		return
 	}
 	s.prepareTicket = t
+}
+
+// prepareWanted reports whether maybePrepare would queue a speculative
+// summary job now. Called with s.mu held.
+func (e *Engine) prepareWanted(s *session) bool {
+	tokens, _ := s.estimate()
+	if tokens >= s.threshold || s.compacting || s.preparing() || e.prepareGate(s, tokens) != "" || !e.prepareDue(s) {
+		return false
+	}
+	// Not while a compaction of the session is queued or running.
+	return e.opts.Pool.Active(s.id) == nil
 }
 
 // preparedMessage is a prepared summary as the summarizer reads it when it

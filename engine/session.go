@@ -532,7 +532,7 @@ func (e *Engine) check(ctx context.Context, s *session, sig trigger.Signal) trig
 		fixed, _ := e.fixedFigure(s, tokens)
 		data, _ := json.Marshal(map[string]any{"level": api.DiagLevelWarn, "code": api.DiagFutile, "message": d.Reason,
 			"fixed_prefix_tokens": fixed, "threshold": s.threshold})
-		if seq, err := e.opts.Log.Append(context.WithoutCancel(ctx), s.id, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
+		if seq, err := e.appendLog(context.WithoutCancel(ctx), s, []checkpoint.Event{{Kind: checkpoint.KindDiagnostic, Data: data}}); err == nil {
 			s.lastSeq = max(s.lastSeq, seq)
 		}
 		e.log.Warn("automatic compaction is futile", "session", s.id, "reason", d.Reason)

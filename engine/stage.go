@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/offload"
+	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/workers"
 )
 
 // A staged append (docs/design.md §10 "Recorded when accepted";
@@ -22,11 +25,18 @@ import (
 // refused request leaves the log exactly as it was, and the slow write is
 // off the path between the client's last byte and the upstream's first.
 //
+// Nothing the append causes costs before it is earned: a context-edit
+// pass or a diagnostic derived while it is staged joins its events
+// (appendLog), written with them at the commit and discarded with them,
+// and neither its post-check nor a pre-send check queues a compaction or
+// a speculative summary, which could call the summarizer with the
+// operator's key: they are deferred to the commit (afterCommit).
+//
 // The log stays one sequence: every other write of the session's log while
-// an append is staged (a compaction, a speculative summary's snapshot, a
-// context-edit pass, the answer's record) writes the staged events first
-// (stagingLog), so nothing durable ever follows or covers a message that
-// is not. Such an append is then durable, and Discard leaves it.
+// an append is staged (a compaction queued before it, the answer's record)
+// writes the staged events first (stagingLog), so nothing durable ever
+// follows or covers a message that is not. Such an append is then durable,
+// and Discard leaves it.
 
 // ErrDiscarded: the staged append was discarded (Staged.Commit).
 var ErrDiscarded = errors.New("staged append discarded")
@@ -65,6 +75,12 @@ type Staged struct {
 	state stageState
 	err   error
 	done  chan struct{} // closed when the write ended
+	// deferred: a check while the append was pending found work (a
+	// compaction, a speculative summary) it did not queue; the first
+	// Commit runs the check again (afterCommit, once: every Commit
+	// returns after it).
+	deferred bool
+	after    sync.Once
 }
 
 // Result is what the append stored in memory, with the seqs its events
@@ -72,13 +88,16 @@ type Staged struct {
 func (st *Staged) Result() AppendResult { return st.res }
 
 // Stage applies msgs to session id in memory as Append would — validated,
-// abandoned rounds closed, oversized results offloaded, the post-check,
-// passes — and returns without writing them: Commit writes them, Discard
+// abandoned rounds closed, oversized results offloaded, a context-edit
+// pass — and returns without writing them: Commit writes them, Discard
 // drops them. Until one of them, the session's context and figures
-// include the append; its events are not in the log yet (Events,
-// LastSeq). Any other write of the session's log commits the staged
-// append first, so a compaction or a pass triggered while it is pending
-// finds it durable. opts.IdempotencyKey must be empty.
+// include the append; its events, and those of a pass or diagnostic it
+// caused, are not in the log yet (Events, LastSeq). While it is pending
+// no check (its post-check, a pre-send check of Context) queues a
+// compaction or a speculative summary: the first Commit runs the check
+// again. Any other write of the session's log commits the staged append
+// first, so a compaction queued before it finds it durable.
+// opts.IdempotencyKey must be empty.
 //
 // Errors: Append's; ErrInvalid when opts has an idempotency key.
 func (e *Engine) Stage(ctx context.Context, id string, msgs []history.Message, opts AppendOptions) (*Staged, error) {
@@ -104,11 +123,121 @@ func (e *Engine) Stage(ctx context.Context, id string, msgs []history.Message, o
 // Commit writes the staged append, once, and returns when it is durable
 // (at once when it is already). A commit that finds the log moved on (a
 // fleet's other node appended) fails, and the session is reloaded from
-// the log at its next use: the append is lost, as after a crash.
+// the log at its next use: the append is lost, as after a crash. The
+// first Commit that finds it durable runs the checks deferred while it
+// was pending (afterCommit), and every Commit returns after them. Not
+// called with the session's lock held.
 //
 // Errors: ErrDiscarded, the log's (ErrNotFound after a deletion).
 func (st *Staged) Commit(ctx context.Context) error {
-	return st.write(ctx)
+	if err := st.write(ctx); err != nil {
+		return err
+	}
+	st.after.Do(func() { st.e.afterCommit(ctx, st) })
+	return nil
+}
+
+// afterCommit runs the check deferred while st was pending (Staged.
+// deferred), once: the upstream accepted the request, so the work it
+// finds is earned — a compaction, or a speculative summary. The
+// compaction is queued first among background work, as a pre-send check
+// whose context fits the window queues it, and afterCommit waits, up to
+// startGrace, until a worker takes it: its snapshot is then the session
+// as the request left it, before the answer's record — which would open
+// a tool round, under which no compaction runs. When another append of
+// the session is staged by now, the check is deferred to its commit.
+func (e *Engine) afterCommit(ctx context.Context, st *Staged) {
+	e.stageMu.Lock()
+	deferred := st.deferred
+	st.deferred = false
+	e.stageMu.Unlock()
+	if !deferred {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	s, err := e.lock(ctx, st.id)
+	if err != nil {
+		return // deleted meanwhile
+	}
+	e.refresh(s)
+	d := e.check(ctx, s, trigger.PostCheck)
+	var t *workers.Ticket
+	switch {
+	case e.heldForStage(s, d):
+	case !d.Compact:
+		e.maybePrepare(s)
+	default:
+		if t, err = e.submit(s.id, trigger.PostCheck, workers.BackgroundFirst); err != nil {
+			e.log.Warn("compaction deferred to the commit not queued", "session", s.id, "err", err)
+		}
+	}
+	e.saveRow(s)
+	s.mu.Unlock()
+	if t == nil {
+		return
+	}
+	grace := time.NewTimer(startGrace)
+	defer grace.Stop()
+	select {
+	case <-t.Started():
+	case <-t.Done():
+	case <-grace.C:
+	}
+}
+
+// heldForStage reports whether s has a staged append not written yet:
+// then a check's work is not queued — neither the compaction d decides
+// nor a speculative summary — but deferred to the append's commit
+// (afterCommit). Called with s.mu held, after the check.
+func (e *Engine) heldForStage(s *session, d trigger.Decision) bool {
+	return s.stage != nil && e.deferToCommit(s, s.stage, d, false)
+}
+
+// deferToCommit defers the work of check d of session s, if any, to st's
+// commit, and reports whether it did: st is not written yet, or, when
+// own (the append being staged: its Commit is still to come), not
+// dropped either. Called with s.mu held.
+func (e *Engine) deferToCommit(s *session, st *Staged, d trigger.Decision, own bool) bool {
+	work := d.Compact || e.prepareWanted(s)
+	e.stageMu.Lock()
+	defer e.stageMu.Unlock()
+	switch st.state {
+	case stagePending, stageWriting:
+	case stageCommitted:
+		if !own {
+			return false
+		}
+	default:
+		return true // dropped with the append
+	}
+	st.deferred = st.deferred || work
+	return true
+}
+
+// appendLog writes events after session s's log and returns the first
+// one's seq, or, while an append of s is staged and not being written,
+// joins them to it: they are written with it at its commit, at the seqs
+// returned, and dropped with it when it is discarded (a context-edit pass
+// or a diagnostic the staged messages caused is not stored before they
+// are). Errors: the log's. Called with s.mu held.
+func (e *Engine) appendLog(ctx context.Context, s *session, events []checkpoint.Event) (uint64, error) {
+	if st := s.stage; st != nil {
+		e.stageMu.Lock()
+		if st.state == stagePending {
+			seq := st.base + uint64(len(st.events)) + 1
+			now := e.opts.Now().UTC()
+			for i := range events {
+				if events[i].Time.IsZero() {
+					events[i].Time = now
+				}
+			}
+			st.events = append(st.events, events...)
+			e.stageMu.Unlock()
+			return seq, nil
+		}
+		e.stageMu.Unlock()
+	}
+	return e.opts.Log.Append(ctx, s.id, events)
 }
 
 // Discard drops the staged append unless it is durable already (another

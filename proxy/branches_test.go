@@ -50,6 +50,9 @@ func touchingClient(t *testing.T, requests int, touch bool) touchingRun {
 			t.Fatalf("request %d unmanaged: %s", i, resp.Header.Get(HeaderDiagnostic))
 		}
 		run.sessions[got] = true
+		// A compaction follows the request's acceptance: the next request
+		// is sent when it has ended, whatever the scheduling.
+		f.jobsDone(got)
 		var sb strings.Builder
 		for w := range 250 {
 			fmt.Fprintf(&sb, "word%d-%d ", i, w)
@@ -119,13 +122,17 @@ func forkInherits(t *testing.T, restart bool) {
 		return sb.String()
 	}
 	parent := ""
+	// The request at compactedAt crosses the threshold: compacted once
+	// the upstream accepted it, with its answer or not; the answer the
+	// client edits is the next one's, which follows the checkpoint.
 	compactedAt := -1
-	for i := 0; i < 30 && compactedAt < 0; i++ {
+	for i := 0; i < 30 && (compactedAt < 0 || i == compactedAt+1); i++ {
 		id, input := fmt.Sprintf("toolu_%02d", i), fmt.Sprintf(`{"command":"step %d"}`, i)
 		f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", input}}, 100, 5)})
 		before := len(f.up.summaries())
 		resp, _ := f.post(c.body(), hdr)
 		parent = resp.Header.Get(HeaderSessionID)
+		f.jobsDone(parent) // compacted once the upstream accepted the request
 		if len(f.up.summaries()) > before {
 			compactedAt = i
 		}
@@ -143,7 +150,7 @@ func forkInherits(t *testing.T, restart bool) {
 		f.restart()
 	}
 	// The client edits the input of the newest answer it resends.
-	id := fmt.Sprintf("toolu_%02d", compactedAt)
+	id := fmt.Sprintf("toolu_%02d", compactedAt+1)
 	edited := `{"command":"step 99 --edited"}`
 	c.msgs[len(c.msgs)-2] = assistantCall(id, "Bash", edited)
 	before := len(f.up.summaries())
@@ -170,7 +177,7 @@ func forkInherits(t *testing.T, restart bool) {
 	if !strings.Contains(out, "Fix the build.") || !strings.Contains(out, `step 99 --edited`) {
 		t.Errorf("the fork's request lacks the parent's summary or the client's edit: %.600s", out)
 	}
-	if strings.Contains(out, `"command":"step `+fmt.Sprint(compactedAt)+`"`) {
+	if strings.Contains(out, `"command":"step `+fmt.Sprint(compactedAt+1)+`"`) {
 		t.Error("the fork's request holds the answer the client edited away")
 	}
 	c.assistant(assistantText("done")).user("and now the docs")

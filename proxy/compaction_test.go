@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
@@ -114,8 +115,26 @@ func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	}
 }
 
-// Over the threshold, ctxd compacts before forwarding: the first request
-// the upstream sees is already compacted.
+// jobsDone waits until every request's records are written and session
+// id's compaction or speculative summary job, if one is queued or
+// running, has ended: the job a request's check deferred until the
+// upstream accepted it is queued by then (engine.Staged.Commit).
+func (f *fixture) jobsDone(id string) {
+	f.t.Helper()
+	f.settle()
+	if t := f.pool.Active(id); t != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := t.Wait(ctx); err != nil && ctx.Err() != nil {
+			f.t.Fatalf("session %s's job did not end: %v", id, err)
+		}
+	}
+}
+
+// Over the threshold, ctxd compacts: not before forwarding the request
+// that crossed it — the upstream has not accepted its credential yet, so
+// it is sent as it is, saying why — but once the upstream accepted it,
+// and the next request the upstream sees is compacted.
 func TestPreSendCompaction(t *testing.T) {
 	f := newFixture(t, testConfig())
 	hdr := map[string]string{HeaderContextLimit: "6000"}
@@ -123,13 +142,23 @@ func TestPreSendCompaction(t *testing.T) {
 	// last results push the estimate over it.
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	before := len(f.up.requests())
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 4000, 5)})
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
-	cs := compactions(t, f, id)
-	if len(cs) != 1 || cs[0]["signal"] != "pre-send" {
-		t.Fatalf("compactions %v; diagnostic %q", cs, resp.Header.Get(HeaderDiagnostic))
+	if d := resp.Header.Get(HeaderDiagnostic); !strings.Contains(d, "deferred until the upstream accepts the request") {
+		t.Errorf("diagnostic %q", d)
 	}
-	out := outgoingMessages(t, f.up.requests()[before].body)
+	if out := outgoingMessages(t, f.up.requests()[before].body); len(out) != len(c.msgs) {
+		t.Errorf("the request that crossed the threshold went with %d messages for the client's %d", len(out), len(c.msgs))
+	}
+	f.jobsDone(id)
+	cs := compactions(t, f, id)
+	if len(cs) != 1 || cs[0]["signal"] != "post-check" {
+		t.Fatalf("compactions %v", cs)
+	}
+	c.assistant(assistantText("ok")).user("next")
+	f.post(c.body(), hdr)
+	out := outgoingMessages(t, f.up.requests()[before+1].body)
 	if len(out) >= len(c.msgs) {
 		t.Errorf("the upstream got %d messages for the client's %d", len(out), len(c.msgs))
 	}
@@ -147,6 +176,7 @@ func TestSummaryPaidByTheClient(t *testing.T) {
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	resp, _ := f.post(c.body(), hdr)
+	f.jobsDone(resp.Header.Get(HeaderSessionID))
 	sums := f.up.summaries()
 	if len(sums) != 1 {
 		t.Fatalf("%d summarizer requests upstream", len(sums))
@@ -182,6 +212,7 @@ func TestSummaryByConfiguredBindings(t *testing.T) {
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	resp, _ := f.post(c.body(), hdr)
+	f.jobsDone(resp.Header.Get(HeaderSessionID))
 	if n := len(f.up.summaries()); n != 0 {
 		t.Errorf("%d summarizer requests upstream", n)
 	}
@@ -192,8 +223,8 @@ func TestSummaryByConfiguredBindings(t *testing.T) {
 }
 
 // After a restart the client's credential is gone: a compaction of the
-// proxied session waits for the client's next request, whose pre-send
-// check then compacts with the credential it brings.
+// proxied session waits for the client's next request, and is made with
+// the credential it brings once the upstream accepted it.
 func TestCompactionWaitsForTheClientAfterRestart(t *testing.T) {
 	f := newFixture(t, testConfig())
 	hdr := map[string]string{HeaderContextLimit: "6000"}
@@ -211,6 +242,7 @@ func TestCompactionWaitsForTheClientAfterRestart(t *testing.T) {
 	}
 	c.assistant(assistantText("ok")).user(strings.Repeat("a long new request with many words ", 200))
 	f.post(c.body(), hdr)
+	f.jobsDone(id)
 	if n := len(f.up.summaries()); n != 1 {
 		info, _ := f.eng.Session(context.Background(), id)
 		b, _ := json.Marshal(info)

@@ -292,6 +292,9 @@ type plan struct {
 	// window and threshold when out was assembled, in tokens.
 	observe          bool
 	limit, threshold uint64
+	// assembledAt is the session's last seq when out was assembled
+	// (engine.AppendOptions.AssembledAt).
+	assembledAt uint64
 	// resend: the request is one already recorded (a retry); its answer is
 	// not recorded again when one was recorded for it (record.Resp).
 	resend bool

@@ -149,8 +149,8 @@ func TestOperatorBindingsOnlyForAcceptedCredentials(t *testing.T) {
 			id := "toolu_" + string(rune('a'+i))
 			c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`)).results([2]string{id, strings.Repeat("word ", 700)})
 		}
-		f.post(c.user("go on").body(), map[string]string{"X-Api-Key": key})
-		f.settle()
+		resp, _ := f.post(c.user("go on").body(), map[string]string{"X-Api-Key": key})
+		f.jobsDone(resp.Header.Get(HeaderSessionID))
 	}
 	for i := 0; i < 3; i++ {
 		f.up.script(reply{status: 401, body: authError})

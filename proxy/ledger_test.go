@@ -51,13 +51,18 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	f := newFixture(t, testConfig())
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	// The ninth request crosses the threshold: compacted once the
+	// upstream accepted it, and the tenth is sent compacted.
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
+	f.jobsDone(id)
+	c.assistant(assistantText("ok")).user("next")
+	f.post(c.body(), hdr)
 	reqs, sums, tot := requestEntries(t, f, id)
 	// Every request is managed (X-Ctxd-Context-Limit is taken from the
 	// first; nothing compacts before the upstream authenticated the
 	// credential) and has its entry.
-	if len(reqs) != len(agentRequests(f)) || len(reqs) != 9 {
+	if len(reqs) != len(agentRequests(f)) || len(reqs) != 10 {
 		t.Fatalf("%d request entries for %d agent requests", len(reqs), len(agentRequests(f)))
 	}
 	for i, e := range reqs[:8] {
@@ -72,7 +77,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	if !slices.Contains(last.Rewrites, ledger.CauseCompaction) || last.SentTokens >= last.ClientTokens {
 		t.Fatalf("the request after the compaction: %+v", last)
 	}
-	if tot.Summarizer != sums[0].Cost || tot.Requests != 9 {
+	if tot.Summarizer != sums[0].Cost || tot.Requests != 10 {
 		t.Fatalf("totals %+v", tot)
 	}
 	f.restart()
@@ -81,7 +86,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 9 {
+	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 10 {
 		t.Fatalf("after a restart: %d entries, totals %+v, info %+v", len(reqs2), tot2, info.Ledger)
 	}
 }
@@ -132,12 +137,15 @@ func TestObserveModeSendsTheClientsBytes(t *testing.T) {
 	var sent []string
 	var session string
 	c := newConversation().user("investigate the failing build")
-	for i := range 9 {
+	// The ninth request crosses the threshold: compacted once the
+	// upstream accepted it, and the tenth is projected compacted.
+	for i := range 10 {
 		id := "toolu_" + string(rune('a'+i))
 		f.up.script(reply{stream: true, body: sse("", "", [][3]string{{id, "Bash", `{"command":"x"}`}}, 500*(i+1), 5)})
 		sent = append(sent, c.body())
 		resp, _ := f.post(c.body(), hdr)
 		session = resp.Header.Get(HeaderSessionID)
+		f.jobsDone(session)
 		c.assistant(assistantCall(id, "Bash", `{"command":"x"}`)).results([2]string{id, strings.Repeat("output line\n", 150)})
 	}
 	got := agentRequests(f)

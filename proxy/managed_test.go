@@ -25,11 +25,16 @@ func TestManagedConversationStaysManaged(t *testing.T) {
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
-	f.settle()
+	// Compacted once the upstream accepted the request that crossed the
+	// threshold: the next request is sent compacted.
+	f.jobsDone(id)
 	cs := len(compactions(t, f, id))
 	if cs != 1 {
 		t.Fatalf("%d compactions before the rule break, want 1", cs)
 	}
+	c.assistant(assistantText("ok")).user("go on")
+	f.post(c.body(), hdr)
+	f.settle()
 	sent := func() []string {
 		reqs := f.up.requests()
 		return normalizedMessages(t, reqs[len(reqs)-1].body)

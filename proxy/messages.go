@@ -442,7 +442,7 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 	st, _ := json.Marshal(rec)
 	// The answer to the client's own compaction queues no compaction of
 	// ctxd's: the client replaces the history it summarized.
-	if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: st, NoCompaction: req.clientCompacting}); err != nil {
+	if _, err := p.eng.AppendWith(ctx, pl.b.id, msgs, engine.AppendOptions{ClientState: st, NoCompaction: req.clientCompacting, AssembledAt: pl.assembledAt}); err != nil {
 		// The client resends the answer with its next request, which is
 		// then appended like any new message.
 		p.log.Warn("answer not recorded", "session", pl.b.id, "err", err)

@@ -195,3 +195,74 @@ func TestRefusedRequestOnAConversationLeavesNoState(t *testing.T) {
 		t.Fatalf("accepted: %d messages, n %d, files %v", len(after.messages), after.n, after.files)
 	}
 }
+
+// TestRefusedRequestOverTheThresholdCostsNothing: a request that takes a
+// conversation over the compaction threshold, refused by the upstream
+// (401 here, for a revoked key), starts no compaction, calls no
+// summarizer and writes nothing to the session's log — its checks are
+// deferred until the upstream accepts it, and it never does; the same
+// request accepted next is compacted once accepted, and the request after
+// it goes compacted.
+func TestRefusedRequestOverTheThresholdCostsNothing(t *testing.T) {
+	f := newFixture(t, testConfig())
+	ctx := context.Background()
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	// Under the threshold (4200 of 6000) until the last results.
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	f.settle()
+	ids := f.sessions()
+	if len(ids) != 1 {
+		t.Fatalf("sessions %v", ids)
+	}
+	id := ids[0]
+	events := func() []string {
+		t.Helper()
+		f.settle()
+		var out []string
+		err := f.eng.Events(ctx, id, 1, false, func(ev checkpoint.Event) error {
+			if ev.Kind != checkpoint.KindClientState { // the refusal's last_error
+				b, _ := json.Marshal(ev)
+				out = append(out, string(b))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before, sums := events(), len(f.up.summaries())
+	if len(compactions(t, f, id)) != 0 {
+		t.Fatal("compacted before the request that crosses the threshold: the test shows nothing")
+	}
+	for range 3 {
+		f.up.script(reply{status: 401, body: authError})
+		if resp, _ := f.post(c.body(), hdr); resp.StatusCode != 401 {
+			t.Fatalf("refused: %d", resp.StatusCode)
+		}
+		if got := events(); !slices.Equal(got, before) {
+			t.Fatalf("the refused request wrote %d events", len(got)-len(before))
+		}
+		if j := f.pool.Active(id); j != nil {
+			t.Fatal("the refused request left a job queued")
+		}
+		if n := len(f.up.summaries()) - sums; n != 0 {
+			t.Fatalf("the refused request made %d summarizer calls", n)
+		}
+	}
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 4000, 5)})
+	resp, _ := f.post(c.body(), hdr)
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) != id {
+		t.Fatalf("accepted: %d, session %q", resp.StatusCode, resp.Header.Get(HeaderSessionID))
+	}
+	f.jobsDone(id)
+	if cs := compactions(t, f, id); len(cs) != 1 || len(f.up.summaries()) != sums+1 {
+		t.Fatalf("accepted: compactions %v, %d summarizer calls", cs, len(f.up.summaries())-sums)
+	}
+	c.assistant(assistantText("ok")).user("next")
+	f.post(c.body(), hdr)
+	reqs := f.up.requests()
+	if out := outgoingMessages(t, reqs[len(reqs)-1].body); len(out) >= len(c.msgs) {
+		t.Errorf("the request after the compaction went with %d messages for the client's %d", len(out), len(c.msgs))
+	}
+}
