@@ -266,3 +266,63 @@ func TestRefusedRequestOverTheThresholdCostsNothing(t *testing.T) {
 		t.Errorf("the request after the compaction went with %d messages for the client's %d", len(out), len(c.msgs))
 	}
 }
+
+// TestRefusedRequestWritesNoPass: a request whose tool results set off a
+// context-edit pass, refused by the upstream, writes no pass (nor
+// anything else); accepted, its pass is written with it.
+func TestRefusedRequestWritesNoPass(t *testing.T) {
+	cfg := testConfig()
+	cfg.ContextEditing.Enabled = true
+	cfg.ContextEditing.MaxTotalToolResultChars = 10500
+	cfg.ContextEditing.MinCharsPerPass = 4000
+	cfg.ContextEditing.KeepRecentTurns = 1
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	hdr := map[string]string{HeaderContextLimit: "200000"}
+	// Four results of ~2,500 characters sent: under the limit; the next
+	// request's fifth takes the history over it.
+	c := longConversation(f, 5, 250, hdr)
+	f.settle()
+	ids := f.sessions()
+	if len(ids) != 1 {
+		t.Fatalf("sessions %v", ids)
+	}
+	id := ids[0]
+	kinds := func() (all []string, passes int) {
+		t.Helper()
+		f.settle()
+		err := f.eng.Events(ctx, id, 1, false, func(ev checkpoint.Event) error {
+			if ev.Kind == checkpoint.KindContextEdit {
+				passes++
+			}
+			if ev.Kind != checkpoint.KindClientState {
+				b, _ := json.Marshal(ev)
+				all = append(all, string(b))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all, passes
+	}
+	before, passes := kinds()
+	if passes != 0 {
+		t.Fatalf("%d passes before the request: the test shows nothing", passes)
+	}
+	f.up.script(reply{status: 401, body: authError})
+	if resp, _ := f.post(c.body(), hdr); resp.StatusCode != 401 {
+		t.Fatalf("refused: %d", resp.StatusCode)
+	}
+	if got, passes := kinds(); passes != 0 || !slices.Equal(got, before) {
+		t.Fatalf("the refused request wrote %d events, %d passes", len(got)-len(before), passes)
+	}
+	if resp, _ := f.post(c.body(), hdr); resp.StatusCode != 200 {
+		t.Fatalf("accepted: %d", resp.StatusCode)
+	}
+	if _, passes := kinds(); passes != 1 {
+		info, _ := f.eng.Session(ctx, id)
+		b, _ := json.Marshal(info)
+		t.Fatalf("the accepted request wrote %d passes, want 1: %s", passes, b)
+	}
+}
