@@ -78,6 +78,13 @@ type ContextOptions struct {
 	// `ctxctl replay`, which reports them; never for a context an agent
 	// sends). The violation is still logged and counted.
 	Unchecked bool
+	// Earned: the upstream accepted the credential of the request this
+	// context is for before (the provider proxy's). A pending staged
+	// append then defers its pre-send compaction only while the context
+	// fits the window: one over it would be refused for its length, and
+	// the overflow compaction that follows the refusal costs as much
+	// (stage.go).
+	Earned bool
 }
 
 // Context returns the session's assembled context (docs/design.md §4). Unless
@@ -107,7 +114,8 @@ func (e *Engine) Context(ctx context.Context, id string, opts ContextOptions) (*
 		// A staged append (the proxy's request the upstream has not
 		// accepted yet) is not earned: its check queues no compaction
 		// and no speculative summary before the commit (stage.go).
-		held := e.heldForStage(s, d)
+		over := s.limit > 0 && s.lastCheck.Tokens > s.limit
+		held := !(d.Compact && over && opts.Earned) && e.heldForStage(s, d)
 		deferred := held && d.Compact
 		if deferred {
 			diagnostic, code = "pre-send compaction "+deferredWork+": "+d.Reason, api.DiagNotCompacted

@@ -203,3 +203,43 @@ func TestUsageOfAContextACheckpointReplacedIsNotStored(t *testing.T) {
 		})
 	}
 }
+
+// A staged append that takes the context over the window defers its
+// pre-send compaction too, unless the request's credential was accepted
+// before (ContextOptions.Earned): the context would be refused for its
+// length, and the overflow compaction after the refusal costs as much.
+// Then the check compacts, and the append is written first.
+func TestStagedOverTheWindowCompactsWhenEarned(t *testing.T) {
+	for _, earned := range []bool{false, true} {
+		t.Run(fmt.Sprint("earned=", earned), func(t *testing.T) {
+			ctx := context.Background()
+			h := newHarness(t, testConfig(), "")
+			h.create("s", 50000) // threshold 35,000
+			h.append("s", user("first "+words(7000)), assistant("a "+words(7000)), user("second "+words(7000)), assistant("b "+words(7000)))
+			before := h.logOf("s")
+			st, err := h.e.Stage(ctx, "s", []history.Message{user("third " + words(25000))}, AppendOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := h.e.Context(ctx, "s", ContextOptions{Earned: earned})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !earned {
+				if a.Compacted || a.DiagnosticCode != api.DiagNotCompacted || !strings.Contains(a.Diagnostic, deferredWork) || a.Tokens <= a.ContextLimit {
+					t.Fatalf("not earned: compacted %v, %d tokens (window %d), %s %q", a.Compacted, a.Tokens, a.ContextLimit, a.DiagnosticCode, a.Diagnostic)
+				}
+				if got := h.logOf("s"); !slices.Equal(got, before) || !st.Discard() {
+					t.Fatalf("not earned: the log changed (%d events, %d before)", len(got), len(before))
+				}
+				return
+			}
+			if !a.Compacted || a.Tokens > a.ContextLimit {
+				t.Fatalf("earned: compacted %v, %d tokens (window %d), %q", a.Compacted, a.Tokens, a.ContextLimit, a.Diagnostic)
+			}
+			if st.Discard() {
+				t.Fatal("earned: the compaction did not write the staged append first")
+			}
+		})
+	}
+}

@@ -472,7 +472,10 @@ var (
 // conversation, request.clientCompacting) and renders the outgoing body:
 // the client's body with only messages replaced.
 func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.Body, string, error) {
-	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{NoPreSend: req.clientCompacting})
+	// A staged request over the window compacts first only for a
+	// credential the upstream accepted before (engine.ContextOptions.Earned).
+	earned := pl.staged != nil && p.isAccepted(pl.staged.fp)
+	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{NoPreSend: req.clientCompacting, Earned: earned})
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}
