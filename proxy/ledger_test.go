@@ -101,10 +101,15 @@ func TestCachelessUpstreamClaimsNoCacheSaving(t *testing.T) {
 	f := newFixture(t, testConfig())
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	// The ninth request crosses the threshold: compacted once the
+	// upstream accepted it, and the tenth is sent compacted.
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
+	f.jobsDone(id)
+	c.assistant(assistantText("ok")).user("next")
+	f.post(c.body(), hdr)
 	reqs, _, tot := requestEntries(t, f, id)
-	if len(reqs) != 9 {
+	if len(reqs) != 10 {
 		t.Fatalf("%d request entries", len(reqs))
 	}
 	p, ok := ledger.PriceOf(f.eng.Config(), "claude-opus-4-8")
@@ -118,7 +123,7 @@ func TestCachelessUpstreamClaimsNoCacheSaving(t *testing.T) {
 		}
 		kept += e.ClientTokens - e.SentTokens
 	}
-	if kept == 0 || tot.Uncached != 9 || len(tot.CacheWrites) != 0 {
+	if kept == 0 || tot.Uncached != 10 || len(tot.CacheWrites) != 0 {
 		t.Fatalf("kept %d tokens out; totals %+v", kept, tot)
 	}
 	if want := float64(kept)*p.Input/1e6 - tot.Summarizer; math.Abs(tot.Saved-want) > 1e-9 {
