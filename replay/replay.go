@@ -74,6 +74,7 @@ type Env struct {
 	Engine *engine.Engine
 	dir    string
 	temp   bool
+	lock   *os.File // held on a temporary directory while in use
 	db     interface{ Close() error }
 	log    *checkpoint.Store
 	arts   *artifacts.Store
@@ -90,11 +91,11 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 	}
 	env := &Env{dir: dataDir, done: make(chan struct{})}
 	if env.dir == "" {
-		d, err := stableTempDir()
+		d, lock, err := stableTempDir()
 		if err != nil {
 			return nil, err
 		}
-		env.dir, env.temp = d, true
+		env.dir, env.temp, env.lock = d, true, lock
 	}
 	// A throwaway store needs no sync per append; a kept one does.
 	db, err := store.Open(filepath.Join(env.dir, "db"), store.Options{SyncWrites: !env.temp && cfg.Storage.SyncWrites, Logger: logger})
@@ -150,19 +151,31 @@ func Open(cfg config.Config, dataDir string, logger *slog.Logger, hook func(stri
 // ctxd-replay-0, -1, …: the offload stubs of a replay carry its path, so two
 // replays of one file run one after the other see the same path and print
 // the same report, where os.MkdirTemp's random name changed the
-// stubs' token counts. Concurrent replays get different numbers.
-func stableTempDir() (string, error) {
+// stubs' token counts. Concurrent replays get different numbers. The
+// replay holds the returned lock while it runs; a directory left by a
+// killed replay (its lock free) is emptied and reused, so that a crash
+// does not shift every later replay to another path.
+func stableTempDir() (string, *os.File, error) {
 	for n := 0; n < 1000; n++ {
 		d := filepath.Join(os.TempDir(), fmt.Sprintf("ctxd-replay-%d", n))
 		err := os.Mkdir(d, 0o700)
 		if err == nil {
-			return d, nil
+			lock, err := lockNew(d)
+			if err != nil {
+				_ = os.RemoveAll(d)
+				return "", nil, err
+			}
+			return d, lock, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", err
+			return "", nil, err
+		}
+		if lock := reclaim(d); lock != nil {
+			return d, lock, nil
 		}
 	}
-	return os.MkdirTemp("", "ctxd-replay-*")
+	d, err := os.MkdirTemp("", "ctxd-replay-*")
+	return d, nil, err
 }
 
 // Dir is the data directory in use.
@@ -193,6 +206,10 @@ func (env *Env) Close() error {
 func (env *Env) cleanup() {
 	if env.temp {
 		_ = os.RemoveAll(env.dir)
+	}
+	if env.lock != nil {
+		_ = env.lock.Close()
+		env.lock = nil
 	}
 }
 
