@@ -129,7 +129,7 @@ const (
 // current configuration's entry of its model, in words for doctor.
 func settingsDiff(model string, st storedSettings, cur config.Model, curSrc config.ModelFieldSources, known bool, curWindow uint64, curWindowSrc string) []string {
 	if !known {
-		return []string{fmt.Sprintf("the current configuration has no entry for model %q: the session is served with the settings stored when it was created (window %s)", model, windowText(st.Window, st.WindowSource))}
+		return []string{fmt.Sprintf("the current configuration has no entry for model %q: the session is served with the settings stored when it was created (the entry's window then: %s; a window learned since or set for the session still applies)", model, windowText(st.Window, st.WindowSource))}
 	}
 	var out []string
 	if st.Window != curWindow && st.WindowSource != WindowUnknown {
