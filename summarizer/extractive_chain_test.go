@@ -172,8 +172,8 @@ func TestExtractiveHoldsOverCompactions(t *testing.T) {
 				pts := factPoints(t, ff.Session)
 				msgs := pts[len(pts)-1].Msgs
 				cuts := facttest.Cuts(msgs, n)
-				if len(cuts) < 2 {
-					t.Skipf("%d cuts: too short to compact again", len(cuts))
+				if want := facttest.WantCuts(ff.Session, n); len(cuts) != want {
+					t.Fatalf("%d cuts, want %d", len(cuts), want)
 				}
 				sums := chainSummaries(msgs, cuts, 0)
 				first, last := sums[0], sums[len(sums)-1]
