@@ -49,7 +49,8 @@ func (e exPrevEntry) in(prefix string) bool { return strings.HasPrefix(e.group, 
 
 var (
 	exPrevWorkDirRe  = regexp.MustCompile(`(?m)^- Working directory: (\S+) \(`)
-	exPrevModifiedRe = regexp.MustCompile(`^- (\S+) \(([^)]*)\)(?:: (.*))?$`)
+	exPrevModifiedRe = regexp.MustCompile(`^- (\S+) \(([^)]*)\)(?:(: |; )(.*))?$`)
+	exPrevSnippetRe  = regexp.MustCompile("wrote `([^`]*)`")
 	exPrevWritesRe   = regexp.MustCompile(`writes ×(\d+)`)
 	exPrevReadsRe    = regexp.MustCompile(`reads ×(\d+)`)
 )
@@ -102,8 +103,16 @@ func (x *extraction) carryFiles() {
 				f.reads += n
 			}
 			f.created = f.created || strings.Contains(m[2], "new")
-			var added, removed, changed []string
-			ids, _, _ := strings.Cut(m[3], "; wrote ")
+			var added, removed, changed, snippets []string
+			// "- p (…): names; wrote `…`", or "- p (…); wrote `…`" for a
+			// file whose edits added no name.
+			ids, wrote, _ := strings.Cut(m[4], "; wrote ")
+			if m[3] == "; " {
+				ids, wrote = "", m[4]
+			}
+			for _, sm := range exPrevSnippetRe.FindAllStringSubmatch("wrote "+wrote, -1) {
+				snippets = append(snippets, sm[1])
+			}
 			for _, tok := range strings.Fields(ids) {
 				switch {
 				case strings.HasPrefix(tok, "+"):
@@ -118,6 +127,8 @@ func (x *extraction) carryFiles() {
 			f.added = appendNew(added, f.added...)
 			f.removed = appendNew(removed, f.removed...)
 			f.changed = appendNew(changed, f.changed...)
+			// What a small edit wrote (a one-line fix) is the fact itself.
+			f.snippets = appendNew(snippets, f.snippets...)
 		case e.in("Artifacts"):
 			if u := exArtifactRe.FindString(line); u != "" && !x.seenArt[u] {
 				x.seenArt[u] = true

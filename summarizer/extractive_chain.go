@@ -61,6 +61,12 @@ func lineTerms(l string) []string {
 	if rest, ok := strings.CutPrefix(l, "- fixed: "); ok {
 		out = append(out, truncRunes(exSeqRefRe.ReplaceAllString(rest, ""), 50))
 	}
+	// So is a command's outcome ("→ 410 tests, 0 failures").
+	if _, res, ok := strings.Cut(l, ") → "); ok && strings.HasPrefix(l, "- `") {
+		if res = strings.TrimSpace(res); len(res) >= 4 {
+			out = append(out, headRunes(res, 50))
+		}
+	}
 	for _, re := range []*regexp.Regexp{exTermBacktickRe, exTermQuoteRe, exTermPathRe, exTermIdentRe} {
 		for _, m := range re.FindAllString(l, -1) {
 			m = strings.Trim(m, "`\"")
@@ -106,9 +112,19 @@ func prevLines(prev string) []exPrevLine {
 	}
 	var out []exPrevLine
 	prio := len(exCarryPrio)
+	// head: the line before opens an entry of the goal (a request, task
+	// material the agent opened), whose first quoted line is its title.
+	head := false
 	for l := range strings.SplitSeq(prev, "\n") {
 		t := strings.TrimSpace(l)
+		title := head && strings.HasPrefix(t, ">")
+		head = prio == exCarryPrio[HeadingGoal] && strings.HasSuffix(t, ":") && !strings.HasPrefix(t, ">")
 		switch {
+		case title:
+			// The task as stated (an issue's title, the request's first
+			// line): a fact in its words, carried with the decisions, as
+			// an entry (a carried quote is reasoning).
+			out = append(out, exPrevLine{text: "- " + strings.TrimSpace(strings.TrimPrefix(t, ">")), prio: exCarryPrio[HeadingDecisions]})
 		case strings.HasPrefix(t, "## "):
 			p, ok := exCarryPrio[t]
 			if !ok {
@@ -175,7 +191,7 @@ func lostLines(prev, summary string) []exPrevLine {
 			// sentences are facts: decisions, errors, what was carried
 			// before.
 			core := strings.TrimSpace(strings.TrimLeft(exSeqRefRe.ReplaceAllString(l, ""), "->* "))
-			kept = len(core) < 30 || pl.prio > exCarryPrio[HeadingDecisions] || strings.Contains(summary, truncRunes(core, 60))
+			kept = len(core) < 30 || pl.prio > exCarryPrio[HeadingDecisions] || strings.Contains(summary, headRunes(core, 60))
 		}
 		var missing []string
 		for _, term := range terms {
@@ -190,6 +206,12 @@ func lostLines(prev, summary string) []exPrevLine {
 	}
 	sort.SliceStable(lost, func(i, j int) bool { return lost[i].prio < lost[j].prio })
 	return lost
+}
+
+// headRunes is the first n runes of s, without the "…" a cut text ends
+// with: what a later summary holding the same text holds too.
+func headRunes(s string, n int) string {
+	return strings.TrimSuffix(truncRunes(s, n), "…")
 }
 
 // compactLine is a lost line as carried: whole when short, else its head
@@ -319,6 +341,10 @@ const (
 	exPhraseBytes = 60
 )
 
+// exPathNameBytes is the longest path the names line holds whole; a longer
+// one goes by its last two elements.
+const exPathNameBytes = 40
+
 // carriedNames returns the names a lost line carries on the names line: a
 // path by its file name (the distinctive part, which a search of the recall
 // files finds, docs/design.md §5.6), an identifier as it is, a command or
@@ -328,8 +354,16 @@ const (
 func carriedNames(pl exPrevLine) []string {
 	var out []string
 	add := func(n string) {
-		if i := strings.LastIndex(strings.TrimSuffix(n, "/"), "/"); i >= 0 && len(n)-i > 5 {
-			n = n[i+1:]
+		// A long path by its file and directory ("utils/config.ts": a
+		// bare "config.ts" names several files).
+		if len(n) > exPathNameBytes {
+			t := strings.TrimSuffix(n, "/")
+			if i := strings.LastIndex(t, "/"); i >= 0 && len(t)-i > 5 {
+				if j := strings.LastIndex(t[:i], "/"); j >= 0 {
+					i = j
+				}
+				n = t[i+1:]
+			}
 		}
 		if len(n) >= 3 {
 			out = append(out, n)
@@ -350,12 +384,18 @@ func carriedNames(pl exPrevLine) []string {
 				p = wordHead(p, exPhraseBytes)
 				p = strings.TrimSuffix(p, " …")
 			}
+			// A fix stays a fix: "`fixed: read a.go first; then`".
+			if rest, ok := strings.CutPrefix(pl.text, "- fixed: "); ok && strings.HasPrefix(exSeqRefRe.ReplaceAllString(rest, ""), strings.TrimSuffix(n, "…")) {
+				p = "fixed: " + p
+			}
 			if strings.Contains(p, " ") {
 				out = append(out, "`"+p+"`")
 			}
 		}
-		for _, f := range strings.Fields(n) {
-			f = strings.Trim(f, "\"'`,;:()[]{}")
+		// Code and regular expressions by the names in them
+		// ("runRpcMode\|runPrintMode", "x=I(g.bgBlue(").
+		for _, f := range strings.FieldsFunc(n, func(r rune) bool { return strings.ContainsRune(" \t\"'`,;:()[]{}=|\\<>!?*+&^$#%", r) }) {
+			f = strings.Trim(f, ".-/")
 			if len(f) >= 6 && strings.ContainsAny(f, "-_/.@") || len(lineTerms(f)) > 0 && len(f) >= 6 {
 				add(f)
 			}

@@ -142,13 +142,27 @@ func TestExtractiveCorpusFixesApplied(t *testing.T) {
 // TestExtractiveKeepsFactsChained: ctxd compacts again and again; each
 // summary after the first summarizes the previous summary and the messages
 // since. At every point after the first, the chained summary keeps the
-// facts at the file's share, like the summary of the whole history.
+// facts at the file's share, like the summary of the whole history. A
+// session whose original agent never compacted (one point, its end) is
+// compacted at 3 places (facttest.Cuts) and its last summary scored there.
 func TestExtractiveKeepsFactsChained(t *testing.T) {
 	for _, ff := range loadFacts(t) {
 		t.Run(ff.Session, func(t *testing.T) {
 			pts := factPoints(t, ff.Session)
 			if len(pts) < 2 {
-				t.Skip("one point only")
+				pt := pts[0]
+				sums := chainSummaries(pt.Msgs, facttest.Cuts(pt.Msgs, 3), 0)
+				s := sums[len(sums)-1]
+				s = s[:strings.Index(s, "\n\n"+HeadingFullHistory)]
+				pct, lost := ff.Score(pt.Name, s)
+				t.Logf("%s (chained, %d compactions): %d bytes, %.0f %% of facts; lost %v", pt.Name, len(sums), len(s), pct, lost)
+				if len(sums) != 3 {
+					t.Errorf("%d compactions, want 3", len(sums))
+				}
+				if pct < ff.MinPercent {
+					t.Errorf("%s (chained): kept %.1f %% < %.0f %%; lost %v", pt.Name, pct, ff.MinPercent, lost)
+				}
+				return
 			}
 			prev := ""
 			from := 0

@@ -268,17 +268,3 @@ func Text(msgs []history.Message) string {
 	}
 	return b.String()
 }
-
-// excused are the first-segment facts (by pattern) a last summary may
-// lack, by session and fact id, each with the reason: none is a fact of
-// the first segment's work.
-var excused = map[string]string{
-	// "modes/interactive/components" is in the first segment only inside
-	// the plan file the agent read (WP18, a later work package); the list
-	// marks the fact as the task at the original agent's second compaction.
-	"pi/454tools-2compactions.jsonl c2-task-reorganize": "a later task named in a plan file the first segment read",
-}
-
-// Excused returns why fact id of session's first segment may be missing
-// from the last of successive summaries, or "" when it may not.
-func Excused(session, id string) string { return excused[session+" "+id] }
