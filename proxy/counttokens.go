@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,10 +9,8 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/bodybuf"
-	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // isCountTokens reports whether r is a Messages token count
@@ -39,21 +35,10 @@ func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
 		p.forward(w, r, &exchange{fp: fp})
 		return
 	}
-	body, bb, err := bodybuf.Read(w, r, int64(p.limits.BodyBytes))
+	body, bb, ok := p.readBody(w, r, nil, dialectAnthropic)
 	defer bb.Release()
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			p.m.request(nil, outcomeRefused)
-			drainTooLarge(w, r, int64(p.limits.BodyBytes))
-			anthropic.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
-			return
-		}
-		if errors.Is(err, netlimit.ErrBodyTimeout) {
-			p.m.request(nil, outcomeRefused)
-			p.writeBodyTimeout(w, r)
-		}
-		return // the client left
+	if !ok {
+		return
 	}
 	out, id := p.countedBody(r.Context(), r.Header, body, bb, fp)
 	if r.Context().Err() != nil {

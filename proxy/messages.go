@@ -29,7 +29,7 @@ func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
-	body, bb, err := bodybuf.Read(w, r, int64(p.limits.BodyBytes))
+	body, bb, ok := p.readBody(w, r, d, d)
 	// trailing: the answer's record runs after the response ended
 	// (trail.go), and releases the body's buffer and the lane itself.
 	trailing := false
@@ -38,19 +38,8 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 			bb.Release()
 		}
 	}()
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			p.m.request(d, outcomeRefused)
-			drainTooLarge(w, r, int64(p.limits.BodyBytes))
-			d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
-			return
-		}
-		if errors.Is(err, netlimit.ErrBodyTimeout) {
-			p.m.request(d, outcomeRefused)
-			p.writeBodyTimeout(w, r)
-		}
-		return // the client left
+	if !ok {
+		return
 	}
 	req, err := parseBody(body, d)
 	if err != nil {
@@ -456,4 +445,28 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		}
 	}
 	p.quota.Add(x.fp, pl.b.id, n)
+}
+
+// readBody reads r's body within proxy.limits.body_bytes and the body
+// read timeout. On a body over the limit or too slow it answers the
+// refusal in d's error format, counted under label's api (nil: "other");
+// on a client gone it answers nothing; ok is false in both. The caller
+// releases bb whatever ok is.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, label, d dialect) (body []byte, bb *bodybuf.Buf, ok bool) {
+	body, bb, err := bodybuf.Read(w, r, int64(p.limits.BodyBytes))
+	if err == nil {
+		return body, bb, true
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		p.m.request(label, outcomeRefused)
+		drainTooLarge(w, r, int64(p.limits.BodyBytes))
+		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
+		return nil, bb, false
+	}
+	if errors.Is(err, netlimit.ErrBodyTimeout) {
+		p.m.request(label, outcomeRefused)
+		p.writeBodyTimeout(w, r)
+	}
+	return nil, bb, false // the client left
 }
