@@ -394,7 +394,7 @@ func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, f
 				res.Decision += "; " + deferredWork
 			}
 		case d.Compact:
-			if _, err := e.submit(s.id, trigger.PostCheck, workers.Background); err == nil {
+			if _, err := e.submitCheck(s, trigger.PostCheck, workers.Background); err == nil {
 				res.CompactionQueued = true
 			} else {
 				e.log.Warn("post-check compaction not queued", "session", s.id, "err", err)

@@ -495,3 +495,41 @@ func (e *Engine) preparedOutcome(ctx context.Context, s *session, in *install, b
 		e.log.Warn("speculative summary's outcome not recorded in the ledger", "session", s.id, "err", err)
 	}
 }
+
+// submitCheck queues the compaction a post-check decided (signal sig).
+// When session s's speculative summary job is queued or running, the
+// submit joins it, and the job ends with the compaction
+// (compactionAfterPrepare reads afterPrepare) — unless it made its last
+// check before the join (its summary stored, the job ending): then the
+// compaction is queued again once the job has ended. Called with s.mu
+// held.
+func (e *Engine) submitCheck(s *session, sig trigger.Signal, prio workers.Priority) (*workers.Ticket, error) {
+	joining := s.preparing()
+	if joining && s.afterPrepare == "" {
+		s.afterPrepare = sig
+	}
+	t, err := e.submit(s.id, sig, prio)
+	if err == nil && joining && t.Joined {
+		go e.compactAfterJoin(s.id, sig, prio, t)
+	}
+	return t, err
+}
+
+// compactAfterJoin waits for the speculative summary job t that a check's
+// compaction (sig) joined, and queues that compaction when the job ended
+// without taking it (afterPrepare still sig).
+func (e *Engine) compactAfterJoin(id string, sig trigger.Signal, prio workers.Priority, t *workers.Ticket) {
+	<-t.Done()
+	s, err := e.lock(context.Background(), id)
+	if err != nil {
+		return // deleted or shut down meanwhile
+	}
+	defer s.mu.Unlock()
+	if s.afterPrepare != sig || s.preparing() {
+		return
+	}
+	s.afterPrepare = ""
+	if _, err := e.submit(id, sig, prio); err != nil {
+		e.log.Warn("compaction after a speculative summary not queued", "session", id, "err", err)
+	}
+}

@@ -211,9 +211,9 @@ type session struct {
 	// that this node submitted, nil when none.
 	prepared      *preparedSummary
 	prepareTicket *workers.Ticket
-	// afterPrepare is a manual or overflow compaction that joined the
-	// running speculative summary job, which runs it when the summary is
-	// stored ("" for none).
+	// afterPrepare is a manual, overflow or post-check compaction that
+	// joined the running speculative summary job, which runs it when the
+	// summary is stored ("" for none; submitCheck).
 	afterPrepare trigger.Signal
 	// idleDone is the cacheAt an idle compaction was last tried for
 	// (idle.go).

@@ -167,7 +167,7 @@ func (e *Engine) afterCommit(ctx context.Context, st *Staged) {
 	case !d.Compact:
 		e.maybePrepare(s)
 	default:
-		if t, err = e.submit(s.id, trigger.PostCheck, workers.BackgroundFirst); err != nil {
+		if t, err = e.submitCheck(s, trigger.PostCheck, workers.BackgroundFirst); err != nil {
 			e.log.Warn("compaction deferred to the commit not queued", "session", s.id, "err", err)
 		}
 	}
