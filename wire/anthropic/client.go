@@ -109,6 +109,16 @@ func MarkerFreeDigest(m *Message, enc []byte) ([sha256.Size]byte, error) {
 	if !marked {
 		return sha256.Sum256(enc), nil
 	}
+	if free, ok := cutMarkers(m, enc); ok {
+		return sha256.Sum256(free), nil
+	}
+	return reencodedDigest(m)
+}
+
+// reencodedDigest is MarkerFreeDigest by encoding m again without its
+// markers: what cutMarkers gives in one scan of the encoding, and what is
+// done when that scan cannot follow it.
+func reencodedDigest(m *Message) ([sha256.Size]byte, error) {
 	c := *m
 	c.Content = slices.Clone(m.Content)
 	for i := range c.Content {
@@ -119,6 +129,67 @@ func MarkerFreeDigest(m *Message, enc []byte) ([sha256.Size]byte, error) {
 		return [sha256.Size]byte{}, err
 	}
 	return sha256.Sum256(e), nil
+}
+
+// cutMarkers returns enc, the encoding of m (json.Marshal), without the
+// "cache_control" member of each of m's blocks that carries one: the
+// block's last member as Block.MarshalJSON writes it, so what is left is
+// the encoding of m without its markers, byte for byte. ok false when enc
+// does not read as such (the caller encodes again).
+func cutMarkers(m *Message, enc []byte) (out []byte, ok bool) {
+	cs, ce := -1, -1
+	if !rawjson.Members(enc, func(key string, vs, ve int) bool {
+		if key == "content" {
+			cs, ce = vs, ve
+			return false
+		}
+		return true
+	}) || cs < 0 || enc[cs] != '[' {
+		return nil, false
+	}
+	out = make([]byte, 0, len(enc))
+	from := 0 // enc[from:] is not yet copied to out
+	i := rawjson.SkipSpace(enc, cs+1)
+	for k := range m.Content {
+		if i >= ce || enc[i] != '{' {
+			return nil, false
+		}
+		end := rawjson.ValueEnd(enc, i)
+		if end <= i || end > ce {
+			return nil, false
+		}
+		if len(m.Content[k].CacheControl) > 0 {
+			// The member is the block's last: cut from the comma before
+			// its key to the end of its value.
+			lastKey, lastKS, lastVE := "", -1, -1
+			if !rawjson.MembersAt(enc[i:end], func(key string, ks, _, ve int) bool {
+				lastKey, lastKS, lastVE = key, ks, ve
+				return true
+			}) || lastKey != "cache_control" {
+				return nil, false
+			}
+			comma := i + lastKS - 1
+			for comma > i && rawjson.IsSpace(enc[comma]) {
+				comma--
+			}
+			if enc[comma] != ',' {
+				return nil, false
+			}
+			out = append(out, enc[from:comma]...)
+			from = i + lastVE
+		}
+		i = rawjson.SkipSpace(enc, end)
+		if k < len(m.Content)-1 {
+			if i >= ce || enc[i] != ',' {
+				return nil, false
+			}
+			i = rawjson.SkipSpace(enc, i+1)
+		}
+	}
+	if i != ce-1 || enc[i] != ']' {
+		return nil, false
+	}
+	return append(out, enc[from:]...), true
 }
 
 // PlainBytes is the outgoing form of the client's plain text message raw

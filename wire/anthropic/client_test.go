@@ -144,3 +144,60 @@ func TestWireMessageAsUnmarshalled(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkerFreeDigestAsReencoded: the digest cut from the marked
+// encoding is the digest of the message encoded again without its
+// markers (the way it was computed first), for ctxd's renderings of
+// generated client messages (carried blocks, tool results with nested
+// content, text that mentions markers) with markers on any of their blocks.
+func TestMarkerFreeDigestAsReencoded(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(5, 6))}
+	markers := []string{`{"type":"ephemeral"}`, `{"type":"ephemeral","ttl":"1h"}`, `{ "ttl" : "1h" }`, `{"a":{"nested":1}}`}
+	fixed := []string{
+		`{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"<a & b>"}},{"type":"text","text":"x"}]}`,
+		`{"role":"assistant","content":[{"type":"compaction","content":"the summary"},{"type":"text","text":"<ok> & \u2028"}]}`,
+		`{"role":"assistant","content":[{"type":"server_tool_use","id":"s1","name":"web_search","input":{"q":"x"}},{"type":"web_search_tool_result","tool_use_id":"s1","content":[]}]}`,
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}],"cache_reference":"r"}]}`,
+	}
+	cut := 0
+	for n := range 20000 {
+		raw := g.message()
+		if n%4 == 0 {
+			raw = fixed[n/4%len(fixed)]
+		}
+		ms, err := ParseMessage(json.RawMessage(raw), nil)
+		if err != nil {
+			continue
+		}
+		for _, m := range RenderWith("", nil, ms, Carry).Messages {
+			marked := false
+			for i := range m.Content {
+				if g.r.IntN(3) == 0 {
+					m.Content[i].CacheControl = json.RawMessage(markers[g.r.IntN(len(markers))])
+					marked = true
+				}
+			}
+			enc, err := json.Marshal(&m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := MarkerFreeDigest(&m, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := reencodedDigest(&m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("%s: the digest cut from the encoding differs from the re-encoded one", enc)
+			}
+			if _, ok := cutMarkers(&m, enc); ok && marked {
+				cut++
+			}
+		}
+	}
+	if cut < 1000 {
+		t.Fatalf("only %d marked messages were cut (the rest encoded again): the test does not reach the scan", cut)
+	}
+}
