@@ -359,7 +359,7 @@ func (p *Proxy) encode(b *branch, wire []anthropic.Message, req *request, idx *c
 		if i < len(old) && anthropic.EqualMessage(&old[i].msg, &wire[i]) {
 			next[i] = old[i]
 		} else {
-			e, err := json.Marshal(&wire[i])
+			e, err := anthropic.EncodeMessage(&wire[i])
 			if err != nil {
 				return nil, err
 			}

@@ -45,7 +45,7 @@ func ClientKeyOf(ms []history.Message) (d [sha256.Size]byte, results, ok bool) {
 	if len(w) != 1 {
 		return d, false, false
 	}
-	e, err := json.Marshal(&w[0])
+	e, err := EncodeMessage(&w[0])
 	if err != nil {
 		return d, false, false
 	}
@@ -100,7 +100,8 @@ func ClientBytes(raw json.RawMessage, m *Message, verbatim, plain, unmarked bool
 }
 
 // MarkerFreeDigest is the digest of m's encoding without the cache markers
-// PlaceMarkers sets (enc is m's encoding with them).
+// PlaceMarkers sets (enc is m's encoding with them: json.Marshal's,
+// EncodeMessage's).
 func MarkerFreeDigest(m *Message, enc []byte) ([sha256.Size]byte, error) {
 	marked := false
 	for i := range m.Content {
@@ -124,7 +125,7 @@ func reencodedDigest(m *Message) ([sha256.Size]byte, error) {
 	for i := range c.Content {
 		c.Content[i].CacheControl = nil
 	}
-	e, err := json.Marshal(&c)
+	e, err := EncodeMessage(&c)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
