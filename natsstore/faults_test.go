@@ -113,9 +113,8 @@ func (a *appendLoad) check(t *testing.T, l *natsstore.Log) int {
 	return stored
 }
 
-// streamLeader returns the index of the server leading the stream
-// (servers are named ctxd-test-<i>).
-func streamLeader(t *testing.T, st *natsstore.Store, name string) int {
+// streamLeader returns the index in c of the server leading the stream.
+func streamLeader(t *testing.T, c *natstest.Cluster, st *natsstore.Store, name string) int {
 	t.Helper()
 	js, err := jetstream.New(st.Conn())
 	if err != nil {
@@ -129,9 +128,9 @@ func streamLeader(t *testing.T, st *natsstore.Store, name string) int {
 	if info.Cluster == nil || info.Cluster.Leader == "" {
 		t.Fatalf("stream %s has no leader", name)
 	}
-	var i int
-	if _, err := fmt.Sscanf(info.Cluster.Leader, "ctxd-test-%d", &i); err != nil {
-		t.Fatalf("leader %q: %v", info.Cluster.Leader, err)
+	i, ok := c.Index(info.Cluster.Leader)
+	if !ok {
+		t.Fatalf("leader %q is none of the cluster's servers", info.Cluster.Leader)
 	}
 	return i
 }
@@ -178,7 +177,7 @@ func TestStreamLeaderKilledNoDuplicate(t *testing.T) {
 	st := openOn(t, c, "lk", 3)
 	a := startAppends(t, st.Log(), 4, natstest.Scale(30*time.Second))
 	time.Sleep(500 * time.Millisecond)
-	leader := streamLeader(t, st, "LK_EVENTS")
+	leader := streamLeader(t, c, st, "LK_EVENTS")
 	c.Kill(leader)
 	killedAt := a.total.Load()
 	time.Sleep(3 * time.Second)
@@ -198,7 +197,7 @@ func TestStreamLeaderKilledNoDuplicate(t *testing.T) {
 		t.Fatalf("appends: %d before the kill, %d by the restart, %d in all", killedAt, afterRestart, a.total.Load())
 	}
 	n := a.check(t, openOn(t, c, "lk", 3).Log())
-	t.Logf("leader ctxd-test-%d killed: %d appends, %d failed, %d stored", leader, a.total.Load(), len(a.errs), n)
+	t.Logf("leader %d killed: %d appends, %d failed, %d stored", leader, a.total.Load(), len(a.errs), n)
 }
 
 // TestRollingRestartThenFullOutage: on a cluster whose servers fsync

@@ -27,6 +27,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	opts    []*server.Options
 	servers []*server.Server // nil: stopped
+	log     *warnLog
 }
 
 // Start starts a cluster of n servers (n ≥ 1; 3 for R3 streams) with
@@ -62,10 +63,15 @@ func startOnce(dir string, n int, syncAlways bool) (*Cluster, error) {
 	for i := range n {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
 	}
-	c := &Cluster{}
+	c := &Cluster{log: &warnLog{}}
+	// Names of this process and attempt alone: test binaries start
+	// clusters at once on ports found free, and a server that reached a
+	// route port another binary took would join a cluster of the same
+	// name (a different one is refused).
+	name := fmt.Sprintf("ctxd-test-%d-%d", os.Getpid(), clusterN.Add(1))
 	for i := range n {
 		o := &server.Options{
-			ServerName: fmt.Sprintf("ctxd-test-%d", i),
+			ServerName: fmt.Sprintf("%s-%d", name, i),
 			Host:       "127.0.0.1",
 			Port:       ports[i],
 			JetStream:  true,
@@ -78,7 +84,7 @@ func startOnce(dir string, n int, syncAlways bool) (*Cluster, error) {
 			SyncAlways:         syncAlways,
 		}
 		if n > 1 {
-			o.Cluster = server.ClusterOpts{Name: "ctxd-test", Host: "127.0.0.1", Port: ports[n+i]}
+			o.Cluster = server.ClusterOpts{Name: name, Host: "127.0.0.1", Port: ports[n+i]}
 			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		}
 		c.opts = append(c.opts, o)
@@ -124,6 +130,7 @@ func (c *Cluster) start(i int) error {
 	if err != nil {
 		return fmt.Errorf("nats server %d: %w", i, err)
 	}
+	s.SetLogger(serverLogger{log: c.log, server: i}, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(Scale(10 * time.Second)) {
 		s.Shutdown()
@@ -142,6 +149,68 @@ func (c *Cluster) URLs() []string {
 		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
 	}
 	return u
+}
+
+// Warnings returns the servers' last warnings and errors (at most 50,
+// oldest first, each "server i: line"): what a test reports when the
+// cluster refused it, as the servers log nothing otherwise.
+func (c *Cluster) Warnings() []string { return c.log.lines() }
+
+// clusterN numbers the clusters a test binary starts.
+var clusterN atomic.Int64
+
+// warnLog keeps the last warnLines warnings and errors of a cluster's
+// servers.
+type warnLog struct {
+	mu   sync.Mutex
+	last []string
+}
+
+const warnLines = 50
+
+func (w *warnLog) add(line string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = append(w.last, line)
+	if len(w.last) > warnLines {
+		w.last = append(w.last[:0], w.last[len(w.last)-warnLines:]...)
+	}
+}
+
+func (w *warnLog) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.last...)
+}
+
+// serverLogger is a server's logger (server.Logger): warnings, errors and
+// fatal errors go to the cluster's warnLog, the rest nowhere.
+type serverLogger struct {
+	log    *warnLog
+	server int
+}
+
+func (l serverLogger) put(format string, v []any) {
+	l.log.add(fmt.Sprintf("server %d: ", l.server) + fmt.Sprintf(format, v...))
+}
+
+func (l serverLogger) Noticef(string, ...any)         {}
+func (l serverLogger) Debugf(string, ...any)          {}
+func (l serverLogger) Tracef(string, ...any)          {}
+func (l serverLogger) Warnf(format string, v ...any)  { l.put(format, v) }
+func (l serverLogger) Errorf(format string, v ...any) { l.put(format, v) }
+func (l serverLogger) Fatalf(format string, v ...any) { l.put(format, v) }
+
+// Index returns the index of the server named name (a stream's or a
+// group's leader, as JetStream reports it); false for a name of no
+// server of c.
+func (c *Cluster) Index(name string) (int, bool) {
+	for i, o := range c.opts {
+		if o.ServerName == name {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // Kill stops server i at once (its store stays, for Restart).

@@ -56,7 +56,11 @@ func scaleFactor() float64 {
 // responders (JetStream not up yet on the server the client reached), or
 // the JetStream API's "temporarily unavailable", "cluster can not handle
 // request" (no meta leader), "no suitable peers", "insufficient resources"
-// (peers not yet known) and "stream is offline".
+// (peers not yet known) and "stream is offline"; and "error creating
+// store for stream" (10049 with that description), which a fresh stream
+// of a fixture's own name met once in CI, the server's file store refusing
+// it for a reason it logged as a warning (Cluster.Warnings): another try
+// places the stream again.
 func startupErr(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
@@ -67,6 +71,8 @@ func startupErr(err error) bool {
 		switch api.ErrorCode {
 		case 10008, 10009, 10005, 10023, 10118:
 			return true
+		case 10049:
+			return strings.Contains(api.Description, "error creating store for stream")
 		}
 	}
 	return strings.Contains(strings.ToLower(err.Error()), "no leader")
@@ -184,12 +190,18 @@ func OpenFixture(t testing.TB, dir string, secret []byte, logger *slog.Logger) F
 	}
 	st, err := OpenStore(c, natsstore.Options{Prefix: prefix, Replicas: 1, Logger: logger})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nthe servers' last warnings:\n%s", err, strings.Join(c.Warnings(), "\n"))
 	}
 	arts, err := st.Artifacts(secret)
 	if err != nil {
 		_ = st.Close()
 		t.Fatal(err)
+	}
+	for _, w := range c.Warnings() {
+		// A try refused as above: the cause, for the record.
+		if strings.Contains(w, "Stream create failed") && strings.Contains(w, strings.ToUpper(prefix)+"_") {
+			t.Logf("the store of %s was opened on another try; a server had warned: %s", prefix, w)
+		}
 	}
 	f := Fixture{Store: st, Artifacts: arts, Close: []func(){func() { _ = st.Close() }}}
 	if dir == "" {

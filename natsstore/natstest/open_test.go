@@ -45,6 +45,8 @@ func TestStartupErr(t *testing.T) {
 		{errors.New("stream X_EVENTS: no leader"), true},
 		{fmt.Errorf("%w: prefix", natsstore.ErrInvalidOptions), false},
 		{&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"}, false},
+		{fmt.Errorf("create stream F40_EVENTS: %w", &jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "error creating store for stream"}), true},
+		{&jetstream.APIError{Code: 500, ErrorCode: 10049, Description: "subjects overlap with an existing stream"}, false},
 		{context.Canceled, false},
 	} {
 		if got := startupErr(c.err); got != c.want {
@@ -87,5 +89,37 @@ func TestOpenStore(t *testing.T) {
 	}
 	if _, err := OpenStore(c, natsstore.Options{Prefix: "bad.prefix"}); !errors.Is(err, natsstore.ErrInvalidOptions) {
 		t.Fatalf("bad prefix: %v", err)
+	}
+}
+
+// TestWarningsKeepTheServersLastWarnings: a cluster's servers log nowhere,
+// but their warnings are kept for a failing test to print: a stream
+// created with subjects another one holds is refused, and the refusal
+// shows among the warnings, named by server; at most warnLines are kept.
+func TestWarningsKeepTheServersLastWarnings(t *testing.T) {
+	c, err := Start(t.TempDir(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	if _, ok := c.Index(c.opts[0].ServerName); !ok {
+		t.Fatalf("Index does not find server 0 by its name %q", c.opts[0].ServerName)
+	}
+	if _, ok := c.Index("ctxd-test-0"); ok {
+		t.Fatal("Index found a name of no server")
+	}
+	before := len(c.Warnings())
+	for i := range warnLines + 5 {
+		c.log.add(fmt.Sprintf("server 0: line %d", i))
+	}
+	w := c.Warnings()
+	if len(w) != warnLines || w[len(w)-1] != fmt.Sprintf("server 0: line %d", warnLines+4) {
+		t.Fatalf("kept %d lines (had %d), last %q", len(w), before, w[len(w)-1])
+	}
+	// A real server warning reaches the log through the server's logger.
+	c.servers[0].Warnf("stream %s refused", "X_EVENTS")
+	w = c.Warnings()
+	if last := w[len(w)-1]; last != "server 0: stream X_EVENTS refused" {
+		t.Fatalf("last warning %q", last)
 	}
 }
