@@ -130,15 +130,18 @@ func TestWireMessageAsUnmarshalled(t *testing.T) {
 			t.Fatalf("%q: got %#v, %v; want %#v, %v", raw, got, gerr, want, werr)
 		}
 		for _, c := range []string{string(want.Content), raw} {
-			ga, gerr := decodeArray(json.RawMessage(c))
 			var wa []json.RawMessage
 			werr := json.Unmarshal([]byte(c), &wa)
-			if len(ga) != len(wa) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
-				t.Fatalf("%q: got %q, %v; want %q, %v", c, ga, gerr, wa, werr)
-			}
-			for k := range wa {
-				if !bytes.Equal(ga[k], wa[k]) {
-					t.Fatalf("%q: element %d is %q, want %q", c, k, ga[k], wa[k])
+			// Told the value is JSON (valid), only when it is.
+			for _, valid := range []bool{false, json.Valid([]byte(c))} {
+				ga, gerr := decodeArray(json.RawMessage(c), valid)
+				if len(ga) != len(wa) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+					t.Fatalf("%q (valid %v): got %q, %v; want %q, %v", c, valid, ga, gerr, wa, werr)
+				}
+				for k := range wa {
+					if !bytes.Equal(ga[k], wa[k]) {
+						t.Fatalf("%q: element %d is %q, want %q", c, k, ga[k], wa[k])
+					}
 				}
 			}
 		}

@@ -55,7 +55,12 @@ func (s *WireSource) UnmarshalJSON(data []byte) error {
 // DecodeContent decodes an Anthropic content value: a string (one text
 // block), an array of blocks, or null (no blocks). Errors name the block
 // index of a block that does not decode.
-func DecodeContent(raw json.RawMessage) ([]WireBlock, error) {
+func DecodeContent(raw json.RawMessage) ([]WireBlock, error) { return decodeContent(raw, false) }
+
+// decodeContent is DecodeContent; valid: raw is known to be JSON (read
+// out of a value json.Valid or json.Unmarshal accepted), and is not
+// checked again.
+func decodeContent(raw json.RawMessage, valid bool) ([]WireBlock, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -70,7 +75,7 @@ func DecodeContent(raw json.RawMessage) ([]WireBlock, error) {
 			return []WireBlock{{Type: "text", Text: s}}, nil
 		}
 	}
-	raws, err := decodeArray(raw)
+	raws, err := decodeArray(raw, valid)
 	if err != nil {
 		return nil, fmt.Errorf("content is neither a string nor an array of blocks: %w", err)
 	}
@@ -166,7 +171,12 @@ func extraTextMembers(raw json.RawMessage) bool {
 // ToolResultContent converts a tool_result's content: a string, or an array
 // of text / image / other blocks.
 func ToolResultContent(raw json.RawMessage) ([]history.Block, error) {
-	blocks, err := DecodeContent(raw)
+	return toolResultContent(raw, false)
+}
+
+// toolResultContent is ToolResultContent; valid as for decodeContent.
+func toolResultContent(raw json.RawMessage, valid bool) ([]history.Block, error) {
+	blocks, err := decodeContent(raw, valid)
 	if err != nil {
 		return nil, fmt.Errorf("tool_result %w", err)
 	}
@@ -191,6 +201,12 @@ type ToolResult struct {
 // ToolResult (in order) and the remaining blocks the content of one user
 // message, which the caller appends after the results.
 func SplitUser(blocks []WireBlock) ([]ToolResult, []history.Block, error) {
+	return splitUser(blocks, false)
+}
+
+// splitUser is SplitUser; decoded: blocks are decodeContent's, each
+// block's Content a value json.Unmarshal accepted (not checked again).
+func splitUser(blocks []WireBlock, decoded bool) ([]ToolResult, []history.Block, error) {
 	var (
 		results []ToolResult
 		rest    []history.Block
@@ -200,7 +216,7 @@ func SplitUser(blocks []WireBlock) ([]ToolResult, []history.Block, error) {
 			rest = append(rest, blk.userBlock())
 			continue
 		}
-		content, err := ToolResultContent(blk.Content)
+		content, err := toolResultContent(blk.Content, decoded)
 		if err != nil {
 			return nil, nil, fmt.Errorf("content block %d: %w", i, err)
 		}
@@ -340,7 +356,8 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 	if err != nil {
 		return nil, err
 	}
-	blocks, err := DecodeContent(m.Content)
+	// m.Content is part of a message found valid (decodeWireMessage).
+	blocks, err := decodeContent(m.Content, true)
 	if err != nil {
 		return nil, fmt.Errorf("content: %w", err)
 	}
@@ -353,7 +370,7 @@ func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.M
 		}
 		return []history.Message{{Role: history.RoleAssistant, Content: AssistantBlocks(blocks)}}, nil
 	case "user":
-		results, rest, err := SplitUser(blocks)
+		results, rest, err := splitUser(blocks, true)
 		if err != nil {
 			return nil, fmt.Errorf("content: %w", err)
 		}
@@ -465,10 +482,10 @@ func decodeWireMessage(raw json.RawMessage) (m WireMessage, err error) {
 }
 
 // decodeArray is json.Unmarshal(raw, &raws): a valid array is checked once
-// and split by a scan (rawjson), each element a copy; anything else goes
-// to json.Unmarshal.
-func decodeArray(raw json.RawMessage) ([]json.RawMessage, error) {
-	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && raw[i] == '[' && json.Valid(raw) {
+// (not at all when valid: raw is known to be JSON) and split by a scan
+// (rawjson), each element a copy; anything else goes to json.Unmarshal.
+func decodeArray(raw json.RawMessage, valid bool) ([]json.RawMessage, error) {
+	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && raw[i] == '[' && (valid || json.Valid(raw)) {
 		elems, err := rawjson.SplitArray(raw[i:])
 		if err == nil {
 			raws := make([]json.RawMessage, len(elems))
