@@ -276,7 +276,13 @@ func newGrowTargets(b *testing.B, nonStreamed bool) *growTargets {
 	b.Cleanup(ups.Close)
 	t.direct = ups.URL
 	u, _ := url.Parse(ups.URL)
-	plain := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, FlushInterval: -1})
+	// A transport of its own, its idle connections closed with the
+	// upstream: on http.DefaultTransport a connection to an earlier run's
+	// upstream (closed, its port given again to this one) was reused and
+	// failed ("use of closed network connection").
+	ptr := http.DefaultTransport.(*http.Transport).Clone()
+	b.Cleanup(ptr.CloseIdleConnections)
+	plain := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, FlushInterval: -1, Transport: ptr})
 	b.Cleanup(plain.Close)
 	t.plain = plain.URL
 
