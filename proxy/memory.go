@@ -13,7 +13,7 @@ import (
 // bounded in bytes (proxy.memory_bytes, docs/config.md): each lane's
 // digests of its previous request's messages (wire.ChainsWith), and each
 // branch's caches — its last outgoing encodings, its rendering and its
-// index of the client's messages (render.go). Past the bound the least
+// index of the client's messages (render.go, clientindex.go). Past the bound the least
 // recently used branches' caches are dropped first (the branch's next
 // request renders and encodes its whole context once), then the least
 // recently used idle lanes (found again from the engine at their next
