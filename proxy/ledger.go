@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -62,13 +64,17 @@ func (p *Proxy) mode(ctx context.Context, id string, h http.Header) (string, err
 }
 
 // rewritesSince lists ctxd's recorded rewrites of the session after seq
-// (ledger causes), and returns the session's last seq.
-func (p *Proxy) rewritesSince(ctx context.Context, id string, after uint64) ([]string, uint64) {
+// after and up to seq upTo (ledger causes): those in the context a request
+// assembled at upTo was sent from. A rewrite recorded later — a
+// compaction the request set off, ending before its answer is entered —
+// is the next request's.
+func (p *Proxy) rewritesSince(ctx context.Context, id string, after, upTo uint64) []string {
 	var out []string
-	last := after
 	seen := map[string]bool{}
 	_ = p.eng.Events(ctx, id, after+1, false, func(ev checkpoint.Event) error {
-		last = ev.Seq
+		if ev.Seq > upTo {
+			return errRewritesRead
+		}
 		c := ledger.RewriteCause(ev.Kind)
 		if c != "" && !seen[c] {
 			seen[c] = true
@@ -76,8 +82,11 @@ func (p *Proxy) rewritesSince(ctx context.Context, id string, after uint64) ([]s
 		}
 		return nil
 	})
-	return out, last
+	return out
 }
+
+// errRewritesRead stops rewritesSince's read at its bound.
+var errRewritesRead = errors.New("rewrites read")
 
 // recordLedger enters one answered request in its session's ledger
 // (docs/design.md §10): the client's body, ctxd's (sent in enforce mode,
@@ -100,9 +109,15 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
 		return nil
 	}
+	// The rewrites since the previous entry's context, up to this
+	// request's (pl.assembledAt; unknown: up to now).
+	upTo := pl.assembledAt
+	if upTo == 0 {
+		upTo = math.MaxUint64
+	}
 	var rewrites []string
-	if b.ledgerSeq > 0 {
-		rewrites, b.ledgerSeq = p.rewritesSince(ctx, b.id, b.ledgerSeq)
+	if b.ledgerSeq > 0 && upTo > b.ledgerSeq {
+		rewrites = p.rewritesSince(ctx, b.id, b.ledgerSeq, upTo)
 	}
 	mode := ledger.ModeEnforce
 	if pl.observe {
@@ -115,7 +130,9 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
 		return nil
 	}
-	if seq, err := p.eng.LastSeq(ctx, b.id); err == nil {
+	if pl.assembledAt > 0 {
+		b.ledgerSeq = max(b.ledgerSeq, pl.assembledAt)
+	} else if seq, err := p.eng.LastSeq(ctx, b.id); err == nil {
 		b.ledgerSeq = seq
 	}
 	return &en

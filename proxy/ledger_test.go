@@ -2,13 +2,16 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/ledger"
 )
@@ -88,6 +91,52 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	}
 	if len(reqs2) != len(reqs) || len(sums2) != 1 || tot2.Saved != tot.Saved || info.Ledger == nil || info.Ledger.Requests != 10 {
 		t.Fatalf("after a restart: %d entries, totals %+v, info %+v", len(reqs2), tot2, info.Ledger)
+	}
+}
+
+// TestRewriteIsEnteredOnTheRequestItShaped: a compaction that the request
+// crossing the threshold sets off, and that ends while that request's
+// answer is still streaming, is a rewrite of the next request's context,
+// not of the request sent before it: the ledger names it on the next
+// entry (whose cache writes it causes) and not on the request's own.
+func TestRewriteIsEnteredOnTheRequestItShaped(t *testing.T) {
+	f := newFixture(t, testConfig())
+	hdr := map[string]string{HeaderContextLimit: "6000"}
+	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	// The ninth request crosses the threshold; its answer is held until
+	// the compaction the upstream's acceptance set off is stored.
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 4500, 5), hold: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ids, err := f.eng.ListSessions(ctx)
+		if err != nil || len(ids) != 1 {
+			t.Errorf("sessions %v %v", ids, err)
+			return
+		}
+		errStored := errors.New("stored")
+		err = f.eng.Events(ctx, ids[0], 1, true, func(ev checkpoint.Event) error {
+			if ev.Kind == checkpoint.KindCheckpoint {
+				return errStored
+			}
+			return nil
+		})
+		if !errors.Is(err, errStored) {
+			t.Errorf("no checkpoint while the answer was held: %v", err)
+		}
+	}})
+	resp, _ := f.post(c.body(), hdr)
+	id := resp.Header.Get(HeaderSessionID)
+	c.assistant(assistantText("ok")).user("next")
+	f.post(c.body(), hdr)
+	reqs, _, _ := requestEntries(t, f, id)
+	if len(reqs) != 10 {
+		t.Fatalf("%d request entries, want 10", len(reqs))
+	}
+	if ninth := reqs[8]; slices.Contains(ninth.Rewrites, ledger.CauseCompaction) {
+		t.Errorf("the request sent before the compaction names it: %+v", ninth)
+	}
+	if tenth := reqs[9]; !slices.Contains(tenth.Rewrites, ledger.CauseCompaction) || tenth.SentTokens >= tenth.ClientTokens {
+		t.Errorf("the request sent compacted does not name the compaction: %+v", tenth)
 	}
 }
 

@@ -72,6 +72,9 @@ type reply struct {
 	status int
 	body   string
 	stream bool
+	// hold, when set, runs after a streamed reply's status is sent (the
+	// upstream has accepted the request) and before its body.
+	hold func()
 }
 
 // inputTokensRE finds the input figure of a scripted answer's usage.
@@ -109,6 +112,10 @@ func newUpstream(t *testing.T) *upstream {
 		if rp.stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(200)
+			if rp.hold != nil {
+				w.(http.Flusher).Flush()
+				rp.hold()
+			}
 			for _, ev := range strings.SplitAfter(rp.body, "\n\n") {
 				_, _ = io.WriteString(w, ev)
 				w.(http.Flusher).Flush()
