@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/config"
 )
 
 // fillToCompaction fills a session of a 20,000-token window (threshold 14,000,
 // hard mark 17,000) with tool rounds of n words each, the pre-send check
 // running before each request as the proxy's does, until it compacts. It
-// returns the context's tokens when it compacted and whether an earlier
+// returns the context's tokens when it compacted (the checkpoint's
+// tokens_before) and whether an earlier
 // check over the threshold deferred the compaction by its weighing.
 func fillToCompaction(t *testing.T, weigh bool, n int) (at uint64, deferred bool) {
 	t.Helper()
@@ -30,9 +32,20 @@ func fillToCompaction(t *testing.T, weigh bool, n int) (at uint64, deferred bool
 			t.Fatal(err)
 		}
 		info, _ := h.e.Session(context.Background(), "s")
-		if info.Checkpoints > 0 {
-			t.Logf("rounds of %d words, weigh_compactions %v: compacted at %d tokens after %d rounds (deferred before: %v)", n, weigh, before.Tokens, i+1, deferred)
-			return before.Tokens, deferred
+		if info.Checkpoints > 0 || before.Checkpoints > 0 {
+			// The context the compaction replaced, as it recorded it: an
+			// append's post-check may have queued it, and it may have ended
+			// before this round's first look (before).
+			cps := h.events("s", checkpoint.KindCheckpoint)
+			if len(cps) == 0 {
+				t.Fatal("the session counts a checkpoint its log does not hold")
+			}
+			cp, err := h.e.opts.Log.GetCheckpoint(context.Background(), "s", cps[0].Seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("rounds of %d words, weigh_compactions %v: compacted at %d tokens after %d rounds (deferred before: %v)", n, weigh, cp.TokensBefore, i+1, deferred)
+			return cp.TokensBefore, deferred
 		}
 		if c := info.LastCheck; c != nil && before.Tokens >= info.Threshold {
 			if !strings.Contains(c.Reason, "deferred until it pays") {
