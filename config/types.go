@@ -556,3 +556,12 @@ type Upstream struct {
 	// long as the answer.
 	HeaderTimeoutMS uint64 `toml:"header_timeout_ms" json:"header_timeout_ms"`
 }
+
+// MinContextLimit and MaxContextLimit bound a context window, in tokens
+// (a model's context_limit, a session's window): below the minimum no
+// conversation fits beside a summary; above the maximum the figure is a
+// typo (no model has a window of 10^8 tokens).
+const (
+	MinContextLimit = 1000
+	MaxContextLimit = 100_000_000
+)

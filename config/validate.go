@@ -188,6 +188,8 @@ func (s *state) validate() {
 			} else {
 				s.missing(table, key, "missing required key: set the model's context window in tokens, e.g. context_limit = 200000")
 			}
+		} else if m.ContextLimit < MinContextLimit || m.ContextLimit > MaxContextLimit {
+			s.errorf(table, keyPath("models", id, "context_limit"), "%d tokens is outside %d..=%d (the model's context window in tokens)", m.ContextLimit, MinContextLimit, MaxContextLimit)
 		}
 		if !(m.TokenFactor > 0) || math.IsInf(m.TokenFactor, 0) {
 			s.errorf(table, keyPath("models", id, "token_factor"), "must be a finite number > 0 (provider tokens per o200k_base token, e.g. 1.0)")

@@ -482,11 +482,10 @@ func (e *Engine) configure(s *session) error {
 }
 
 // MinContextLimit and MaxContextLimit bound a session's context window, in
-// tokens: below the minimum no conversation fits beside a summary; above
-// the maximum the figure is a typo (no model has a window of 10^8 tokens).
+// tokens: config's bounds, which a model's context_limit keeps to too.
 const (
-	MinContextLimit = 1000
-	MaxContextLimit = 100_000_000
+	MinContextLimit = config.MinContextLimit
+	MaxContextLimit = config.MaxContextLimit
 )
 
 func (e *Engine) fixedTokens(s *session) uint64 {
