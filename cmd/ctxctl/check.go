@@ -155,6 +155,10 @@ func runCheck(c *cli.Context, e *env) error {
 		out.Effective.AgentFile = agentPath
 		out.Effective.SummarizerTimeoutMS = config.SummarizerTimeout(agent).Milliseconds()
 		out.Effective.ServerShape = shape
+		if shape != nil {
+			// The warning printed on stderr is one of the document's too.
+			out.Warnings = append(out.Warnings, config.Warning{Key: "compaction.shape", Message: strings.TrimPrefix(shape.warning(), "warning: ")})
+		}
 		if err := asJSON(out); err != nil {
 			return err
 		}

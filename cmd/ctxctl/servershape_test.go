@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/config"
 )
 
 // With compaction.shape "server", ctxctl check (a warning, exit 0, and
@@ -35,9 +36,13 @@ func TestShapeServerFallbacksReported(t *testing.T) {
 		Effective struct {
 			ServerShape *serverShapeReport `json:"server_shape"`
 		} `json:"effective"`
+		Warnings []config.Warning `json:"warnings"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
+	}
+	if len(out.Warnings) != 1 || out.Warnings[0].Key != "compaction.shape" || !strings.HasPrefix(out.Warnings[0].Message, `compaction.shape is "server": `) {
+		t.Errorf("the JSON's warnings lack the shape's: %+v", out.Warnings)
 	}
 	sh := out.Effective.ServerShape
 	if sh == nil || !slices.Contains(sh.Models, "claude-sonnet-4-6") || !slices.Contains(sh.FallbackModels, "gpt-4o") || slices.Contains(sh.FallbackModels, "gpt-5.2-codex") {
