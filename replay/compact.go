@@ -24,6 +24,10 @@ type CompactResult struct {
 	PrunedRetry      bool   `json:"pruned_retry"`
 	Stalled          bool   `json:"stalled"`
 	Summary          string `json:"summary"`
+	// DataDir is the data directory the compaction ran in: the one given,
+	// or a temporary one, removed on return, whose paths (recall files,
+	// offloaded results) the summary may name.
+	DataDir string `json:"data_dir"`
 }
 
 // CompactTranscript loads tr into a session and compacts the whole of it
@@ -67,6 +71,7 @@ func CompactTranscript(ctx context.Context, tr *transcript.Transcript, opts Opti
 		Format: tr.Format, Messages: len(tr.Messages), ContextLimit: limit, Threshold: info.Threshold,
 		TokensBefore: cp.TokensBefore, TokensAfter: cp.TokensAfter, SummaryBytes: cp.SummaryBytes,
 		Binding: cp.Binding, PrunedRetry: cp.PrunedRetry, Stalled: cp.Stalled, Summary: cp.Summary,
+		DataDir: env.Dir(),
 	}
 	if cp.FirstRetainedSeq > 0 {
 		for _, m := range after.Messages {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +152,43 @@ func TestOfflineFlagsAfterTheFile(t *testing.T) {
 	}
 	if _, err := parseOffline(cmdCompactTranscript, []string{"--help"}, &out, &out); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "ctxd compact-transcript [--config FILE]") {
 		t.Errorf("--help: err = %v, output %q", err, out.String())
+	}
+}
+
+// TestCompactTranscriptSaysWhereItsFilesWent: a summary of compact-transcript
+// names recall files under its data directory; without --data-dir that
+// directory is temporary, removed on exit, and a note on stderr says so;
+// with --data-dir the files the summary names are there and no note is
+// printed.
+func TestCompactTranscriptSaysWhereItsFilesWent(t *testing.T) {
+	file := filepath.Join("..", "..", "testdata", "corpus", "claude-code", "autocompact-150tools.compaction-call.jsonl")
+	getenv := func(k string) string {
+		if k == "HOME" || k == "XDG_CONFIG_HOME" {
+			return t.TempDir()
+		}
+		return ""
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runOffline(t.Context(), cmdCompactTranscript, []string{file}, &stdout, &stderr, getenv); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "were removed with that temporary directory; --data-dir DIR keeps them") {
+		t.Errorf("no note of the removed files on stderr: %q", stderr.String())
+	}
+	dir := t.TempDir()
+	stdout.Reset()
+	stderr.Reset()
+	if code := runOffline(t.Context(), cmdCompactTranscript, []string{"--data-dir", dir, file}, &stdout, &stderr, getenv); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "note: the files the summary names") {
+		t.Errorf("a note with --data-dir: %q", stderr.String())
+	}
+	named := regexp.MustCompile(regexp.QuoteMeta(dir) + `\S*recall-\d+-\d+\.txt`).FindString(stdout.String())
+	if named == "" {
+		t.Fatalf("the summary names no recall file under %s:\n%.2000s", dir, stdout.String())
+	}
+	if _, err := os.Stat(named); err != nil {
+		t.Errorf("the recall file the summary names: %v", err)
 	}
 }

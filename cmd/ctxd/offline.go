@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/replay"
@@ -92,6 +93,11 @@ func runOffline(ctx context.Context, name string, args []string, stdout, stderr 
 		if err != nil {
 			fmt.Fprintf(stderr, "ctxd compact-transcript: %s: %v\n", file, err)
 			return 1
+		}
+		if a.dataDir == "" && strings.Contains(r.Summary, r.DataDir) {
+			// The summary's recall files and offloaded results were in
+			// the temporary data directory, removed on exit.
+			fmt.Fprintf(stderr, "ctxd compact-transcript: %s: note: the files the summary names under %s were removed with that temporary directory; --data-dir DIR keeps them\n", file, r.DataDir)
 		}
 		if !a.json {
 			fmt.Fprintf(stdout, "%s\n\n", r.Summary)
