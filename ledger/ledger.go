@@ -169,6 +169,10 @@ type Entry struct {
 	// Rewrites are ctxd's recorded rewrites since the conversation's
 	// previous request (CauseCompaction, CausePass, CauseOffload).
 	Rewrites []string `json:"rewrites,omitempty"`
+	// Cut: the answer's stream ended before its end (the client left, the
+	// connection broke); Reported is the usage it reported so far — the
+	// input and cache figures of its start — which the provider bills.
+	Cut bool `json:"cut,omitempty"`
 
 	// Summarizer calls: the binding and provider, and whose credential
 	// paid ("client": the proxied client's own; "daemon": a key of the

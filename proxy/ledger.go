@@ -91,9 +91,10 @@ var errRewritesRead = errors.New("rewrites read")
 // recordLedger enters one answered request in its session's ledger
 // (docs/design.md §10): the client's body, ctxd's (sent in enforce mode,
 // built but not sent in observe mode), and the usage the provider reported.
-// A failure is logged: the ledger never fails a request. It returns the
-// entry, nil when none was entered.
-func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *history.Usage) *ledger.Entry {
+// A failure is logged: the ledger never fails a request. cut marks an
+// answer whose stream ended early, u then the usage it reported so far
+// (ledger.Entry.Cut). It returns the entry, nil when none was entered.
+func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *history.Usage, cut bool) *ledger.Entry {
 	if u == nil || pl.out == nil {
 		return nil
 	}
@@ -126,6 +127,7 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 	en := b.conv.Entry(ledger.Observation{Time: now, Model: req.model, Mode: mode, Client: client, Ctxd: ctxd,
 		Reported: ledger.FromHistory(u), Rewrites: rewrites, ContextLimit: pl.limit, Threshold: pl.threshold})
 	en.CacheTTLSeconds = cacheLifetime(req.d, req.body, ctxd)
+	en.Cut = cut
 	if err := p.eng.RecordLedger(ctx, b.id, en); err != nil {
 		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
 		return nil

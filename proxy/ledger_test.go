@@ -140,6 +140,30 @@ func TestRewriteIsEnteredOnTheRequestItShaped(t *testing.T) {
 	}
 }
 
+// TestCutStreamIsEntered: an answer whose stream ends before message_stop
+// is not recorded as an answer, but the provider bills its request: the
+// ledger enters it, marked cut, with the usage its message_start reported.
+func TestCutStreamIsEntered(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("investigate the failing build")
+	full := sse("", "the build fails because", nil, 1234, 5)
+	cut := full[:strings.Index(full, "event: content_block_delta")]
+	f.up.script(reply{stream: true, body: cut})
+	resp, _ := f.post(c.body(), nil)
+	id := resp.Header.Get(HeaderSessionID)
+	reqs, _, tot := requestEntries(t, f, id)
+	if len(reqs) != 1 || !reqs[0].Cut || reqs[0].Reported.Input != 1234 || reqs[0].Cost <= 0 || tot.Requests != 1 {
+		t.Fatalf("entries of a cut stream %+v, totals %+v", reqs, tot)
+	}
+	// The next, whole answer is entered as usual.
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 1300, 5)})
+	f.post(c.body(), nil)
+	reqs, _, _ = requestEntries(t, f, id)
+	if len(reqs) != 2 || reqs[1].Cut || reqs[1].Reported.Input != 1300 {
+		t.Fatalf("entries after a whole answer %+v", reqs)
+	}
+}
+
 // TestCachelessUpstreamClaimsNoCacheSaving: an upstream that reports no
 // prompt-cache use (this fixture's: input tokens only) gets no phantom
 // cache saving through the proxy: every entry is uncached, the request

@@ -395,8 +395,17 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 		read = true
 	}
 	if read && err == nil && inError == "" && x.status < 300 {
-		if en := p.recordLedger(ctx, pl, req, m.Usage); en != nil && pl.observe && !en.Cold {
+		if en := p.recordLedger(ctx, pl, req, m.Usage, false); en != nil && pl.observe && !en.Cold {
 			m.Usage = projectedUsage(en)
+		}
+	}
+	if err != nil && inError == "" && x.status < 300 {
+		// A stream cut short: the provider bills what its start
+		// reported.
+		if us, ok := x.stream.(wire.UsageSoFar); ok {
+			if u := us.UsageSoFar(); u != nil {
+				p.recordLedger(ctx, pl, req, u, true)
+			}
 		}
 	}
 	if pl.tail != nil {

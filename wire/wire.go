@@ -83,6 +83,15 @@ type AnswerReader interface {
 	Answer() (history.Message, string, error)
 }
 
+// UsageSoFar is implemented by the AnswerReader of an API whose stream
+// reports usage before its end (the Messages API's message_start: the
+// input, cache read and cache write figures). UsageSoFar is the usage the
+// stream reported so far, nil when it reported none: what the provider
+// bills for an answer cut short.
+type UsageSoFar interface {
+	UsageSoFar() *history.Usage
+}
+
 // BelowMinimumError is WithServerCompaction's refusal of a trigger below
 // the provider's smallest: the session cannot have the provider's
 // compaction at its threshold.

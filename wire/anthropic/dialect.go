@@ -140,6 +140,17 @@ type answerReader struct{ *StreamReader }
 
 func (r answerReader) Answer() (history.Message, string, error) { return answerOf(r.Response()) }
 
+// UsageSoFar is message_start's usage, updated by any message_delta
+// since (wire.UsageSoFar); nil before message_start.
+func (r answerReader) UsageSoFar() *history.Usage {
+	resp, _ := r.Response()
+	if resp == nil || resp.ID == "" && resp.Model == "" {
+		return nil
+	}
+	u := resp.Usage
+	return u.Canonical()
+}
+
 func answerOf(resp *Response, err error) (history.Message, string, error) {
 	if resp != nil && resp.Error != nil {
 		return history.Message{}, resp.Error.Type + ": " + resp.Error.Message, nil
