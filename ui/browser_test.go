@@ -252,8 +252,9 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	// The waterfall: a row per bar, with the bar's figure; a negative bar
-	// (what ctxd removed) drawn as one.
-	wf := regexp.MustCompile(`<tr class="wf"><td class="l">([^<]*)</td><td class="(neg|pos)">([^<]*)</td><td class="l"><svg[^>]*><rect class="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
+	// (what ctxd removed) drawn as one; the first and last, totals, not
+	// in a cost's red.
+	wf := regexp.MustCompile(`<tr class="wf"><td class="l">([^<]*)</td><td class="(neg|pos|tot)">([^<]*)</td><td class="l"><svg[^>]*><rect class="([a-z]+)"`).FindAllStringSubmatch(dom, -1)
 	bars := tot.Waterfall()
 	if len(wf) != len(bars) {
 		t.Fatalf("waterfall: %d rows on the page, %d bars in the ledger", len(wf), len(bars))
@@ -265,6 +266,9 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		if b.Value < 0 {
 			negative++
+		}
+		if total := i == 0 || i == len(bars)-1; total != (wf[i][2] == "tot") {
+			t.Errorf("waterfall bar %d (%q): figure's class %s", i, b.Label, wf[i][2])
 		}
 	}
 	if negative == 0 {

@@ -65,18 +65,19 @@ function chart(entries, limit, threshold) {
 }
 
 // waterfall draws each bar from the running total before it to the one
-// after: the first and last bars from zero; a negative bar (what ctxd
-// removed) runs leftwards, in its own colour.
+// after: the first and last bars from zero, totals, their figures in the
+// text colour; a negative bar (what ctxd removed) runs leftwards, in its
+// own colour, and a positive one (a cost) has its figure in red.
 function waterfall(bars) {
   let run = 0, hi = 0;
   const spans = bars.map((b, i) => {
     const absolute = i === 0 || i === bars.length - 1;
     const from = absolute ? 0 : run, to = absolute ? b.value : run + b.value;
     run = to; hi = Math.max(hi, from, to);
-    return { b, from, to };
+    return { b, from, to, absolute };
   });
   const W = 360, sc = (v) => (W * Math.max(v, 0)) / Math.max(hi, 1e-9);
-  return spans.map(({ b, from, to }) => `<tr class="wf"><td class="l">${esc(b.label)}</td><td class="${b.value < 0 ? "neg" : "pos"}">${usd(b.value)}</td><td class="l"><svg class="bars" width="${W}" height="12"><rect class="${b.value < 0 ? "neg" : from === 0 ? "total" : "write"}" x="${sc(Math.min(from, to))}" width="${Math.max(1, Math.abs(sc(to) - sc(from)))}" height="12"/></svg></td></tr>`).join("");
+  return spans.map(({ b, from, to, absolute }) => `<tr class="wf"><td class="l">${esc(b.label)}</td><td class="${absolute ? "tot" : b.value < 0 ? "neg" : "pos"}">${usd(b.value)}</td><td class="l"><svg class="bars" width="${W}" height="12"><rect class="${b.value < 0 ? "neg" : from === 0 ? "total" : "write"}" x="${sc(Math.min(from, to))}" width="${Math.max(1, Math.abs(sc(to) - sc(from)))}" height="12"/></svg></td></tr>`).join("");
 }
 
 async function session(id) {
