@@ -93,7 +93,15 @@ async function session(id) {
     const r = (300 * u.cache_read) / maxTok, wr = (300 * w) / maxTok;
     return `<tr class="req"><td>${i + 1}</td><td class="l">${esc(e.mode)}${e.uncached ? " (uncached)" : ""}${e.cold ? " (cold)" : ""}</td><td>${e.sent_tokens} / ${e.context_limit || s.context_limit}</td><td class="l"><svg class="bars" width="300" height="10"><rect class="read" x="0" width="${r}" height="10"/><rect class="write" x="${r}" width="${wr}" height="10"/></svg></td><td>${u.cache_read}</td><td>${w}</td><td class="l">${esc(Object.entries(e.causes || {}).map(([k, v]) => k + " " + v).join(", "))}</td><td>${usd(e.cost)}</td><td>${usd(e.counterfactual_cost)}</td></tr>`; }).join("");
   const comps = (d.checkpoints || []).map((c, i) => `<div class="compaction"><b>checkpoint ${c.seq}</b> (${esc(c.reason || "")}, ${esc(c.shape || "")}, by ${esc(c.binding)}${c.stalled ? ", stalled" : ""}): replaced messages ${c.replaced_from}–${c.replaced_to} (${c.summarized_messages || 0} messages)${i > 0 ? " and the summary before it" : ""}; context ${c.tokens_before} → ${c.tokens_after} tokens; ${c.summary_bytes}-byte summary<pre>${esc(c.summary)}</pre></div>`).join("");
-  const diags = (d.diagnostics || []).map((x) => `<div class="diag"><b>${esc(x.kind)}</b> seq ${x.seq} ${esc(x.time)}<pre>${esc(JSON.stringify(x.data, null, 1))}</pre></div>`).join("");
+  // A diagnostic reads as its line (level, code, message); an event of
+  // another shape as its JSON.
+  const diags = (d.diagnostics || []).map((x) => {
+    const m = x.data || {};
+    const body = typeof m.message === "string"
+      ? ` <span class="diag-${esc(m.level)}">${esc(m.level)}</span> <code>${esc(m.code)}</code>: ${esc(m.message)}`
+      : `<pre>${esc(JSON.stringify(x.data, null, 1))}</pre>`;
+    return `<div class="diag"><b>${esc(x.kind)}</b> seq ${x.seq} ${esc(x.time)}${body}</div>`;
+  }).join("");
   $("#main").innerHTML = `<p><a href="#/">all sessions</a></p><h2 id="session-id">${esc(s.id)}</h2>
 <p>${esc(s.agent)} · ${esc(s.model)} · window ${s.context_limit} · threshold ${s.threshold} · ${s.tokens} tokens now · ${esc(s.state)} ${s.mode ? "· mode " + esc(s.mode) : ""}</p>
 <p>enforce: <span id="s-requests">${t.requests}</span> requests, without ctxd <span id="s-without">${usd(t.without_ctxd)}</span>, paid <span id="s-paid">${usd(t.paid)}</span>, summarizer <span id="s-summarizer">${usd(t.summarizer)}</span>, saved <b id="s-saved">${usd(t.saved)}</b> (${(100 * t.saved_share).toFixed(1)} % of what the client would have paid)</p>
