@@ -27,13 +27,7 @@ import (
 // read keyed from that reading (request.clientKey). It returns the index.
 // Called under the lane's lock.
 func (p *Proxy) indexClient(b *branch, req *request) (*clientIndex, error) {
-	p.mu.Lock()
-	idx := b.rawIdx
-	p.mu.Unlock()
-	n := idx.reuse(req.fast, req.messages)
-	if idx == nil {
-		idx = newClientIndex()
-	}
+	idx, n := p.reusedIndex(&b.rawIdx, req)
 	idx.added = len(req.messages) - n
 	idx.plain = slices.Grow(idx.plain[:n], len(req.messages)-n)[:len(req.messages)]
 	idx.verbatim = slices.Grow(idx.verbatim[:n], len(req.messages)-n)[:len(req.messages)]
@@ -59,6 +53,20 @@ func (p *Proxy) indexClient(b *branch, req *request) (*clientIndex, error) {
 	b.rawIdx = idx
 	p.mu.Unlock()
 	return idx, nil
+}
+
+// reusedIndex is the index a branch keeps in *slot (its rawIdx or itemIdx,
+// guarded by Proxy.mu), and how many of req's messages it still indexes
+// (clientIndex.reuse); a new, empty index when the branch keeps none.
+func (p *Proxy) reusedIndex(slot **clientIndex, req *request) (*clientIndex, int) {
+	p.mu.Lock()
+	idx := *slot
+	p.mu.Unlock()
+	n := idx.reuse(req.fast, req.messages)
+	if idx == nil {
+		idx = newClientIndex()
+	}
+	return idx, n
 }
 
 // newClientIndex is an empty clientIndex.

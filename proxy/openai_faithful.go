@@ -47,13 +47,7 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 // only its new items; after a restart or on a new branch the whole list
 // is indexed once. Called under the lane's lock.
 func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool) *clientIndex {
-	p.mu.Lock()
-	idx := b.itemIdx
-	p.mu.Unlock()
-	n := idx.reuse(req.fast, req.messages)
-	if idx == nil {
-		idx = newClientIndex()
-	}
+	idx, n := p.reusedIndex(&b.itemIdx, req)
 	for k := n; k < len(req.messages); k++ {
 		var r json.RawMessage
 		if k >= req.prefix {

@@ -138,14 +138,8 @@ func reencodedDigest(m *Message) ([sha256.Size]byte, error) {
 // the encoding of m without its markers, byte for byte. ok false when enc
 // does not read as such (the caller encodes again).
 func cutMarkers(m *Message, enc []byte) (out []byte, ok bool) {
-	cs, ce := -1, -1
-	if !rawjson.Members(enc, func(key string, vs, ve int) bool {
-		if key == "content" {
-			cs, ce = vs, ve
-			return false
-		}
-		return true
-	}) || cs < 0 || enc[cs] != '[' {
+	cs, ce, found := rawjson.MemberRange(enc, "content")
+	if !found || enc[cs] != '[' {
 		return nil, false
 	}
 	out = make([]byte, 0, len(enc))

@@ -143,11 +143,11 @@ func (r answerReader) Answer() (history.Message, string, error) { return answerO
 // UsageSoFar is message_start's usage, updated by any message_delta
 // since (wire.UsageSoFar); nil before message_start.
 func (r answerReader) UsageSoFar() *history.Usage {
-	resp, _ := r.Response()
-	if resp == nil || resp.ID == "" && resp.Model == "" {
+	r.events.Flush(r.handleEvent) // a final event without its blank line
+	if r.resp.ID == "" && r.resp.Model == "" {
 		return nil
 	}
-	u := resp.Usage
+	u := r.resp.Usage
 	return u.Canonical()
 }
 
