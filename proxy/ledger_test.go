@@ -164,6 +164,51 @@ func TestCutStreamIsEntered(t *testing.T) {
 	}
 }
 
+// TestClientLeavingMidStreamIsEntered: a client that leaves while the
+// answer streams (an agent interrupted) leaves a request the provider
+// bills: the reverse proxy aborts the response, and the ledger still
+// enters the request, marked cut, with message_start's usage.
+func TestClientLeavingMidStreamIsEntered(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("investigate the failing build")
+	full := sse("", "the build fails because", nil, 4321, 5)
+	start := full[:strings.Index(full, "event: content_block_delta")]
+	f.up.script(reply{stream: true, body: start, after: func(r *http.Request) {
+		// The stream stays open until ctxd drops it, the client gone.
+		<-r.Context().Done()
+	}})
+	req, _ := http.NewRequest("POST", f.url+"/v1/messages?beta=true", strings.NewReader(c.body()))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", testKey)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get(HeaderSessionID)
+	// Read up to the answer's start, then leave.
+	got := ""
+	buf := make([]byte, 4096)
+	for !strings.Contains(got, "content_block_start") {
+		n, err := resp.Body.Read(buf)
+		got += string(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream ended before its start: %v (%q)", err, got)
+		}
+	}
+	_ = resp.Body.Close()
+	reqs, _, _ := requestEntries(t, f, id)
+	if len(reqs) != 1 || !reqs[0].Cut || reqs[0].Reported.Input != 4321 {
+		t.Fatalf("entries after the client left mid-stream: %+v", reqs)
+	}
+	// The request is in the session's log: the next one extends it.
+	f.up.script(reply{stream: true, body: sse("", "ok", nil, 4400, 5)})
+	resp2, _ := f.post(c.body(), nil)
+	if got := resp2.Header.Get(HeaderSessionID); got != id {
+		t.Errorf("the resend went to session %q, not %q", got, id)
+	}
+}
+
 // TestCachelessUpstreamClaimsNoCacheSaving: an upstream that reports no
 // prompt-cache use (this fixture's: input tokens only) gets no phantom
 // cache saving through the proxy: every entry is uncached, the request

@@ -173,7 +173,13 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		// accepts it, beside the answer's forwarding (trail.go).
 		x.onAccept = func() { p.commitAsync(pl) }
 	}
-	p.attempt(w, r, x, pl, req)
+	if p.attemptToEnd(w, r, x, pl, req) {
+		// The answer broke off once it had begun (the client left, the
+		// upstream's connection broke): recorded like any other below —
+		// the request, and the answer cut short — and then the response
+		// is aborted as the reverse proxy would.
+		defer panic(http.ErrAbortHandler)
+	}
 	ctx := context.WithoutCancel(r.Context())
 	if !x.accepted && pl.created {
 		// Nothing costs before it is earned: the upstream did not accept
@@ -210,6 +216,23 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		}
 		p.recordAnswer(ctx, pl, x, req)
 	})
+}
+
+// attemptToEnd is attempt, reporting whether the answer broke off once it
+// had begun: the reverse proxy then panics with http.ErrAbortHandler,
+// recovered here so that the caller records the request and its answer
+// before aborting the response. Any other panic goes on.
+func (p *Proxy) attemptToEnd(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	p.attempt(w, r, x, pl, req)
+	return false
 }
 
 // prepare matches the request to its branch, appends what is new, and

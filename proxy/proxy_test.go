@@ -74,7 +74,8 @@ type reply struct {
 	stream bool
 	// hold, when set, runs after a streamed reply's status is sent (the
 	// upstream has accepted the request) and before its body.
-	hold func()
+	hold  func()
+	after func(r *http.Request)
 }
 
 // inputTokensRE finds the input figure of a scripted answer's usage.
@@ -119,6 +120,9 @@ func newUpstream(t *testing.T) *upstream {
 			for _, ev := range strings.SplitAfter(rp.body, "\n\n") {
 				_, _ = io.WriteString(w, ev)
 				w.(http.Flusher).Flush()
+			}
+			if rp.after != nil {
+				rp.after(r)
 			}
 			return
 		}
