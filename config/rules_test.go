@@ -213,7 +213,7 @@ func TestRuleBindingNamesUnique(t *testing.T) {
 	})
 }
 
-func TestRuleModelLimitAndFactorPositive(t *testing.T) {
+func TestRuleModelLimitFactorAndID(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{name: "new model", src: "[models.\"my-llm\"]\ncontext_limit = 32768\n"},
 		{name: "int factor", src: "[models.\"my-llm\"]\ncontext_limit = 32768\ntoken_factor = 2\n"},
@@ -227,11 +227,16 @@ func TestRuleModelLimitAndFactorPositive(t *testing.T) {
 		{name: "window too large", src: "[models.m]\ncontext_limit = 100000001\n",
 			key: "models.m.context_limit", pos: "2:1", msg: "outside 1000..=100000000"},
 		{name: "zero factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = 0.0\n",
-			key: "models.m.token_factor", pos: "3:1", msg: "> 0"},
+			key: "models.m.token_factor", pos: "3:1", msg: "from 0.25 to 4"},
 		{name: "nan factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = nan\n",
-			key: "models.m.token_factor", pos: "3:1", msg: "> 0"},
+			key: "models.m.token_factor", pos: "3:1", msg: "from 0.25 to 4"},
 		{name: "inf factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = inf\n",
-			key: "models.m.token_factor", pos: "3:1", msg: "finite"},
+			key: "models.m.token_factor", pos: "3:1", msg: "from 0.25 to 4"},
+		{name: "huge factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = 1e308\n",
+			key: "models.m.token_factor", pos: "3:1", msg: "from 0.25 to 4"},
+		{name: "the largest factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = 4.0\n"},
+		{name: "empty model id", src: "[models.\"\"]\ncontext_limit = 32768\n",
+			key: "models.\"\"", pos: "1:9", msg: "must not be empty"},
 		{name: "unknown model key", src: "[models.m]\ncontext_limit = 32768\nwindow = 5\n",
 			key: "models.m.window", pos: "3:1", msg: "unknown key"},
 	})

@@ -24,6 +24,11 @@ const (
 	// MaxPricePerMTok bounds a [models."<id>".price] figure, in US dollars
 	// per million tokens (the dearest list price is under 200).
 	MaxPricePerMTok = 10000
+	// MinTokenFactor and MaxTokenFactor bound a model's token_factor
+	// (provider tokens per o200k_base token): the calibrator refuses a
+	// factor outside them, so a session of such a model could not start.
+	MinTokenFactor = 0.25
+	MaxTokenFactor = 4.0
 )
 
 func (s *state) problemAt(table, key string, missing bool, format string, args ...any) Problem {
@@ -191,8 +196,11 @@ func (s *state) validate() {
 		} else if m.ContextLimit < MinContextLimit || m.ContextLimit > MaxContextLimit {
 			s.errorf(table, keyPath("models", id, "context_limit"), "%d tokens is outside %d..=%d (the model's context window in tokens)", m.ContextLimit, MinContextLimit, MaxContextLimit)
 		}
-		if !(m.TokenFactor > 0) || math.IsInf(m.TokenFactor, 0) {
-			s.errorf(table, keyPath("models", id, "token_factor"), "must be a finite number > 0 (provider tokens per o200k_base token, e.g. 1.0)")
+		if strings.TrimSpace(id) == "" {
+			s.errorf(table, keyPath("models", id), "a model id must not be empty (the model name requests carry, e.g. [models.\"claude-sonnet-4-5\"])")
+		}
+		if !(m.TokenFactor >= MinTokenFactor && m.TokenFactor <= MaxTokenFactor) {
+			s.errorf(table, keyPath("models", id, "token_factor"), "must be a number from %g to %g (provider tokens per o200k_base token, e.g. 1.0)", MinTokenFactor, MaxTokenFactor)
 		}
 		if pr := m.Price; pr != nil {
 			for _, f := range []struct {
