@@ -226,6 +226,9 @@ func openSession(ctx context.Context, cfg config.Config, tr *transcript.Transcri
 		return nil, engine.Info{}, err
 	}
 	info, err := env.Engine.CreateSession(ctx, engine.CreateParams{ID: SessionID, Model: tr.Model, ContextLimit: limit, System: tr.System})
+	if errors.Is(err, engine.ErrExists) {
+		err = fmt.Errorf("data dir %s already holds a replay (session %q): give --data-dir an empty or new directory, or remove this one: %w", opts.DataDir, SessionID, err)
+	}
 	if err != nil {
 		env.Close()
 		return nil, engine.Info{}, err

@@ -135,6 +135,36 @@ func TestCompactTranscriptOnTheCorpus(t *testing.T) {
 	t.Logf("pi: %d messages, %d → %d tokens, %d retained, %d-byte summary", r.Messages, r.TokensBefore, r.TokensAfter, r.RetainedMessages, r.SummaryBytes)
 }
 
+// A --data-dir that already holds a replay is refused by name, before
+// anything is written: the second run says which flag to change, and the
+// first run's session is left as it was.
+func TestCompactTranscriptRefusesAUsedDataDir(t *testing.T) {
+	tr := importCorpus(t, "pi/454tools-2compactions.jsonl")
+	tr.CloseAbandoned()
+	dir := t.TempDir()
+	opts := Options{Config: config.Defaults(), ContextLimit: 200000, DataDir: dir}
+	first, err := CompactTranscript(context.Background(), tr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = CompactTranscript(context.Background(), tr, opts)
+	if err == nil || !strings.Contains(err.Error(), "--data-dir") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second run on the same --data-dir: err = %v, want one naming --data-dir and %s", err, dir)
+	}
+	env, err := Open(config.Defaults(), dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	info, err := env.Engine.Session(context.Background(), SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Checkpoints != 1 {
+		t.Fatalf("the first run's session has %d checkpoints after the refused second run, want 1 (first run: %d messages)", info.Checkpoints, first.Messages)
+	}
+}
+
 // The text report's checks name provider-rule violations and call them a
 // problem.
 func TestReportShowsProviderRuleViolations(t *testing.T) {
