@@ -76,7 +76,10 @@ type Dashboard struct {
 // with the filtered and sorted orders asked for since (views, by query;
 // at most maxViews).
 type snapshot struct {
-	seq   uint64
+	seq uint64
+	// mode is the daemon's [proxy] mode the rows were read with: the mode
+	// of a proxied session that has none of its own.
+	mode  string
 	rows  []row
 	taken time.Time
 	views map[string][]row
@@ -162,17 +165,23 @@ type row struct {
 	updated time.Time
 }
 
-func rowOf(in engine.Info) row {
+// rowOf is in's row; a proxied session's mode is its own, else the
+// daemon's [proxy] mode (def), so that it shows and filters as the mode
+// its requests go in; a session of the API has none.
+func rowOf(in engine.Info, def string) row {
 	agent := in.Labels[engine.LabelProxy]
+	mode := in.Mode
 	if agent == "" {
 		agent = "api"
+	} else if mode == "" {
+		mode = def
 	}
 	state := in.Compaction
 	if in.CircuitOpen {
 		state = "circuit open"
 	}
 	return row{ID: in.ID, Agent: agent, Model: in.Model, ContextLimit: in.ContextLimit, Threshold: in.Threshold, Tokens: in.Tokens,
-		State: state, Mode: in.Mode, Ledger: in.Ledger, Updated: in.Updated.UTC().Format("2006-01-02 15:04:05"), updated: in.Updated}
+		State: state, Mode: mode, Ledger: in.Ledger, Updated: in.Updated.UTC().Format("2006-01-02 15:04:05"), updated: in.Updated}
 }
 
 // rows returns every stored session's row: the snapshot when the engine
@@ -242,9 +251,10 @@ func (d *Dashboard) view(ctx context.Context, q, key string, desc bool) ([]row, 
 // scan of every listing row.
 func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 	seq := d.eng.ChangeSeq()
+	def := d.eng.Config().Proxy.Mode
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
-	if s := d.snap; s != nil && !d.eng.Shared() {
+	if s := d.snap; s != nil && !d.eng.Shared() && s.mode == def {
 		if s.seq == seq {
 			s.taken = time.Now()
 			return s, nil
@@ -262,7 +272,7 @@ func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 			return nil, err
 		}
 		for _, in := range page {
-			out = append(out, rowOf(in))
+			out = append(out, rowOf(in, def))
 		}
 		d.scanned.Add(int64(len(page)))
 		if next == "" {
@@ -270,7 +280,7 @@ func (d *Dashboard) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 		after = next
 	}
-	s := &snapshot{seq: seq, rows: out, taken: time.Now(), views: map[string][]row{}}
+	s := &snapshot{seq: seq, mode: def, rows: out, taken: time.Now(), views: map[string][]row{}}
 	if d.snap == nil {
 		// Dropped once unused for snapshotIdle: 100,000 rows are tens of
 		// megabytes.
@@ -312,12 +322,12 @@ func (d *Dashboard) patch(ctx context.Context, s *snapshot) (*snapshot, bool) {
 		case err != nil:
 			return nil, false
 		case found:
-			rows[i] = rowOf(in)
+			rows[i] = rowOf(in, s.mode)
 		default:
-			rows = slices.Insert(rows, i, rowOf(in))
+			rows = slices.Insert(rows, i, rowOf(in, s.mode))
 		}
 	}
-	return &snapshot{seq: seq, rows: rows, taken: time.Now(), views: map[string][]row{}}, true
+	return &snapshot{seq: seq, mode: s.mode, rows: rows, taken: time.Now(), views: map[string][]row{}}, true
 }
 
 // dropIdle drops the snapshot when it was not used for snapshotIdle, or
@@ -495,7 +505,7 @@ func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 	if entries == nil {
 		entries = []ledger.Entry{}
 	}
-	writeJSON(w, map[string]any{"session": rowOf(info), "entries": entries, "totals": totals,
+	writeJSON(w, map[string]any{"session": rowOf(info, d.eng.Config().Proxy.Mode), "entries": entries, "totals": totals,
 		"waterfall": totals.Waterfall(), "checkpoints": comps, "diagnostics": diags})
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -439,4 +440,47 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// A proxied session with no mode of its own goes in the daemon's [proxy]
+// mode: the list shows that mode and its filter finds it; a session of
+// the API has no mode.
+func TestSessionListShowsAndFiltersTheModeInEffect(t *testing.T) {
+	eng := newEngine(t)
+	ctx := context.Background()
+	proxied := map[string]string{"proxy": "anthropic"}
+	for _, id := range []string{"p-default", "p-observe"} {
+		if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: id, Model: "claude-sonnet-4-5", Labels: proxied}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := eng.CreateSession(ctx, engine.CreateParams{ID: "api-one", Model: "claude-sonnet-4-5"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.SetMode(ctx, "p-observe", ledger.ModeObserve); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(eng))
+	defer srv.Close()
+	type page struct {
+		Sessions []row `json:"sessions"`
+	}
+	modes := func(q string) map[string]string {
+		var p page
+		getJSON(t, srv.URL+"/ui/api/sessions?q="+q, &p)
+		m := map[string]string{}
+		for _, r := range p.Sessions {
+			m[r.ID] = r.Mode
+		}
+		return m
+	}
+	if got, want := modes(""), map[string]string{"p-default": "enforce", "p-observe": "observe", "api-one": ""}; !maps.Equal(got, want) {
+		t.Fatalf("modes shown %v, want %v", got, want)
+	}
+	if got := modes("enforce"); len(got) != 1 || got["p-default"] != "enforce" {
+		t.Fatalf("filter enforce found %v, want the proxied session without a mode of its own", got)
+	}
+	if got := modes("observe"); len(got) != 1 || got["p-observe"] != "observe" {
+		t.Fatalf("filter observe found %v", got)
+	}
 }
