@@ -174,7 +174,8 @@ type LedgerBar struct {
 }
 
 // LedgerResponse is the body of RouteLedger: the entries oldest first, their
-// totals, and the waterfall from "without ctxd" to "paid" (enforce mode).
+// totals, and the waterfall from "without ctxd" to "paid with summarizer"
+// (enforce mode).
 type LedgerResponse struct {
 	Session   string        `json:"session"`
 	Mode      string        `json:"mode,omitempty"`

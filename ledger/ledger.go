@@ -486,8 +486,9 @@ type Bar struct {
 // (what ctxd kept out of the requests, net of everything below: negative
 // when it saved); one bar per cause of ctxd's cache writes other than the
 // client's growth ("compaction", "pass", "offload", "client_change",
-// "ttl_expiry", "other": what those writes cost); "summarizer"; and "paid"
-// (Paid + Summarizer) last. The bars between the first and the last sum to
+// "ttl_expiry", "other": what those writes cost); "summarizer"; and "paid
+// with summarizer" (Paid + Summarizer, apart from Paid, which counts the
+// requests only) last. The bars between the first and the last sum to
 // the last minus the first.
 func (t Totals) Waterfall() []Bar {
 	var causes float64
@@ -503,7 +504,7 @@ func (t Totals) Waterfall() []Bar {
 	}
 	bars := []Bar{{Label: "without ctxd", Value: t.WithoutCtxd}, {Label: "context removed", Value: t.Paid - t.WithoutCtxd - causes}}
 	bars = append(bars, causeBars...)
-	return append(bars, Bar{Label: "summarizer", Value: t.Summarizer}, Bar{Label: "paid", Value: t.Paid + t.Summarizer})
+	return append(bars, Bar{Label: "summarizer", Value: t.Summarizer}, Bar{Label: "paid with summarizer", Value: t.Paid + t.Summarizer})
 }
 
 // Summary is Totals in brief, for a session's listing row: US dollars

@@ -206,7 +206,7 @@ func TestTotalsAreNetOfSummarizerCalls(t *testing.T) {
 	for _, b := range bars[1 : len(bars)-1] {
 		mid += b.Value
 	}
-	if first.Label != "without ctxd" || last.Label != "paid" || math.Abs(first.Value+mid-last.Value) > 1e-9 {
+	if first.Label != "without ctxd" || last.Label != "paid with summarizer" || math.Abs(first.Value+mid-last.Value) > 1e-9 {
 		t.Fatalf("waterfall %+v does not bridge", bars)
 	}
 	if bars[2].Label != CauseCompaction || math.Abs(bars[2].Value-8000*p.CacheWrite5m/1e6) > 1e-12 || bars[1].Value >= 0 {

@@ -108,7 +108,7 @@ async function session(id) {
 <p>observe: ${t.observed_requests} requests, paid as sent ${usd(t.observed)}, ctxd would have paid ${usd(t.projected)} + summarizer ${usd(t.observe_summarizer)}: projected saving <span id="s-projected">${usd(t.projected_saved)}</span></p>
 ${t.uncached ? `<p class="note">${count(t.uncached, "request", "requests")} of a conversation whose upstream reported no cache use: both sides priced as uncached input, no cache saving claimed.</p>` : ""}
 <h3>Context size per request</h3>${chart(d.entries, s.context_limit, s.threshold)}
-<h3>Waterfall: without ctxd → paid</h3><table id="waterfall">${waterfall(d.waterfall)}</table>
+<h3>Waterfall: without ctxd → paid with summarizer</h3><table id="waterfall">${waterfall(d.waterfall)}</table>
 <div class="fig">each bar runs from the total before it to the total after it; green bars are negative (what ctxd removed), orange ones what a cause of cache writes cost, dark ones totals</div>
 <h3>Cache reads (blue) and writes (orange) per request</h3><table id="cache"><tr><th>#</th><th class="l">mode</th><th>tokens / window</th><th class="l"></th><th>read</th><th>written</th><th class="l">writes by cause</th><th>paid</th><th>other side</th></tr>${bars}</table>
 <h3>Compactions</h3><div id="compactions">${comps || "none"}</div>
