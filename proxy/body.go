@@ -85,14 +85,16 @@ type parsedMessages struct {
 	ends []int
 }
 
-// parse is req.d.Parse(req.messages, from); for the Messages API it keeps
+// parse is req.d.Parse(req.messages, from); for a dialect whose messages
+// each read on their own (wire.EachParser: the Messages API) it keeps
 // each message's reading, so the client-bytes index keys the new messages
 // without decoding them again (clientKey).
 func (req *request) parse(from int) ([]history.Message, error) {
-	if req.d != dialectAnthropic {
+	each, ok := req.d.(wire.EachParser)
+	if !ok {
 		return req.d.Parse(req.messages, from)
 	}
-	msgs, ends, err := anthropic.ParseEach(req.messages, from)
+	msgs, ends, err := each.ParseEach(req.messages, from)
 	if err != nil {
 		return nil, err
 	}

@@ -38,10 +38,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		fork = p.forkPoint(ctx, prev, req, cs)
 	}
 	params := engine.CreateParams{Model: req.model, System: req.d.SystemText(req.system, req.messages[:req.prefix]), Tools: req.d.Tools(req.tools), Labels: labels,
-		Provider: engine.ProviderOpenAI, WireContextLimit: wireContextLimit(h)}
-	if req.d.Upstream() == "anthropic" {
-		params.Provider = engine.ProviderAnthropic
-	}
+		Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
 	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
 		// Another local user's agent cannot read the daemon user's
 		// offload directory: its results stay in the context (docs/proxy.md
@@ -107,4 +104,13 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		}
 	}
 	return b, prev, fork, nil
+}
+
+// engineProvider is the engine's provider of a dialect's sessions: its
+// upstream's.
+func engineProvider(d dialect) string {
+	if d.Upstream() == "anthropic" {
+		return engine.ProviderAnthropic
+	}
+	return engine.ProviderOpenAI
 }

@@ -28,12 +28,6 @@ import (
 // milliseconds and is kept (the first request is then ctxd's rendering).
 const coldBytes = 256 << 10
 
-// coldBytesPerToken is the bytes of a request's JSON per o200k token the
-// cold estimate assumes: fewer than the ~3.5–4 of Claude Code's
-// conversations (the shared corpus), so the estimate leans high and a due
-// compaction is not missed; the model's token factor is applied on top.
-const coldBytesPerToken = 3
-
 // coldRequest is what a cold plan keeps to record its conversation after
 // the upstream accepted it.
 type coldRequest struct {
@@ -43,12 +37,15 @@ type coldRequest struct {
 }
 
 // coldPlan returns the plan of req as a cold first request, nil when it
-// is not one (a conversation the lane holds, a small or non-Messages
-// request, or one whose estimate reaches the threshold of a credential
-// the upstream accepted: a pre-send compaction may be due). Errors: the
-// lane's loading, quota.ErrQuota.
+// is not one (a conversation the lane holds, a small request or one of an
+// API without a size estimate, or one whose estimate reaches the threshold
+// of a credential the upstream accepted: a pre-send compaction may be
+// due). The estimate is the body's bytes at the dialect's
+// BytesPerToken, which leans high, times the model's token factor.
+// Errors: the lane's loading, quota.ErrQuota.
 func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
-	if req.d != dialectAnthropic {
+	bytesPerToken := req.d.BytesPerToken()
+	if bytesPerToken == 0 {
 		return nil, nil
 	}
 	n := 0
@@ -68,7 +65,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 		return nil, nil
 	}
 	accepted := p.isAccepted(fp)
-	params := engine.CreateParams{Model: req.model, Provider: engine.ProviderAnthropic, WireContextLimit: wireContextLimit(h)}
+	params := engine.CreateParams{Model: req.model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
 	if w, _ := contextLimitHeader(h); w > 0 && hasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
@@ -76,7 +73,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if err != nil {
 		return nil, nil // the full path says why
 	}
-	est := uint64(float64(n+len(req.system)+len(req.tools)) / coldBytesPerToken * factor)
+	est := uint64(float64(n+len(req.system)+len(req.tools)) / bytesPerToken * factor)
 	if est >= threshold && accepted {
 		return nil, nil
 	}

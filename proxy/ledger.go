@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -13,8 +11,6 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/ledger"
-	"github.com/ctxd/ctxd/wire/anthropic"
-	"github.com/ctxd/ctxd/wire/openai"
 )
 
 // HeaderMode sets the proxy mode of the request's session ("enforce" or
@@ -22,17 +18,11 @@ import (
 const HeaderMode = "X-Ctxd-Mode"
 
 // cacheRequest is body as the prompt cache sees it (ledger.Request), read
-// through the dialect's wire package.
-func cacheRequest(d dialect, body []byte, model string) (ledger.Request, error) {
-	r := ledger.Request{Model: model}
-	var err error
-	switch d {
-	case dialectAnthropic:
-		r.Elements, r.LastMarker, r.LongTTL, err = anthropic.CacheElements(body)
-	default:
-		r.Elements, r.LastMarker, err = openai.CacheElements(body, d == dialectResponses)
-	}
-	return r, err
+// by the dialect, and the cache lifetime it asks for, in seconds, for idle
+// compaction (docs/design.md §5.1; wire.CacheView).
+func cacheRequest(d dialect, body []byte, model string) (ledger.Request, uint64, error) {
+	v, err := d.CacheView(body)
+	return ledger.Request{Model: model, Elements: v.Elements, LastMarker: v.LastMarker, LongTTL: v.LongTTL}, v.Lifetime, err
 }
 
 // mode is the request's proxy mode: X-Ctxd-Mode, which the session then
@@ -100,12 +90,12 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 	}
 	b := pl.b
 	now := time.Now().UTC()
-	client, err := cacheRequest(req.d, req.body, req.model)
+	client, _, err := cacheRequest(req.d, req.body, req.model)
 	if err != nil {
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
 		return nil
 	}
-	ctxd, err := cacheRequest(req.d, pl.out.Bytes(), req.model)
+	ctxd, lifetime, err := cacheRequest(req.d, pl.out.Bytes(), req.model)
 	if err != nil {
 		p.log.Info("ledger: request not entered", "session", b.id, "err", err)
 		return nil
@@ -126,7 +116,7 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 	}
 	en := b.conv.Entry(ledger.Observation{Time: now, Model: req.model, Mode: mode, Client: client, Ctxd: ctxd,
 		Reported: ledger.FromHistory(u), Rewrites: rewrites, ContextLimit: pl.limit, Threshold: pl.threshold})
-	en.CacheTTLSeconds = cacheLifetime(req.d, req.body, ctxd)
+	en.CacheTTLSeconds = lifetime
 	en.Cut = cut
 	if err := p.eng.RecordLedger(ctx, b.id, en); err != nil {
 		p.log.Warn("ledger: request not entered", "session", b.id, "err", err)
@@ -148,28 +138,4 @@ func projectedUsage(en *ledger.Entry) *history.Usage {
 	c := en.Counterfactual
 	return &history.Usage{InputTokens: c.Input, CacheReadInputTokens: c.CacheRead, CacheCreationInputTokens: c.CacheWrite(),
 		CacheCreation1hInputTokens: c.CacheWrite1h, OutputTokens: c.Output}
-}
-
-// cacheLifetime is the prompt-cache lifetime ctxd's request asked for, in
-// seconds, for idle compaction (docs/design.md §5.1): an Anthropic
-// request's "ttl": "1h" markers give an hour; an OpenAI request's
-// prompt_cache_retention "24h" a day; 0 otherwise (the provider's
-// default, about 5 minutes).
-func cacheLifetime(d dialect, body []byte, sent ledger.Request) uint64 {
-	if d == dialectAnthropic {
-		if sent.LongTTL {
-			return 3600
-		}
-		return 0
-	}
-	if !bytes.Contains(body, []byte(`"prompt_cache_retention"`)) {
-		return 0
-	}
-	var r struct {
-		Retention string `json:"prompt_cache_retention"`
-	}
-	if json.Unmarshal(body, &r) == nil && r.Retention == "24h" {
-		return 24 * 3600
-	}
-	return 0
 }

@@ -17,8 +17,6 @@ import (
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/quota"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
-	"github.com/ctxd/ctxd/wire/openai/responses"
 )
 
 // messages serves POST /v1/messages (docs/design.md §10).
@@ -47,7 +45,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		return
 	}
 	req.buf = bb
-	req.clientCompacting = d == dialectResponses && responses.ClientCompacting(r.Header.Get(responses.TurnMetadataHeader), req.messages)
+	req.clientCompacting = d.ClientCompacting(r.Header, req.messages)
 	if msg := p.countLimits(req); msg != "" {
 		p.m.request(d, outcomeRefused)
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
@@ -259,7 +257,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	cs := wire.ChainsWith(&l.digests, req.messages, req.d.MatchKey)
 	req.marked, req.fast = l.digests.Marked, l.digests.Fast
 	m := len(req.messages)
-	pl := &plan{n: m, chain: cs[m], hideUsage: req.d == dialectChat && req.stream && len(req.streamOptions) == 0}
+	pl := &plan{n: m, chain: cs[m], hideUsage: req.d.HidesUsage(req.stream, req.streamOptions)}
 	var from int
 	pl.b, from, pl.resend = l.extended(req, cs)
 	reuse := false
@@ -273,11 +271,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			return nil, err
 		}
 	}
-	var vs history.Violations
-	if req.d == dialectAnthropic {
-		vs = anthropic.ClientViolations(req.messages, req.prefix, req.thinking, msgs, from)
-	}
-	if len(vs) > 0 {
+	if vs := req.d.ClientViolations(req.messages, req.prefix, req.thinking, msgs, from); len(vs) > 0 {
 		// Not recorded: the engine would hold a history no context of it
 		// could be sent from.
 		if pl.b == nil {

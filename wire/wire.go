@@ -73,6 +73,75 @@ type Dialect interface {
 	ServerCompaction() bool
 	WithServerCompaction(body []byte, trigger uint64) (out []byte, beta string, err error)
 	IsServerCompactionRefusal(status int, body []byte) (why string, ok bool)
+
+	// What the proxy asks of a request instead of knowing its API.
+
+	// CacheView reads a request body as the provider's prompt cache sees
+	// it (docs/design.md §5.1). Errors: the body is not a request object
+	// of the API.
+	CacheView(body []byte) (CacheView, error)
+	// ClientCompacting reports whether a request (h its headers, items
+	// its conversation) is the client compacting its own conversation:
+	// ctxd then compacts nothing for it, before sending it nor on its
+	// refusal, so as not to race the client's compaction.
+	ClientCompacting(h http.Header, items []json.RawMessage) bool
+	// HidesUsage reports whether ctxd asks the upstream of a request for
+	// its answer's usage, which the client did not ask for and the
+	// answer then hides from it (stream and streamOptions as the request
+	// gave them): a Chat stream without stream_options.
+	HidesUsage(stream bool, streamOptions json.RawMessage) bool
+	// ClientViolations checks what of docs/design.md §4a a client's own
+	// request decides: items is its conversation, of which the first
+	// prefix are a fixed prefix and those from from on are new, added
+	// being these parsed; thinking is its thinking member (nil when
+	// absent). Indexes are items'. Nil when the API has no such rules.
+	ClientViolations(items []json.RawMessage, prefix int, thinking json.RawMessage, added []history.Message, from int) history.Violations
+	// BytesPerToken is the bytes of a request's JSON per o200k token that
+	// an estimate from the body's size alone may assume, leaning high (a
+	// due compaction is not missed); 0 when the API has no such figure:
+	// its requests are always counted.
+	BytesPerToken() float64
+	// SummaryPrefix is what of a client's request (its system or
+	// instructions member, tools, tool_choice and prefix items) a
+	// summarizer request on the client's credential carries ahead of the
+	// history, so that it extends the prefix the provider cached.
+	SummaryPrefix(system, tools, toolChoice json.RawMessage, prefix []json.RawMessage) SummaryPrefix
+	// SummarizerProvider is the summarizer provider (config.Provider…)
+	// whose calls are this API: a proxied session is summarized through
+	// the API its client speaks.
+	SummarizerProvider() string
+}
+
+// CacheView is a request body as the provider's prompt cache compares it
+// (docs/design.md §5.1), in its order: the tools, the system prompt or
+// instructions, then each conversation item, as JSON bytes (cache markers
+// removed). LastMarker is the index of the last element a cache marker
+// covers (-1: none, nothing is written); LongTTL reports a marker asking
+// for the 1-hour lifetime. Lifetime is the cache lifetime the body asks
+// for, in seconds (0: the provider's default, about 5 minutes).
+type CacheView struct {
+	Elements   [][]byte
+	LastMarker int
+	LongTTL    bool
+	Lifetime   uint64
+}
+
+// SummaryPrefix is what a summarizer request on a client's credential
+// carries of the client's request (Dialect.SummaryPrefix), each the
+// client's JSON, nil when not carried: System its system prompt or
+// instructions, Tools and ToolChoice its tools and tool_choice, Prefix a
+// JSON array of its prefix items. All but Prefix (newly built) share the
+// request's bytes.
+type SummaryPrefix struct {
+	System, Tools, ToolChoice, Prefix []byte
+}
+
+// EachParser is implemented by a Dialect whose conversation items each
+// read on their own (the Messages API): ParseEach is Parse with where
+// each item's reading ends, items[from+j] reading as
+// msgs[ends[j-1]:ends[j]] (ends[-1] being 0). Errors name the item.
+type EachParser interface {
+	ParseEach(items []json.RawMessage, from int) (msgs []history.Message, ends []int, err error)
 }
 
 // AnswerReader is fed a streamed answer as it passes (a tee) and rebuilds

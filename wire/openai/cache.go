@@ -11,14 +11,26 @@ import (
 // OpenAI caches every prefix automatically, so lastMarker is the last
 // element's index. Errors: the body is not a request object.
 func CacheElements(body []byte, responses bool) (elems [][]byte, lastMarker int, err error) {
+	elems, lastMarker, _, err = Cache(body, responses)
+	return elems, lastMarker, err
+}
+
+// Cache is CacheElements with the cache lifetime the body asks for, in
+// seconds: prompt_cache_retention "24h" keeps the cache a day (86400);
+// any other value, or none, is the provider's default (0). Errors: the
+// body is not a request object.
+func Cache(body []byte, responses bool) (elems [][]byte, lastMarker int, lifetime uint64, err error) {
 	var f struct {
 		Tools        json.RawMessage   `json:"tools"`
 		Instructions json.RawMessage   `json:"instructions"`
 		Input        json.RawMessage   `json:"input"`
 		Messages     []json.RawMessage `json:"messages"`
+		// Retention is decoded on its own: a value of another type is
+		// the default lifetime, not an unreadable request.
+		Retention json.RawMessage `json:"prompt_cache_retention"`
 	}
 	if err := json.Unmarshal(body, &f); err != nil {
-		return nil, -1, fmt.Errorf("not a request object: %w", err)
+		return nil, -1, 0, fmt.Errorf("not a request object: %w", err)
 	}
 	items := f.Messages
 	head := []json.RawMessage{f.Tools}
@@ -27,7 +39,7 @@ func CacheElements(body []byte, responses bool) (elems [][]byte, lastMarker int,
 		items = nil
 		if len(f.Input) > 0 && f.Input[0] == '[' {
 			if err := json.Unmarshal(f.Input, &items); err != nil {
-				return nil, -1, fmt.Errorf("input: %w", err)
+				return nil, -1, 0, fmt.Errorf("input: %w", err)
 			}
 		} else if len(f.Input) > 0 {
 			items = []json.RawMessage{f.Input}
@@ -36,5 +48,9 @@ func CacheElements(body []byte, responses bool) (elems [][]byte, lastMarker int,
 	for _, e := range append(head, items...) {
 		elems = append(elems, e)
 	}
-	return elems, len(elems) - 1, nil
+	var retention string
+	if json.Unmarshal(f.Retention, &retention) == nil && retention == "24h" {
+		lifetime = 24 * 3600
+	}
+	return elems, len(elems) - 1, lifetime, nil
 }

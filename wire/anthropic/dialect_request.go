@@ -1,0 +1,51 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
+	"github.com/ctxd/ctxd/wire"
+)
+
+// CacheView is CacheElements; a marker asking for the 1-hour lifetime
+// makes the cache live an hour (3600 seconds).
+func (Dialect) CacheView(body []byte) (wire.CacheView, error) {
+	elems, last, long, err := CacheElements(body)
+	v := wire.CacheView{Elements: elems, LastMarker: last, LongTTL: long}
+	if long {
+		v.Lifetime = 3600
+	}
+	return v, err
+}
+
+// ClientCompacting: a Messages client has no compaction of its own that
+// ctxd could race.
+func (Dialect) ClientCompacting(http.Header, []json.RawMessage) bool { return false }
+
+// HidesUsage: a Messages stream always reports its usage.
+func (Dialect) HidesUsage(bool, json.RawMessage) bool { return false }
+
+// ClientViolations is the package's ClientViolations.
+func (Dialect) ClientViolations(items []json.RawMessage, prefix int, thinking json.RawMessage, added []history.Message, from int) history.Violations {
+	return ClientViolations(items, prefix, thinking, added, from)
+}
+
+// ParseEach is the package's ParseEach (wire.EachParser).
+func (Dialect) ParseEach(items []json.RawMessage, from int) ([]history.Message, []int, error) {
+	return ParseEach(items, from)
+}
+
+// BytesPerToken is 3: fewer than the ~3.5–4 of Claude Code's
+// conversations, so an estimate from a body's size leans high.
+func (Dialect) BytesPerToken() float64 { return 3 }
+
+// SummaryPrefix carries the client's own system, tools and tool_choice:
+// a changed tool_choice costs Anthropic's cache of the messages.
+func (Dialect) SummaryPrefix(system, tools, toolChoice json.RawMessage, _ []json.RawMessage) wire.SummaryPrefix {
+	return wire.SummaryPrefix{System: system, Tools: tools, ToolChoice: toolChoice}
+}
+
+// SummarizerProvider is the Messages API's.
+func (Dialect) SummarizerProvider() string { return config.ProviderAnthropic }

@@ -1,0 +1,33 @@
+package chat
+
+import (
+	"encoding/json"
+
+	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/openai"
+)
+
+// CacheView is openai.Cache of a Chat request.
+func (Dialect) CacheView(body []byte) (wire.CacheView, error) {
+	elems, last, lifetime, err := openai.Cache(body, false)
+	return wire.CacheView{Elements: elems, LastMarker: last, Lifetime: lifetime}, err
+}
+
+// HidesUsage: a Chat stream reports its usage only when the request asks
+// (stream_options.include_usage); ctxd asks for it when the client's
+// request has no stream_options, and hides it (WithIncludeUsage,
+// UsageFilter).
+func (Dialect) HidesUsage(stream bool, streamOptions json.RawMessage) bool {
+	return stream && len(streamOptions) == 0
+}
+
+// SummaryPrefix: nothing. A Chat session is summarized with its function
+// tools, which the summarizer sends itself.
+func (Dialect) SummaryPrefix(_, _, _ json.RawMessage, _ []json.RawMessage) wire.SummaryPrefix {
+	return wire.SummaryPrefix{}
+}
+
+// SummarizerProvider is Chat Completions', the API every
+// OpenAI-compatible upstream serves.
+func (Dialect) SummarizerProvider() string { return config.ProviderOpenAI }

@@ -1,0 +1,22 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/ctxd/ctxd/history"
+)
+
+// ClientCompacting: false, unless the API's dialect says otherwise.
+func (Common) ClientCompacting(http.Header, []json.RawMessage) bool { return false }
+
+// HidesUsage: false, unless the API's dialect says otherwise.
+func (Common) HidesUsage(bool, json.RawMessage) bool { return false }
+
+// ClientViolations: none; OpenAI's APIs accept, e.g., an empty content.
+func (Common) ClientViolations([]json.RawMessage, int, json.RawMessage, []history.Message, int) history.Violations {
+	return nil
+}
+
+// BytesPerToken: no figure; OpenAI requests are always counted.
+func (Common) BytesPerToken() float64 { return 0 }
