@@ -121,6 +121,10 @@ type ProviderError struct {
 	Message string
 	// Err is the underlying cause, or nil.
 	Err error
+	// Count and Limit are the figures a context-length refusal named, in
+	// tokens: the provider's count of the refused request's input and the
+	// window left for it (0: the refusal did not give it).
+	Count, Limit uint64
 }
 
 // Error describes the failure: binding, provider, status, class, message.

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
@@ -101,6 +102,9 @@ func (s *Summarizer) send(ctx context.Context, b config.Binding, url string, h h
 		red := s.redactorFor(b).String(string(res.body))
 		out.err = &ProviderError{Binding: b.Name, Provider: b.Provider, Status: res.status,
 			Class: Classify(res.status, res.body), Message: errorMessage([]byte(red))}
+		if out.err.Class == ClassContextLength {
+			out.err.Count, out.err.Limit = contextLengthFigures(b.Provider, res.body)
+		}
 		return out
 	}
 	ans, err := decode(res.body)
@@ -111,6 +115,16 @@ func (s *Summarizer) send(ctx context.Context, b config.Binding, url string, h h
 	}
 	out.ans = ans
 	return out
+}
+
+// contextLengthFigures reads a context-length refusal's figures (the
+// count of the refused input and the window left for it, in tokens; 0: not
+// given) in the wording of the binding's API.
+func contextLengthFigures(provider string, body []byte) (count, limit uint64) {
+	if provider == ProviderAnthropic {
+		return anthropic.ContextLengthFigures(body)
+	}
+	return openai.ContextLengthFigures(body)
 }
 
 // callAnthropic asks an Anthropic Messages endpoint for the summary.

@@ -3,6 +3,7 @@ package summarizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,11 +59,38 @@ func PruneMarker(size int, format, uri string) string {
 // req is never modified. Errors: ErrNoArtifactStore when store is nil and a
 // result needs retaining; the store's error, wrapped, otherwise.
 func Prune(ctx context.Context, req Request, store ArtifactStore) (Request, PruneStats, error) {
+	return prune(ctx, req, store, 0)
+}
+
+// pruneTarget is how many tokens the pruned retry after the refusal err
+// removes: the excess the refusal named, with a quarter more and
+// pruneMarginTokens of margin (the provider's tokens are not o200k_base's,
+// and each marker costs some); 0, every result, when it named no figures.
+func pruneTarget(err error) uint64 {
+	var pe *ProviderError
+	if !errors.As(err, &pe) || pe.Limit == 0 || pe.Count <= pe.Limit {
+		return 0
+	}
+	excess := pe.Count - pe.Limit
+	return excess + excess/4 + pruneMarginTokens
+}
+
+// pruneMarginTokens is the pruned retry's margin beyond the excess a
+// refusal named, in o200k_base tokens.
+const pruneMarginTokens = 1024
+
+// prune is Prune that stops once the results it replaced held target
+// o200k_base tokens, oldest first, so the retry keeps the newest tool
+// results — the latest progress — whole; target 0 prunes every result.
+// Artifact read outputs are replaced in either case (they are stored
+// already).
+func prune(ctx context.Context, req Request, store ArtifactStore, target uint64) (Request, PruneStats, error) {
 	var stats PruneStats
 	out := req
 	out.Tools = nil
 	out.Messages = make([]history.Message, len(req.Messages))
 	copy(out.Messages, req.Messages)
+	var removed uint64
 
 	calls := map[string]history.Block{}
 	readTools := req.artifactReadTools()
@@ -87,6 +115,10 @@ func Prune(ctx context.Context, req Request, store ArtifactStore) (Request, Prun
 			stats.ArtifactReads++
 			continue
 		}
+		if target > 0 && removed >= target {
+			stats.Kept++
+			continue
+		}
 		content, format, err := toolContent(m.Content)
 		if err != nil {
 			return Request{}, stats, fmt.Errorf("encoding tool result %q: %w", m.ToolCallID, err)
@@ -97,6 +129,9 @@ func Prune(ctx context.Context, req Request, store ArtifactStore) (Request, Prun
 		uri, err := store.Retain(ctx, content, format)
 		if err != nil {
 			return Request{}, stats, fmt.Errorf("retaining tool result %q (%d bytes): %w", m.ToolCallID, len(content), err)
+		}
+		if target > 0 {
+			removed += history.Estimator{}.Message(*m)
 		}
 		m.Content = []history.Block{{Type: history.BlockText, Text: PruneMarker(len(content), format, uri)}}
 		stats.Results++

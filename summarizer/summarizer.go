@@ -126,6 +126,9 @@ type Attempt struct {
 type PruneStats struct {
 	// Results is the number of tool results replaced by a marker.
 	Results int
+	// Kept is the number of tool results left whole, the newest: the
+	// refusal named its excess and the older results made up for it.
+	Kept int
 	// ArtifactReads is the number of artifact read outputs omitted.
 	ArtifactReads int
 	// Bytes is the size of the content replaced, in bytes.
@@ -190,7 +193,7 @@ func (s *Summarizer) Summarize(ctx context.Context, bindings []config.Binding, r
 			continue
 		}
 		prunedUsed = true
-		pruned, stats, err := Prune(ctx, req, store)
+		pruned, stats, err := prune(ctx, req, store, pruneTarget(a.Err))
 		res.Prune = &stats
 		if err != nil {
 			pa := Attempt{Binding: b.Name, Provider: b.Provider, Pruned: true, Class: ClassPermanent,
