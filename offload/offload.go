@@ -224,6 +224,9 @@ func (p *Pending) Finish(ctx context.Context) error {
 			return fmt.Errorf("retain offloaded result: %w", err)
 		}
 	}
+	// The next staged write's file, made here, after the upstream
+	// accepted, rather than on its request's path (spare_linux.go).
+	refillSpare(p.o.dir)
 	return nil
 }
 
@@ -471,6 +474,15 @@ func (o *Offloader) write(path, text string, sync bool) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("create offload directory: %w", err)
+	}
+	if !sync {
+		// A spare file made ahead, filled and named here.
+		if done, err := o.writeSpare(path, text); done {
+			if err != nil {
+				return fmt.Errorf("write offload file: %w", err)
+			}
+			return nil
+		}
 	}
 	f, err := os.CreateTemp(dir, ".offload-*.tmp")
 	if err != nil {
