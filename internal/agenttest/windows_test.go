@@ -155,3 +155,33 @@ func TestAgentContinuesAfterARestartWithAChangedConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestPiAtASmallWindowNeverRedoesItsWork: pi through ctxd at an 8,000-token
+// window, with compactions weighed (the default) and 8 shell rounds of
+// 8,000 bytes. A deferred compaction runs past the window, so the
+// summarizer call is refused for its length and retried pruned; the
+// pruned retry keeps the newest results, so the summary still says which
+// rounds are done and pi runs each round once. When the retry pruned
+// every result, the fake's summaries lost the rounds and pi redid them:
+// 149 requests, 89 shell rounds, 31 checkpoints.
+func TestPiAtASmallWindowNeverRedoesItsWork(t *testing.T) {
+	const window = 8000
+	marker := "CTXD-DONE-PI"
+	p := fakeprovider.Start(t, fakeprovider.Config{WindowTokens: window, Rounds: 8, OutputBytes: 8000, Marker: marker})
+	c := newCtxdWith(t, p.URL(), window, func(cfg *config.Config) { cfg.ContextCompaction.WeighCompactions = true })
+	run := Run{Agent: Pi}
+	run.BaseURL, run.Prompt = c.url, "Run the scripted task."
+	res := run.Exec(t)
+	Log(t, res, p)
+	if res.ExitCode != 0 || res.TimedOut || !strings.Contains(res.FinalText(), marker) {
+		t.Fatalf("exit %d, timed out %v, answer %q", res.ExitCode, res.TimedOut, res.FinalText())
+	}
+	steps := map[string]int{}
+	for _, r := range p.Requests() {
+		steps[r.Step]++
+	}
+	if steps[fakeprovider.StepShell] != 8 || steps[fakeprovider.StepFinal] != 1 {
+		t.Fatalf("steps %v over %d requests: want each of the 8 shell rounds once", steps, len(p.Requests()))
+	}
+	t.Logf("%d requests, steps %v, %d refused (summarizer calls over the window, retried pruned)", len(p.Requests()), steps, len(p.Refused()))
+}
