@@ -128,6 +128,11 @@ const (
 // settingsDiff lists what a session's stored settings differ in from the
 // current configuration's entry of its model, in words for doctor.
 func settingsDiff(model string, st storedSettings, cur config.Model, curSrc config.ModelFieldSources, known bool, curWindow uint64, curWindowSrc string) []string {
+	if !known && !fromEntry(st) {
+		// Nothing configured the model when the session was made either:
+		// the session is served as it always was.
+		return nil
+	}
 	if !known {
 		return []string{fmt.Sprintf("the current configuration has no entry for model %q: the session is served with the settings stored when it was created (the entry's window then: %s; a window learned since or set for the session still applies)", model, windowText(st.Window, st.WindowSource))}
 	}
@@ -145,6 +150,22 @@ func settingsDiff(model string, st storedSettings, cur config.Model, curSrc conf
 	add("server_compaction", st.Model.ServerCompaction, cur.ServerCompaction, st.Sources.ServerCompaction, curSrc.ServerCompaction)
 	add("token_factor", st.Model.TokenFactor, cur.TokenFactor, st.Sources.TokenFactor, curSrc.TokenFactor)
 	return out
+}
+
+// fromEntry reports whether a session's stored settings came from a
+// model entry (the configuration's or the catalog's), not only from the
+// defaults of a model nothing knew and the session's own window.
+func fromEntry(st storedSettings) bool {
+	if st.WindowSource == WindowConfig || st.WindowSource == WindowCatalog {
+		return true
+	}
+	s := st.Sources
+	for _, src := range []string{s.ThinkingBinding, s.ServerContextEditing, s.ServerCompaction, s.TokenFactor} {
+		if src != config.SourceDefault && src != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func windowText(limit uint64, source string) string {

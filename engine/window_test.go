@@ -95,9 +95,13 @@ func TestSessionKeepsItsSettingsAcrossConfigs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	h := newHarness(t, loadConfig(t, "[models.\"local-7b\"]\ncontext_limit = 50000\nthinking_binding = true\n[models.\"claude-opus-4-8\"]\ncontext_limit = 40000\n"), dir)
-	for _, id := range []string{"a", "b"} {
-		model := map[string]string{"a": "local-7b", "b": "claude-opus-4-8"}[id]
-		if _, err := h.e.CreateSession(ctx, CreateParams{ID: id, Model: model, Provider: ProviderAnthropic}); err != nil {
+	for _, id := range []string{"a", "b", "c"} {
+		model := map[string]string{"a": "local-7b", "b": "claude-opus-4-8", "c": "never-configured-1"}[id]
+		var limit uint64
+		if id == "c" {
+			limit = 30000 // the session's own window, as a proxied client's header gives it
+		}
+		if _, err := h.e.CreateSession(ctx, CreateParams{ID: id, Model: model, Provider: ProviderAnthropic, ContextLimit: limit}); err != nil {
 			t.Fatal(err)
 		}
 		h.append(id, user("the first task"), assistant("done"))
@@ -126,6 +130,10 @@ func TestSessionKeepsItsSettingsAcrossConfigs(t *testing.T) {
 	}
 	if b.ContextLimit != 40000 || len(b.SettingsDiff) != 1 || !strings.Contains(b.SettingsDiff[0], "context_limit: the session's 40000 tokens (config), the current configuration's 200000 tokens (catalog)") {
 		t.Errorf("b: window %d, diff %q", b.ContextLimit, b.SettingsDiff)
+	}
+	// A model no configuration ever had an entry for: nothing differs.
+	if c, err := h.e.Session(ctx, "c"); err != nil || c.ContextLimit != 30000 || len(c.SettingsDiff) != 0 {
+		t.Errorf("c, a model never configured: window %d, diff %q, %v; want its own 30000 and no difference", c.ContextLimit, c.SettingsDiff, err)
 	}
 	// A PATCH of the model stores the new model's settings.
 	m := "claude-sonnet-4-6"
