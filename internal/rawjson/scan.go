@@ -290,3 +290,12 @@ func CountElems(a []byte) int {
 	}
 	return n
 }
+
+// SkipSpaceBack returns the end of b without its trailing white space.
+func SkipSpaceBack(b []byte) int {
+	i := len(b)
+	for i > 0 && IsSpace(b[i-1]) {
+		i--
+	}
+	return i
+}

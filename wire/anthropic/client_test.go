@@ -204,3 +204,48 @@ func TestMarkerFreeDigestAsReencoded(t *testing.T) {
 		t.Fatalf("only %d marked messages were cut (the rest encoded again): the test does not reach the scan", cut)
 	}
 }
+
+// TestBlockAsUnmarshalled: a content value known to be JSON (a message
+// found valid) is read as json.Unmarshal reads it, block by block and as
+// a string, whether decodeBlock reads a block or leaves it to
+// json.Unmarshal (members in another case or twice, values of another
+// type, escapes in names, null).
+func TestBlockAsUnmarshalled(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(9, 10))}
+	odd := []string{
+		`{"type":"text","text":null}`, `{"type":"text","Text":"x"}`, `{"type":"text","text":"a","text":"b"}`,
+		`{"type":"tool_use","id":"t","name":"n","input":null}`, `{"type":"tool_result","content":null}`,
+		`{"type":"tool_result","is_error":1}`, `{"is_error":null}`, `{"is_error":true,"is_error":false}`,
+		`{"type":"image","source":"x"}`, `{"source":null}`, `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"}}`,
+		`{"type":"thinking","ſignature":"x"}`, `{"t\u0079pe":"text","text":"x"}`, `{"text":1}`, `{"text":"\ud83d and \u00e9\n"}`,
+		"{\"text\":\"\xff\xfe\"}", `{"id":["x"]}`, `{"type":"tool_use","input":{"a":1},"cache_control":{"type":"ephemeral"}}`,
+		`{"type":"tool_result","tool_use_id":"t1","content":"line 1\nline \"2\"\t\u2028","is_error":false}`,
+		`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a\\b"},{"type":"image","source":{"type":"url","url":"u"}}]}`,
+		`{"type":"redacted_thinking","data":"abc","DATA":"x"}`, `{}`, `null`, `"s"`, `[1]`, `1`,
+	}
+	for i := range 5000 {
+		blk := g.block()
+		if i < len(odd) {
+			blk = odd[i]
+		}
+		for _, c := range []string{"[" + g.ws() + blk + g.ws() + "]", blk} {
+			if !json.Valid([]byte(c)) {
+				continue
+			}
+			got, gerr := decodeContent(json.RawMessage(c), true)
+			want, werr := decodeContent(json.RawMessage(c), false)
+			if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+				t.Fatalf("%s: read %#v, %v; json.Unmarshal reads %#v, %v", c, got, gerr, want, werr)
+			}
+			// A tool result's content, as a string too.
+			if i%3 == 0 {
+				s, _ := json.Marshal(c)
+				got, gerr := decodeContent(s, true)
+				want, werr := decodeContent(s, false)
+				if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+					t.Fatalf("%s: read %#v, %v; json.Unmarshal reads %#v, %v", s, got, gerr, want, werr)
+				}
+			}
+		}
+	}
+}

@@ -123,3 +123,28 @@ func BenchmarkEncodeMessage(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkParseMessage: a client's user message of one ~21 KB tool
+// result of the corpus's kind (code, quotes, newlines), its content a
+// string and an array of one text block, marked, as the proxy parses a
+// new message.
+func BenchmarkParseMessage(b *testing.B) {
+	var text bytes.Buffer
+	for text.Len() < 21<<10 {
+		text.WriteString("\tif err := f(\"<x>\", &y); err != nil {\n\t\treturn fmt.Errorf(\"read: %w\", err)\n\t}\n")
+	}
+	s, _ := json.Marshal(text.String())
+	for _, c := range []struct{ name, content string }{
+		{"string", string(s)},
+		{"blocks", `[{"type":"text","text":` + string(s) + `}]`},
+	} {
+		raw := json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":` + c.content + `,"cache_control":{"type":"ephemeral"}}]}`)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ParseMessage(raw, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

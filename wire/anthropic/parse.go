@@ -67,6 +67,15 @@ func decodeContent(raw json.RawMessage, valid bool) ([]WireBlock, error) {
 	// Only a string (or a null) reads as a string: an array (the usual
 	// content) is not scanned for one first.
 	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && (raw[i] == '"' || raw[i] == 'n') {
+		if valid && raw[i] == '"' {
+			// A tool result's output, usually: read once.
+			if s, ok := rawjson.Unquote(raw[i:rawjson.SkipSpaceBack(raw)]); ok {
+				if s == "" {
+					return nil, nil
+				}
+				return []WireBlock{{Type: "text", Text: s}}, nil
+			}
+		}
 		var s string
 		if err := json.Unmarshal(raw, &s); err == nil {
 			if s == "" {
@@ -82,13 +91,115 @@ func decodeContent(raw json.RawMessage, valid bool) ([]WireBlock, error) {
 	blocks := make([]WireBlock, 0, len(raws))
 	for i, r := range raws {
 		var b WireBlock
-		if err := json.Unmarshal(r, &b); err != nil {
-			return nil, fmt.Errorf("content block %d: %w", i, err)
+		if !valid || !decodeBlock(r, &b) {
+			b = WireBlock{}
+			if err := json.Unmarshal(r, &b); err != nil {
+				return nil, fmt.Errorf("content block %d: %w", i, err)
+			}
 		}
 		b.Raw = r
 		blocks = append(blocks, b)
 	}
 	return blocks, nil
+}
+
+// Bits of decodeBlock's members, each read once.
+const (
+	memberType = 1 << iota
+	memberText
+	memberThinking
+	memberSignature
+	memberData
+	memberID
+	memberName
+	memberInput
+	memberToolUseID
+	memberContent
+	memberIsError
+	memberSource
+)
+
+// blockMembers are WireBlock's members by their JSON names.
+var blockMembers = map[string]int{
+	"type": memberType, "text": memberText, "thinking": memberThinking, "signature": memberSignature,
+	"data": memberData, "id": memberID, "name": memberName, "input": memberInput,
+	"tool_use_id": memberToolUseID, "content": memberContent, "is_error": memberIsError, "source": memberSource,
+}
+
+// decodeBlock is json.Unmarshal(raw, b) for raw known to be JSON, by a
+// scan of its members (rawjson) and one decoding of each string it
+// keeps: a tool result's text is not read three times more (the syntax
+// check, the block's decoding, its content's). b's raw values (Input,
+// Content) are slices of raw. It reports false, having set b partly,
+// when raw holds what json.Unmarshal reads its own way (not an object, a
+// member named in another case or twice, a value of another type than
+// the member's), which the caller then leaves to json.Unmarshal.
+func decodeBlock(raw json.RawMessage, b *WireBlock) bool {
+	seen, ok := 0, true
+	if !rawjson.Members(raw, func(key string, vs, ve int) bool {
+		bit, known := blockMembers[key]
+		if !known {
+			// json.Unmarshal matches a name in any case (Unicode's
+			// folding too): such a member is left to it.
+			for k := range blockMembers {
+				if strings.EqualFold(key, k) {
+					ok = false
+					return false
+				}
+			}
+			return true
+		}
+		if seen&bit != 0 {
+			ok = false
+			return false
+		}
+		seen |= bit
+		v := raw[vs:ve:ve]
+		null := string(v) == "null"
+		var str *string
+		switch bit {
+		case memberType:
+			str = &b.Type
+		case memberText:
+			str = &b.Text
+		case memberThinking:
+			str = &b.Thinking
+		case memberSignature:
+			str = &b.Signature
+		case memberData:
+			str = &b.Data
+		case memberID:
+			str = &b.ID
+		case memberName:
+			str = &b.Name
+		case memberToolUseID:
+			str = &b.ToolUseID
+		case memberInput:
+			b.Input = json.RawMessage(v)
+		case memberContent:
+			b.Content = json.RawMessage(v)
+		case memberIsError:
+			switch {
+			case string(v) == "true":
+				b.IsError = true
+			case string(v) == "false", null:
+			default:
+				ok = false
+			}
+		case memberSource:
+			if !null {
+				b.Source = new(WireSource)
+				_ = b.Source.UnmarshalJSON(v)
+			}
+		}
+		if str != nil && !null {
+			*str, ok = rawjson.Unquote(v)
+		}
+		return ok
+	}) {
+		return false
+	}
+	return ok
 }
 
 // Canonical converts one block that is not a tool_result. Types the
