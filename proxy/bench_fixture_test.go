@@ -77,7 +77,7 @@ func benchProxyOn(b testing.TB, cfg config.Config, tr http.RoundTripper, db *bad
 	b.Cleanup(func() { _ = p.WaitRecords(context.Background()) })
 	// The agent's credential was accepted by an earlier request (its
 	// X-Ctxd-Context-Limit is taken from the first request on).
-	p.accept(identity.Fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}}))
+	p.creds.Accept(identity.Fingerprint(testSecret, http.Header{"X-Api-Key": {testKey}}))
 	return p
 }
 

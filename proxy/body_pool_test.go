@@ -121,13 +121,11 @@ func TestALateReadOfTheOutgoingBodyIsTheRequestsOwn(t *testing.T) {
 		b.assistant(assistantText("ok")).user(fmt.Sprintf("last %d", i))
 		servePool(t, h, b.body())
 	}
-	p.creds.mu.Lock()
-	held := p.creds.m[idA]
-	p.creds.mu.Unlock()
-	if held == nil || string(held.cred.System) != `[{"type":"text","text":"system of alpha"}]` {
-		t.Fatalf("held system prompt of the first session: %q", held.cred.System)
+	held, ok, err := p.creds.ForSummary(idA, false)
+	if !ok || string(held.Cred.System) != `[{"type":"text","text":"system of alpha"}]` {
+		t.Fatalf("held system prompt of the first session: %q (%v)", held.Cred.System, err)
 	}
-	if !bytes.Equal(held.cred.Tools, []byte(a.tools)) {
-		t.Fatalf("held tools of the first session: %q", held.cred.Tools)
+	if !bytes.Equal(held.Cred.Tools, []byte(a.tools)) {
+		t.Fatalf("held tools of the first session: %q", held.Cred.Tools)
 	}
 }

@@ -258,12 +258,7 @@ func (p *Proxy) dropBranch(ctx context.Context, l *lane, pl *plan) {
 	if n := len(l.branches); n > 0 && l.branches[n-1] == pl.b {
 		l.branches = l.branches[:n-1]
 	}
-	p.creds.mu.Lock()
-	if c := p.creds.m[pl.b.id]; c != nil {
-		c.release()
-		delete(p.creds.m, pl.b.id)
-	}
-	p.creds.mu.Unlock()
+	p.creds.Forget(pl.b.id)
 	p.quota.Forget(pl.b.id)
 }
 

@@ -156,7 +156,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 		resp.Header.Set(HeaderSessionID, x.sessionID)
 	}
 	if authenticated(resp.StatusCode) {
-		p.accept(x.fp)
+		p.creds.Accept(x.fp)
 	}
 	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
 		resp.Body = netlimit.NewIdleBody(resp.Body, idle, key)

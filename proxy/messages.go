@@ -321,7 +321,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 			// only because the upstream accepted a request of it
 			// (dropBranch): the credential was authenticated, before a
 			// restart too.
-			p.accept(fp)
+			p.creds.Accept(fp)
 		}
 		if err := p.syncPrefix(ctx, pl.b, req); err != nil {
 			return nil, err

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxd/ctxd/clientcred"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
@@ -109,14 +110,12 @@ type Proxy struct {
 	laneBytes, cacheBytes int64
 	useSeq                uint64
 
-	creds credentials
+	// creds holds the clients' credentials and those the upstream
+	// accepted (clientcred).
+	creds clientcred.Store
 	m     *metrics
 	red   *redact.Redactor
-	// accepted holds the fingerprints of the credentials the upstream
-	// accepted (accept).
-	acceptedMu sync.Mutex
-	accepted   map[string]struct{}
-	quota      *quota.Table
+	quota *quota.Table
 
 	// Counters for status.
 	requests, managed, passed, overflows, branches, violations, clientRules atomic.Uint64
@@ -152,8 +151,6 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
-	p.creds.m = map[string]*heldCredential{}
-	p.accepted = map[string]struct{}{}
 	p.quota = quota.New(p.storedQuotas)
 	p.red = o.Redactor
 	if p.red == nil {
@@ -215,6 +212,12 @@ func (p *Proxy) upstreamFor(r *http.Request) *url.URL {
 	if d := dialectOf(r); d != nil {
 		up = d.Upstream()
 	}
+	return p.upstreamURL(up)
+}
+
+// upstreamURL is the base URL of the upstream named up ("anthropic" or
+// "openai", wire.Dialect.Upstream).
+func (p *Proxy) upstreamURL(up string) *url.URL {
 	if up == "openai" {
 		return p.openai
 	}

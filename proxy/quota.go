@@ -87,12 +87,7 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 // session: its credential, and the lanes (reloaded from the store at
 // their next request).
 func (p *Proxy) forgetSession(id string) {
-	p.creds.mu.Lock()
-	if c := p.creds.m[id]; c != nil {
-		c.release()
-		delete(p.creds.m, id)
-	}
-	p.creds.mu.Unlock()
+	p.creds.Forget(id)
 	p.mu.Lock()
 	for _, l := range p.lanes {
 		if l.users > 0 {

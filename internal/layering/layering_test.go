@@ -73,6 +73,7 @@ var layers = map[string]int{
 	"natsstore":   layerRules,
 	"identity":    layerRules, // who a proxied request is, which conversation
 	"quota":       layerRules, // [proxy.quotas]: counts by credential hash
+	"clientcred":  layerRules, // the clients' credentials held in memory, those accepted
 
 	"engine":            layerEngine,
 	"internal/accuracy": layerEngine, // beside the engine: replay's estimate figures
