@@ -245,6 +245,13 @@ func ResultChars(m history.Message) uint64 {
 // not "", points at the offload file holding the whole result. Same input,
 // same bytes.
 func Stub(m history.Message, offloadPath string) string {
+	return StubOf(m, ResultChars(m), offloadPath)
+}
+
+// StubOf is Stub for a result whose size the caller knows: chars is
+// ResultChars(m), which counts every character of it (a stored result
+// is immutable, and a session keeps the count of each).
+func StubOf(m history.Message, chars uint64, offloadPath string) string {
 	tool := m.ToolName
 	if tool == "" {
 		tool = "a tool"
@@ -253,7 +260,7 @@ func Stub(m history.Message, offloadPath string) string {
 	b.WriteString("[ctxd elided this old tool result to save context: ")
 	b.WriteString(oneLine(tool))
 	b.WriteString(", ")
-	b.WriteString(strconv.FormatUint(ResultChars(m), 10))
+	b.WriteString(strconv.FormatUint(chars, 10))
 	b.WriteString(" characters.")
 	if offloadPath != "" {
 		b.WriteString(" The whole result is in ")
@@ -296,10 +303,7 @@ const WithheldText = "[earlier reasoning withheld after a context edit]"
 func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 	switch {
 	case m.Role == history.RoleTool && l.Elided(m.ToolCallID):
-		out := m
-		out.Content = []history.Block{{Type: history.BlockText, Text: Stub(m, offloadPath)}}
-		out.Tokens = 0
-		return out
+		return ElidedResult(m, ResultChars(m), offloadPath)
 	case m.Role == history.RoleAssistant && l.Changes(m):
 		withhold := m.Seq < l.WithheldThinkingBefore()
 		out := m
@@ -320,6 +324,15 @@ func (l *Ledger) Render(m history.Message, offloadPath string) history.Message {
 		return out
 	}
 	return m
+}
+
+// ElidedResult is the tool result m as Render sends it once elided: its
+// stub (StubOf: chars is ResultChars(m)) in place of its content.
+func ElidedResult(m history.Message, chars uint64, offloadPath string) history.Message {
+	out := m
+	out.Content = []history.Block{{Type: history.BlockText, Text: StubOf(m, chars, offloadPath)}}
+	out.Tokens = 0
+	return out
 }
 
 func isThinking(b history.Block) bool {
@@ -355,7 +368,7 @@ func ResultSaving(cfg config.ContextEditing, l *Ledger, m history.Message, size 
 			return 0
 		}
 	}
-	stub := uint64(utf8.RuneCountInString(Stub(m, path)))
+	stub := uint64(utf8.RuneCountInString(StubOf(m, size, path)))
 	if size <= stub {
 		return 0
 	}

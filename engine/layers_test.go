@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,6 +168,24 @@ func TestContextEditingFiresOncePerThresholdAndReusesStubs(t *testing.T) {
 	}
 	if p.CharsSaved < cfg.ContextEditing.MinCharsPerPass {
 		t.Fatalf("pass saved %d characters", p.CharsSaved)
+	}
+	// Each elided result is sent as the stub of the result stored (its
+	// size counted from it), wherever the assembly takes the size from.
+	stored := map[string]history.Message{}
+	for _, ev := range h.events("s", checkpoint.KindMessage) {
+		stored[ev.Message.ToolCallID] = *ev.Message
+	}
+	elided := 0
+	for _, m := range h.context("s").Messages {
+		if m.Role == history.RoleTool && slices.Contains(p.Elided, m.ToolCallID) {
+			elided++
+			if want := contextedit.Stub(stored[m.ToolCallID], ""); len(m.Content) != 1 || m.Content[0].Text != want {
+				t.Fatalf("elided %s sent as %+v, want %q", m.ToolCallID, m.Content, want)
+			}
+		}
+	}
+	if elided == 0 {
+		t.Fatal("no elided result in the context")
 	}
 	// Between passes the same stubs are re-sent byte for byte.
 	first := encodeAll(t, h.context("s"))

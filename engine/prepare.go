@@ -363,7 +363,7 @@ func (e *Engine) extensionMessages(s *session, p *preparedSummary) []history.Mes
 	}
 	out = append(out, preparedMessage(p))
 	for _, en := range tail {
-		out = append(out, s.render(en.msg))
+		out = append(out, s.renderEntry(en))
 	}
 	return out
 }
@@ -445,7 +445,7 @@ func (e *Engine) installable(s *session, sig trigger.Signal, deep bool) *install
 	}
 	msgs := make([]history.Message, len(tail))
 	for i, en := range tail {
-		msgs[i] = s.render(en.msg)
+		msgs[i] = s.renderEntry(en)
 	}
 	folded, ok := foldSummary(p.Summary, msgs, s.cfg.Compaction.ExtractiveSummaryBytes, s.cfg.ContextCompaction.MaxSummaryBytes)
 	if !ok {

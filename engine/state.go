@@ -595,9 +595,19 @@ func (st *sessionState) activeMessages() []history.Message {
 		out = append(out, st.keptReq.msg)
 	}
 	for _, en := range st.active {
-		out = append(out, st.render(en.msg))
+		out = append(out, st.renderEntry(en))
 	}
 	return out
+}
+
+// renderEntry is render(en.msg), an elided result's stub made with the
+// size the entry keeps: counting the characters of every elided result
+// again cost each request's assembly a pass over all of them.
+func (st *sessionState) renderEntry(en entry) history.Message {
+	if m := en.msg; m.Role == history.RoleTool && st.ledger.Elided(m.ToolCallID) {
+		return contextedit.ElidedResult(m, en.chars, st.offloads[m.ToolCallID])
+	}
+	return st.render(en.msg)
 }
 
 // render returns m as it is sent: an elided tool result as its stub
