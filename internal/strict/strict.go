@@ -20,18 +20,34 @@ import (
 // openTail accepts calls still waiting on their result at the end.
 // It returns an error when body is not a Messages request.
 func Anthropic(body []byte, thinking history.Thinking, openTail bool) (history.Violations, error) {
-	var req anthropic.Request
+	// Read as the provider reads it: a content as a string or blocks, a
+	// block of any type with any members (a search_result's source is a
+	// string), which anthropic.Request's typed blocks would refuse.
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("strict provider: not a Messages request: %w", err)
 	}
 	var msgs []history.Message
-	for _, m := range req.Messages {
+	for i, m := range req.Messages {
+		blocks, err := anthropic.DecodeContent(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("strict provider: not a Messages request: messages[%d]: %w", i, err)
+		}
 		var rest []history.Block
-		for _, b := range m.Content {
+		for _, b := range blocks {
 			switch b.Type {
 			case "tool_result":
 				tm := history.Message{Role: history.RoleTool, ToolCallID: b.ToolUseID, IsError: b.IsError}
-				for _, c := range b.Content {
+				content, err := anthropic.DecodeContent(b.Content)
+				if err != nil {
+					return nil, fmt.Errorf("strict provider: not a Messages request: messages[%d]: %w", i, err)
+				}
+				for _, c := range content {
 					tm.Content = append(tm.Content, history.Block{Type: history.BlockText, Text: c.Text})
 				}
 				msgs = append(msgs, tm)
@@ -42,14 +58,21 @@ func Anthropic(body []byte, thinking history.Thinking, openTail bool) (history.V
 			case "tool_use":
 				rest = append(rest, history.Block{Type: history.BlockToolCall, ID: b.ID, Name: b.Name, Input: b.Input})
 			case "compaction":
-				rest = append(rest, history.Block{Type: history.BlockCompaction, Text: b.Compaction})
+				var summary string
+				_ = json.Unmarshal(b.Content, &summary)
+				rest = append(rest, history.Block{Type: history.BlockCompaction, Text: summary})
 			case "image":
 				rest = append(rest, history.Block{Type: history.BlockImage})
-			default:
+			case "text":
 				rest = append(rest, history.Block{Type: history.BlockText, Text: b.Text})
+			default:
+				// Any other block (document, search_result, a server
+				// tool's, a future type) is not text: the rules on
+				// text do not apply to it.
+				rest = append(rest, history.Block{Type: history.BlockJSON, JSON: b.Raw})
 			}
 		}
-		if len(rest) > 0 || len(m.Content) == 0 {
+		if len(rest) > 0 || len(blocks) == 0 {
 			msgs = append(msgs, history.Message{Role: history.Role(m.Role), Content: rest})
 		}
 	}
