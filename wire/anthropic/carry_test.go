@@ -44,16 +44,6 @@ func TestCarryRendersBlocksAsSent(t *testing.T) {
 	}
 }
 
-// TestSearchResultSourceParses: a block whose "source" is a string (a
-// search_result's) is read, kept whole, not refused.
-func TestSearchResultSourceParses(t *testing.T) {
-	raw := `{"role":"user","content":[{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hit"}]}]}`
-	ms, err := ParseMessage(json.RawMessage(raw), nil)
-	if err != nil || len(ms) != 1 || ms[0].Content[0].Type != history.BlockJSON {
-		t.Fatalf("ParseMessage: %v %+v", err, ms)
-	}
-}
-
 // TestJoinedMessageCarriesItsBlocks: a user message of tool results and
 // other blocks reads as tool messages and a Joined user message whose
 // text with citations and image in another key order keep the client's

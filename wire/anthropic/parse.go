@@ -236,6 +236,9 @@ func (b WireBlock) Canonical() history.Block {
 // in user messages: an assistant message is ctxd's record of the answer,
 // matched to the client's resend without such members.
 func (b WireBlock) userBlock() history.Block {
+	if c, ok := b.searchResult(); ok {
+		return c
+	}
 	c := b.Canonical()
 	switch c.Type {
 	case history.BlockText:
@@ -293,6 +296,10 @@ func toolResultContent(raw json.RawMessage, valid bool) ([]history.Block, error)
 	}
 	out := make([]history.Block, 0, len(blocks))
 	for _, b := range blocks {
+		if c, ok := b.searchResult(); ok {
+			out = append(out, c)
+			continue
+		}
 		out = append(out, b.Canonical())
 	}
 	return out, nil

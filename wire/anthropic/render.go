@@ -336,6 +336,9 @@ func renderBlock(b history.Block, o Options) Block {
 	if o.Carry && len(b.Raw) > 0 && rawHolds(b) {
 		return Block{Type: string(b.Type), Raw: b.Raw}
 	}
+	if c, ok := carriedSearchResult(b); ok && o.Carry {
+		return c
+	}
 	switch b.Type {
 	case history.BlockThinking:
 		return Block{Type: "thinking", Thinking: b.Text, Signature: b.Signature}
@@ -416,6 +419,10 @@ func renderResultContent(blocks []history.Block, o Options) []Block {
 		default:
 			if strings.TrimSpace(b.Text) == "" {
 				continue // the API rejects empty text blocks
+			}
+			if c, ok := carriedSearchResult(b); ok && o.Carry {
+				out = append(out, c)
+				continue
 			}
 			out = append(out, Block{Type: "text", Text: b.Text})
 		}
