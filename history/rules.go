@@ -114,9 +114,12 @@ const (
 	textEmptyMessage  = "all messages must have non-empty content except for the optional final assistant message"
 	textFirstNotUser  = "first message must use the \"user\" role"
 	textLoopThinking  = "Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"
-	textThinkingFirst = "If an assistant message contains any thinking blocks, the first block must be thinking or redacted_thinking"
-	textThinkingLast  = "The final block in an assistant message cannot be `thinking`"
-	textThinkingOff   = "When `thinking` is disabled, an `assistant` message in the final position cannot contain `thinking`"
+	// textLoopThinkingCall is textLoopThinking when the block found is a
+	// tool call, which the provider's text names by its wire type.
+	textLoopThinkingCall = "Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)"
+	textThinkingFirst    = "If an assistant message contains any thinking blocks, the first block must be thinking or redacted_thinking"
+	textThinkingLast     = "The final block in an assistant message cannot be `thinking`"
+	textThinkingOff      = "When `thinking` is disabled, an `assistant` message in the final position cannot contain `thinking`"
 )
 
 // CheckRequest checks msgs — the messages of a context as they are sent,
@@ -301,7 +304,12 @@ func (ck Checked) Violations(r Rules) Violations {
 			// without thinking (docs/design.md §4a: the rules follow what
 			// the provider accepts).
 			if t.asst >= 0 && !t.asstEmpty && !t.asstProduced && !isThinkingBlock(Block{Type: t.asstFirst}) {
-				add(t.asst, RuleLoopThinking, textLoopThinking, anthropicType(t.asstFirst))
+				if t.asstFirst == BlockToolCall {
+					// The provider names the block by its own type.
+					add(t.asst, RuleLoopThinking, textLoopThinkingCall)
+				} else {
+					add(t.asst, RuleLoopThinking, textLoopThinking, t.asstFirst)
+				}
 			}
 		case r.Thinking == ThinkingOff && t.lastRole == RoleAssistant && t.lastThinking:
 			add(ck.n-1, RuleThinkingOff, textThinkingOff)
@@ -338,14 +346,6 @@ func checkThinkingOrder(i int, m *Message, add func(int, string, string, ...any)
 
 func isThinkingBlock(b Block) bool {
 	return b.Type == BlockThinking || b.Type == BlockRedactedThinking
-}
-
-// anthropicType is the Anthropic name of a block type, for the quoted texts.
-func anthropicType(t BlockType) string {
-	if t == BlockToolCall {
-		return "tool_use"
-	}
-	return string(t)
 }
 
 // Sendable returns msgs as the Anthropic renderer (summarizer's

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -213,14 +212,6 @@ func (s *Server) appendMessages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// anthropicContext is FormatAnthropic's body: the Messages request that
-// anthropic.Render builds (system, tools, messages; model and
-// max_tokens are the agent's), plus context_management in mode "server".
-type anthropicContext struct {
-	anthropic.Request
-	ContextManagement json.RawMessage `json:"context_management,omitempty"`
-}
-
 // context serves GET …/context. It is the pre-send check (docs/design.md §5.1)
 // unless presend=false.
 func (s *Server) context(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +240,10 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	}
 	switch format {
 	case api.FormatAnthropic:
-		body := anthropicContext{Request: anthropic.Render(a.System, a.Tools, a.Messages)}
+		// The Messages request anthropic.Render builds (system, tools,
+		// messages; model and max_tokens are the agent's), plus the
+		// provider's context editing in mode "server".
+		body := anthropic.EditedRequest{Request: anthropic.Render(a.System, a.Tools, a.Messages)}
 		if a.ContextEditMode == "server" {
 			body.ContextManagement = contextedit.ServerEdit(a.ContextEditing)
 			if body.ContextManagement != nil {
