@@ -87,7 +87,10 @@ type Block struct {
 	// Raw is, on a text or image block of a user message read from a
 	// provider's wire, that block as the client sent it (a JSON object, its cache marker cut)
 	// when ctxd's rendering of the block would not be those bytes: a
-	// text's members the model lacks (citations), an image's key order.
+	// text's members the model lacks (citations), an image's key order;
+	// also, on a text block of a user or tool message, a provider's block
+	// a wire package reads as the text it holds (Anthropic's
+	// search_result).
 	// A renderer for that wire sends Raw in place of its own rendering
 	// while the block's fields are still what Raw holds (a rewrite that
 	// changes the block is rendered from its fields), so a message ctxd
