@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/identity"
 )
 
 // Who owns a session (docs/design.md §10): a session the provider proxy
@@ -21,9 +24,21 @@ import (
 const LabelProxy = "proxy"
 
 // ProxyIDPrefix begins the id of every session the provider proxy creates
-// ("p-" and a keyed digest, then "-b<k>" for a branch; proxy/identity.go).
-// The daemon API may not create a session under it (ReservedForProxy).
+// (ProxySessionID). The daemon API may not create a session under it
+// (ReservedForProxy).
 const ProxyIDPrefix = "p-"
+
+// ProxySessionID is the id of branch k (0 is the first) of the proxied
+// conversation whose key is key (identity.ConversationKey): ProxyIDPrefix
+// and 24 hex digits of the key's MAC under the daemon secret, then
+// "-b<k>" for k > 0.
+func ProxySessionID(secret []byte, key string, k int) string {
+	id := ProxyIDPrefix + hex.EncodeToString(identity.MAC(secret, "ctxd proxy session", key))[:24]
+	if k > 0 {
+		id += "-b" + strconv.Itoa(k)
+	}
+	return id
+}
 
 // ErrProxyOwned: a write through the daemon API to what a proxied
 // session's client owns (its messages, system prompt, tools, pinned

@@ -142,3 +142,22 @@ func TestReservedForProxy(t *testing.T) {
 		}
 	}
 }
+
+// A proxied conversation's branches have distinct ids, each in the space
+// reserved for the proxy, and the same key gives the same ids under the
+// same secret only.
+func TestProxySessionIDIsReserved(t *testing.T) {
+	secret := []byte("secret")
+	first, second := ProxySessionID(secret, "key", 0), ProxySessionID(secret, "key", 12)
+	if len(first) != len(ProxyIDPrefix)+24 || second != first+"-b12" {
+		t.Fatalf("ids %q and %q: want the prefix and 24 hex digits, then -b12", first, second)
+	}
+	for _, id := range []string{first, second} {
+		if !errors.Is(ReservedForProxy(id, nil), ErrReservedForProxy) {
+			t.Errorf("%q is not reserved for the proxy", id)
+		}
+	}
+	if ProxySessionID(secret, "key", 0) != first || ProxySessionID([]byte("other"), "key", 0) == first || ProxySessionID(secret, "other", 0) == first {
+		t.Fatal("the id does not follow the secret and the key alone")
+	}
+}

@@ -63,7 +63,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	}
 	var err error
 	for tries := 0; ; tries++ {
-		params.ID = sessionID(p.secret, l.key, k)
+		params.ID = engine.ProxySessionID(p.secret, l.key, k)
 		made, cerr := p.createBranchSession(ctx, params, prev, fork)
 		var fe *engine.FieldError
 		if errors.As(cerr, &fe) && strings.HasPrefix(fe.Field, "tools") {

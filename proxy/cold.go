@@ -83,7 +83,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if err := p.quota.Grow(ctx, p.cfg.Quotas, fp, "bytes", uint64(n)); err != nil {
 		return nil, err
 	}
-	pl := &plan{n: len(req.messages), b: &branch{id: sessionID(p.secret, l.key, 0)}, out: req.clientBody(),
+	pl := &plan{n: len(req.messages), b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
 		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
 	if w, _ := contextLimitHeader(h); w > 0 && !hasCredential(h) {
 		pl.diag = fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)

@@ -176,7 +176,7 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 		return nil
 	}
 	for k := 0; ; k++ {
-		id := sessionID(p.secret, l.key, k)
+		id := engine.ProxySessionID(p.secret, l.key, k)
 		st, err := p.eng.ClientState(ctx, id)
 		if errors.Is(err, engine.ErrNotFound) {
 			break
@@ -223,7 +223,7 @@ func (p *Proxy) fresh(ctx context.Context, l *lane) error {
 		}
 	}
 	if !stale {
-		_, err := p.eng.ClientState(ctx, sessionID(p.secret, l.key, len(l.branches)))
+		_, err := p.eng.ClientState(ctx, engine.ProxySessionID(p.secret, l.key, len(l.branches)))
 		if err == nil {
 			stale = true
 		} else if !errors.Is(err, engine.ErrNotFound) {

@@ -74,7 +74,7 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 		// A conversation this proxy has not served since it started:
 		// managed only when a previous run recorded it (no lane is made
 		// for a count of a conversation that does not exist).
-		if ok, err := p.eng.Exists(ctx, sessionID(p.secret, key, 0)); err != nil || !ok {
+		if ok, err := p.eng.Exists(ctx, engine.ProxySessionID(p.secret, key, 0)); err != nil || !ok {
 			return nil, ""
 		}
 	}

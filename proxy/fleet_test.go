@@ -110,7 +110,7 @@ func TestFleetProxiesAlternateTurns(t *testing.T) {
 			t.Fatalf("log message %d is %q, want %q (all: %q)", 2*i, texts[2*i], want, texts)
 		}
 	}
-	if _, err := nodes[0].eng.ClientState(context.Background(), sessionID(testSecret, firstKey(nodes[0]), 1)); err == nil {
+	if _, err := nodes[0].eng.ClientState(context.Background(), engine.ProxySessionID(testSecret, firstKey(nodes[0]), 1)); err == nil {
 		t.Fatal("a second branch was started")
 	}
 }

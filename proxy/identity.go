@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"encoding/hex"
 	"net/http"
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // Headers that name a session (docs/design.md §10), most explicit first.
@@ -32,41 +32,12 @@ const (
 // 4a", not "docs/design.md ?4a"); bodies and events keep them.
 var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
 
-// sessionID is the ctxd session id of a conversation's branch k (0 is the
-// first): "p-" and 24 hex digits of the key's MAC, then "-b<k>".
-func sessionID(secret []byte, key string, k int) string {
-	id := engine.ProxyIDPrefix + hex.EncodeToString(identity.MAC(secret, "ctxd proxy session", key))[:24]
-	if k > 0 {
-		id += "-b" + itoa(k)
-	}
-	return id
-}
-
-func itoa(k int) string {
-	if k == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for k > 0 {
-		i--
-		b[i] = byte('0' + k%10)
-		k /= 10
-	}
-	return string(b[i:])
-}
-
 // wireContextLimit is the context window a request's headers imply, in
-// tokens: Anthropic's context-1m-* beta in anthropic-beta (Claude Code sends
-// context-1m-2025-08-07 with its default model) gives a 1M window; 0 when
-// nothing says.
+// tokens: engine.ContextLimit1M when they ask for Anthropic's 1M window
+// (anthropic.LongContextBeta); 0 when nothing says.
 func wireContextLimit(h http.Header) uint64 {
-	for _, v := range h.Values("Anthropic-Beta") {
-		for _, b := range strings.Split(v, ",") {
-			if strings.HasPrefix(strings.TrimSpace(b), "context-1m-") {
-				return engine.ContextLimit1M
-			}
-		}
+	if anthropic.LongContextBeta(h) {
+		return engine.ContextLimit1M
 	}
 	return 0
 }

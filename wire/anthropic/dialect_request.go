@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/history"
@@ -49,3 +50,17 @@ func (Dialect) SummaryPrefix(system, tools, toolChoice json.RawMessage, _ []json
 
 // SummarizerProvider is the Messages API's.
 func (Dialect) SummarizerProvider() string { return config.ProviderAnthropic }
+
+// LongContextBeta reports whether a request's anthropic-beta header asks
+// for the 1M-token context window: a context-1m-* beta (Claude Code sends
+// context-1m-2025-08-07 with its default model).
+func LongContextBeta(h http.Header) bool {
+	for _, v := range h.Values("Anthropic-Beta") {
+		for _, b := range strings.Split(v, ",") {
+			if strings.HasPrefix(strings.TrimSpace(b), "context-1m-") {
+				return true
+			}
+		}
+	}
+	return false
+}
