@@ -105,6 +105,25 @@ func storeLongCount(piece string, n uint32) {
 // bytes (0 = not known yet): the most common pieces after single bytes.
 var pairCounts [1 << 14]atomic.Uint32
 
+// frontCounts is a direct-mapped, lock-free cache in front of the shards:
+// a slot holds the top 48 bits of a piece's 64-bit hash (random seed, as
+// longCounts) and its count in the low 16 (a piece of at most
+// MaxCachedPieceBytes has fewer tokens than bytes); the slot is chosen by
+// the hash's low bits, so a hit needs all 64 bits equal. A lookup is one
+// load from 512 KiB instead of a lock and a probe of a map of ~8 MiB whose
+// keys are each elsewhere in memory: the shards' lookups were most of the
+// time of counting a new tool result's stub before the first byte.
+var frontCounts [1 << frontBits]atomic.Uint64
+
+const frontBits = 16
+
+var frontSeed = maphash.MakeSeed()
+
+func frontSlot(piece string) (*atomic.Uint64, uint64) {
+	h := maphash.String(frontSeed, piece)
+	return &frontCounts[h&(1<<frontBits-1)], h &^ 0xFFFF
+}
+
 func cachedCount(piece string) (uint32, bool) {
 	switch len(piece) {
 	case 1:
@@ -118,10 +137,17 @@ func cachedCount(piece string) (uint32, bool) {
 			}
 		}
 	}
+	slot, tag := frontSlot(piece)
+	if e := slot.Load(); e != 0 && e&^0xFFFF == tag {
+		return uint32(e & 0xFFFF), true
+	}
 	sh := shardOf(piece)
 	sh.mu.Lock()
 	n, ok := sh.m[piece]
 	sh.mu.Unlock()
+	if ok {
+		slot.Store(tag | uint64(n))
+	}
 	return n, ok
 }
 
@@ -130,6 +156,8 @@ func storeCount(piece string, n uint32) {
 		pairCounts[int(piece[0])<<7|int(piece[1])].Store(n)
 		return
 	}
+	slot, tag := frontSlot(piece)
+	slot.Store(tag | uint64(n))
 	sh := shardOf(piece)
 	sh.mu.Lock()
 	if len(sh.m) >= CountCacheEntries/countCacheShards {
@@ -278,6 +306,9 @@ func rawCount(s string) int {
 func resetPieceCache() {
 	for i := range pairCounts {
 		pairCounts[i].Store(0)
+	}
+	for i := range frontCounts {
+		frontCounts[i].Store(0)
 	}
 	for i := range pieceCache {
 		sh := &pieceCache[i]
