@@ -28,13 +28,12 @@ type request struct {
 	// (dialect.isPrefix), kept verbatim ahead of the assembled
 	// conversation.
 	prefix int
-	// OpenAI: prompt_cache_key (a session identity),
-	// previous_response_id (server-side state: not managed) and
+	// OpenAI: prompt_cache_key (a session identity), the member naming
+	// server-side state (wire.Request.ServerState: not managed) and
 	// stream_options.
-	promptCacheKey     string
-	previousResponseID string
-	conversation       bool
-	streamOptions      json.RawMessage
+	promptCacheKey string
+	serverState    string
+	streamOptions  json.RawMessage
 	// msgStart and msgEnd bound the messages value in body.
 	msgStart, msgEnd int
 	messages         []json.RawMessage
@@ -140,7 +139,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 		return nil, err
 	}
 	return &request{d: d, body: body, prefix: w.Prefix,
-		promptCacheKey: w.PromptCacheKey, previousResponseID: w.PreviousResponseID, conversation: w.Conversation,
+		promptCacheKey: w.PromptCacheKey, serverState: w.ServerState(),
 		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages,
 		model: w.Model, stream: w.Stream, system: w.System, tools: w.Tools, toolChoice: w.ToolChoice,
 		metadata: w.Metadata, thinking: w.Thinking}, nil

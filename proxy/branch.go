@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/quota"
 )
 
 // newBranch starts a ctxd session for a conversation the proxy has not
@@ -22,7 +23,7 @@ import (
 // that it was superseded.
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
-	labels := map[string]string{engine.LabelProxy: req.d.Name(), "proxy.credential": fp[:12], "proxy.model": req.model}
+	labels := map[string]string{engine.LabelProxy: req.d.Name(), labelCredential: quota.CredHash(fp), "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}

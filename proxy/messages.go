@@ -58,13 +58,9 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
-	if req.previousResponseID != "" || req.conversation {
+	if field := req.serverState; field != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
-		field := "previous_response_id"
-		if req.previousResponseID == "" {
-			field = "conversation"
-		}
 		p.passThrough(w, r, req.clientBody(), outcomePassedThrough, "not managed: "+field+" names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
 		return
 	}

@@ -45,6 +45,20 @@ type Request struct {
 	Thinking         json.RawMessage
 }
 
+// ServerState names the member by which the request continues a
+// conversation the provider keeps — "previous_response_id", else
+// "conversation" — and "" when it continues none: ctxd cannot see such
+// state, so it cannot manage the request.
+func (r *Request) ServerState() string {
+	switch {
+	case r.PreviousResponseID != "":
+		return "previous_response_id"
+	case r.Conversation:
+		return "conversation"
+	}
+	return ""
+}
+
 // Scan reads body, a request of the dialect d: a JSON object with the
 // dialect's conversation array. It scans the top level by hand, in one
 // pass without decoding what it does not need: the conversation is split
