@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // request is a managed request body as the client sent it, read in one
@@ -45,12 +43,8 @@ type request struct {
 	metadata         json.RawMessage
 	thinking         json.RawMessage
 
-	// spliced, when a renderer set it, is the whole outgoing body with the
-	// messages it returned already in place of the client's (taken, and
-	// cleared, by the caller instead of withMessages).
-	spliced *bodybuf.Body
 	// tail, when set, is the client's own new messages, sent as they
-	// came after ctxd's context (encode): a managed conversation whose
+	// came after ctxd's context (wire.RenderRequest.Tail): a managed conversation whose
 	// client's new messages break a provider rule (plan.tail).
 	tail []json.RawMessage
 	// marked[k], when k is in range: messages[k] holds a cache marker
@@ -71,7 +65,7 @@ type request struct {
 	// without reading them again.
 	checked *history.Checked
 	// parsed is the append's reading of the client's new messages
-	// (request.parse), kept for the client-bytes index (clientKey).
+	// (request.parse), kept for the client-bytes index (wire.Reading).
 	parsed parsedMessages
 }
 
@@ -87,7 +81,7 @@ type parsedMessages struct {
 // parse is req.d.Parse(req.messages, from); for a dialect whose messages
 // each read on their own (wire.EachParser: the Messages API) it keeps
 // each message's reading, so the client-bytes index keys the new messages
-// without decoding them again (clientKey).
+// without decoding them again (wire.RenderRequest.Reading).
 func (req *request) parse(from int) ([]history.Message, error) {
 	each, ok := req.d.(wire.EachParser)
 	if !ok {
@@ -101,30 +95,6 @@ func (req *request) parse(from int) ([]history.Message, error) {
 	// their blocks in place).
 	req.parsed = parsedMessages{from: from, msgs: slices.Clone(msgs), ends: ends}
 	return msgs, nil
-}
-
-// clientKey is anthropic.ClientKey(req.messages[k]), from the append's
-// reading of the message when it has one (request.parse). With
-// verifyEncoding (tests) it is compared with ClientKey's, an error when
-// they differ.
-func (req *request) clientKey(k int) (d digest, results, ok bool, err error) {
-	p := &req.parsed
-	j := k - p.from
-	if p.ends == nil || j < 0 || j >= len(p.ends) {
-		d, results, ok = anthropic.ClientKey(req.messages[k])
-		return d, results, ok, nil
-	}
-	start := 0
-	if j > 0 {
-		start = p.ends[j-1]
-	}
-	d, results, ok = anthropic.ClientKeyOf(p.msgs[start:p.ends[j]])
-	if verifyEncoding {
-		if wd, wr, wok := anthropic.ClientKey(req.messages[k]); wd != d || wr != results || wok != ok {
-			return d, results, ok, fmt.Errorf("proxy: the client key of message %d from the append's reading differs from ClientKey", k)
-		}
-	}
-	return d, results, ok, nil
 }
 
 // parseRequest reads body, a Messages API request (parseBody).

@@ -69,19 +69,14 @@ type branch struct {
 	// sysDigest and toolsDigest are the client's system and tools bytes
 	// last given to the engine; zero after a restart.
 	sysDigest, toolsDigest digest
-	// enc is the last outgoing messages with their encodings (guarded by
-	// Proxy.mu for the cache bound; used under the lane's lock).
-	enc []cachedMessage
-	// rawIdx maps the digest of ctxd's rendering of a client message to
-	// its index in the client's list, for the messages it indexed
-	// (indexClient; guarded like enc).
-	rawIdx *clientIndex
-	// itemIdx is the same for an OpenAI branch's items
-	// (indexClientItems), apart: the keys are another hash.
-	itemIdx *clientIndex
-	// rendered is the Anthropic rendering, before cache markers, of the
-	// context last sent on the branch (renderWire; guarded like enc).
-	rendered *renderCache
+	// r is the branch's renderer of the Messages API, with its caches
+	// (wire.Renderer; guarded by Proxy.mu for the cache bound, used
+	// under the lane's lock).
+	r wire.Renderer
+	// itemIdx maps the digest of ctxd's rendering of a client item of an
+	// OpenAI branch to its index in the client's list (indexClientItems;
+	// guarded like r).
+	itemIdx *wire.ClientIndex
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
 	chain []digest
@@ -101,7 +96,7 @@ type branch struct {
 	// since the proxy started), docs/design.md §10.
 	conv      ledger.Conversation
 	ledgerSeq uint64
-	// bytes is the size of its caches as last noted (keepEncoding;
+	// bytes is the size of its caches as last noted (keepRenderer;
 	// guarded by Proxy.mu).
 	bytes int64
 }

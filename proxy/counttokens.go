@@ -112,15 +112,12 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 	// write).
 	full := req.messages
 	req.messages, req.tail = full[:from], full[from:]
-	enc, err := p.render(b, msgs, req)
+	out, err := p.render(b, msgs, req)
 	req.messages, req.checked = full, nil
 	if err != nil {
 		return nil, ""
 	}
-	if req.spliced != nil {
-		return req.spliced, b.id
-	}
-	return bodybuf.Of(req.withMessages(enc)), b.id
+	return out, b.id
 }
 
 // readMode is the mode a request of session id is served in (mode),

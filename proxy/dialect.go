@@ -27,15 +27,6 @@ var (
 	dialectChat      dialect = chat.Dialect{}
 )
 
-// render builds the outgoing conversation array; errors wrap errViolation
-// when it breaks docs/design.md §4a.
-func (p *Proxy) render(b *branch, msgs []history.Message, req *request) ([]byte, error) {
-	if req.d == dialectAnthropic {
-		return p.renderAnthropic(b, msgs, req)
-	}
-	return p.renderOpenAI(b, msgs, req)
-}
-
 // renderOpenAI is the prefix items as the client sent them, then the assembled
 // messages rendered, each item that ctxd has not rewritten as the client's
 // own bytes (withClientItems); a Responses request's final

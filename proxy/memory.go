@@ -6,14 +6,14 @@ import (
 	"unsafe"
 
 	"github.com/ctxd/ctxd/config"
-	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // What the proxy holds in memory of the conversations it serves is
 // bounded in bytes (proxy.memory_bytes, docs/config.md): each lane's
 // digests of its previous request's messages (wire.ChainsWith), and each
-// branch's caches — its last outgoing encodings, its rendering and its
-// index of the client's messages (render.go, clientindex.go). Past the bound the least
+// branch's caches — its renderer's last outgoing encodings, rendering and
+// index of the client's messages (wire.Renderer). Past the bound the least
 // recently used branches' caches are dropped first (the branch's next
 // request renders and encodes its whole context once), then the least
 // recently used idle lanes (found again from the engine at their next
@@ -29,16 +29,9 @@ func (p *Proxy) memoryBudget() int64 {
 	return config.DefaultProxyMemoryBytes
 }
 
-// Estimated sizes of the headers the caches hold per element, in bytes.
+// Estimated sizes of the headers the lanes hold, in bytes.
 const (
-	sizeDigest        = int64(unsafe.Sizeof(digest{}))
-	sizeCachedMessage = int64(unsafe.Sizeof(cachedMessage{}))
-	sizeWireMessage   = int64(unsafe.Sizeof(anthropic.Message{}))
-	sizeWireBlock     = int64(unsafe.Sizeof(anthropic.Block{}))
-	sizeRenderKey     = int64(unsafe.Sizeof(renderKey{}))
-	// sizeMapEntry is a map entry's share of the map beside its key and
-	// value (buckets, tophash, load factor).
-	sizeMapEntry = 16
+	sizeDigest = wire.SizeDigest
 	// sizeLane and sizeBranch are a lane's and a branch's fixed part.
 	sizeLane   = int64(unsafe.Sizeof(lane{})) + 64
 	sizeBranch = int64(unsafe.Sizeof(branch{})) + 256
@@ -58,48 +51,12 @@ func laneBytes(l *lane) int64 {
 	return n
 }
 
-// cacheBytes estimates what b's caches hold: the encodings, the rendering
-// (its blocks' text, which also keeps the engine's strings alive after the
-// engine dropped the session) and the client indexes.
+// cacheBytes estimates what b's caches hold: its renderer's
+// (wire.Renderer.Bytes) and its index of the client's OpenAI items.
 func cacheBytes(b *branch) int64 {
-	n := int64(0)
-	for i := range b.enc {
-		n += sizeCachedMessage + int64(len(b.enc[i].enc))
-	}
-	if c := b.rendered; c != nil {
-		n += int64(cap(c.keys)) * sizeRenderKey
-		for i := range c.wire {
-			n += sizeWireMessage
-			for j := range c.wire[i].Content {
-				n += blockBytes(&c.wire[i].Content[j])
-			}
-		}
-	}
-	n += indexBytes(b.rawIdx) + indexBytes(b.itemIdx)
-	return n
-}
-
-// blockBytes estimates what a rendered block holds.
-func blockBytes(bl *anthropic.Block) int64 {
-	n := sizeWireBlock + int64(len(bl.Text)+len(bl.Thinking)+len(bl.Signature)+len(bl.Data)+len(bl.Input)+len(bl.Raw)+len(bl.Compaction))
-	for i := range bl.Content {
-		n += blockBytes(&bl.Content[i])
-	}
-	return n
-}
-
-// indexBytes estimates what a client index holds.
-func indexBytes(idx *clientIndex) int64 {
-	if idx == nil {
-		return 0
-	}
-	n := int64(cap(idx.fast))*8 + int64(cap(idx.norm))*8 + int64(cap(idx.key))*sizeDigest + int64(cap(idx.has)) +
-		int64(cap(idx.plain)) + int64(cap(idx.verbatim))
-	for _, ks := range idx.keys {
-		n += sizeDigest + 24 + sizeMapEntry + int64(cap(ks))*8
-	}
-	for id, r := range idx.results {
-		n += int64(len(id)+len(r.raw)) + sizeDigest + 48 + sizeMapEntry
+	n := b.itemIdx.Bytes()
+	if b.r != nil {
+		n += b.r.Bytes()
 	}
 	return n
 }
@@ -119,7 +76,7 @@ func (p *Proxy) noteLane(l *lane) {
 
 // dropCachesLocked drops b's caches. Called with p.mu held.
 func (p *Proxy) dropCachesLocked(b *branch) {
-	b.enc, b.rawIdx, b.itemIdx, b.rendered = nil, nil, nil, nil
+	b.r, b.itemIdx = nil, nil
 	p.cacheBytes -= b.bytes
 	b.bytes = 0
 }
@@ -161,7 +118,7 @@ func (p *Proxy) dropLaneLocked(l *lane) {
 	delete(p.lanes, l.key)
 	p.laneBytes -= l.bytes
 	for _, b := range l.branches {
-		if b.bytes > 0 || b.enc != nil || b.rendered != nil || b.rawIdx != nil || b.itemIdx != nil {
+		if b.bytes > 0 || b.r != nil || b.itemIdx != nil {
 			p.dropCachesLocked(b)
 			p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
 		}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"slices"
 
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/openai"
@@ -27,12 +26,10 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 	idx := p.indexClientItems(b, req, custom)
 	lastK := len(req.messages)
 	for i := len(out) - 1; i >= 0; i-- {
-		ks := idx.keys[openai.ItemKey(out[i], wire.FastSeed)]
-		j, _ := slices.BinarySearch(ks, lastK)
-		if j == 0 {
+		k, ok := idx.Latest(openai.ItemKey(out[i], wire.FastSeed), lastK)
+		if !ok {
 			continue
 		}
-		k := ks[j-1]
 		lastK = k
 		out[i] = req.messages[k]
 	}
@@ -42,12 +39,20 @@ func (p *Proxy) withClientItems(b *branch, req *request, out []json.RawMessage, 
 // indexClientItems records, for the client's items of req not yet indexed
 // on b, the digest of ctxd's rendering of each alone (one item rendering
 // to one item) → its indexes, in order: the OpenAI counterpart of
-// indexClient, kept on the branch the same way (itemIdx; dropped
-// with the branch's encoding cache, keepEncoding), so a request indexes
+// the Messages API's renderer's index, kept on the branch (itemIdx; dropped
+// with the branch's caches, keepRenderer), so a request indexes
 // only its new items; after a restart or on a new branch the whole list
 // is indexed once. Called under the lane's lock.
-func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool) *clientIndex {
-	idx, n := p.reusedIndex(&b.itemIdx, req)
+func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool) *wire.ClientIndex {
+	p.mu.Lock()
+	idx := b.itemIdx
+	p.mu.Unlock()
+	n := 0
+	if idx != nil {
+		n = idx.Reuse(req.fast, req.messages)
+	} else {
+		idx = wire.NewClientIndex()
+	}
 	for k := n; k < len(req.messages); k++ {
 		var r json.RawMessage
 		if k >= req.prefix {
@@ -58,14 +63,14 @@ func (p *Proxy) indexClientItems(b *branch, req *request, custom map[string]bool
 			}
 		}
 		if r == nil {
-			idx.add(k, req.fast, req.messages[k], digest{}, false)
+			idx.Add(k, req.fast, req.messages[k], digest{}, false)
 			continue
 		}
-		idx.add(k, req.fast, req.messages[k], openai.ItemKey(r, wire.FastSeed), true)
+		idx.Add(k, req.fast, req.messages[k], openai.ItemKey(r, wire.FastSeed), true)
 	}
 	p.mu.Lock()
 	b.itemIdx = idx
 	p.mu.Unlock()
-	p.keepEncoding(b, nil)
+	p.keepRenderer(b, nil)
 	return idx
 }

@@ -1,25 +1,24 @@
-package proxy
+package anthropic
 
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
-// renderWire, extending the branch's cached rendering when the context
-// only grew, gives anthropic.Render's messages for every request: growing
+// The renderer's extend, extending the branch's cached rendering when the context
+// only grew, gives Render's messages for every request: growing
 // one message at a time (a tool result joining the results of the cached
 // last message, a whitespace-only message omitted), after the caller put
 // markers on the result, and after a message before the end is rendered
 // anew (an elision); and it reuses the cached blocks when it can.
-func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
-	p := &Proxy{}
-	b := &branch{}
+func TestRendererExtendsTheCachedRendering(t *testing.T) {
+	r := &renderer{}
 	txt := func(r history.Role, s string) history.Message {
 		return history.Message{Role: r, Content: []history.Block{{Type: history.BlockText, Text: s}}}
 	}
@@ -36,25 +35,25 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 			msgs = append(msgs, txt(history.RoleAssistant, "  "), txt(history.RoleUser, "more"))
 		}
 	}
-	var prev []anthropic.Message
+	var prev []Message
 	reused := 0
 	check := func(n int, when string) {
 		t.Helper()
-		got, err := p.renderWire(b, msgs[:n])
+		got, err := r.extend(msgs[:n], false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := anthropic.Render("", nil, msgs[:n]).Messages
+		want := Render("", nil, msgs[:n]).Messages
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s, %d messages: differs from Render", when, n)
 		}
-		if len(prev) > anthropic.MarkerReach && len(got) > 0 && &got[0].Content[0] == &prev[0].Content[0] {
+		if len(prev) > MarkerReach && len(got) > 0 && &got[0].Content[0] == &prev[0].Content[0] {
 			reused++
 		}
 		prev = got
-		// What anthropic.PlaceMarkers does to the last messages must not reach the
+		// What PlaceMarkers does to the last messages must not reach the
 		// cache.
-		for i := max(0, len(got)-anthropic.MarkerReach); i < len(got); i++ {
+		for i := max(0, len(got)-MarkerReach); i < len(got); i++ {
 			for j := range got[i].Content {
 				got[i].Content[j].CacheControl = json.RawMessage(`{"type":"ephemeral"}`)
 			}
@@ -63,7 +62,7 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 	for n := 1; n <= len(msgs); n++ {
 		check(n, "growing")
 	}
-	if reused < len(msgs)-anthropic.MarkerReach*2 {
+	if reused < len(msgs)-MarkerReach*2 {
 		t.Fatalf("the cached rendering was reused %d times in %d requests", reused, len(msgs))
 	}
 	// An elision renders message 2 anew: a new slice of blocks.
@@ -75,55 +74,59 @@ func TestRenderWireExtendsTheCachedRendering(t *testing.T) {
 	check(len(msgs), "whole")
 }
 
-// indexClient keeps a branch's index of the client's messages across
-// requests and indexes again only from the first message whose bytes
-// differ from those it indexed other than by cache markers: the marker a
-// client moves to its newest message (as Claude Code does on every
-// request) costs nothing; a message the client touched, a shorter list
-// are indexed again from there. After each request the index is the one a
-// full indexing of the request gives.
+// The renderer keeps its index of the client's messages across requests
+// and indexes again only from the first message whose bytes differ from
+// those it indexed other than by cache markers: the marker a client moves
+// to its newest message (as Claude Code does on every request) costs
+// nothing; a message the client touched, a shorter list are indexed
+// again from there. After each request the index is the one a full
+// indexing of the request gives.
 func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
-	p := &Proxy{}
-	b := &branch{}
+	r := &renderer{}
 	var digests wire.Digests
-	c := newConversation().user("start")
+	msgs := []string{`{"role":"user","content":[{"type":"text","text":"start"}]}`}
 	step := func(when string, wantIndexed int) {
 		t.Helper()
-		req, err := parseRequest([]byte(c.body()))
+		// The moving marker on the newest message's last block.
+		items := make([]json.RawMessage, len(msgs))
+		for i, m := range msgs {
+			items[i] = json.RawMessage(m)
+		}
+		last := msgs[len(msgs)-1]
+		i := strings.LastIndex(last, "}]}")
+		items[len(items)-1] = json.RawMessage(last[:i] + `,"cache_control":{"type":"ephemeral"}` + last[i:])
+		wire.ChainsWith(&digests, items, Dialect{}.MatchKey)
+		// Keyed from the append's reading, as a managed request is.
+		read, ends, err := ParseEach(items, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wire.ChainsWith(&digests, req.messages, req.d.MatchKey)
-		req.fast = digests.Fast
-		// Keyed from the append's reading, as a managed request is.
-		if _, err := req.parse(req.prefix); err != nil {
-			t.Fatal(err)
-		}
-		got, err := p.indexClient(b, req)
+		req := &wire.RenderRequest{Items: items, Fast: digests.Fast, Reading: &wire.Reading{Msgs: read, Ends: ends}, Verify: true}
+		got, err := r.index(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.added != wantIndexed {
 			t.Fatalf("%s: %d messages indexed, want %d", when, got.added, wantIndexed)
 		}
-		full, err := p.indexClient(&branch{}, &request{d: req.d, messages: req.messages, prefix: req.prefix})
+		// A full indexing, knowing the same fast hashes: the kept index
+		// must know the messages it indexed as they are now.
+		full, err := (&renderer{}).index(&wire.RenderRequest{Items: items, Fast: digests.Fast})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got.keys, full.keys) || !reflect.DeepEqual(got.plain, full.plain) ||
-			!reflect.DeepEqual(got.verbatim, full.verbatim) || !reflect.DeepEqual(got.results, full.results) ||
-			!reflect.DeepEqual(got.key, full.key) || !reflect.DeepEqual(got.has, full.has) || !reflect.DeepEqual(got.norm, full.norm) {
-			t.Fatalf("%s: the kept index differs from a full indexing:\n%v\n%v", when, got.keys, full.keys)
+		got.added, full.added = 0, 0
+		if !reflect.DeepEqual(got, full) {
+			t.Fatalf("%s: the kept index differs from a full indexing:\n%+v\n%+v", when, got.ClientIndex, full.ClientIndex)
 		}
-		if !reflect.DeepEqual(got.fast, req.fast) {
-			t.Fatalf("%s: the index does not know the messages it indexed", when)
-		}
+	}
+	call := func(id string) string {
+		return fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":%q,"name":"Bash","input":{"command":"ls"}}]}`, id)
 	}
 	step("first request", 1)
 	for i := range 4 {
 		id := fmt.Sprintf("toolu_%d", i)
-		c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`))
-		c.results([2]string{id, fmt.Sprintf("output %d", i)})
+		msgs = append(msgs, call(id), fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"output %d"}]}`, id, i))
 		// The marker moved off the previous last message: only the new
 		// ones are indexed.
 		step(fmt.Sprintf("round %d", i), 2)
@@ -131,10 +134,10 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 	step("the same request again", 0)
 	// The client touches its second message (a resent answer whose
 	// input it re-encoded): everything from it on is indexed again.
-	c.msgs[1] = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_0","name":"Bash","input":{ "command" : "ls" }}]}`
-	step("touched", len(c.msgs)-1)
-	c.msgs = c.msgs[:5]
+	msgs[1] = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_0","name":"Bash","input":{ "command" : "ls" }}]}`
+	step("touched", len(msgs)-1)
+	msgs = msgs[:5]
 	step("shorter", 0)
-	c.msgs = append(c.msgs, `{"role":"user","content":[{"type":"text","text":"go on"}]}`)
+	msgs = append(msgs, `{"role":"user","content":[{"type":"text","text":"go on"}]}`)
 	step("longer", 1)
 }
