@@ -44,8 +44,9 @@ type request struct {
 	thinking         json.RawMessage
 
 	// tail, when set, is the client's own new messages, sent as they
-	// came after ctxd's context (wire.RenderRequest.Tail): a managed conversation whose
-	// client's new messages break a provider rule (plan.tail).
+	// came after ctxd's context (wire.RenderRequest.Tail): a managed
+	// conversation whose client's new messages break a provider rule
+	// (plan.tail).
 	tail []json.RawMessage
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (wire.Digests.Marked of this request); out of range: not known.
@@ -142,13 +143,4 @@ func encodedBody(r *http.Request) string {
 		return ""
 	}
 	return ce
-}
-
-// withMessages returns the client's body with the messages value replaced
-// by msgs: every other byte is the client's (docs/design.md §10).
-func (r *request) withMessages(msgs []byte) []byte {
-	out := make([]byte, 0, len(r.body)-(r.msgEnd-r.msgStart)+len(msgs))
-	out = append(out, r.body[:r.msgStart]...)
-	out = append(out, msgs...)
-	return append(out, r.body[r.msgEnd:]...)
 }

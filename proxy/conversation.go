@@ -69,14 +69,11 @@ type branch struct {
 	// sysDigest and toolsDigest are the client's system and tools bytes
 	// last given to the engine; zero after a restart.
 	sysDigest, toolsDigest digest
-	// r is the branch's renderer of the Messages API, with its caches
+	// r is the branch's renderer, of the dialect rd, with its caches
 	// (wire.Renderer; guarded by Proxy.mu for the cache bound, used
 	// under the lane's lock).
-	r wire.Renderer
-	// itemIdx maps the digest of ctxd's rendering of a client item of an
-	// OpenAI branch to its index in the client's list (indexClientItems;
-	// guarded like r).
-	itemIdx *wire.ClientIndex
+	r  wire.Renderer
+	rd dialect
 	// chain is the hash chain of the client's last request accounted for
 	// (chains), to find where a rewrite forked; nil after a restart.
 	chain []digest

@@ -2,14 +2,11 @@ package proxy
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"net/http"
 	"strings"
 
-	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
-	"github.com/ctxd/ctxd/wire/openai"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 	"github.com/ctxd/ctxd/wire/openai/responses"
 )
@@ -26,33 +23,6 @@ var (
 	dialectResponses dialect = responses.Dialect{}
 	dialectChat      dialect = chat.Dialect{}
 )
-
-// renderOpenAI is the prefix items as the client sent them, then the assembled
-// messages rendered, each item that ctxd has not rewritten as the client's
-// own bytes (withClientItems); a Responses request's final
-// compaction_trigger, which is never stored, goes last as the client sent
-// it.
-func (p *Proxy) renderOpenAI(b *branch, msgs []history.Message, req *request) ([]byte, error) {
-	var rendered []json.RawMessage
-	var custom map[string]bool
-	if req.d == dialectResponses {
-		tools := append([]json.RawMessage{req.tools}, req.messages[:req.prefix]...)
-		custom = responses.CustomToolNames(tools...)
-		rendered = responses.RenderItems(msgs, custom)
-	} else {
-		rendered = chat.RenderChatMessages(msgs)
-	}
-	rendered = p.withClientItems(b, req, rendered, custom)
-	items := make([]json.RawMessage, 0, req.prefix+len(rendered))
-	items = append(items, req.messages[:req.prefix]...)
-	items = append(items, rendered...)
-	if req.d == dialectResponses {
-		if t := responses.TrailingTrigger(req.messages); t != nil {
-			items = append(items, t)
-		}
-	}
-	return openai.JoinItems(items), nil
-}
 
 // dialectOf returns the dialect of a managed endpoint, nil for any other
 // request.

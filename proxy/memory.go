@@ -51,14 +51,12 @@ func laneBytes(l *lane) int64 {
 	return n
 }
 
-// cacheBytes estimates what b's caches hold: its renderer's
-// (wire.Renderer.Bytes) and its index of the client's OpenAI items.
+// cacheBytes estimates what b's caches hold (wire.Renderer.Bytes).
 func cacheBytes(b *branch) int64 {
-	n := b.itemIdx.Bytes()
-	if b.r != nil {
-		n += b.r.Bytes()
+	if b.r == nil {
+		return 0
 	}
-	return n
+	return b.r.Bytes()
 }
 
 // noteLane records l's size after its request changed it, and bounds the
@@ -76,7 +74,7 @@ func (p *Proxy) noteLane(l *lane) {
 
 // dropCachesLocked drops b's caches. Called with p.mu held.
 func (p *Proxy) dropCachesLocked(b *branch) {
-	b.r, b.itemIdx = nil, nil
+	b.r, b.rd = nil, nil
 	p.cacheBytes -= b.bytes
 	b.bytes = 0
 }
@@ -118,7 +116,7 @@ func (p *Proxy) dropLaneLocked(l *lane) {
 	delete(p.lanes, l.key)
 	p.laneBytes -= l.bytes
 	for _, b := range l.branches {
-		if b.bytes > 0 || b.r != nil || b.itemIdx != nil {
+		if b.bytes > 0 || b.r != nil {
 			p.dropCachesLocked(b)
 			p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
 		}

@@ -10,31 +10,26 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
-// Rendering is the wire packages' (wire.Renderer): a branch keeps its
-// dialect's renderer, whose caches (the last rendering, the encodings, the
-// index of the client's messages) the proxy's memory bound counts
-// (memory.go).
+// The rendering itself is the wire packages' (wire.Renderer): a branch
+// keeps its dialect's renderer (Dialect.NewRenderer), whose caches (the
+// last rendering, the encodings, the index of the client's items) the
+// proxy's memory bound counts (memory.go).
 
 // render builds the outgoing body: the client's body with the
 // conversation replaced by msgs rendered. Errors wrap errViolation when
 // msgs break docs/design.md §4a for the client's request.
 func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybuf.Body, error) {
-	if req.d != dialectAnthropic {
-		enc, err := p.renderOpenAI(b, msgs, req)
-		if err != nil {
-			return nil, err
-		}
-		return bodybuf.Of(req.withMessages(enc)), nil
-	}
 	p.mu.Lock()
 	r := b.r
+	if b.rd != req.d {
+		r = nil
+	}
 	p.mu.Unlock()
 	if r == nil {
-		r = anthropic.Dialect{}.NewRenderer()
+		r = req.d.NewRenderer()
 	}
 	rr := &wire.RenderRequest{Body: req.body, Buf: req.buf, MsgStart: req.msgStart, MsgEnd: req.msgEnd,
 		Items: req.messages, Prefix: req.prefix, Tail: req.tail, Tools: req.tools, Thinking: req.thinking,
@@ -49,7 +44,7 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybu
 		}
 		return nil, err
 	}
-	p.keepRenderer(b, r)
+	p.keepRenderer(b, req.d, r)
 	return out, nil
 }
 
@@ -57,13 +52,13 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybu
 // with what they compute from scratch (wire.RenderRequest.Verify; tests).
 var verifyEncoding = false
 
-// keepRenderer stores b's renderer, notes the size of b's caches, and
-// bounds what the proxy holds (memory.go): the least recently used other
-// branches' caches go first.
-func (p *Proxy) keepRenderer(b *branch, r wire.Renderer) {
+// keepRenderer stores b's renderer r of the dialect d, notes the size of
+// b's caches, and bounds what the proxy holds (memory.go): the least
+// recently used other branches' caches go first.
+func (p *Proxy) keepRenderer(b *branch, d dialect, r wire.Renderer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b.r = r
+	b.r, b.rd = r, d
 	p.encOrder = slices.DeleteFunc(p.encOrder, func(x *branch) bool { return x == b })
 	p.encOrder = append(p.encOrder, b)
 	n := cacheBytes(b)

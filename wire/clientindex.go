@@ -126,3 +126,66 @@ func (idx *ClientIndex) Bytes() int64 {
 	}
 	return n
 }
+
+// ClientItems is the part of a Renderer that sends the items ctxd has not
+// rewritten as the client's own bytes, for an API whose item renders
+// alone to one item (the OpenAI APIs; docs/proxy.md, "The OpenAI APIs",
+// client bytes): its index of the client's items by the key of ctxd's
+// rendering of each alone, kept across a branch's requests so that a
+// request indexes only its new items. The zero value indexes the whole
+// list at its first request.
+type ClientItems struct {
+	idx *ClientIndex
+}
+
+// With replaces, in out (the outgoing items after the prefix, as ctxd
+// rendered them), each item that is ctxd's rendering of one of the
+// client's items req.Items unchanged by that item as the client sent it:
+// a message ctxd has not rewritten — not a summary, an offloaded result's
+// stub, an elided or context-edited message — goes out as the client's
+// own bytes, with the fields the canonical form does not keep, key order
+// and spacing. The items are aligned from the end (ClientIndex.Latest).
+// alone is the API's rendering of the client's item items[k] read on its
+// own (nil unless it renders to exactly one item), key the digest an
+// item is matched by. out is changed in place and returned.
+func (c *ClientItems) With(req *RenderRequest, out []json.RawMessage, alone func(items []json.RawMessage, k int) json.RawMessage, key func(json.RawMessage) Digest) []json.RawMessage {
+	idx := c.index(req, alone, key)
+	lastK := len(req.Items)
+	for i := len(out) - 1; i >= 0; i-- {
+		k, ok := idx.Latest(key(out[i]), lastK)
+		if !ok {
+			continue
+		}
+		lastK = k
+		out[i] = req.Items[k]
+	}
+	return out
+}
+
+// index records, for the client's items of req not yet indexed, the key
+// of ctxd's rendering of each alone (one item rendering to one item) → its
+// indexes, in order; the prefix items have none.
+func (c *ClientItems) index(req *RenderRequest, alone func(items []json.RawMessage, k int) json.RawMessage, key func(json.RawMessage) Digest) *ClientIndex {
+	idx, n := c.idx, 0
+	if idx != nil {
+		n = idx.Reuse(req.Fast, req.Items)
+	} else {
+		idx = NewClientIndex()
+	}
+	for k := n; k < len(req.Items); k++ {
+		var r json.RawMessage
+		if k >= req.Prefix {
+			r = alone(req.Items[:k+1], k)
+		}
+		if r == nil {
+			idx.Add(k, req.Fast, req.Items[k], Digest{}, false)
+			continue
+		}
+		idx.Add(k, req.Fast, req.Items[k], key(r), true)
+	}
+	c.idx = idx
+	return idx
+}
+
+// Bytes estimates the heap the index holds, in bytes.
+func (c *ClientItems) Bytes() int64 { return c.idx.Bytes() }

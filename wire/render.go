@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/ctxd/ctxd/history"
@@ -97,4 +98,26 @@ func SpliceItems(body []byte, start, end int, items []byte) []byte {
 	out = append(out, body[:start]...)
 	out = append(out, items...)
 	return append(out, body[end:]...)
+}
+
+// ItemsBody is the outgoing body of req: the client's body with its
+// conversation replaced by the client's prefix items, then out, then
+// trailing (nil: none), as a JSON array.
+func (req *RenderRequest) ItemsBody(out []json.RawMessage, trailing json.RawMessage) *bodybuf.Body {
+	items := make([]json.RawMessage, 0, req.Prefix+len(out)+1)
+	items = append(items, req.Items[:req.Prefix]...)
+	items = append(items, out...)
+	if trailing != nil {
+		items = append(items, trailing)
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, it := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(it)
+	}
+	buf.WriteByte(']')
+	return bodybuf.Of(SpliceItems(req.Body, req.MsgStart, req.MsgEnd, buf.Bytes()))
 }

@@ -18,7 +18,8 @@ import (
 
 // Dialect is one wire API (docs/design.md §10): the key of the
 // conversation in a request body, how its items convert to and from
-// canonical messages, how an answer and an error are read, the error shape
+// canonical messages, how an assembled context is rendered into the
+// outgoing body, how an answer and an error are read, the error shape
 // ctxd answers with, and the provider's own compaction. Everything the
 // proxy does with a request that is not one of these is the same for
 // every API.
@@ -110,6 +111,10 @@ type Dialect interface {
 	// whose calls are this API: a proxied session is summarized through
 	// the API its client speaks.
 	SummarizerProvider() string
+	// NewRenderer is a new, empty renderer of the outgoing body for one
+	// branch of a conversation (Renderer), which keeps its caches from
+	// one of the branch's requests to the next.
+	NewRenderer() Renderer
 }
 
 // CacheView is a request body as the provider's prompt cache compares it

@@ -240,7 +240,7 @@ func EqualBlocks(a, b []Block) bool {
 		return false
 	}
 	if len(a) > 0 && &a[0] == &b[0] {
-		return true // the same blocks (renderWire's cache)
+		return true // the same blocks (the renderer's cache, renderer.extend)
 	}
 	for i := range a {
 		x, y := &a[i], &b[i]

@@ -126,20 +126,6 @@ func Marshal(v any) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// JoinItems encodes raw items as a JSON array.
-func JoinItems(items []json.RawMessage) []byte {
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, it := range items {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(it)
-	}
-	buf.WriteByte(']')
-	return buf.Bytes()
-}
-
 // ArgumentsInput is a function call's input: the arguments' bytes when
 // they are a compact JSON object (kept exactly by the canonical form),
 // else {"openai_raw_arguments": "<the arguments>"} (RawArgumentsKey).
