@@ -98,3 +98,9 @@ func ConversationKey(secret []byte, fp, agent, model string, tools, system json.
 	first := sha256.Sum256(wire.MatchForm(wire.Normalize(msgs[0])))
 	return hex.EncodeToString(MAC(secret, "ctxd proxy conversation", fp, "", model, string(toolsDigest[:]), string(sysDigest[:]), string(first[:])))
 }
+
+// HasCredential reports whether h carries a credential for the upstream:
+// a non-blank x-api-key or Authorization, the headers Fingerprint reads.
+func HasCredential(h http.Header) bool {
+	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/quota"
 )
 
@@ -52,7 +53,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	// (branch.pendingLimit), and none without a credential (prepare).
 	n, _ := contextLimitHeader(h)
 	pending := uint64(0)
-	if n > 0 && hasCredential(h) {
+	if n > 0 && identity.HasCredential(h) {
 		if p.isAccepted(fp) {
 			params.ContextLimit = n
 		} else {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/ctxd/ctxd/engine"
+	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/ledger"
 )
 
@@ -66,7 +67,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	}
 	accepted := p.isAccepted(fp)
 	params := engine.CreateParams{Model: req.model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
-	if w, _ := contextLimitHeader(h); w > 0 && hasCredential(h) && accepted {
+	if w, _ := contextLimitHeader(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
 	threshold, factor, _, err := p.eng.NewSessionThreshold(params)
@@ -85,7 +86,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	}
 	pl := &plan{n: len(req.messages), b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
 		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
-	if w, _ := contextLimitHeader(h); w > 0 && !hasCredential(h) {
+	if w, _ := contextLimitHeader(h); w > 0 && !identity.HasCredential(h) {
 		pl.diag = fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
 	}
 	return pl, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
@@ -122,7 +123,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 		pr.Out.Header.Del("Accept-Encoding")
 	}
 	if x.beta != "" {
-		withBeta(pr.Out.Header, x.beta)
+		anthropic.WithBeta(pr.Out.Header, x.beta)
 	}
 	if x.body != nil {
 		body := x.body

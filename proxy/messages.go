@@ -353,7 +353,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	pl.out, pl.diag = out, diag
-	if n, _ := contextLimitHeader(h); n > 0 && !hasCredential(h) {
+	if n, _ := contextLimitHeader(h); n > 0 && !identity.HasCredential(h) {
 		note := fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
 		if pl.diag != "" {
 			note = pl.diag + "; " + note

@@ -41,9 +41,3 @@ func contextLimitHeader(h http.Header) (uint64, error) {
 	}
 	return n, nil
 }
-
-// hasCredential reports whether h carries a credential for the upstream
-// (x-api-key or Authorization).
-func hasCredential(h http.Header) bool {
-	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
-}

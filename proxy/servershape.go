@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
@@ -40,23 +39,6 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 	}
 	pl.server, pl.beta = true, beta
 	return bodybuf.Of(next)
-}
-
-// withBeta adds beta to the request's anthropic-beta header (a comma list
-// the client may have started), once.
-func withBeta(h http.Header, beta string) {
-	var have []string
-	for _, v := range h.Values("Anthropic-Beta") {
-		for _, b := range strings.Split(v, ",") {
-			if b = strings.TrimSpace(b); b != "" {
-				if b == beta {
-					return
-				}
-				have = append(have, b)
-			}
-		}
-	}
-	h.Set("Anthropic-Beta", strings.Join(append(have, beta), ","))
 }
 
 // recoverServerShape answers an upstream refusal of the provider's

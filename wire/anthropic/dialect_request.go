@@ -64,3 +64,21 @@ func LongContextBeta(h http.Header) bool {
 	}
 	return false
 }
+
+// WithBeta adds beta to the request header h's anthropic-beta (a comma
+// list the client may have started), once: the beta a parameter ctxd
+// added needs (Dialect.WithServerCompaction).
+func WithBeta(h http.Header, beta string) {
+	var have []string
+	for _, v := range h.Values("Anthropic-Beta") {
+		for _, b := range strings.Split(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				if b == beta {
+					return
+				}
+				have = append(have, b)
+			}
+		}
+	}
+	h.Set("Anthropic-Beta", strings.Join(append(have, beta), ","))
+}

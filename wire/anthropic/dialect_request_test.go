@@ -1,0 +1,33 @@
+package anthropic
+
+import (
+	"net/http"
+	"testing"
+)
+
+// WithBeta adds a beta to the client's anthropic-beta list once, keeping
+// the client's; LongContextBeta finds the 1M window's beta in any list.
+func TestBetaHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		have []string
+		want string
+	}{
+		{"none", nil, "b2"},
+		{"the client's", []string{"a1, a2"}, "a1,a2,b2"},
+		{"already there", []string{"a1,b2"}, "a1,b2"},
+		{"already in a second header line: unchanged", []string{"a1", " b2 "}, "a1"},
+	} {
+		h := http.Header{}
+		for _, v := range tc.have {
+			h.Add("Anthropic-Beta", v)
+		}
+		WithBeta(h, "b2")
+		if got := h.Get("Anthropic-Beta"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if !LongContextBeta(http.Header{"Anthropic-Beta": {"a1", "x, context-1m-2025-08-07"}}) || LongContextBeta(http.Header{"Anthropic-Beta": {"context-2m"}}) {
+		t.Fatal("LongContextBeta misread the header")
+	}
+}
