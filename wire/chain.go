@@ -25,13 +25,21 @@ type MatchKeyFunc func(raw []byte) (key []byte, ok bool)
 
 // MessageDigest is the digest a message is matched by: of its tolerant
 // form when key gives one, else of its normalized bytes.
-func MessageDigest(m []byte, key MatchKeyFunc) Digest {
+func MessageDigest(m []byte, key MatchKeyFunc) Digest { return messageDigest(m, key, HasMarker(m)) }
+
+// messageDigest is MessageDigest, marked being HasMarker(m), which
+// ChainsWith keeps too: the ~21 KB of a new tool result are searched for
+// a marker once, not once here and once there.
+func messageDigest(m []byte, key MatchKeyFunc, marked bool) Digest {
 	if key != nil {
 		if k, ok := key(m); ok {
 			return sha256.Sum256(k)
 		}
 	}
-	return sha256.Sum256(MatchForm(Normalize(m)))
+	if marked {
+		m = normalize(m)
+	}
+	return sha256.Sum256(MatchForm(m))
 }
 
 // Digests remembers the digests of a conversation's previous request's
@@ -78,7 +86,8 @@ func ChainsWith(c *Digests, msgs []json.RawMessage, key MatchKeyFunc) []Digest {
 			if i < len(c.Fast) && c.Fast[i] == f {
 				d, mk = c.sha[i], c.Marked[i]
 			} else {
-				d, mk, same = MessageDigest(m, key), HasMarker(m), false
+				mk = HasMarker(m)
+				d, same = messageDigest(m, key, mk), false
 			}
 			fast[i], shas[i], marked[i] = f, d, mk
 			if same && i+1 < len(c.chain) {

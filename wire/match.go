@@ -33,6 +33,11 @@ func Normalize(b []byte) []byte {
 	if !HasMarker(b) {
 		return b
 	}
+	return normalize(b)
+}
+
+// normalize is Normalize for bytes HasMarker found a marker in.
+func normalize(b []byte) []byte {
 	out := make([]byte, 0, len(b))
 	i := 0
 	for i < len(b) {
