@@ -7,7 +7,6 @@ import (
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
-	"github.com/ctxd/ctxd/ledger"
 )
 
 // A cold first request (docs/design.md §10 "Recorded when accepted";
@@ -90,21 +89,6 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 		pl.diag = fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
 	}
 	return pl, nil
-}
-
-// coldMode is a cold request's mode: its header's (validated as mode
-// does), else the proxy's.
-func (p *Proxy) coldMode(h http.Header) (string, error) {
-	if v := h.Get(HeaderMode); v != "" {
-		if v != ledger.ModeEnforce && v != ledger.ModeObserve {
-			return "", fmt.Errorf("%s: %q is not a mode: send %q or %q", HeaderMode, v, ledger.ModeEnforce, ledger.ModeObserve)
-		}
-		return v, nil
-	}
-	if p.cfg.Mode == ledger.ModeObserve {
-		return ledger.ModeObserve, nil
-	}
-	return ledger.ModeEnforce, nil
 }
 
 // warm manages a cold request in full (prepare: recorded, staged,

@@ -121,7 +121,8 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 }
 
 // readMode is the mode a request of session id is served in (mode),
-// without recording the header's mode on the session.
+// without recording the header's mode on the session; a header value
+// that is not a mode is ignored.
 func (p *Proxy) readMode(ctx context.Context, id string, h http.Header) (string, error) {
 	if v := h.Get(HeaderMode); v == ledger.ModeEnforce || v == ledger.ModeObserve {
 		return v, nil
@@ -130,11 +131,5 @@ func (p *Proxy) readMode(ctx context.Context, id string, h http.Header) (string,
 	if err != nil {
 		return "", err
 	}
-	if own != "" {
-		return own, nil
-	}
-	if p.cfg.Mode == ledger.ModeObserve {
-		return ledger.ModeObserve, nil
-	}
-	return ledger.ModeEnforce, nil
+	return p.modeOf("", own)
 }

@@ -33,21 +33,29 @@ func (p *Proxy) mode(ctx context.Context, id string, h http.Header) (string, err
 	if err != nil {
 		return "", err
 	}
-	if v := h.Get(HeaderMode); v != "" {
-		if v != ledger.ModeEnforce && v != ledger.ModeObserve {
-			return "", fmt.Errorf("%s: %q is not a mode: send %q or %q", HeaderMode, v, ledger.ModeEnforce, ledger.ModeObserve)
-		}
-		if v != own {
-			if err := p.eng.SetMode(ctx, id, v); err != nil {
-				return "", err
-			}
-		}
+	v := h.Get(HeaderMode)
+	m, err := p.modeOf(v, own)
+	if err == nil && v != "" && v != own {
+		err = p.eng.SetMode(ctx, id, v)
+	}
+	if err != nil {
+		return "", err
+	}
+	return m, nil
+}
+
+// modeOf is the mode of a request whose HeaderMode value is v ("" when
+// absent) of a session whose own mode is own ("" when none): v, else own,
+// else [proxy] mode. Errors: v is not a mode (naming the header).
+func (p *Proxy) modeOf(v, own string) (string, error) {
+	switch {
+	case v == ledger.ModeEnforce || v == ledger.ModeObserve:
 		return v, nil
-	}
-	if own != "" {
+	case v != "":
+		return "", fmt.Errorf("%s: %q is not a mode: send %q or %q", HeaderMode, v, ledger.ModeEnforce, ledger.ModeObserve)
+	case own != "":
 		return own, nil
-	}
-	if p.cfg.Mode == ledger.ModeObserve {
+	case p.cfg.Mode == ledger.ModeObserve:
 		return ledger.ModeObserve, nil
 	}
 	return ledger.ModeEnforce, nil

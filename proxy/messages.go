@@ -114,7 +114,9 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	}
 	var mode string
 	if pl.cold != nil {
-		mode, err = p.coldMode(r.Header)
+		// Its session does not exist yet: its header's mode, else the
+		// proxy's.
+		mode, err = p.modeOf(r.Header.Get(HeaderMode), "")
 	} else {
 		mode, err = p.mode(r.Context(), pl.b.id, r.Header)
 	}

@@ -34,7 +34,6 @@ import (
 	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/quota"
-	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -334,11 +333,7 @@ func (p *Proxy) Handler() http.Handler {
 			p.m.request(dialectOf(r), outcomeRefused)
 			w.Header().Set("Connection", "close")
 			msg := fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes)
-			if d := dialectOf(r); d != nil {
-				d.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
-			} else {
-				anthropic.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
-			}
+			writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
@@ -350,21 +345,13 @@ func (p *Proxy) Handler() http.Handler {
 			if subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
 				p.m.request(dialectOf(r), outcomeRefused)
 				msg := "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the " + TokenHeader + " header"
-				if d := dialectOf(r); d != nil {
-					d.WriteError(w, http.StatusUnauthorized, "authentication_error", msg)
-				} else {
-					anthropic.WriteError(w, http.StatusUnauthorized, "authentication_error", msg)
-				}
+				writeError(w, r, http.StatusUnauthorized, "authentication_error", msg)
 				return
 			}
 		}
 		if msg := p.refuse(r); msg != "" {
 			p.m.request(dialectOf(r), outcomeRefused)
-			if d := dialectOf(r); d != nil {
-				d.WriteError(w, http.StatusForbidden, "permission_error", msg)
-			} else {
-				anthropic.WriteError(w, http.StatusForbidden, "permission_error", msg)
-			}
+			writeError(w, r, http.StatusForbidden, "permission_error", msg)
 			return
 		}
 		if isUpgrade(r) {
@@ -374,11 +361,11 @@ func (p *Proxy) Handler() http.Handler {
 		if p.ui != nil && (r.URL.Path == UIPrefix || strings.HasPrefix(r.URL.Path, UIPrefix+"/")) {
 			// The dashboard: read-only, never forwarded upstream.
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				anthropic.WriteError(w, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
+				writeError(w, r, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
 				return
 			}
 			if msg := p.refuseDashboard(r); msg != "" {
-				anthropic.WriteError(w, http.StatusForbidden, "permission_error", msg)
+				writeError(w, r, http.StatusForbidden, "permission_error", msg)
 				return
 			}
 			if r.URL.Path == UIPrefix {
@@ -471,5 +458,15 @@ func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
 		dialectResponses.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
 		return
 	}
-	anthropic.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+	dialectAnthropic.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+}
+
+// writeError answers r with ctxd's own error in the shape of its API: its
+// endpoint's dialect's, else the Messages API's.
+func writeError(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	d := dialectOf(r)
+	if d == nil {
+		d = dialectAnthropic
+	}
+	d.WriteError(w, status, typ, msg)
 }
