@@ -10,7 +10,6 @@ import (
 	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // The rendering itself is the wire packages' (wire.Renderer): a branch
@@ -33,6 +32,7 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybu
 	}
 	rr := &wire.RenderRequest{Body: req.body, Buf: req.buf, MsgStart: req.msgStart, MsgEnd: req.msgEnd,
 		Items: req.messages, Prefix: req.prefix, Tail: req.tail, Tools: req.tools, Thinking: req.thinking,
+		Stream: req.stream, StreamOptions: req.streamOptions,
 		Fast: req.fast, Marked: req.marked, Checked: req.checked, Verify: verifyEncoding}
 	if req.parsed.ends != nil {
 		rr.Reading = &wire.Reading{From: req.parsed.from, Msgs: req.parsed.msgs, Ends: req.parsed.ends}
@@ -99,9 +99,6 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.
 	req.checked = nil
 	if err != nil {
 		return nil, "", err
-	}
-	if pl.hideUsage {
-		out = bodybuf.Of(chat.WithIncludeUsage(out.Bytes()))
 	}
 	out = p.withServerShape(ctx, pl, req, out)
 	return out, a.Diagnostic, nil

@@ -47,8 +47,11 @@ type RenderRequest struct {
 	Items  []json.RawMessage
 	Prefix int
 	Tail   []json.RawMessage
-	// Tools and Thinking are the body's members (Request).
+	// Tools, Thinking, Stream and StreamOptions are the body's members
+	// (Request).
 	Tools, Thinking json.RawMessage
+	Stream          bool
+	StreamOptions   json.RawMessage
 	// Fast and Marked are Digests.Fast and Digests.Marked of the
 	// client's items (nil or short: not known).
 	Fast   []uint64

@@ -18,10 +18,16 @@ type renderer struct{ wire.ClientItems }
 
 // Render is the client's prefix messages as it sent them, then msgs
 // rendered (RenderChatMessages), each message ctxd has not rewritten as
-// the client's own bytes. It never fails; req.Tail is not sent.
+// the client's own bytes; a stream whose usage the client did not ask for
+// asks for it (HidesUsage, WithIncludeUsage). It never fails; req.Tail is
+// not sent.
 func (r *renderer) Render(msgs []history.Message, req *wire.RenderRequest) (*bodybuf.Body, error) {
 	out := r.With(req, RenderChatMessages(msgs), RenderChatAlone, itemKey)
-	return req.ItemsBody(out, nil), nil
+	body := req.ItemsBody(out, nil)
+	if (Dialect{}).HidesUsage(req.Stream, req.StreamOptions) {
+		body = bodybuf.Of(WithIncludeUsage(body.Bytes()))
+	}
+	return body, nil
 }
 
 // itemKey is openai.ItemKey with the process's seed.
