@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
-	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/wire"
@@ -315,13 +314,6 @@ type plan struct {
 	// recorded once the upstream accepted it (cold.go); b is then a
 	// branch that does not exist yet, and tokens the estimate.
 	cold *coldRequest
-}
-
-// parseMessages converts the client's Anthropic messages from index from
-// on. Tool names come from the assistant message before from, when there
-// is one.
-func parseMessages(raw []json.RawMessage, from int) ([]history.Message, error) {
-	return dialectAnthropic.Parse(raw, from)
 }
 
 // maxBranchGap bounds the existing session names newBranch steps over.
