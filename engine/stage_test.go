@@ -362,3 +362,44 @@ func TestStagedOffloadIsDurableAtTheCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestStagedOffloadWriteFailureKeepsTheResultWhole: when a staged
+// offload's file cannot be written (here the session's offload directory
+// cannot be made: a file holds its name), the result is staged and sent
+// whole, as a failed write of an unstaged append keeps it, with an
+// offload_failed event in place of the offload, and the commit writes no
+// offload.
+func TestStagedOffloadWriteFailureKeepsTheResultWhole(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, layersConfig(dir+"/offload"), dir+"/db")
+	ctx := context.Background()
+	h.create("s", 200000)
+	h.append("s", user("build it"), calls("b1"))
+	if err := os.MkdirAll(dir+"/offload", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/offload/s", []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := bigResult("b1")
+	st, err := h.e.Stage(ctx, "s", []history.Message{big}, AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Result().Messages[0].Content[0].Text; got != big.Content[0].Text {
+		t.Fatalf("staged as %.200q, want the result whole", got)
+	}
+	a := h.context("s")
+	if last := a.Messages[len(a.Messages)-1]; last.Content[0].Text != big.Content[0].Text {
+		t.Fatalf("the context sends %.200q, want the result whole", last.Content[0].Text)
+	}
+	if err := st.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.events("s", checkpoint.KindOffload)); n != 0 {
+		t.Fatalf("%d offload events for a result whose file was not written", n)
+	}
+	if n := len(h.events("s", checkpoint.KindOffloadFailed)); n != 1 {
+		t.Fatalf("%d offload_failed events, want 1", n)
+	}
+}
