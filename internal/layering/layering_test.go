@@ -106,12 +106,11 @@ var onlyImportedBy = map[string][]string{
 	"natsstore": {"cmd/ctxd", "natsstore/natstest"},
 }
 
-// imports returns, per package directory of the module (relative to root,
-// slash-separated), the module's packages its non-test files import.
-func imports(t *testing.T) map[string]map[string]bool {
+// eachProductionFile calls f with each non-test Go file of the module: its
+// package directory (relative to root, slash-separated), its name and its
+// path. Hidden, underscore, testdata and bin directories are skipped.
+func eachProductionFile(t *testing.T, f func(pkg, name, path string) error) {
 	t.Helper()
-	out := map[string]map[string]bool{}
-	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -130,7 +129,20 @@ func imports(t *testing.T) map[string]map[string]bool {
 		if err != nil {
 			return err
 		}
-		pkg := filepath.ToSlash(rel)
+		return f(filepath.ToSlash(rel), name, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// imports returns, per package directory of the module (relative to root,
+// slash-separated), the module's packages its non-test files import.
+func imports(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	out := map[string]map[string]bool{}
+	fset := token.NewFileSet()
+	eachProductionFile(t, func(pkg, _, p string) error {
 		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
@@ -149,9 +161,6 @@ func imports(t *testing.T) map[string]map[string]bool {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -63,25 +62,7 @@ func wireLiteralsIn(f *ast.File) []string {
 func TestWireLiteralsStayInWire(t *testing.T) {
 	fset := token.NewFileSet()
 	files := 0
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "bin") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(p))
-		if err != nil {
-			return err
-		}
-		pkg := filepath.ToSlash(rel)
+	eachProductionFile(t, func(pkg, name, p string) error {
 		if pkg == "wire" || strings.HasPrefix(pkg, "wire/") || layers[pkg] == testSupport {
 			return nil
 		}
@@ -95,9 +76,6 @@ func TestWireLiteralsStayInWire(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 {
 		t.Fatalf("checked %d files: wrong directory?", files)
 	}
