@@ -23,11 +23,7 @@ func (p *Proxy) bodyTimeoutMessage() string {
 // connection.
 func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
-	d := dialectOf(r)
-	if d == nil {
-		d = dialectAnthropic
-	}
-	d.WriteError(w, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
+	writeError(w, r, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
 }
 
 // countLimits refuses a request over proxy.limits.messages or
