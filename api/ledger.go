@@ -73,6 +73,10 @@ type LedgerEntry struct {
 	Counterfactual LedgerUsage `json:"counterfactual"`
 	Cold           bool        `json:"cold,omitempty"`
 	Uncached       bool        `json:"uncached,omitempty"`
+	// Cut: the answer's stream ended before its end (the client left, the
+	// connection broke); Reported is what it reported so far, which the
+	// provider bills.
+	Cut bool `json:"cut,omitempty"`
 	// Purpose of a summarizer call: "" a compaction's, "prepare" a
 	// speculative summary's, "idle" an idle compaction's.
 	Purpose string `json:"purpose,omitempty"`

@@ -5,8 +5,10 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,4 +148,24 @@ func TestLedgerAndModeOverHTTP(t *testing.T) {
 		t.Fatalf("mode entries %q", modes)
 	}
 	f.wantRefused(t, http.MethodPut, "/v1/sessions/s1/mode", `{"mode":"shadow"}`, nil, http.StatusBadRequest, api.Invalid, "mode", []string{"shadow"}, "s1", f.lastSeq(t, "s1"))
+}
+
+// The API's ledger types carry every field of the ledger's, which the
+// server passes on by their JSON (recode): a field the API lacks would be
+// dropped from GET /v1/sessions/{id}/ledger without a word.
+func TestAPILedgerTypesCarryEveryLedgerField(t *testing.T) {
+	for _, c := range []struct {
+		ledger, api any
+	}{{ledger.Entry{}, api.LedgerEntry{}}, {ledger.Totals{}, api.LedgerTotals{}}, {ledger.Bar{}, api.LedgerBar{}}} {
+		have := map[string]bool{}
+		for _, f := range reflect.VisibleFields(reflect.TypeOf(c.api)) {
+			have[strings.Split(f.Tag.Get("json"), ",")[0]] = true
+		}
+		for _, f := range reflect.VisibleFields(reflect.TypeOf(c.ledger)) {
+			name := strings.Split(f.Tag.Get("json"), ",")[0]
+			if name != "" && name != "-" && f.IsExported() && !have[name] {
+				t.Errorf("%T has %q, %T does not: the ledger endpoint drops it", c.ledger, name, c.api)
+			}
+		}
+	}
 }

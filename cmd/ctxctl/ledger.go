@@ -89,7 +89,12 @@ func writeLedger(w io.Writer, l *api.LedgerResponse) {
 			fmt.Fprintf(tw, "%d\tsummarizer (%s credential)\t%s\t\t\t%d\t%d\t%d\t%d\t%s\t\t\n", i+1, en.Credential, en.Mode,
 				en.Reported.CacheRead, en.Reported.CacheWrite5m+en.Reported.CacheWrite1h, en.Reported.Input, en.Reported.Output, usd(en.Cost))
 		default:
-			fmt.Fprintf(tw, "%d\trequest\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", i+1, en.Mode, en.ClientTokens, en.SentTokens,
+			kind := "request"
+			if en.Cut {
+				// The answer broke off: billed for what it reported.
+				kind = "request (cut)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", i+1, kind, en.Mode, en.ClientTokens, en.SentTokens,
 				en.Reported.CacheRead, en.Reported.CacheWrite5m+en.Reported.CacheWrite1h, en.Reported.Input, en.Reported.Output,
 				usd(en.Cost), usd(en.CounterfactualCost), causeList(en.Causes))
 		}
