@@ -344,7 +344,7 @@ func defaultProxy() Proxy {
 // DefaultProxyLimits is [proxy.limits] as built in.
 func DefaultProxyLimits() ProxyLimits {
 	return ProxyLimits{HeaderBytes: 256 << 10, BodyBytes: 32 << 20, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10,
-		IdleTimeoutMS: 120000, Messages: 20000, ContentBlocks: 200000, SSELineBytes: 16 << 20, Connections: 512}
+		IdleTimeoutMS: 120000, Messages: 100000, ContentBlocks: 200000, SSELineBytes: 16 << 20, Connections: 512}
 }
 
 // DefaultDaemonLimits is [daemon.limits] as built in.

@@ -235,6 +235,8 @@ func TestRuleModelLimitFactorAndID(t *testing.T) {
 		{name: "huge factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = 1e308\n",
 			key: "models.m.token_factor", pos: "3:1", msg: "from 0.25 to 4"},
 		{name: "the largest factor", src: "[models.m]\ncontext_limit = 32768\ntoken_factor = 4.0\n"},
+		{name: "padded model id", src: "[models.\"claude-opus-4-8 \"]\ncontext_limit = 32768\n",
+			key: "models.\"claude-opus-4-8 \"", pos: "1:9", msg: "white space"},
 		{name: "empty model id", src: "[models.\"\"]\ncontext_limit = 32768\n",
 			key: "models.\"\"", pos: "1:9", msg: "must not be empty"},
 		{name: "unknown model key", src: "[models.m]\ncontext_limit = 32768\nwindow = 5\n",

@@ -498,8 +498,9 @@ type ProxyLimits struct {
 	IdleTimeoutMS uint64 `toml:"idle_timeout_ms" json:"idle_timeout_ms"`
 	// Messages caps the messages (input items) of one managed request;
 	// ContentBlocks the content blocks of all of them. A request over
-	// either is answered 413 before it is parsed. Defaults 20000 and
-	// 200000.
+	// either is answered 413 before it is parsed. Defaults 100000 (the
+	// Messages API's own limit: ctxd refuses no request the provider
+	// would take for its count) and 200000.
 	Messages      uint64 `toml:"messages" json:"messages"`
 	ContentBlocks uint64 `toml:"content_blocks" json:"content_blocks"`
 	// SSELineBytes caps one line of an upstream's event stream that ctxd

@@ -198,6 +198,8 @@ func (s *state) validate() {
 		}
 		if strings.TrimSpace(id) == "" {
 			s.errorf(table, keyPath("models", id), "a model id must not be empty (the model name requests carry, e.g. [models.\"claude-sonnet-4-5\"])")
+		} else if strings.TrimSpace(id) != id {
+			s.errorf(table, keyPath("models", id), "a model id must not begin or end with white space: no request's model would match it (did you mean [models.%q]?)", strings.TrimSpace(id))
 		}
 		if !(m.TokenFactor >= MinTokenFactor && m.TokenFactor <= MaxTokenFactor) {
 			s.errorf(table, keyPath("models", id, "token_factor"), "must be a number from %g to %g (provider tokens per o200k_base token, e.g. 1.0)", MinTokenFactor, MaxTokenFactor)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -302,5 +303,22 @@ func TestHeaderBytesLimitExact(t *testing.T) {
 	}
 	if n := len(f.up.requests()); n != 1 {
 		t.Errorf("%d requests reached the upstream, want 1", n)
+	}
+}
+
+// With the default limits a request of more messages than the old default
+// (20,000) but within the Messages API's own 100,000 is served: ctxd
+// refuses no request the provider would take for its count.
+func TestDefaultLimitsTakeWhatTheProviderTakes(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation()
+	for i := range 10001 {
+		c.user(fmt.Sprintf("q%d", i))
+		c.assistant(assistantText("a"))
+	}
+	c.user("last")
+	resp, b := f.post(c.body(), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("20,003 messages: %d %.300s", resp.StatusCode, b)
 	}
 }
