@@ -37,7 +37,10 @@ func lockNew(dir string) (*os.File, error) {
 // held lock, or nil when the directory is in use, another user's, or not
 // a replay's.
 func reclaim(dir string) *os.File {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR, 0)
+	if !ownPrivateDir(dir) {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil
 	}
@@ -60,4 +63,17 @@ func reclaim(dir string) *os.File {
 		}
 	}
 	return f
+}
+
+// ownPrivateDir reports whether dir is a directory itself (not a symbolic
+// link to one), this user's, and closed to group and others (0700), as a
+// replay makes it: a name in a shared temporary directory that someone
+// else made, or pointed elsewhere, is never emptied and used.
+func ownPrivateDir(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == uint32(os.Getuid())
 }

@@ -51,3 +51,45 @@ func TestKilledReplaysDirectoryIsReused(t *testing.T) {
 		t.Fatalf("the killed replay's files were kept: %v", err)
 	}
 }
+
+// A name in the shared temporary directory that a replay did not make as
+// it makes its own — a symbolic link to another directory, or a directory
+// open to other users — is never emptied and used, whatever it holds.
+func TestReplayNeverTakesADirectoryItDidNotMake(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	victim := t.TempDir()
+	for _, f := range []string{"precious.txt", lockName} {
+		if err := os.WriteFile(filepath.Join(victim, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(victim, filepath.Join(tmp, "ctxd-replay-0")); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(tmp, "ctxd-replay-1")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"theirs.txt", lockName} {
+		if err := os.WriteFile(filepath.Join(open, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dir, lock, err := stableTempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if want := filepath.Join(tmp, "ctxd-replay-2"); dir != want {
+		t.Fatalf("replay directory %s, want %s (the link and the open directory passed over)", dir, want)
+	}
+	for _, f := range []string{filepath.Join(victim, "precious.txt"), filepath.Join(open, "theirs.txt")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+}

@@ -175,7 +175,7 @@ func TestCompactTranscriptSaysWhereItsFilesWent(t *testing.T) {
 	if !strings.Contains(stderr.String(), "were removed with that temporary directory; --data-dir DIR keeps them") {
 		t.Errorf("no note of the removed files on stderr: %q", stderr.String())
 	}
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "kept") // made 0700, as the data directory must be
 	stdout.Reset()
 	stderr.Reset()
 	if code := runOffline(t.Context(), cmdCompactTranscript, []string{"--data-dir", dir, file}, &stdout, &stderr, getenv); code != 0 {
@@ -190,5 +190,33 @@ func TestCompactTranscriptSaysWhereItsFilesWent(t *testing.T) {
 	}
 	if _, err := os.Stat(named); err != nil {
 		t.Errorf("the recall file the summary names: %v", err)
+	}
+}
+
+// TestOfflineDataDirIsPrivate: --data-dir of replay and compact-transcript
+// follows the daemon's rule for its data directory: one open to other
+// users is refused with the command that fixes it, and nothing is written
+// into it.
+func TestOfflineDataDirIsPrivate(t *testing.T) {
+	file := filepath.Join("..", "..", "testdata", "demo", "claude-code-session.jsonl")
+	getenv := func(k string) string {
+		if k == "HOME" || k == "XDG_CONFIG_HOME" {
+			return t.TempDir()
+		}
+		return ""
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{cmdReplay, cmdCompactTranscript} {
+		var stdout, stderr bytes.Buffer
+		code := runOffline(t.Context(), name, []string{"--data-dir", dir, file}, &stdout, &stderr, getenv)
+		if code == 0 || !strings.Contains(stderr.String(), "--data-dir") || !strings.Contains(stderr.String(), "chmod 700") {
+			t.Errorf("%s on a 0777 --data-dir: exit %d, stderr %q", name, code, stderr.String())
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused directory holds %d entries", len(entries))
 	}
 }

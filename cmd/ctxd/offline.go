@@ -60,6 +60,14 @@ func runOffline(ctx context.Context, name string, args []string, stdout, stderr 
 	for _, n := range tr.Notes() {
 		fmt.Fprintf(stderr, "ctxd %s: %s: note: %s\n", name, file, n)
 	}
+	if a.dataDir != "" {
+		// The daemon's rule for its data directory: the store holds the
+		// transcript's content.
+		if _, err := privateDir(a.dataDir, "--data-dir", false); err != nil {
+			fmt.Fprintf(stderr, "ctxd %s: %v\n", name, err)
+			return 1
+		}
+	}
 	opts := replay.Options{Config: cfg, ContextLimit: a.contextLimit, DataDir: a.dataDir}
 	stderrFile, _ := stderr.(*os.File)
 	clearBar := func() {}
