@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -355,5 +358,38 @@ func TestDashboardOnTheProxyListener(t *testing.T) {
 	}
 	if len(f.up.requests()) != 0 {
 		t.Fatal("a dashboard request went upstream")
+	}
+}
+
+// A client that lays its JSON out with white space (Python's json.dumps
+// defaults) is not credited with tokens ctxd "kept out" when ctxd sends
+// the same content compact: the provider caches tokens, not layout.
+func TestClientWhiteSpaceIsNotASaving(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation().user("Find why the build fails.")
+	var id string
+	for i := range 3 {
+		var spaced bytes.Buffer
+		if err := json.Indent(&spaced, []byte(c.body()), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		resp, b := f.post(spaced.String(), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+		id = resp.Header.Get(HeaderSessionID)
+		c.assistant(assistantText("ok")).user(fmt.Sprintf("next step %d", i))
+	}
+	reqs, _, tot := requestEntries(t, f, id)
+	if len(reqs) != 3 {
+		t.Fatalf("%d request entries", len(reqs))
+	}
+	for i, e := range reqs {
+		if e.ClientTokens != e.SentTokens {
+			t.Errorf("request %d: client %d tokens, sent %d: the layout counted as context", i, e.ClientTokens, e.SentTokens)
+		}
+	}
+	if tot.TokensSaved != 0 || math.Abs(tot.Saved) > 1e-12 {
+		t.Errorf("saved %d tokens, $%g, for white space", tot.TokensSaved, tot.Saved)
 	}
 }

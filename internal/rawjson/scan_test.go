@@ -85,3 +85,42 @@ func FuzzScanArray(f *testing.F) {
 		}
 	})
 }
+
+// Compact is encoding/json's Compact of a valid value, and the value
+// itself, not a copy, when it has no white space between tokens.
+func TestCompact(t *testing.T) {
+	for _, v := range []string{
+		`{"a": [1, 2, {"b" : "x y\n"}],` + "\n\t" + `"c":null}`,
+		`{"a":"in \" a string: \\\" , "}`,
+		`[ ]`,
+		`"plain"`,
+		`{"k":"v"}`,
+	} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		in := []byte(v)
+		got := Compact(in)
+		if string(got) != want.String() {
+			t.Errorf("Compact(%s) = %s, want %s", v, got, want.String())
+		}
+		if want.String() == v && &got[0] != &in[0] {
+			t.Errorf("Compact(%s) copied a value with no white space", v)
+		}
+	}
+}
+
+func FuzzCompact(f *testing.F) {
+	f.Add(`{"a": [1, 2, {"b" : "x y"}]}`)
+	f.Add(`"a \" b"`)
+	f.Fuzz(func(t *testing.T, v string) {
+		var want bytes.Buffer
+		if json.Compact(&want, []byte(v)) != nil {
+			return
+		}
+		if got := Compact([]byte(v)); string(got) != want.String() {
+			t.Fatalf("Compact(%q) = %q, want %q", v, got, want.String())
+		}
+	})
+}

@@ -37,6 +37,10 @@ func CacheElements(body []byte) (elems [][]byte, lastMarker int, long bool, err 
 	elems = append(elems, tools, system)
 	elems = append(elems, msgs...)
 	for i, e := range elems {
+		// The provider caches tokens, not the JSON's layout: a client's
+		// white space between tokens is not context.
+		e = rawjson.Compact(e)
+		elems[i] = e
 		if bytes.Contains(e, markerKey) {
 			lastMarker = i
 			long = long || longTTL.Match(e)

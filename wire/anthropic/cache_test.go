@@ -82,6 +82,10 @@ func cacheElementsByDecoding(body []byte) (elems [][]byte, lastMarker int, long 
 	}
 	lastMarker = -1
 	for i, e := range append([]json.RawMessage{f.Tools, f.System}, f.Messages...) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, e) == nil {
+			e = compact.Bytes()
+		}
 		if bytes.Contains(e, []byte(`"cache_control"`)) {
 			lastMarker = i
 			long = long || longTTL.Match(e)

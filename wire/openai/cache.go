@@ -3,6 +3,8 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
 // CacheElements splits a Responses (responses true) or Chat Completions
@@ -46,7 +48,8 @@ func Cache(body []byte, responses bool) (elems [][]byte, lastMarker int, lifetim
 		}
 	}
 	for _, e := range append(head, items...) {
-		elems = append(elems, e)
+		// The provider caches tokens, not the JSON's layout.
+		elems = append(elems, rawjson.Compact(e))
 	}
 	var retention string
 	if json.Unmarshal(f.Retention, &retention) == nil && retention == "24h" {
