@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -382,5 +385,87 @@ func TestRetryAfterFaultStrictFake(t *testing.T) {
 		if len(a.Messages) != 2 || a.Messages[1].Content[0].Text != "Title: fix the bug" || a.Messages[1].Usage == nil || a.Messages[1].Usage.InputTokens == 0 {
 			t.Errorf("%+v: recorded %+v", fault, a.Messages)
 		}
+	}
+}
+
+// A client that puts its moving cache marker on a block inside a
+// tool_result's content (a text, search_result or document block there)
+// has that marker forwarded where it put it: the provider's cache grows
+// through ctxd as it does direct. The marker used to be cut with the
+// top-level ones and never placed again, so every request read only the
+// system and tools' prefix.
+func TestNestedCacheMarkerForwarded(t *testing.T) {
+	for _, nested := range []struct{ name, block string }{
+		{"text", `{"type":"text","text":"output %d: %s"}`},
+		{"search_result", `{"type":"search_result","source":"https://example.com/%d","title":"r","content":[{"type":"text","text":"%s"}]}`},
+		{"document", `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc %d: %s"}}`},
+	} {
+		t.Run(nested.name, func(t *testing.T) {
+			// Four requests of one conversation, each ending with a round's
+			// tool result whose nested block carries the marker.
+			var bodies, sent []string
+			c := newConversation().user("go")
+			for i := range 4 {
+				id := fmt.Sprintf("toolu_%d", i)
+				c.assistant(assistantCall(id, "Bash", `{"command":"ls"}`))
+				block := fmt.Sprintf(nested.block, i, strings.Repeat("line of output ", 200))
+				marked := block[:len(block)-1] + `,"cache_control":{"type":"ephemeral"}}`
+				result := `{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":[%s]}]}`
+				c.msgs = append(c.msgs, fmt.Sprintf(result, id, marked))
+				sent = append(sent, c.msgs[len(c.msgs)-1])
+				bodies = append(bodies, fmt.Sprintf(`{"model":%q,"max_tokens":32000,"system":%s,"tools":%s,"messages":[%s],%s}`,
+					c.model, c.system, c.tools, strings.Join(c.msgs, ","), c.extra))
+				c.msgs[len(c.msgs)-1] = fmt.Sprintf(result, id, block)
+			}
+			direct := fakeprovider.Start(t, fakeprovider.Config{NoThinking: true})
+			for _, b := range bodies {
+				req, _ := http.NewRequest("POST", direct.URL()+"/v1/messages?beta=true", strings.NewReader(b))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Api-Key", testKey)
+				req.Header.Set("Anthropic-Version", "2023-06-01")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			fake := fakeprovider.Start(t, fakeprovider.Config{NoThinking: true})
+			f := newFixture(t, testConfig())
+			u, err := url.Parse(fake.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.p.upstream = u
+			for i, b := range bodies {
+				resp, got := f.post(b, nil)
+				if resp.StatusCode != 200 || resp.Header.Get(HeaderSessionID) == "" {
+					t.Fatalf("request %d: %d, not managed (%s): %.300s", i, resp.StatusCode, resp.Header.Get(HeaderDiagnostic), got)
+				}
+			}
+			f.settle()
+			want, got := direct.Messages(true), fake.Messages(true)
+			if len(want) != 4 || len(got) != 4 {
+				t.Fatalf("%d requests direct, %d through ctxd", len(want), len(got))
+			}
+			for i := range got {
+				out, err := parseRequest(got[i].Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := bytes.Count(got[i].Body, []byte(`"cache_control"`)); n > 4 {
+					t.Errorf("request %d: %d cache markers, more than the API's 4", i, n)
+				}
+				if last := string(out.messages[len(out.messages)-1]); last != sent[i] {
+					t.Errorf("request %d: the last message is not the client's:\n got %.300s\nwant %.300s", i, last, sent[i])
+				}
+				if got[i].CacheRead != want[i].CacheRead {
+					t.Errorf("request %d: %d tokens read from the cache through ctxd, %d direct", i, got[i].CacheRead, want[i].CacheRead)
+				}
+				if i > 0 && got[i].CacheRead <= got[i-1].CacheRead {
+					t.Errorf("request %d: the cache read did not grow (%d after %d)", i, got[i].CacheRead, got[i-1].CacheRead)
+				}
+			}
+		})
 	}
 }

@@ -70,11 +70,7 @@ func ClientBytes(raw json.RawMessage, m *Message, verbatim, plain, unmarked bool
 		// switches: wire.TextContent), the text as the client wrote it.
 		return PlainBytes(raw, m)
 	}
-	marked := false
-	for i := range m.Content {
-		marked = marked || len(m.Content[i].CacheControl) > 0
-	}
-	if !marked {
+	if !hasMarkers(m) {
 		if unmarked {
 			return raw // wire.Normalize(raw), known to hold no marker
 		}
@@ -83,32 +79,70 @@ func ClientBytes(raw json.RawMessage, m *Message, verbatim, plain, unmarked bool
 	if !wire.HasMarker(raw) {
 		return nil
 	}
-	var c struct {
-		Content []struct {
-			CacheControl json.RawMessage `json:"cache_control"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(raw, &c) != nil || len(c.Content) != len(m.Content) {
+	_, cc, _ := clientMarkers(raw)
+	if len(cc) != len(m.Content) {
 		return nil
 	}
-	for i := range c.Content {
-		if !bytes.Equal(c.Content[i].CacheControl, m.Content[i].CacheControl) {
+	nested, _ := nestedMarkers(raw)
+	for i := range cc {
+		b := &m.Content[i]
+		if !bytes.Equal(cc[i], b.CacheControl) {
 			return nil
+		}
+		// The markers inside a tool_result's content: those PlaceMarkers
+		// placed, or raw would carry one twice or one ctxd moved.
+		var n []json.RawMessage
+		if i < len(nested) {
+			n = nested[i]
+		}
+		if len(n) > 0 && len(n) != len(b.Content) {
+			return nil
+		}
+		for j := range b.Content {
+			var c json.RawMessage
+			if len(n) > 0 {
+				c = n[j]
+			}
+			if !bytes.Equal(c, b.Content[j].CacheControl) {
+				return nil
+			}
 		}
 	}
 	return raw
+}
+
+// hasMarkers reports whether a block of m, or a block in the content of
+// one of m's blocks, has a cache marker.
+func hasMarkers(m *Message) bool {
+	top, nested := markersOf(m)
+	return top || nested
+}
+
+// markersOf reports whether a block of m has a cache marker (top) and
+// whether a block in the content of one of m's blocks has one (nested).
+func markersOf(m *Message) (top, nested bool) {
+	for i := range m.Content {
+		b := &m.Content[i]
+		top = top || len(b.CacheControl) > 0
+		for j := range b.Content {
+			nested = nested || len(b.Content[j].CacheControl) > 0
+		}
+	}
+	return top, nested
 }
 
 // MarkerFreeDigest is the digest of m's encoding without the cache markers
 // PlaceMarkers sets (enc is m's encoding with them: json.Marshal's,
 // EncodeMessage's).
 func MarkerFreeDigest(m *Message, enc []byte) ([sha256.Size]byte, error) {
-	marked := false
-	for i := range m.Content {
-		marked = marked || len(m.Content[i].CacheControl) > 0
-	}
-	if !marked {
+	top, nested := markersOf(m)
+	if !top && !nested {
 		return sha256.Sum256(enc), nil
+	}
+	if nested {
+		// Rare (a marker inside a tool_result's content): cutMarkers
+		// follows the blocks of the message only.
+		return reencodedDigest(m)
 	}
 	if free, ok := cutMarkers(m, enc); ok {
 		return sha256.Sum256(free), nil
@@ -124,12 +158,28 @@ func reencodedDigest(m *Message) ([sha256.Size]byte, error) {
 	c.Content = slices.Clone(m.Content)
 	for i := range c.Content {
 		c.Content[i].CacheControl = nil
+		c.Content[i].Content = withoutNestedMarkers(c.Content[i].Content)
 	}
 	e, err := EncodeMessage(&c)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
 	return sha256.Sum256(e), nil
+}
+
+// withoutNestedMarkers is bs without their cache markers: bs itself when
+// none has one, else a copy.
+func withoutNestedMarkers(bs []Block) []Block {
+	for j := range bs {
+		if len(bs[j].CacheControl) > 0 {
+			c := slices.Clone(bs)
+			for k := range c {
+				c[k].CacheControl = nil
+			}
+			return c
+		}
+	}
+	return bs
 }
 
 // cutMarkers returns enc, the encoding of m (json.Marshal), without the
@@ -258,9 +308,13 @@ func EqualBlocks(a, b []Block) bool {
 
 // PlaceMarkers puts the client's prompt-cache markers on the outgoing
 // messages (docs/design.md §10): aligned from the end, a message of the same
-// role and block count takes the client's markers block by block; the
-// marker of the client's last message, if it could not be aligned, goes
-// on the last cacheable block of the last outgoing message.
+// role and block count takes the client's markers block by block, and a
+// tool_result whose content has as many blocks as the client's takes the
+// markers of the blocks of its content (a client may mark a block there);
+// the marker of the client's last message, if it could not be placed so,
+// goes on the last cacheable block of the last outgoing message. Each
+// marker of the client is placed once at most, so the outgoing messages
+// carry no more than the client's (the API takes 4).
 func PlaceMarkers(out []Message, client []json.RawMessage) {
 	if len(out) == 0 {
 		return
@@ -272,29 +326,45 @@ func PlaceMarkers(out []Message, client []json.RawMessage) {
 			continue
 		}
 		role, cc, any := clientMarkers(raw)
+		nested, anyNested := nestedMarkers(raw)
 		o := &out[len(out)-1-k]
-		if !any || role != o.Role || len(cc) != len(o.Content) {
+		if !(any || anyNested) || role != o.Role || len(cc) != len(o.Content) {
 			continue
 		}
+		placed := any
 		for j := range cc {
 			if len(cc[j]) > 0 {
 				o.Content[j].CacheControl = cc[j]
 			}
+			if j < len(nested) && placeNested(&o.Content[j], nested[j]) {
+				placed = true
+			}
 		}
-		lastPlaced = lastPlaced || k == 0
+		lastPlaced = lastPlaced || (k == 0 && placed)
 	}
 	if lastPlaced {
 		return
 	}
-	_, cc, any := clientMarkers(client[len(client)-1])
-	if !any {
-		return
-	}
+	_, cc, _ := clientMarkers(client[len(client)-1])
 	var marker json.RawMessage
 	for _, c := range cc {
 		if len(c) > 0 {
 			marker = c
 		}
+	}
+	if marker == nil {
+		// The client's marker inside a tool_result's content, the last.
+		nested, _ := nestedMarkers(client[len(client)-1])
+		for _, n := range nested {
+			for _, c := range n {
+				if len(c) > 0 {
+					marker = c
+				}
+			}
+		}
+	}
+	if marker == nil {
+		return
 	}
 	c := out[len(out)-1].Content
 	for j := len(c) - 1; j >= 0; j-- {
@@ -305,6 +375,124 @@ func PlaceMarkers(out []Message, client []json.RawMessage) {
 		c[j].CacheControl = marker
 		return
 	}
+}
+
+// placeNested puts the markers nested, the client's on the blocks of a
+// tool_result's content (nestedMarkers), on the blocks of b's content,
+// when b is ctxd's rendering of a tool_result with as many blocks; it
+// reports whether it placed any. The content is copied first: the
+// renderer's cache shares it.
+func placeNested(b *Block, nested []json.RawMessage) bool {
+	if len(nested) == 0 || b.Type != "tool_result" || len(b.Raw) > 0 || len(nested) != len(b.Content) {
+		return false
+	}
+	c := slices.Clone(b.Content)
+	placed := false
+	for i := range nested {
+		if len(nested[i]) > 0 {
+			c[i].CacheControl = nested[i]
+			placed = true
+		}
+	}
+	if placed {
+		b.Content = c
+	}
+	return placed
+}
+
+// nestedMarkers reads the markers inside the client's message raw: for
+// each block, when it is a tool_result whose content is an array, the
+// markers of that content's blocks (nil where a block has none), else nil;
+// any reports whether there is one. Keys are matched as encoding/json
+// matches them (clientMarkers). A message it cannot read gives none.
+func nestedMarkers(raw json.RawMessage) (nested [][]json.RawMessage, any bool) {
+	var content []byte
+	if !rawjson.Members(raw, func(key string, vs, ve int) bool {
+		if strings.EqualFold(key, "content") {
+			content = raw[vs:ve]
+		}
+		return true
+	}) || len(content) == 0 || content[0] != '[' {
+		return nil, false
+	}
+	blocks, err := rawjson.SplitArray(content)
+	if err != nil {
+		return nil, false
+	}
+	nested = make([][]json.RawMessage, len(blocks))
+	for i, b := range blocks {
+		if n := blockNested(b); n != nil {
+			nested[i], any = n, true
+		}
+	}
+	return nested, any
+}
+
+// blockNested is the markers of the blocks of the client's block b's
+// content when b is a tool_result whose content is an array and one of
+// them has a marker (nil where a block has none); nil otherwise.
+func blockNested(b []byte) []json.RawMessage {
+	if !bytes.Contains(b, wire.CacheControlKey) {
+		return nil
+	}
+	var typ string
+	var inner []byte
+	rawjson.Members(b, func(key string, vs, ve int) bool {
+		switch {
+		case strings.EqualFold(key, "type"):
+			if json.Unmarshal(b[vs:ve], &typ) != nil {
+				typ = ""
+			}
+		case strings.EqualFold(key, "content"):
+			inner = b[vs:ve]
+		}
+		return true
+	})
+	if typ != "tool_result" || len(inner) == 0 || inner[0] != '[' {
+		return nil
+	}
+	elems, err := rawjson.SplitArray(inner)
+	if err != nil {
+		return nil
+	}
+	n := make([]json.RawMessage, len(elems))
+	found := false
+	for j, e := range elems {
+		rawjson.Members(e, func(key string, vs, ve int) bool {
+			if strings.EqualFold(key, "cache_control") {
+				n[j] = json.RawMessage(e[vs:ve])
+			}
+			return true
+		})
+		found = found || len(n[j]) > 0
+	}
+	if !found {
+		return nil
+	}
+	return n
+}
+
+// sameNested reports whether the client's tool_result block raw has in
+// its content the markers the blocks bs carry (none when it has none).
+func sameNested(raw []byte, bs []Block) bool {
+	n := blockNested(raw)
+	if n == nil {
+		for i := range bs {
+			if len(bs[i].CacheControl) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if len(n) != len(bs) {
+		return false
+	}
+	for i := range n {
+		if !bytes.Equal(n[i], bs[i].CacheControl) {
+			return false
+		}
+	}
+	return true
 }
 
 // clientMarkers reads the client's message raw as encoding/json would

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/wire"
 )
 
 // markersByDecoding is clientMarkers as it was written first: the message
@@ -247,5 +251,116 @@ func TestBlockAsUnmarshalled(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A client's marker on a block inside a tool_result's content (text,
+// search_result, document) is placed on ctxd's rendering of that block,
+// the message goes out as the client's bytes, marker included, and its
+// marker-free digest is the client message's key; the renderer's cached
+// rendering is not touched. Where the marker cannot be placed so (the
+// content's blocks differ in number), the client's message does not go
+// out with it and the marker moves to the last block of the last message.
+func TestNestedMarkerPlaced(t *testing.T) {
+	const marker = `{"type":"ephemeral","ttl":"1h"}`
+	for _, c := range []struct{ name, block string }{
+		{"text", `{"type":"text","text":"hello"}`},
+		{"search_result", `{"type":"search_result","source":"https://example.com","title":"t","content":[{"type":"text","text":"hello"}]}`},
+		{"document", `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hello"}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			marked := c.block[:len(c.block)-1] + `,"cache_control":` + marker + `}`
+			result := func(blocks ...string) json.RawMessage {
+				return json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[` + strings.Join(blocks, ",") + `]}]}`)
+			}
+			raw := result(`{"type":"text","text":"first"}`, marked)
+			ms, err := ParseMessage(raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := RenderWith("", nil, ms, Carry).Messages
+			out := slices.Clone(cached)
+			out[0].Content = slices.Clone(out[0].Content) // as renderer.extend does
+			PlaceMarkers(out, []json.RawMessage{raw})
+			if cc := out[0].Content[0].Content[1].CacheControl; string(cc) != marker {
+				t.Fatalf("nested marker %s, want %s", cc, marker)
+			}
+			if out[0].Content[0].CacheControl != nil || out[0].Content[0].Content[0].CacheControl != nil {
+				t.Fatalf("a marker where the client put none: %+v", out[0].Content[0])
+			}
+			if cached[0].Content[0].Content[1].CacheControl != nil {
+				t.Fatal("PlaceMarkers changed the cached rendering")
+			}
+			if got := ClientBytes(raw, &out[0], false, false, false); string(got) != string(raw) {
+				t.Fatalf("sent as\n%s\nwant the client's\n%s", got, raw)
+			}
+			enc, err := EncodeMessage(&out[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(enc, []byte(`,"cache_control":`+marker+`}`)) {
+				t.Fatalf("ctxd's encoding lacks the marker: %s", enc)
+			}
+			key, err := MarkerFreeDigest(&out[0], enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _, ok := ClientKey(raw); !ok || key != want {
+				t.Fatal("the marker-free digest is not the client message's key")
+			}
+
+			// The client's content has a block more than ctxd's rendering
+			// (an empty text it drops): its marker moves to the last
+			// block, and the client's bytes do not go with it.
+			raw2 := result(`{"type":"text","text":""}`, `{"type":"text","text":"first"}`, marked)
+			ms, err = ParseMessage(raw2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = RenderWith("", nil, ms, Carry).Messages
+			if n := len(out[0].Content[0].Content); n != 2 {
+				t.Fatalf("rendered %d blocks of content, want 2", n)
+			}
+			PlaceMarkers(out, []json.RawMessage{raw2})
+			if cc := out[0].Content[0].CacheControl; string(cc) != marker {
+				t.Fatalf("the unplaced nested marker moved to %s, want %s on the tool_result", cc, marker)
+			}
+			if got := ClientBytes(raw2, &out[0], false, false, false); got != nil && bytes.Count(got, []byte(`"cache_control"`)) > 1 {
+				t.Fatalf("sent with two markers: %s", got)
+			}
+
+			// Unmarked by PlaceMarkers (out of its reach): the client's
+			// bytes go without the marker.
+			if got := ClientBytes(raw, &cached[0], false, false, false); bytes.Contains(got, []byte("cache_control")) {
+				t.Fatalf("a marker ctxd did not place went out: %s", got)
+			}
+		})
+	}
+}
+
+// In a rewritten message, a tool_result kept as the client's block (it
+// has a member the model lacks, cache_reference) carries in its content
+// the markers PlaceMarkers placed there: the client's bytes when they are
+// the client's markers, ctxd's content without a marker when none was
+// placed (the client's block used to go with its marker regardless).
+func TestClientResultCarriesPlacedNestedMarkers(t *testing.T) {
+	block := `{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hello","cache_control":{"type":"ephemeral"}}],"cache_reference":"c1"}`
+	raw := json.RawMessage(`{"role":"user","content":[` + block + `]}`)
+	idx, err := (&renderer{}).index(&wire.RenderRequest{Items: []json.RawMessage{raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ParseMessage(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := RenderWith("", nil, ms, Carry).Messages
+	if got, err := withClientResults(idx, &out[0]); err != nil || bytes.Contains(got, []byte("cache_control")) || !bytes.Contains(got, []byte(`"cache_reference":"c1"`)) {
+		t.Fatalf("no marker placed: sent %s (%v), want the client's block without its marker", got, err)
+	}
+	PlaceMarkers(out, []json.RawMessage{raw})
+	got, err := withClientResults(idx, &out[0])
+	if err != nil || string(got) != string(raw) {
+		t.Fatalf("marker placed: sent %s (%v), want the client's %s", got, err, raw)
 	}
 }

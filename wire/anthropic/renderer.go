@@ -370,14 +370,17 @@ func withClientResults(idx *clientIndex, m *Message) ([]byte, error) {
 		if !ok {
 			continue
 		}
-		b.CacheControl = nil
+		// Keyed without markers; the client's block is sent as it is only
+		// with the markers placed in its content (PlaceMarkers).
+		placed := b.Content
+		b.CacheControl, b.Content = nil, withoutNestedMarkers(b.Content)
 		e, err := json.Marshal(&b)
 		if err != nil {
 			return nil, err
 		}
 		raw := r.raw
-		if sha256.Sum256(e) != r.key {
-			if raw = WithContent(r.raw, b.Content); raw == nil {
+		if sha256.Sum256(e) != r.key || !sameNested(r.raw, placed) {
+			if raw = WithContent(r.raw, placed); raw == nil {
 				continue
 			}
 		}
