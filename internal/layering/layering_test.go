@@ -95,9 +95,11 @@ var layers = map[string]int{
 	"internal/doccheck":     testSupport,
 	"internal/facttest":     testSupport,
 	"internal/fakeprovider": testSupport,
-	"internal/layering":     testSupport,
-	"internal/strict":       testSupport,
-	"internal/wirereplay":   testSupport,
+	// serve runs the fake by hand, for trying agents through ctxd offline.
+	"internal/fakeprovider/serve": testSupport,
+	"internal/layering":           testSupport,
+	"internal/strict":             testSupport,
+	"internal/wirereplay":         testSupport,
 }
 
 // onlyImportedBy lists packages that only the named packages may import
