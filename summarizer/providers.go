@@ -235,7 +235,14 @@ func (s *Summarizer) callOpenAI(ctx context.Context, b config.Binding, req *Requ
 		return callOutcome{err: &ProviderError{Binding: b.Name, Provider: b.Provider, Class: ClassPermanent, Message: err.Error(), Err: err}}
 	}
 	sys, tools := req.prefix()
+	var prefix []chat.ChatMessage
+	if c := b.Credential; c != nil && !req.NoPrefix && len(c.Prefix) > 0 && json.Unmarshal(c.Prefix, &prefix) == nil {
+		// The client's own leading system and developer messages stand
+		// for the session's prompt: the request starts as the client's.
+		sys = ""
+	}
 	or := RenderOpenAI(sys, tools, msgs)
+	or.Messages = append(prefix, or.Messages...)
 	or.Model = b.Model
 	// No cap configured: let the server use what the window leaves, rather
 	// than ask for more than a small local model's window and be refused.

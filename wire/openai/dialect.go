@@ -108,3 +108,24 @@ func AnswerLen(parse func([]json.RawMessage, int) ([]history.Message, error), it
 	}
 	return k
 }
+
+// ArrayOf is raws as one JSON array, each element byte for byte; nil when
+// there are none.
+func ArrayOf(raws []json.RawMessage) []byte {
+	if len(raws) == 0 {
+		return nil
+	}
+	n := 2
+	for _, r := range raws {
+		n += len(r) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, r := range raws {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, r...)
+	}
+	return append(out, ']')
+}

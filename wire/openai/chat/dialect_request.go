@@ -22,10 +22,13 @@ func (Dialect) HidesUsage(stream bool, streamOptions json.RawMessage) bool {
 	return stream && len(streamOptions) == 0
 }
 
-// SummaryPrefix: nothing. A Chat session is summarized with its function
-// tools, which the summarizer sends itself.
-func (Dialect) SummaryPrefix(_, _, _ json.RawMessage, _ []json.RawMessage) wire.SummaryPrefix {
-	return wire.SummaryPrefix{}
+// SummaryPrefix is the client's leading system and developer messages, as
+// a JSON array of them byte for byte: the summarizer's request starts as
+// the client's did (its prompt as the model reads it, and the provider's
+// cached prefix). A Chat session is summarized with its function tools,
+// which the summarizer sends itself.
+func (Dialect) SummaryPrefix(_, _, _ json.RawMessage, prefix []json.RawMessage) wire.SummaryPrefix {
+	return wire.SummaryPrefix{Prefix: openai.ArrayOf(prefix)}
 }
 
 // SummarizerProvider is Chat Completions', the API every

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -30,21 +29,7 @@ func (Dialect) ClientCompacting(h http.Header, items []json.RawMessage) bool {
 // compacts, and the summarizer sends the session's function tools
 // instead.
 func (Dialect) SummaryPrefix(system, _, _ json.RawMessage, prefix []json.RawMessage) wire.SummaryPrefix {
-	s := wire.SummaryPrefix{System: system}
-	if len(prefix) > 0 {
-		s.Prefix = append([]byte("["), bytes.Join(bytesOf(prefix), []byte(","))...)
-		s.Prefix = append(s.Prefix, ']')
-	}
-	return s
-}
-
-// bytesOf is raws as byte slices.
-func bytesOf(raws []json.RawMessage) [][]byte {
-	out := make([][]byte, len(raws))
-	for i, r := range raws {
-		out[i] = r
-	}
-	return out
+	return wire.SummaryPrefix{System: system, Prefix: openai.ArrayOf(prefix)}
 }
 
 // SummarizerProvider is the Responses API's, the API a Responses
