@@ -21,9 +21,13 @@ import (
 // The texts of OpenAI's 400 answers (the context-length ones are in the
 // corpus, providers/error-bodies.json).
 const (
-	msgChatTooLong        = "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages."
-	msgResponsesTooLong   = "Your input exceeds the context window of this model. Please adjust your input and try again."
-	msgChatOrphanTool     = "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+	msgChatTooLong      = "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages."
+	msgResponsesTooLong = "Your input exceeds the context window of this model. Please adjust your input and try again."
+	msgChatOrphanTool   = "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+	// msgChatInvalidRole and msgChatNoMessages: the API's refusals of a
+	// role it does not know and of an empty messages array.
+	msgChatInvalidRole    = "Invalid value: '%s'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
+	msgChatNoMessages     = "[] is too short - 'messages'"
 	msgChatNoToolReply    = "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s"
 	msgRespNoOutput       = "No tool output found for function call %s."
 	msgRespNoCall         = "No tool call found for function call output with call_id %s."
@@ -166,6 +170,9 @@ type chatRequest struct {
 // message answers a tool call of the assistant message before the run of
 // tool messages it is in, and every tool call is answered.
 func canonChat(cr *chatRequest) (*MessagesRequest, *OpenAIError) {
+	if len(cr.Messages) == 0 {
+		return nil, openAIInvalid("messages", msgChatNoMessages)
+	}
 	var c canon
 	c.r.Model, c.r.Stream, c.r.MaxTokens = cr.Model, cr.Stream, 1
 	for _, t := range cr.Tools {
@@ -210,7 +217,12 @@ func canonChat(cr *chatRequest) (*MessagesRequest, *OpenAIError) {
 				order = append(order, tc.ID)
 				pendingAt = i
 			}
-		case "tool":
+		case "function":
+			// The deprecated function-result role: accepted, and not read.
+		default:
+			if m.Role != "tool" {
+				return nil, openAIInvalid(fmt.Sprintf("messages.[%d].role", i), msgChatInvalidRole, m.Role)
+			}
 			if !answerable[m.ToolCallID] {
 				return nil, openAIInvalid(fmt.Sprintf("messages.[%d].role", i), msgChatOrphanTool)
 			}

@@ -267,6 +267,9 @@ func doneRounds(ev string, rounds int) int {
 // message whose last text block (the instruction agents and ctxd put last)
 // asks for a summary.
 func isSummaryRequest(r *MessagesRequest) bool {
+	if len(r.Messages) == 0 {
+		return false // a Chat request of system messages only
+	}
 	last := r.Messages[len(r.Messages)-1]
 	if last.Role != "user" {
 		return false
