@@ -377,6 +377,13 @@ func (e *Engine) finishAppend(ctx context.Context, s *session, b *appendBatch, f
 	others = append(others, e.planPass(ctx, s)...)
 	e.metrics.Appended(len(b.stored))
 
+	if l := s.learned; l != nil && l.Accepted && s.win.source == WindowLearned && s.maxAccepted > s.limit {
+		// The provider accepted a request larger than the window learned
+		// from the largest it had accepted: the window is at least that.
+		if err := e.configure(s); err != nil {
+			e.log.Warn("learned window not raised", "session", s.id, "err", err)
+		}
+	}
 	res := AppendResult{Messages: b.stored, Abandoned: len(b.closed), FirstSeq: first, LastSeq: s.lastSeq, Events: others, Threshold: s.threshold}
 	res.Tokens, res.TokensSource = s.estimate()
 	if usageMsg != nil && usageMsg.Usage.TotalTokens() > 0 {

@@ -51,12 +51,12 @@ func (e *Engine) ObserveOverflow(ctx context.Context, id string, o Overflow) (In
 	var said []string
 	switch {
 	case o.Limit >= MinContextLimit && o.Limit <= MaxContextLimit && (s.win.source == WindowUnknown || o.Limit < s.limit):
-		l.Limit = o.Limit
+		l.Limit, l.Accepted = o.Limit, false
 		said = append(said, fmt.Sprintf("the provider's window is %d tokens (the session's was %s)", o.Limit, windowText(s.shownLimit(), s.win.source)))
 	case o.Limit == 0 && s.maxAccepted >= MinContextLimit && s.maxAccepted <= MaxContextLimit && (s.win.source == WindowUnknown || s.maxAccepted < s.limit):
 		// The refusal names no window (the Responses API's): the largest
 		// request the provider accepted is one it has.
-		l.Limit = s.maxAccepted
+		l.Limit, l.Accepted = s.maxAccepted, true
 		said = append(said, fmt.Sprintf("the provider names no window; the largest request it accepted, %d tokens, is taken as it (the session's was %s)", s.maxAccepted, windowText(s.shownLimit(), s.win.source)))
 	}
 	if raw := s.rawTokens(); plausibleCount(o.Count, raw) {

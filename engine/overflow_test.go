@@ -128,8 +128,8 @@ func TestCompactDeeperRetainsNothing(t *testing.T) {
 // by its reported usage, as the window of a session that had none.
 func TestOverflowWithoutFiguresLearnsFromUsage(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, testConfig(), t.TempDir())
-	defer h.Close()
+	dir := t.TempDir()
+	h := newHarness(t, testConfig(), dir)
 	if _, err := h.e.CreateSession(ctx, CreateParams{ID: "s", Model: "gpt-9-mystery", Provider: ProviderOpenAI}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +140,18 @@ func TestOverflowWithoutFiguresLearnsFromUsage(t *testing.T) {
 	}
 	if in.WindowSource != WindowLearned || in.ContextLimit != 12000 {
 		t.Errorf("window %d (%s), want 12000 learned from the usage", in.ContextLimit, in.WindowSource)
+	}
+	// The provider then accepts a larger request: that is a lower bound
+	// of its window too, and the window learned rises to it, restart or
+	// not. A window the provider named is never raised so.
+	h.append("s", withUsage(assistant(words(100)), 12600, 100))
+	if in, _ := h.e.Session(ctx, "s"); in.WindowSource != WindowLearned || in.ContextLimit != 12600 {
+		t.Errorf("after a 12,600-token request was accepted: window %d (%s), want 12600 learned", in.ContextLimit, in.WindowSource)
+	}
+	h.Close()
+	h = newHarness(t, testConfig(), dir)
+	defer h.Close()
+	if in, _ := h.e.Session(ctx, "s"); in.WindowSource != WindowLearned || in.ContextLimit != 12600 {
+		t.Errorf("after a restart: window %d (%s), want 12600 learned", in.ContextLimit, in.WindowSource)
 	}
 }

@@ -93,6 +93,10 @@ type learnedWindow struct {
 	Limit uint64 `json:"limit,omitempty"`
 	// From is the provider's words it was read from.
 	From string `json:"from,omitempty"`
+	// Accepted: Limit is the largest request the provider had accepted
+	// (its refusal named no window), a lower bound of the window: a larger
+	// request it accepts since raises it (resolveWindow).
+	Accepted bool `json:"accepted,omitempty"`
 	// Count is the provider's count of the refused request and Raw ctxd's
 	// uncalibrated estimate of it, in tokens; 0 when the error gave no
 	// count. Seq is the session's last message seq when it was taken.
@@ -354,6 +358,13 @@ func (e *Engine) load(ctx context.Context, id string) (*session, error) {
 		s.usage = nil
 		s.sinceUsage, s.editedSinceUsage = 0, 0
 	}
+	if l := s.learned; l != nil && l.Accepted && s.maxAccepted > s.limit {
+		// The requests replayed raise a window learned from the largest
+		// accepted (resolveWindow).
+		if err := e.configure(s); err != nil {
+			return nil, err
+		}
+	}
 	e.restoreLastCheck(s)
 	return s, nil
 }
@@ -413,7 +424,7 @@ func (e *Engine) configure(s *session) error {
 	if len(s.meta.Extra) > 0 {
 		_ = json.Unmarshal(s.meta.Extra, &extra)
 	}
-	w, err := resolveWindow(cfg, s.meta, extra)
+	w, err := resolveWindow(cfg, s.meta, extra, s.maxAccepted)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,11 @@ type window struct {
 // A window the provider named in an overflow error that is smaller than
 // the one found replaces it (WindowLearned). Errors: a window outside
 // MinContextLimit..=MaxContextLimit.
-func resolveWindow(cfg config.Config, meta checkpoint.Meta, extra sessionExtra) (window, error) {
+//
+// A window learned from the largest request the provider accepted
+// (learnedWindow.Accepted) is a lower bound: accepted, the largest request
+// accepted since in tokens, raises it, up to the window it replaced.
+func resolveWindow(cfg config.Config, meta checkpoint.Meta, extra sessionExtra, accepted uint64) (window, error) {
 	cur, known := cfg.Model(meta.Model)
 	curSrc, _ := cfg.ModelSourcesOf(meta.Model)
 	curWindow, curWindowSrc := uint64(0), WindowUnknown
@@ -80,7 +84,13 @@ func resolveWindow(cfg config.Config, meta checkpoint.Meta, extra sessionExtra) 
 		w.limit, w.source = meta.ContextLimit, WindowSession
 	}
 	if l := extra.Learned; l != nil && l.Limit > 0 && (w.limit == 0 || l.Limit < w.limit) {
-		w.limit, w.source = l.Limit, WindowLearned
+		learned := l.Limit
+		if l.Accepted && accepted > learned && accepted <= MaxContextLimit {
+			learned = accepted
+		}
+		if w.limit == 0 || learned < w.limit {
+			w.limit, w.source = learned, WindowLearned
+		}
 	}
 	if w.limit == 0 {
 		w.limit, w.source = MaxContextLimit, WindowUnknown
@@ -229,7 +239,7 @@ func (e *Engine) NewSessionThreshold(p CreateParams) (threshold uint64, factor f
 	if provider != ProviderAnthropic && provider != ProviderOpenAI {
 		provider = ""
 	}
-	w, err := resolveWindow(cfg, checkpoint.Meta{Model: p.Model, ContextLimit: p.ContextLimit}, sessionExtra{WireLimit: p.WireContextLimit, Provider: provider})
+	w, err := resolveWindow(cfg, checkpoint.Meta{Model: p.Model, ContextLimit: p.ContextLimit}, sessionExtra{WireLimit: p.WireContextLimit, Provider: provider}, 0)
 	if err != nil {
 		return 0, 0, false, err
 	}

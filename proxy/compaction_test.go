@@ -47,6 +47,20 @@ func overflowBody(t *testing.T, id string) string {
 	return body
 }
 
+// sessionLog is the kinds of a session's events and the text of its
+// diagnostics and failed compactions, for a test's failure message.
+func sessionLog(f *fixture, id string) string {
+	var b strings.Builder
+	_ = f.eng.Events(context.Background(), id, 1, false, func(ev checkpoint.Event) error {
+		fmt.Fprintf(&b, "\n  %d %s", ev.Seq, ev.Kind)
+		if ev.Kind == checkpoint.KindDiagnostic || ev.Kind == checkpoint.KindCompactionFailed || ev.Kind == checkpoint.KindCompactionStarted {
+			fmt.Fprintf(&b, " %.300s", ev.Data)
+		}
+		return nil
+	})
+	return b.String()
+}
+
 func compactions(t *testing.T, f *fixture, id string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
@@ -218,7 +232,7 @@ func TestSummaryByConfiguredBindings(t *testing.T) {
 	}
 	info, _ := f.eng.Session(context.Background(), resp.Header.Get(HeaderSessionID))
 	if info.Checkpoint == nil || info.Checkpoint.Binding != "extractive" {
-		t.Errorf("checkpoint %+v", info.Checkpoint)
+		t.Errorf("checkpoint %+v; the session's log:%s", info.Checkpoint, sessionLog(f, resp.Header.Get(HeaderSessionID)))
 	}
 }
 

@@ -117,7 +117,7 @@ func TestConformanceMessagesCompaction(t *testing.T) {
 				want = 0
 			}
 			if cs := compactions(t, f, id); len(cs) != want {
-				t.Fatalf("compactions %v, want %d; diagnostic %q", cs, want, resp.Header.Get(HeaderDiagnostic))
+				t.Fatalf("compactions %v, want %d; diagnostic %q; the session's log:%s", cs, want, resp.Header.Get(HeaderDiagnostic), sessionLog(f, id))
 			}
 			c.assistant(assistantText("ok")).user("thanks")
 			resp2, _ := f.post(c.body(), hdr)

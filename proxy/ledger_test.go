@@ -77,7 +77,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 		}
 	}
 	if len(sums) != 1 || sums[0].Credential != ledger.CredentialClient || sums[0].Reported.CacheRead != 4000 || sums[0].Reported.Output != 40 || sums[0].Model != "claude-opus-4-8" {
-		t.Fatalf("summarizer entries %+v", sums)
+		t.Fatalf("summarizer entries %+v; the session's log:%s", sums, sessionLog(f, id))
 	}
 	last := reqs[len(reqs)-1]
 	if !slices.Contains(last.Rewrites, ledger.CauseCompaction) || last.SentTokens >= last.ClientTokens {
@@ -245,7 +245,7 @@ func TestCachelessUpstreamClaimsNoCacheSaving(t *testing.T) {
 		kept += e.ClientTokens - e.SentTokens
 	}
 	if kept == 0 || tot.Uncached != 10 || len(tot.CacheWrites) != 0 {
-		t.Fatalf("kept %d tokens out; totals %+v", kept, tot)
+		t.Fatalf("kept %d tokens out; totals %+v; the session's log:%s", kept, tot, sessionLog(f, id))
 	}
 	if want := float64(kept)*p.Input/1e6 - tot.Summarizer; math.Abs(tot.Saved-want) > 1e-9 {
 		t.Fatalf("saved $%v, want $%v (the %d tokens kept out at the input price, less the summarizer)", tot.Saved, want, kept)
