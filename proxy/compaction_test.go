@@ -41,6 +41,16 @@ func longConversationUsage(f *fixture, rounds, words int, hdr map[string]string,
 	return c
 }
 
+// crossingAnswer is the answer to the request that crosses the threshold
+// after longConversationUsage(…, usage): its usage reports that request's
+// size, as a provider's does. The default answer's 100 input tokens would
+// make a compaction that starts after the answer is recorded (a loaded
+// machine, past the engine's start grace) find the session small and do
+// nothing.
+func crossingAnswer(tokens int) reply {
+	return reply{stream: true, body: sse("", "ok", nil, tokens, 5)}
+}
+
 // overflowBody is a real Anthropic context-length refusal from the corpus.
 func overflowBody(t *testing.T, id string) string {
 	_, body := corpustest.ErrorBodyOf(t, id)
@@ -225,6 +235,7 @@ func TestSummaryByConfiguredBindings(t *testing.T) {
 	f := newFixture(t, cfg)
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	f.up.script(crossingAnswer(4500))
 	resp, _ := f.post(c.body(), hdr)
 	f.jobsDone(resp.Header.Get(HeaderSessionID))
 	if n := len(f.up.summaries()); n != 0 {

@@ -106,6 +106,9 @@ func TestConformanceMessagesCompaction(t *testing.T) {
 			case "top":
 				c.extra += "," + row.artifact
 			}
+			if row.name != "compaction_block" {
+				f.up.script(crossingAnswer(4500))
+			}
 			before := len(f.up.requests())
 			resp, _ := f.post(c.body(), hdr)
 			id := resp.Header.Get(HeaderSessionID)

@@ -59,6 +59,7 @@ func TestLedgerEntryPerRequestAcrossRestart(t *testing.T) {
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	// The ninth request crosses the threshold: compacted once the
 	// upstream accepted it, and the tenth is sent compacted.
+	f.up.script(crossingAnswer(4500))
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
 	f.jobsDone(id)
@@ -224,6 +225,7 @@ func TestCachelessUpstreamClaimsNoCacheSaving(t *testing.T) {
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
 	// The ninth request crosses the threshold: compacted once the
 	// upstream accepted it, and the tenth is sent compacted.
+	f.up.script(crossingAnswer(4500))
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
 	f.jobsDone(id)

@@ -23,6 +23,7 @@ func TestManagedConversationStaysManaged(t *testing.T) {
 	f.up.allowRefusals = true // the provider may refuse the empty text block
 	hdr := map[string]string{HeaderContextLimit: "6000"}
 	c := longConversationUsage(f, 8, 250, hdr, func(i int) int { return 500 * (i + 1) })
+	f.up.script(crossingAnswer(4500))
 	resp, _ := f.post(c.body(), hdr)
 	id := resp.Header.Get(HeaderSessionID)
 	// Compacted once the upstream accepted the request that crossed the
