@@ -295,7 +295,7 @@ func peerUID(ctx context.Context) (uint32, bool) {
 // refuseDashboard says why the dashboard is refused to r, or "". It shows
 // summaries and the user's first request: on a loopback listener, which
 // every local user reaches, it is served to the daemon's own user only
-// (the connection's uid from /proc/net/tcp); where that uid cannot be
+// (the connection's uid, peeruid.TCP); where that uid cannot be
 // read, to nobody (the daemon's TCP listener with `ctxctl dashboard`
 // serves it under the token). With proxy.auth = token every request
 // carries the token already; with frontend the frontend decides.
