@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -27,6 +30,55 @@ func (e *Engine) RecordLedger(ctx context.Context, id string, entries ...ledger.
 	defer s.mu.Unlock()
 	return e.recordLedgerLocked(ctx, s, entries)
 }
+
+// RecordRequest enters one proxied request in the session's ledger
+// (RecordLedger), billed on conv, the cache models of the session's
+// requests, which the caller keeps from one request to the next. The
+// entry's rewrites (ledger.Observation.Rewrites, read here) are ctxd's recorded
+// rewrites after the previous entry's context (conv.Seq) up to this
+// request's, assembledAt (the session's last seq when its context was
+// assembled; 0: unknown, up to now): a rewrite recorded later — a
+// compaction the request set off, ending before its answer is entered —
+// is the next request's. It returns the entry, unpriced. Errors: those of
+// RecordLedger.
+func (e *Engine) RecordRequest(ctx context.Context, id string, conv *ledger.Conversation, o ledger.Observation, assembledAt uint64) (ledger.Entry, error) {
+	upTo := assembledAt
+	if upTo == 0 {
+		upTo = math.MaxUint64
+	}
+	if conv.Seq > 0 && upTo > conv.Seq {
+		o.Rewrites = e.rewritesIn(ctx, id, conv.Seq, upTo)
+	}
+	en := conv.Entry(o)
+	if err := e.RecordLedger(ctx, id, en); err != nil {
+		return ledger.Entry{}, err
+	}
+	if assembledAt > 0 {
+		conv.Seq = max(conv.Seq, assembledAt)
+	} else if seq, err := e.LastSeq(ctx, id); err == nil {
+		conv.Seq = seq
+	}
+	return en, nil
+}
+
+// rewritesIn lists the ledger causes of the session's rewrites after seq
+// after and up to seq upTo, each once, in order.
+func (e *Engine) rewritesIn(ctx context.Context, id string, after, upTo uint64) []string {
+	var out []string
+	_ = e.Events(ctx, id, after+1, false, func(ev checkpoint.Event) error {
+		if ev.Seq > upTo {
+			return errRewritesRead
+		}
+		if c := ledger.RewriteCause(ev.Kind); c != "" && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out
+}
+
+// errRewritesRead stops rewritesIn's read at its bound.
+var errRewritesRead = errors.New("rewrites read")
 
 func (e *Engine) recordLedgerLocked(ctx context.Context, s *session, entries []ledger.Entry) error {
 	cfg := e.Config()

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"math"
 	"time"
+
+	"github.com/ctxd/ctxd/wire"
 )
 
 // Request is a request as the prompt cache sees it: its elements in the
@@ -149,6 +151,16 @@ type Conversation struct {
 	// read or write. Until one does, the upstream is treated as
 	// cache-less (Entry.Uncached).
 	cacheSeen bool
+	// Seq is the session's last seq at the conversation's previous entry
+	// (0: none yet), after which its rewrites are looked for
+	// (engine.Engine.RecordRequest).
+	Seq uint64
+}
+
+// RequestOf is a request body as the prompt cache sees it (v, its
+// dialect's wire.CacheView), for model.
+func RequestOf(model string, v wire.CacheView) Request {
+	return Request{Model: model, Elements: v.Elements, LastMarker: v.LastMarker, LongTTL: v.LongTTL}
 }
 
 // Observation is one proxied request for Conversation.Entry.
@@ -168,6 +180,11 @@ type Observation struct {
 	Rewrites []string
 	// ContextLimit and Threshold are the session's, in tokens.
 	ContextLimit, Threshold uint64
+	// CacheTTLSeconds is the cache lifetime ctxd's request asks for, in
+	// seconds (Entry.CacheTTLSeconds); Cut marks an answer whose stream
+	// ended early, Reported then the usage it reported so far (Entry.Cut).
+	CacheTTLSeconds uint64
+	Cut             bool
 }
 
 // Entry bills both requests on their cache models and returns the ledger
@@ -202,7 +219,8 @@ func (c *Conversation) Entry(o Observation) Entry {
 	}
 	e := Entry{Kind: KindRequest, Time: o.Time, Model: o.Model, Mode: o.Mode, Reported: o.Reported,
 		ClientTokens: clientTok(o.Client.Bytes()), SentTokens: tok(o.Ctxd.Bytes()),
-		ContextLimit: o.ContextLimit, Threshold: o.Threshold, Rewrites: o.Rewrites}
+		ContextLimit: o.ContextLimit, Threshold: o.Threshold, Rewrites: o.Rewrites,
+		CacheTTLSeconds: o.CacheTTLSeconds, Cut: o.Cut}
 	if o.Mode != ModeObserve {
 		e.SentTokens = o.Reported.Context()
 	} else {

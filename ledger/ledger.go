@@ -32,6 +32,12 @@ func FromHistory(u *history.Usage) Usage {
 		CacheWrite5m: u.CacheCreationInputTokens - h1, CacheWrite1h: h1, Output: u.OutputTokens}
 }
 
+// History is u as the provider would have reported it (history.Usage).
+func (u Usage) History() *history.Usage {
+	return &history.Usage{InputTokens: u.Input, CacheReadInputTokens: u.CacheRead, CacheCreationInputTokens: u.CacheWrite(),
+		CacheCreation1hInputTokens: u.CacheWrite1h, OutputTokens: u.Output}
+}
+
 // CacheWrite is every cache write, both lifetimes, in tokens.
 func (u Usage) CacheWrite() uint64 { return u.CacheWrite5m + u.CacheWrite1h }
 

@@ -309,3 +309,11 @@ func TestClientChangeIsItsOwnCause(t *testing.T) {
 		t.Fatalf("model changed: causes %v, counterfactual %+v; want 40 client_change + 10 growth, nothing claimed", e.Causes, e.Counterfactual)
 	}
 }
+
+// A usage as the provider would have reported it reads back as itself.
+func TestUsageHistoryReadsBack(t *testing.T) {
+	u := Usage{Input: 3, CacheRead: 7, CacheWrite5m: 40, CacheWrite1h: 60, Output: 9}
+	if got := FromHistory(u.History()); got != u {
+		t.Fatalf("%+v, want %+v", got, u)
+	}
+}

@@ -87,11 +87,9 @@ type branch struct {
 	// header of the request that created the branch, while the upstream
 	// has not yet accepted its credential: applied once it has (0: none).
 	pendingLimit uint64
-	// conv is the ledger's cache models of the branch's requests and
-	// ledgerSeq the session's last seq at its last ledger entry (0: none
-	// since the proxy started), docs/design.md §10.
-	conv      ledger.Conversation
-	ledgerSeq uint64
+	// conv is the ledger's cache models of the branch's requests
+	// (docs/design.md §10).
+	conv ledger.Conversation
 	// bytes is the size of its caches as last noted (keepRenderer;
 	// guarded by Proxy.mu).
 	bytes int64

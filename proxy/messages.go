@@ -411,7 +411,10 @@ func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *re
 	}
 	if read && err == nil && inError == "" && x.status < 300 {
 		if en := p.recordLedger(ctx, pl, req, m.Usage, false); en != nil && pl.observe && !en.Cold {
-			m.Usage = projectedUsage(en)
+			// Observe mode: the answer is recorded with the usage ctxd's
+			// request would have had, so the post-check and calibration
+			// see ctxd's context, as in enforce mode.
+			m.Usage = en.Counterfactual.History()
 		}
 	}
 	if err != nil && inError == "" && x.status < 300 {
