@@ -315,14 +315,23 @@ func EqualBlocks(a, b []Block) bool {
 // goes on the last cacheable block of the last outgoing message. Each
 // marker of the client is placed once at most, so the outgoing messages
 // carry no more than the client's (the API takes 4).
-func PlaceMarkers(out []Message, client []json.RawMessage) {
+//
+// marked[i], when i is in range, says whether client[i] holds the
+// marker's key (wire.Digests.Marked, wire.HasMarker), so that the
+// client's newest messages, tens of KB each, are not searched again.
+func PlaceMarkers(out []Message, client []json.RawMessage, marked []bool) {
 	if len(out) == 0 {
 		return
 	}
 	lastPlaced := false
 	for k := 0; k < min(len(out), len(client), MarkerReach); k++ {
-		raw := client[len(client)-1-k]
-		if !bytes.Contains(raw, wire.CacheControlKey) {
+		i := len(client) - 1 - k
+		raw := client[i]
+		if i < len(marked) {
+			if !marked[i] {
+				continue
+			}
+		} else if !wire.HasMarker(raw) {
 			continue
 		}
 		role, cc, any := clientMarkers(raw)

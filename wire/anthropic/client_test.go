@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -281,7 +282,7 @@ func TestNestedMarkerPlaced(t *testing.T) {
 			cached := RenderWith("", nil, ms, Carry).Messages
 			out := slices.Clone(cached)
 			out[0].Content = slices.Clone(out[0].Content) // as renderer.extend does
-			PlaceMarkers(out, []json.RawMessage{raw})
+			PlaceMarkers(out, []json.RawMessage{raw}, nil)
 			if cc := out[0].Content[0].Content[1].CacheControl; string(cc) != marker {
 				t.Fatalf("nested marker %s, want %s", cc, marker)
 			}
@@ -321,7 +322,7 @@ func TestNestedMarkerPlaced(t *testing.T) {
 			if n := len(out[0].Content[0].Content); n != 2 {
 				t.Fatalf("rendered %d blocks of content, want 2", n)
 			}
-			PlaceMarkers(out, []json.RawMessage{raw2})
+			PlaceMarkers(out, []json.RawMessage{raw2}, nil)
 			if cc := out[0].Content[0].CacheControl; string(cc) != marker {
 				t.Fatalf("the unplaced nested marker moved to %s, want %s on the tool_result", cc, marker)
 			}
@@ -358,9 +359,52 @@ func TestClientResultCarriesPlacedNestedMarkers(t *testing.T) {
 	if got, err := withClientResults(idx, &out[0]); err != nil || bytes.Contains(got, []byte("cache_control")) || !bytes.Contains(got, []byte(`"cache_reference":"c1"`)) {
 		t.Fatalf("no marker placed: sent %s (%v), want the client's block without its marker", got, err)
 	}
-	PlaceMarkers(out, []json.RawMessage{raw})
+	PlaceMarkers(out, []json.RawMessage{raw}, nil)
 	got, err := withClientResults(idx, &out[0])
 	if err != nil || string(got) != string(raw) {
 		t.Fatalf("marker placed: sent %s (%v), want the client's %s", got, err, raw)
+	}
+}
+
+// PlaceMarkers takes the client's messages' marker flags when it is
+// given them (wire.Digests.Marked, computed with the request's hashes)
+// instead of searching each message for the key again: with the flags
+// of HasMarker it places what the search places, and a message flagged
+// as unmarked is not read.
+func TestPlaceMarkersReadsTheFlags(t *testing.T) {
+	raws := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":[{"type":"text","text":"first","cache_control":{"type":"ephemeral"}}]}`),
+		json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"an answer"}]}`),
+		json.RawMessage(`{"role":"user","content":[{"type":"text","text":"second","cache_control":{"type":"ephemeral","ttl":"1h"}}]}`),
+	}
+	render := func() []Message {
+		var ms []history.Message
+		for _, raw := range raws {
+			m, err := ParseMessage(raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m...)
+		}
+		return RenderWith("", nil, ms, Carry).Messages
+	}
+	marked := make([]bool, len(raws))
+	for i, raw := range raws {
+		marked[i] = wire.HasMarker(raw)
+	}
+	searched, flagged := render(), render()
+	PlaceMarkers(searched, raws, nil)
+	PlaceMarkers(flagged, raws, marked)
+	if !reflect.DeepEqual(searched, flagged) {
+		t.Fatalf("with the flags: %+v\nsearched: %+v", flagged, searched)
+	}
+	if len(flagged[0].Content[0].CacheControl) == 0 || len(flagged[2].Content[0].CacheControl) == 0 {
+		t.Fatalf("markers not placed: %+v", flagged)
+	}
+	// The first message flagged unmarked: its marker is not looked for.
+	unread := render()
+	PlaceMarkers(unread, raws, []bool{false, false, true})
+	if len(unread[0].Content[0].CacheControl) != 0 || len(unread[2].Content[0].CacheControl) == 0 {
+		t.Fatalf("flags not followed: %+v", unread)
 	}
 }

@@ -54,7 +54,7 @@ func (r *renderer) Render(msgs []history.Message, req *wire.RenderRequest) (*bod
 	if err != nil {
 		return nil, err
 	}
-	PlaceMarkers(out, req.Items)
+	PlaceMarkers(out, req.Items, req.Marked)
 	idx, err := r.index(req)
 	if err != nil {
 		return nil, err
