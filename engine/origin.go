@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/identity"
+	"github.com/ctxd/ctxd/quota"
 )
 
 // Who owns a session (docs/design.md §10): a session the provider proxy
@@ -22,6 +24,15 @@ import (
 // creates the session; no route changes it afterwards, and the daemon API
 // may not set it (ReservedForProxy).
 const LabelProxy = "proxy"
+
+// LabelCredential is the label of a proxied session naming its client
+// credential's hash (quota.CredHash); LabelInherits names, on a branch
+// that inherited its parent's log (ForkSession), that parent, whose files
+// are kept while the branch is (quota.Expirable).
+const (
+	LabelCredential = "proxy.credential"
+	LabelInherits   = "proxy.inherits"
+)
 
 // ProxyIDPrefix begins the id of every session the provider proxy creates
 // (ProxySessionID). The daemon API may not create a session under it
@@ -166,3 +177,50 @@ type reservedErr struct{ msg string }
 
 func (r reservedErr) Error() string { return r.msg }
 func (r reservedErr) Unwrap() error { return ErrReservedForProxy }
+
+// proxiedSessions calls fn with each stored proxied session (LabelProxy),
+// a page at a time. Errors: the listing's.
+func (e *Engine) proxiedSessions(ctx context.Context, fn func(Info)) error {
+	after := ""
+	for {
+		page, next, err := e.ListSessionPage(ctx, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, in := range page {
+			if in.Labels[LabelProxy] != "" {
+				fn(in)
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
+}
+
+// ProxiedQuotas lists the stored proxied sessions with their credential
+// hash and bytes (estimated tokens times 4): the seed of the proxy's
+// quota.Table. Errors: the listing's.
+func (e *Engine) ProxiedQuotas(ctx context.Context) ([]quota.Stored, error) {
+	var all []quota.Stored
+	err := e.proxiedSessions(ctx, func(in Info) {
+		if c := in.Labels[LabelCredential]; c != "" {
+			all = append(all, quota.Stored{ID: in.ID, Credential: c, Bytes: in.Tokens * 4})
+		}
+	})
+	return all, err
+}
+
+// ExpirableProxied lists the stored proxied sessions an expiry at cut
+// deletes (quota.Expirable: idle since before cut, but for the parents of
+// a fork that stays). Errors: the listing's.
+func (e *Engine) ExpirableProxied(ctx context.Context, cut time.Time) ([]string, error) {
+	var all []quota.Activity
+	if err := e.proxiedSessions(ctx, func(in Info) {
+		all = append(all, quota.Activity{ID: in.ID, Updated: in.Updated, Inherits: in.Labels[LabelInherits]})
+	}); err != nil {
+		return nil, err
+	}
+	return quota.Expirable(all, cut), nil
+}

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/history"
@@ -159,5 +161,33 @@ func TestProxySessionIDIsReserved(t *testing.T) {
 	}
 	if ProxySessionID(secret, "key", 0) != first || ProxySessionID([]byte("other"), "key", 0) == first || ProxySessionID(secret, "other", 0) == first {
 		t.Fatal("the id does not follow the secret and the key alone")
+	}
+}
+
+// The proxied sessions are found by their label: those naming a
+// credential seed the proxy's quotas, and an expiry lists those idle
+// since before its cut (which of them stay is quota.Expirable's test).
+func TestProxiedSessionsListedForQuotasAndExpiry(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	ctx := context.Background()
+	for id, labels := range map[string]map[string]string{
+		"p-parent": {LabelProxy: "anthropic", LabelCredential: "c1"},
+		"p-fork":   {LabelProxy: "anthropic", LabelCredential: "c1", LabelInherits: "p-parent"},
+		"own":      {"proxy.model": "m"},
+	} {
+		if _, err := h.e.CreateSession(ctx, CreateParams{ID: id, Model: "test-model", ContextLimit: 20000, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored, err := h.e.ProxiedQuotas(ctx)
+	if err != nil || len(stored) != 2 || stored[0].Credential != "c1" || stored[1].Credential != "c1" {
+		t.Fatalf("quotas: %v %+v", err, stored)
+	}
+	ids, err := h.e.ExpirableProxied(ctx, time.Now().Add(time.Hour))
+	if err != nil || !slices.Equal(ids, []string{"p-fork", "p-parent"}) && !slices.Equal(ids, []string{"p-parent", "p-fork"}) {
+		t.Fatalf("all idle: %v %v", err, ids)
+	}
+	if ids, err = h.e.ExpirableProxied(ctx, time.Now().Add(-time.Hour)); err != nil || len(ids) != 0 {
+		t.Fatalf("none idle: %v %v", err, ids)
 	}
 }

@@ -24,7 +24,7 @@ import (
 // that it was superseded.
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
-	labels := map[string]string{engine.LabelProxy: req.d.Name(), labelCredential: quota.CredHash(fp), "proxy.model": req.model}
+	labels := map[string]string{engine.LabelProxy: req.d.Name(), engine.LabelCredential: quota.CredHash(fp), "proxy.model": req.model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}

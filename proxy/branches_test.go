@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/engine"
 )
 
 // touchingRun is one run of touchingClient: the proxy's counters, the
@@ -164,7 +166,7 @@ func forkInherits(t *testing.T, restart bool) {
 		t.Errorf("the fork ran %d summarizer calls: the shared prefix was compacted again", n)
 	}
 	cinfo, _ := f.eng.Session(context.Background(), child)
-	if cinfo.Labels["proxy.branch_of"] != parent || cinfo.Labels[labelInherits] != parent || cinfo.Checkpoints != pinfo.Checkpoints {
+	if cinfo.Labels["proxy.branch_of"] != parent || cinfo.Labels[engine.LabelInherits] != parent || cinfo.Checkpoints != pinfo.Checkpoints {
 		t.Errorf("child %s: labels %v, %d checkpoints; parent %d", child, cinfo.Labels, cinfo.Checkpoints, pinfo.Checkpoints)
 	}
 	pcp, _ := f.eng.Checkpoints(context.Background(), parent)

@@ -83,7 +83,7 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 	}
 	forked := params
 	forked.Labels = maps.Clone(params.Labels)
-	forked.Labels[labelInherits] = parent.id
+	forked.Labels[engine.LabelInherits] = parent.id
 	_, err := p.eng.ForkSession(ctx, forked, parent.id, fork.through)
 	var fe *engine.FieldError
 	if err == nil || errors.Is(err, engine.ErrExists) || (errors.As(err, &fe) && fe.Field != "fork_through") {
@@ -93,8 +93,3 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 	_, err = p.eng.CreateSession(ctx, params)
 	return forkAt{}, err
 }
-
-// labelInherits names, on a branch that inherited its parent's log
-// (forkPoint), that parent: its files are kept while the branch is
-// (quota.Expirable).
-const labelInherits = "proxy.inherits"

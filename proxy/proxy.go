@@ -150,7 +150,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
 	}
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
-	p.quota = quota.New(p.storedQuotas)
+	p.quota = quota.New(p.eng.ProxiedQuotas)
 	p.red = o.Redactor
 	if p.red == nil {
 		p.red = redact.New()

@@ -4,50 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/quota"
 )
 
 // CredentialUsage is what one client credential keeps stored, as status
 // shows it (quota.Usage).
 type CredentialUsage = quota.Usage
-
-// labelCredential is the label of a proxied session naming its client
-// credential's hash (quota.CredHash).
-const labelCredential = "proxy.credential"
-
-// proxiedSessions calls fn with each stored proxied session (labelled
-// "proxy"), a page at a time. Errors: the listing's.
-func (p *Proxy) proxiedSessions(ctx context.Context, fn func(engine.Info)) error {
-	after := ""
-	for {
-		page, next, err := p.eng.ListSessionPage(ctx, after, 1000)
-		if err != nil {
-			return err
-		}
-		for _, in := range page {
-			if in.Labels[engine.LabelProxy] != "" {
-				fn(in)
-			}
-		}
-		if next == "" {
-			return nil
-		}
-		after = next
-	}
-}
-
-// storedQuotas lists the stored proxied sessions with their credential
-// hash and bytes (estimated tokens times 4), the quota table's seed.
-func (p *Proxy) storedQuotas(ctx context.Context) ([]quota.Stored, error) {
-	var all []quota.Stored
-	err := p.proxiedSessions(ctx, func(in engine.Info) {
-		if c := in.Labels[labelCredential]; c != "" {
-			all = append(all, quota.Stored{ID: in.ID, Credential: c, Bytes: in.Tokens * 4})
-		}
-	})
-	return all, err
-}
 
 // Usage returns what each client credential keeps stored, most bytes
 // first. Errors: reading the stored sessions the first time.
@@ -61,15 +23,12 @@ func (p *Proxy) Expire(ctx context.Context, now time.Time) (int, error) {
 	if h == 0 {
 		return 0, nil
 	}
-	cut := now.Add(-time.Duration(h) * time.Hour)
-	var all []quota.Activity
-	if err := p.proxiedSessions(ctx, func(in engine.Info) {
-		all = append(all, quota.Activity{ID: in.ID, Updated: in.Updated, Inherits: in.Labels[labelInherits]})
-	}); err != nil {
+	ids, err := p.eng.ExpirableProxied(ctx, now.Add(-time.Duration(h)*time.Hour))
+	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, id := range quota.Expirable(all, cut) {
+	for _, id := range ids {
 		if err := p.eng.DeleteSessionFiles(ctx, id); err != nil {
 			p.log.Warn("expiring a proxied session", "session", id, "err", err)
 			continue
