@@ -42,6 +42,8 @@ type request struct {
 	toolChoice       json.RawMessage
 	metadata         json.RawMessage
 	thinking         json.RawMessage
+	// blocks is the messages' content blocks (wire.Request.Blocks).
+	blocks uint64
 
 	// tail, when set, is the client's own new messages, sent as they
 	// came after ctxd's context (wire.RenderRequest.Tail): a managed
@@ -111,7 +113,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 	}
 	return &request{d: d, body: body, prefix: w.Prefix,
 		promptCacheKey: w.PromptCacheKey, serverState: w.ServerState(),
-		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages,
+		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages, blocks: w.Blocks,
 		model: w.Model, stream: w.Stream, system: w.System, tools: w.Tools, toolChoice: w.ToolChoice,
 		metadata: w.Metadata, thinking: w.Thinking}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/ctxd/ctxd/config"
-	"github.com/ctxd/ctxd/internal/rawjson"
 	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
@@ -28,30 +27,15 @@ func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
 
 // countLimits refuses a request over proxy.limits.messages or
 // proxy.limits.content_blocks before anything parses its messages: the
-// message says which limit. It counts the elements of each message's
-// content array (a Responses item without one counts as one block).
+// message says which limit. The blocks are the elements of each message's
+// content array (a Responses item without one counts as one block),
+// counted as the body's scan split the conversation (wire.Request.Blocks).
 func (p *Proxy) countLimits(req *request) string {
 	if n := uint64(len(req.messages)); n > p.limits.Messages {
 		return fmt.Sprintf("ctxd proxy: %d messages, over proxy.limits.messages (%d)", n, p.limits.Messages)
 	}
-	var blocks uint64
-	for _, m := range req.messages {
-		var content []byte
-		rawjson.Members(m, func(key string, vs, ve int) bool {
-			if key == "content" {
-				content = m[vs:ve]
-				return false
-			}
-			return true
-		})
-		if len(content) > 0 && content[0] == '[' {
-			blocks += uint64(rawjson.CountElems(content))
-		} else {
-			blocks++
-		}
-		if blocks > p.limits.ContentBlocks {
-			return fmt.Sprintf("ctxd proxy: over proxy.limits.content_blocks (%d) content blocks in one request", p.limits.ContentBlocks)
-		}
+	if req.blocks > p.limits.ContentBlocks {
+		return fmt.Sprintf("ctxd proxy: over proxy.limits.content_blocks (%d) content blocks in one request", p.limits.ContentBlocks)
 	}
 	return ""
 }

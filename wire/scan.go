@@ -36,13 +36,16 @@ type Request struct {
 	// Messages are its raw elements.
 	MsgStart, MsgEnd int
 	Messages         []json.RawMessage
-	Model            string
-	Stream           bool
-	System           json.RawMessage
-	Tools            json.RawMessage
-	ToolChoice       json.RawMessage
-	Metadata         json.RawMessage
-	Thinking         json.RawMessage
+	// Blocks is the sum of rawjson.Blocks over Messages, counted as the
+	// conversation is split: what proxy.limits.content_blocks bounds.
+	Blocks     uint64
+	Model      string
+	Stream     bool
+	System     json.RawMessage
+	Tools      json.RawMessage
+	ToolChoice json.RawMessage
+	Metadata   json.RawMessage
+	Thinking   json.RawMessage
 }
 
 // ServerState names the member by which the request continues a
@@ -96,9 +99,10 @@ func Scan(body []byte, d Dialect) (*Request, error) {
 		}
 		vStart := rawjson.SkipSpace(body, i+1)
 		var (
-			vEnd  int
-			elems []json.RawMessage
-			err   error
+			vEnd   int
+			elems  []json.RawMessage
+			blocks uint64
+			err    error
 		)
 		if key == items {
 			// Split as it is scanned: one pass over the ~1 MB, not two.
@@ -107,7 +111,7 @@ func Scan(body []byte, d Dialect) (*Request, error) {
 			}
 			if vStart < len(body) && body[vStart] == '"' {
 				vEnd = rawjson.ValueEnd(body, vStart) // a Responses string input
-			} else if elems, vEnd, err = rawjson.ScanArray(body, vStart); err != nil {
+			} else if elems, vEnd, blocks, err = rawjson.ScanArrayBlocks(body, vStart); err != nil {
 				return nil, badField(items, "%v", err)
 			}
 		} else {
@@ -124,13 +128,14 @@ func Scan(body []byte, d Dialect) (*Request, error) {
 				// A string input is one user message (the Responses
 				// API's own reading), kept as the client's bytes.
 				r.Messages = []json.RawMessage{stringInput(raw)}
+				r.Blocks = 1
 				break
 			}
 			if raw[0] != '[' {
 				_, err = rawjson.SplitArray(raw) // "not an array"
 				break
 			}
-			r.Messages = elems
+			r.Messages, r.Blocks = elems, blocks
 		case "instructions":
 			if responses {
 				r.System = raw

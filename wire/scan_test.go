@@ -26,3 +26,25 @@ func TestServerState(t *testing.T) {
 		}
 	}
 }
+
+// The scan counts the conversation's content blocks as it splits it: the
+// elements of each item's content array, one for an item without one
+// (proxy.limits.content_blocks).
+func TestScanCountsContentBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want uint64
+	}{
+		{`{"model":"m","input":"hi"}`, 1},
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image"}]},{"type":"function_call","name":"f"},{"role":"user","content":"b"}]}`, 4},
+		{`{"model":"m","input":[{"role":"user","con\u0074ent":[1,2,3]},{"role":"user","content":[]}]}`, 3},
+	} {
+		r, err := wire.Scan([]byte(tc.body), responses.Dialect{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if r.Blocks != tc.want {
+			t.Errorf("%s: %d blocks, want %d", tc.body, r.Blocks, tc.want)
+		}
+	}
+}

@@ -91,32 +91,191 @@ func SplitArray(a []byte) ([]json.RawMessage, error) {
 // elements (sub-slices of b) and returns the offset just past it. Byte
 // offsets in its errors are from start.
 func ScanArray(b []byte, start int) ([]json.RawMessage, int, error) {
+	out, end, _, err := scanArray(b, start, false)
+	return out, end, err
+}
+
+// ScanArrayBlocks is ScanArray with, in the same pass, the sum of
+// Blocks over the elements: the proxy's count of a conversation's
+// content blocks (proxy.limits.content_blocks), without walking the
+// conversation a second time.
+func ScanArrayBlocks(b []byte, start int) ([]json.RawMessage, int, uint64, error) {
+	return scanArray(b, start, true)
+}
+
+func scanArray(b []byte, start int, count bool) ([]json.RawMessage, int, uint64, error) {
 	a := b[start:]
 	if len(a) == 0 || a[0] != '[' {
-		return nil, 0, fmt.Errorf("not an array")
+		return nil, 0, 0, fmt.Errorf("not an array")
 	}
 	var out []json.RawMessage
+	var blocks uint64
 	i := SkipSpace(a, 1)
 	if i < len(a) && a[i] == ']' {
-		return out, start + i + 1, nil
+		return out, start + i + 1, 0, nil
 	}
 	for i < len(a) {
-		end := ValueEnd(a, i)
-		if end <= i {
-			return nil, 0, fmt.Errorf("element %d: no value at byte %d", len(out), i)
+		var end, n int
+		walked := false
+		if count {
+			end, n, walked = objectBlocks(a, i)
 		}
-		out = append(out, json.RawMessage(a[i:end:end]))
+		if !walked {
+			end = ValueEnd(a, i)
+		}
+		if end <= i {
+			return nil, 0, 0, fmt.Errorf("element %d: no value at byte %d", len(out), i)
+		}
+		elem := json.RawMessage(a[i:end:end])
+		out = append(out, elem)
 		i = SkipSpace(a, end)
-		if i < len(a) && a[i] == ',' {
+		if i >= len(a) || (a[i] != ',' && a[i] != ']') {
+			return nil, 0, 0, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
+		}
+		switch {
+		case walked:
+			blocks += uint64(n)
+		case count:
+			// Counted once the element is known whole.
+			blocks += Blocks(elem)
+		}
+		if a[i] == ',' {
 			i = SkipSpace(a, i+1)
 			continue
 		}
-		if i < len(a) && a[i] == ']' {
-			return out, start + i + 1, nil
-		}
-		return nil, 0, fmt.Errorf("element %d: expected ',' or ']' at byte %d", len(out), i)
+		return out, start + i + 1, blocks, nil
 	}
-	return nil, 0, fmt.Errorf("unterminated array")
+	return nil, 0, 0, fmt.Errorf("unterminated array")
+}
+
+// Blocks is the proxy's count of the content blocks of m, a
+// conversation's element (proxy.limits.content_blocks): the elements of
+// its first "content" member when that is an array, else 1 (a message
+// whose content is a string, a Responses item without content).
+func Blocks(m []byte) uint64 {
+	var content []byte
+	Members(m, func(key string, vs, ve int) bool {
+		if key == "content" {
+			content = m[vs:ve]
+			return false
+		}
+		return true
+	})
+	if len(content) > 0 && content[0] == '[' {
+		return uint64(CountElems(content))
+	}
+	return 1
+}
+
+// objectBlocks reads the object at b[i] by its members, as ValueEnd
+// would walk it, and returns its end and Blocks of it, in one pass; ok
+// false when the object is not one this walk follows exactly as
+// ValueEnd and Blocks do (an escaped key, a bare value holding a
+// bracket or a quote, a syntax it does not expect): the caller uses
+// those then.
+func objectBlocks(b []byte, i int) (end, blocks int, ok bool) {
+	if b[i] != '{' {
+		return 0, 0, false
+	}
+	j := SkipSpace(b, i+1)
+	if j < len(b) && b[j] == '}' {
+		return j + 1, 1, true
+	}
+	blocks, found := 1, false
+	for j < len(b) && b[j] == '"' {
+		kEnd := StringEnd(b, j)
+		if kEnd >= len(b) {
+			return 0, 0, false
+		}
+		key := b[j+1 : kEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return 0, 0, false
+		}
+		j = SkipSpace(b, kEnd)
+		if j >= len(b) || b[j] != ':' {
+			return 0, 0, false
+		}
+		vs := SkipSpace(b, j+1)
+		if vs >= len(b) {
+			return 0, 0, false
+		}
+		var ve int
+		if !found && string(key) == "content" {
+			found = true
+			if b[vs] == '[' {
+				if ve, blocks, ok = arrayElems(b, vs); !ok {
+					return 0, 0, false
+				}
+			} else if ve, ok = plainValueEnd(b, vs); !ok {
+				return 0, 0, false
+			}
+		} else if ve, ok = plainValueEnd(b, vs); !ok {
+			return 0, 0, false
+		}
+		j = SkipSpace(b, ve)
+		if j < len(b) && b[j] == ',' {
+			j = SkipSpace(b, j+1)
+			continue
+		}
+		if j < len(b) && b[j] == '}' {
+			return j + 1, blocks, true
+		}
+		return 0, 0, false
+	}
+	return 0, 0, false
+}
+
+// arrayElems is the end of the array at b[i] and its elements' count,
+// as ValueEnd and CountElems find them; ok false where they could
+// differ (plainValueEnd) or the array is not well formed.
+func arrayElems(b []byte, i int) (end, n int, ok bool) {
+	j := SkipSpace(b, i+1)
+	if j < len(b) && b[j] == ']' {
+		return j + 1, 0, true
+	}
+	for j < len(b) {
+		e, ok := plainValueEnd(b, j)
+		if !ok {
+			return 0, 0, false
+		}
+		n++
+		j = SkipSpace(b, e)
+		if j < len(b) && b[j] == ',' {
+			j = SkipSpace(b, j+1)
+			continue
+		}
+		if j < len(b) && b[j] == ']' {
+			return j + 1, n, true
+		}
+		return 0, 0, false
+	}
+	return 0, 0, false
+}
+
+// plainValueEnd is ValueEnd(b, i), ok false when a walk of the
+// enclosing value by depth (ValueEnd's) could end elsewhere than a walk
+// by members: no value, an unterminated one, or a bare value (a number,
+// true) holding a bracket or a quote, which ValueEnd's depth counts and
+// its bare-value scan does not.
+func plainValueEnd(b []byte, i int) (int, bool) {
+	e := ValueEnd(b, i)
+	if e <= i || e > len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		// An unterminated string ends the input: the caller's next
+		// byte is missing, and it gives up.
+	case '{', '[':
+		if c := b[e-1]; c != '}' && c != ']' {
+			return 0, false
+		}
+	default:
+		if bytes.ContainsAny(b[i:e], "{[\"") {
+			return 0, false
+		}
+	}
+	return e, true
 }
 
 // Members calls fn for each member of the JSON object o (its key, decoded

@@ -124,3 +124,62 @@ func FuzzCompact(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanArrayBlocks holds ScanArrayBlocks to ScanArray and Blocks: on
+// any input the same elements, end and error, and the sum of Blocks over
+// the elements, which its one pass finds without walking them again.
+func FuzzScanArrayBlocks(f *testing.F) {
+	for _, s := range []string{`[]`, `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image"}]}]`,
+		`[{"content":"text"},{"role":"assistant"},{},1,"x",[2]]`, `[{"content":[]},{"content":[1,"]",{"a":"}"}]}]`,
+		`[{"content":[1],"content":[1,2]}]`, `[{"con\u0074ent":[1,2]}]`, `[{"a":x{,"content":[1]}]`, `[{"content":[x[,1]}]`,
+		`[{"content":[1,2}]`, `[{"a":"\"","content":[ 1 , 2 ] } , {"content" : [ ] } ]`, `[{"content":[1,2]`, `[{"a"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		i := SkipSpace(b, 0)
+		elems, end, err := ScanArray(b, i)
+		got, gotEnd, blocks, gotErr := ScanArrayBlocks(b, i)
+		if (err == nil) != (gotErr == nil) || (err != nil && err.Error() != gotErr.Error()) {
+			t.Fatalf("ScanArrayBlocks error %v, ScanArray's %v", gotErr, err)
+		}
+		if err != nil {
+			return
+		}
+		if gotEnd != end || len(got) != len(elems) {
+			t.Fatalf("ScanArrayBlocks: %d elements to %d, ScanArray %d to %d", len(got), gotEnd, len(elems), end)
+		}
+		var want uint64
+		for k := range elems {
+			if !bytes.Equal(got[k], elems[k]) {
+				t.Fatalf("element %d: %q, ScanArray's %q", k, got[k], elems[k])
+			}
+			want += Blocks(elems[k])
+		}
+		if blocks != want {
+			t.Fatalf("%d blocks, Blocks of the elements %d", blocks, want)
+		}
+	})
+}
+
+func TestBlocks(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+	}{
+		{`{"role":"user","content":[{"type":"text","text":"a"},{"type":"image"}]}`, 2},
+		{`{"role":"user","content":"a string"}`, 1},
+		{`{"type":"function_call"}`, 1},
+		{`{"content":[]}`, 0},
+		{`{"content":[1],"content":[1,2]}`, 1},
+		{`{"con\u0074ent":[1,2,3]}`, 3},
+		{`"not an object"`, 1},
+	} {
+		if got := Blocks([]byte(c.in)); got != c.want {
+			t.Errorf("Blocks(%s) = %d, want %d", c.in, got, c.want)
+		}
+		_, _, n, err := ScanArrayBlocks([]byte("["+c.in+"]"), 0)
+		if err != nil || n != c.want {
+			t.Errorf("ScanArrayBlocks([%s]) = %d, %v; want %d", c.in, n, err, c.want)
+		}
+	}
+}
