@@ -320,7 +320,7 @@ func TestEstimateSurvivesRestart(t *testing.T) {
 // estimated: the count corrects the session's estimate, the window the
 // refusal names is learned, and the request is retried only when the
 // compaction brought it under that window by the provider's count (with
-// OverflowMargin) — else no retry: the provider's error goes to the client
+// trigger.OverflowMargin) — else no retry: the provider's error goes to the client
 // with a diagnostic, and the upstream sees no second refusal.
 func TestOverflowRetriesOnlyWhatFits(t *testing.T) {
 	refusal := func(count, limit uint64) string {
@@ -344,7 +344,7 @@ func TestOverflowRetriesOnlyWhatFits(t *testing.T) {
 		if in.WindowSource != engine.WindowLearned || in.ContextLimit != count*9/10 {
 			t.Errorf("window %d (%s), want %d learned", in.ContextLimit, in.WindowSource, count*9/10)
 		}
-		if cp := in.Checkpoint; cp == nil || cp.TokensAfter > uint64(float64(in.ContextLimit)*(1-OverflowMargin)) {
+		if cp := in.Checkpoint; cp == nil || cp.TokensAfter > uint64(float64(in.ContextLimit)*(1-trigger.OverflowMargin)) {
 			t.Errorf("checkpoint %+v over the learned window's margin", cp)
 		}
 	})

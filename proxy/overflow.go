@@ -14,7 +14,7 @@ import (
 // provider's figures go to the session (its count corrects the estimate, a
 // window it names is learned), then an overflow compaction, and the
 // request is retried once — only when it is now under the window by the
-// provider's count with a margin (OverflowMargin); otherwise a deeper
+// provider's count with a margin (trigger.OverflowMargin); otherwise a deeper
 // compaction that retains nothing, and if even that leaves it over, no
 // retry. True when the retry is ready (x carries it); false when none is to be
 // sent: the attempt loop then passes the
@@ -52,7 +52,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		if out, diag, err = p.assemble(ctx, pl, req); err != nil {
 			return fail("the retry could not be built: " + err.Error())
 		}
-		target, of := overflowTarget(pl.window, count, before)
+		target, of := trigger.OverflowTarget(pl.window, count, before)
 		if pl.tokens <= target {
 			break
 		}
@@ -70,27 +70,4 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	// Sent again by the attempt loop; counted recovered or failed by
 	// modifyResponse when the retry's answer arrives.
 	return true
-}
-
-// OverflowMargin is the share of the context window an overflow retry
-// keeps free by the provider's count: the estimate of what changed since
-// the provider counted errs, and a retry refused again costs the agent
-// its answer.
-const OverflowMargin = 0.05
-
-// overflowTarget is the most tokens an overflow retry may carry, and what
-// it is, in words: the window less OverflowMargin; with no window known,
-// a tenth under the provider's count of the refused request (or ctxd's
-// estimate of it, when the provider gave no count).
-func overflowTarget(window, count, before uint64) (uint64, string) {
-	if window > 0 {
-		t := uint64(float64(window) * (1 - OverflowMargin))
-		return t, fmt.Sprintf("the window of %d tokens less a %.0f %% margin (%d)", window, OverflowMargin*100, t)
-	}
-	ref, what := count, "the provider's count of the refused request"
-	if ref == 0 {
-		ref, what = before, "ctxd's estimate of the refused request"
-	}
-	t := ref * 9 / 10
-	return t, fmt.Sprintf("a tenth under %s, %d tokens (%d)", what, ref, t)
 }
