@@ -9,6 +9,44 @@ import (
 	"github.com/ctxd/ctxd/checkpoint"
 )
 
+// ForkPoint finds, in session parent's log, the newest point a fork of it
+// may start from (ForkSession's through) for a request whose first
+// messages parent accounted for: at says, of a client_state event's data
+// (AppendOptions.ClientState), how many of the request's messages the log
+// held there, ok false when none of them. The point reaches past the
+// engine's own events that follow that event — a compaction, its
+// checkpoint, a context-edit pass, a ledger entry — up to the next message
+// or anything a later request wrote, so the fork inherits the checkpoints
+// of the shared prefix (docs/design.md §10). It returns the point's seq (0:
+// none) and at's answer there. Errors: Events'.
+func (e *Engine) ForkPoint(ctx context.Context, parent string, at func(clientState json.RawMessage) (n int, ok bool)) (through uint64, n int, err error) {
+	open := false
+	err = e.Events(ctx, parent, 1, false, func(ev checkpoint.Event) error {
+		switch ev.Kind {
+		case checkpoint.KindClientState:
+			open = false
+			if k, ok := at(ev.Data); ok {
+				through, n, open = ev.Seq, k, true
+			}
+		case checkpoint.KindCheckpoint, checkpoint.KindCompactionStarted, checkpoint.KindCompactionFailed,
+			checkpoint.KindCircuitOpen, checkpoint.KindContextEdit, checkpoint.KindPrefixReset,
+			checkpoint.KindDiagnostic, checkpoint.KindLedger, checkpoint.KindUsage:
+			// What the engine writes after a request's append, before
+			// the next one.
+			if open {
+				through = ev.Seq
+			}
+		default:
+			open = false
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return through, n, nil
+}
+
 // ForkSession creates session p as a branch of session parent that
 // inherits parent's log through seq through (docs/design.md §10: a client
 // that rewrote its history forks where it still agrees with the branch it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -81,5 +82,49 @@ func TestForkInheritsCheckpointsUpToTheForkPoint(t *testing.T) {
 	}
 	if _, err := h.e.ForkSession(ctx, CreateParams{ID: "g", Model: "test-model", ContextLimit: 20000}, "nope", 1); !errors.Is(err, ErrNotFound) {
 		t.Errorf("fork of a missing session: %v", err)
+	}
+}
+
+// A fork point is the newest client state of a prefix of the request,
+// reaching past what the engine wrote after that request's append (a
+// ledger entry, a compaction) up to the next message.
+func TestForkPointReachesPastTheEnginesOwnEvents(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	ctx := context.Background()
+	h.create("p", 20000)
+	state := func(n int) AppendOptions {
+		return AppendOptions{ClientState: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
+	}
+	if _, err := h.e.AppendWith(ctx, "p", []history.Message{user("fix the build"), calls("c1"), result("c1", words(9000))}, state(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.e.AppendWith(ctx, "p", []history.Message{assistant("c1 read"), user("go on")}, state(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.RecordLedger(ctx, "p", ledger.Entry{Kind: ledger.KindRequest}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.e.Compact(ctx, "p", trigger.Manual, true); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := h.e.LastSeq(ctx, "p")
+	h.append("p", calls("c2"))
+	// The request holds the first 5 messages and changed the rest.
+	through, n, err := h.e.ForkPoint(ctx, "p", func(st json.RawMessage) (int, bool) {
+		var r struct{ N int }
+		_ = json.Unmarshal(st, &r)
+		return r.N, r.N <= 5
+	})
+	if err != nil || through != last || n != 5 {
+		t.Fatalf("fork point %d at %d (%v), want %d at 5", through, n, err, last)
+	}
+	// A request that holds only the first 3: the point is that state's.
+	through, n, _ = h.e.ForkPoint(ctx, "p", func(st json.RawMessage) (int, bool) {
+		var r struct{ N int }
+		_ = json.Unmarshal(st, &r)
+		return r.N, r.N <= 3
+	})
+	if through == 0 || through >= last || n != 3 {
+		t.Fatalf("fork point %d at %d, want before %d at 3", through, n, last)
 	}
 }

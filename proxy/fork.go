@@ -7,7 +7,6 @@ import (
 	"errors"
 	"maps"
 
-	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/engine"
 )
 
@@ -21,55 +20,30 @@ type forkAt struct {
 	at      int
 }
 
-// forkPoint finds, in parent's log, the newest point where the parent had
-// accounted for exactly the first messages of the request: a client_state
-// record whose chain is the request's chain over as many messages (cs),
+// forkPoint is where a request (cs its hash chain) that extends none of
+// its lane's branches forks from parent (engine.ForkPoint): the newest
+// record of parent whose chain is the request's over as many messages,
 // and, when the record holds the answer the proxy recorded after them,
-// the request resending that answer (the dialect's answerLen: a client
+// the request resending that answer (the dialect's AnswerLen: a client
 // that touched it still resends it; one that edited a tool input does
-// not). The point reaches past the engine's own events that follow it —
-// a compaction, its checkpoint, a context-edit pass, a ledger entry — up
-// to the next message or anything a later request wrote, so the new
-// branch inherits the checkpoints of the shared prefix (docs/design.md
-// §10). The zero forkAt when there is none or the log cannot be read.
+// not). The zero forkAt when there is none or the log cannot be read.
 func (p *Proxy) forkPoint(ctx context.Context, parent *branch, req *request, cs []digest) forkAt {
-	var best forkAt
-	open := false
-	err := p.eng.Events(ctx, parent.id, 1, false, func(ev checkpoint.Event) error {
-		switch ev.Kind {
-		case checkpoint.KindClientState:
-			open = false
-			var r record
-			if json.Unmarshal(ev.Data, &r) != nil || r.N <= 0 || r.N >= len(cs) || hex.EncodeToString(cs[r.N][:]) != r.Chain {
-				return nil
-			}
-			at := r.N
-			if r.Resp != nil {
-				k := req.d.AnswerLen(req.messages, r.N, r.Resp.Equal)
-				if k == 0 {
-					return nil
-				}
-				at += k
-			}
-			best, open = forkAt{through: ev.Seq, at: at}, true
-		case checkpoint.KindCheckpoint, checkpoint.KindCompactionStarted, checkpoint.KindCompactionFailed,
-			checkpoint.KindCircuitOpen, checkpoint.KindContextEdit, checkpoint.KindPrefixReset,
-			checkpoint.KindDiagnostic, checkpoint.KindLedger, checkpoint.KindUsage:
-			// What the engine writes after a request's append, before
-			// the next one.
-			if open {
-				best.through = ev.Seq
-			}
-		default:
-			open = false
+	through, at, err := p.eng.ForkPoint(ctx, parent.id, func(st json.RawMessage) (int, bool) {
+		var r record
+		if json.Unmarshal(st, &r) != nil || r.N <= 0 || r.N >= len(cs) || hex.EncodeToString(cs[r.N][:]) != r.Chain {
+			return 0, false
 		}
-		return nil
+		if r.Resp == nil {
+			return r.N, true
+		}
+		k := req.d.AnswerLen(req.messages, r.N, r.Resp.Equal)
+		return r.N + k, k > 0
 	})
 	if err != nil {
 		p.log.Warn("fork point not found: the branch starts empty", "parent", parent.id, "err", err)
 		return forkAt{}
 	}
-	return best
+	return forkAt{through: through, at: at}
 }
 
 // createBranchSession creates the session of a new branch: a fork of
