@@ -300,7 +300,9 @@ func (e *Engine) batchAppend(ctx context.Context, s *session, b *appendBatch, op
 // log's. Called with s.mu held.
 func (e *Engine) writeAppend(ctx context.Context, s *session, b *appendBatch) (first uint64, err error) {
 	if st := b.staged; st != nil {
-		err = e.settle(ctx, s.id)
+		// A pending staged append is written first; a session created
+		// in memory stays so: the new append stores it.
+		err = e.settleStaged(ctx, s.id)
 		if err == nil {
 			first = s.lastSeq + 1
 			e.stage(s, st, s.lastSeq, b.events, b.offloaded)

@@ -258,10 +258,13 @@ type Engine struct {
 	changes changes
 
 	// inner is the log opts.Log wraps (stagingLog); staged holds each
-	// session's pending staged append (stage.go), guarded by stageMu.
-	inner   checkpoint.Log
-	stageMu sync.Mutex
-	staged  map[string]*Staged
+	// session's pending staged append (stage.go) and creating each
+	// session created in memory only, not stored yet (CreateParams.Staged),
+	// both guarded by stageMu.
+	inner    checkpoint.Log
+	stageMu  sync.Mutex
+	staged   map[string]*Staged
+	creating map[string]*unstored
 }
 
 type loadCall struct {
@@ -388,14 +391,17 @@ func (e *Engine) lock(ctx context.Context, id string) (*session, error) {
 			return nil, err
 		}
 		s.mu.Lock()
-		if !s.evicted && e.stageLost(s) {
-			// A staged append was discarded or not written: the log
+		held, failed := e.unstoredState(id)
+		if !s.evicted && (e.stageLost(s) || failed) {
+			// A staged append was discarded or not written, or the
+			// session created in memory could not be stored: the log
 			// holds the truth.
 			s.mu.Unlock()
 			e.drop(id, s)
+			e.forgetFailedCreation(id)
 			continue
 		}
-		if !s.evicted && e.opts.Shared && !s.compacting {
+		if !s.evicted && e.opts.Shared && !s.compacting && !held {
 			// Another node may have appended (docs/design.md §9): catch up by
 			// reloading from the log.
 			last, err := e.opts.Log.LastSeq(ctx, id)
@@ -481,8 +487,9 @@ func (e *Engine) evictLocked(keep string) {
 		if !s.mu.TryLock() {
 			continue
 		}
-		// A staged append lives only in memory until it is written.
-		if e.opts.Pool.Active(c.id) == nil && !e.stagePending(s) {
+		// A staged append, or a session created in memory only, lives
+		// only in memory until it is written.
+		if e.opts.Pool.Active(c.id) == nil && !e.stagePending(s) && !e.unstoredHeld(c.id) {
 			s.evicted = true
 			delete(e.sessions, c.id)
 			excess--

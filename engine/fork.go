@@ -71,6 +71,7 @@ func (e *Engine) ForkSession(ctx context.Context, p CreateParams, parent string,
 	if through == 0 || through > last {
 		return Info{}, invalidField("fork_through", "seq %d is not an event of session %q (1 to %d)", through, parent, last)
 	}
+	p.Staged = false // its log is written at once, below
 	in, err := e.CreateSession(ctx, p)
 	if err != nil {
 		return Info{}, err

@@ -51,6 +51,13 @@ type CreateParams struct {
 	// (ProviderAnthropic, ProviderOpenAI): the defaults of a model the
 	// catalog lacks.
 	Provider string
+	// Staged creates the session in memory only (docs/design.md §10
+	// "Recorded when accepted"): nothing is written until its first
+	// staged append is committed, or any other write of its log, which
+	// store the session first; DeleteSession, or the Discard of that
+	// append, drops it with nothing stored. ErrExists is checked against
+	// the log (a read) and the sessions in memory.
+	Staged bool
 }
 
 // Info describes a session (docs/design.md §7 GET /v1/sessions/{id}).
@@ -196,16 +203,25 @@ func (e *Engine) CreateSession(ctx context.Context, p CreateParams) (Info, error
 	// "Model entries and context windows").
 	meta = storeSettings(meta, probe.win)
 	probe.meta = meta
-	stored, err := e.opts.Log.CreateSession(ctx, p.ID, meta)
-	if err != nil {
-		return Info{}, mapLogErr(p.ID, err)
+	if p.Staged {
+		if err := e.holdUnstored(ctx, probe); err != nil {
+			return Info{}, err
+		}
+	} else {
+		if e.unstoredHeld(p.ID) {
+			return Info{}, mapLogErr(p.ID, checkpoint.ErrExists)
+		}
+		stored, err := e.opts.Log.CreateSession(ctx, p.ID, meta)
+		if err != nil {
+			return Info{}, mapLogErr(p.ID, err)
+		}
+		probe.meta = stored
+		probe.lastUsed.Store(e.opts.Now().UnixNano())
+		e.mu.Lock()
+		e.sessions[p.ID] = probe
+		e.evictLocked(p.ID)
+		e.mu.Unlock()
 	}
-	probe.meta = stored
-	probe.lastUsed.Store(e.opts.Now().UnixNano())
-	e.mu.Lock()
-	e.sessions[p.ID] = probe
-	e.evictLocked(p.ID)
-	e.mu.Unlock()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	e.saveRow(probe)
@@ -450,7 +466,9 @@ func (e *Engine) saveRow(s *session) {
 			s.rowSum = sum
 			e.changes.note(s.id)
 		}
-		err = e.opts.Log.PutRow(s.id, b)
+		if !e.holdRow(s.id, b) {
+			err = e.opts.Log.PutRow(s.id, b)
+		}
 	}
 	if err != nil && !errors.Is(err, checkpoint.ErrClosed) {
 		e.log.Warn("listing row not saved", "session", s.id, "err", err)
@@ -803,7 +821,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	if err := e.opts.Log.DeleteSession(ctx, id); err != nil {
+	if err := e.opts.Log.DeleteSession(ctx, id); err != nil && !errors.Is(err, errNeverStored) {
 		return mapLogErr(id, err)
 	}
 	e.forget(id)

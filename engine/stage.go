@@ -70,6 +70,9 @@ type Staged struct {
 	files   []string
 	pending []*offload.Pending
 	res     AppendResult
+	// create is the session's creation when it was created in memory only
+	// (CreateParams.Staged): the write stores it before the events.
+	create *unstored
 
 	// Guarded by Engine.stageMu.
 	state stageState
@@ -254,6 +257,10 @@ func (st *Staged) Discard() bool {
 		st.state = stageDiscarded
 		st.err = ErrDiscarded
 		e.unstageLocked(st)
+		if st.create != nil && e.creating[st.id] == st.create {
+			// Never stored: the session goes with the append.
+			delete(e.creating, st.id)
+		}
 		close(st.done)
 	}
 	e.stageMu.Unlock()
@@ -315,7 +322,14 @@ func (st *Staged) write(ctx context.Context) error {
 	}
 	// Not cancelled with the caller: other writers wait on this one.
 	ctx = context.WithoutCancel(ctx)
-	err := st.finishOffloads(ctx)
+	var err error
+	if st.create != nil {
+		// The session was created in memory only: stored first.
+		err = e.storeUnstored(ctx, st.id, st.create)
+	}
+	if err == nil {
+		err = st.finishOffloads(ctx)
+	}
 	if err == nil {
 		_, err = e.inner.AppendAt(ctx, st.id, st.base, st.events)
 	}
@@ -380,6 +394,9 @@ func (e *Engine) stage(s *session, st *Staged, base uint64, events []checkpoint.
 		e.staged = map[string]*Staged{}
 	}
 	e.staged[s.id] = st
+	if u := e.creating[s.id]; u != nil && !u.failed {
+		st.create = u
+	}
 	e.stageMu.Unlock()
 	s.stage = st
 }
@@ -392,9 +409,9 @@ func (e *Engine) unstageLocked(st *Staged) {
 	}
 }
 
-// settle commits session id's staged append, if one is pending, before
-// another write of its log. Errors: the staged write's.
-func (e *Engine) settle(ctx context.Context, id string) error {
+// settleStaged commits session id's staged append, if one is pending.
+// Errors: the staged write's.
+func (e *Engine) settleStaged(ctx context.Context, id string) error {
 	e.stageMu.Lock()
 	st := e.staged[id]
 	e.stageMu.Unlock()
@@ -402,6 +419,23 @@ func (e *Engine) settle(ctx context.Context, id string) error {
 		return nil
 	}
 	return st.write(ctx)
+}
+
+// settle commits session id's staged append, if one is pending, and
+// stores the session when it was created in memory only, before another
+// write of its log. Errors: the staged write's, storing the session's.
+func (e *Engine) settle(ctx context.Context, id string) error {
+	e.stageMu.Lock()
+	st := e.staged[id]
+	u := e.creating[id]
+	e.stageMu.Unlock()
+	switch {
+	case st != nil:
+		return st.write(ctx) // stores a session created in memory first
+	case u != nil:
+		return e.storeUnstored(ctx, id, u)
+	}
+	return nil
 }
 
 // stageLost reports whether s's staged append can no longer be written
@@ -508,6 +542,8 @@ func (l stagingLog) PutCheckpoint(ctx context.Context, session string, cp checkp
 	return l.Log.PutCheckpoint(ctx, session, cp)
 }
 
+// DeleteSession of a session created in memory and never stored
+// (CreateParams.Staged) stores nothing and returns errNeverStored.
 func (l stagingLog) DeleteSession(ctx context.Context, session string) error {
 	l.e.stageMu.Lock()
 	st := l.e.staged[session]
@@ -516,9 +552,172 @@ func (l stagingLog) DeleteSession(ctx context.Context, session string) error {
 		l.e.unstageLocked(st)
 		close(st.done)
 	}
+	u := l.e.creating[session]
+	delete(l.e.creating, session)
 	l.e.stageMu.Unlock()
 	if st != nil {
 		<-st.done // a write under way ends before the deletion
 	}
+	if u != nil {
+		u.mu.Lock()
+		stored := u.done && u.err == nil
+		if !u.done {
+			u.done, u.err = true, errNeverStored
+		}
+		u.mu.Unlock()
+		if !stored {
+			return errNeverStored
+		}
+	}
 	return l.Log.DeleteSession(ctx, session)
+}
+
+// A session created in memory only (CreateParams.Staged; docs/design.md
+// §10 "Recorded when accepted"): the provider proxy's first request of a
+// conversation creates its session with nothing written, as its messages
+// are staged, so that no durable write lies between the client's last
+// byte and the upstream's first. The session is stored
+// (checkpoint.Log.CreateSession) by the first write of its log: its staged
+// append's commit, before the append's events, or any other write
+// (stagingLog, settle). Until then it is never evicted, its listing row
+// waits for it, and a deletion, or the Discard of its staged append,
+// drops it with nothing stored. A crash before the commit loses only what
+// the client resends.
+
+// errNeverStored: the session deleted was created in memory and never
+// stored (stagingLog.DeleteSession).
+var errNeverStored = errors.New("session never stored")
+
+// unstored is a session created in memory and not stored yet; Engine.
+// creating holds it until it is stored, or, when storing it failed, until
+// its loaded copy is dropped (lock).
+type unstored struct {
+	meta checkpoint.Meta
+	// row is the newest listing row (saveRow), written once the session
+	// is stored, and failed says storing it failed; both guarded by
+	// Engine.stageMu.
+	row    []byte
+	failed bool
+	// mu serializes storing it; done and err are the outcome
+	// (errNeverStored: deleted first).
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+// holdUnstored makes s, a new session, the engine's in memory only: its
+// meta is validated as the log would, and its id must be neither loaded
+// nor stored. Errors: ErrExists, ErrInvalid, the log's.
+func (e *Engine) holdUnstored(ctx context.Context, s *session) error {
+	id := s.id
+	if err := checkpoint.ValidateMeta(&s.meta); err != nil {
+		return mapLogErr(id, fmt.Errorf("session %q: %w", id, err))
+	}
+	exists := func() bool {
+		_, loaded := e.sessions[id]
+		_, loading := e.loading[id]
+		return loaded || loading
+	}
+	e.mu.Lock()
+	held := exists()
+	e.mu.Unlock()
+	if held {
+		return mapLogErr(id, checkpoint.ErrExists)
+	}
+	if _, err := e.opts.Log.GetMeta(ctx, id); err == nil {
+		return mapLogErr(id, checkpoint.ErrExists)
+	} else if !errors.Is(err, checkpoint.ErrNotFound) {
+		return mapLogErr(id, err)
+	}
+	now := e.opts.Now().UTC()
+	s.meta.Created, s.meta.Updated = now, now
+	s.lastUsed.Store(now.UnixNano())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stageMu.Lock()
+	if exists() || e.creating[id] != nil {
+		e.stageMu.Unlock()
+		return mapLogErr(id, checkpoint.ErrExists)
+	}
+	if e.creating == nil {
+		e.creating = map[string]*unstored{}
+	}
+	e.creating[id] = &unstored{meta: s.meta}
+	e.stageMu.Unlock()
+	e.sessions[id] = s
+	e.evictLocked(id)
+	return nil
+}
+
+// storeUnstored stores session id, created in memory as u, once: its
+// meta, then the listing row saved meanwhile. Errors: the log's (ErrExists
+// when another node of a fleet created it meanwhile), errNeverStored
+// (deleted first). Never called with the session's mu required.
+func (e *Engine) storeUnstored(ctx context.Context, id string, u *unstored) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return u.err
+	}
+	u.done = true
+	_, err := e.inner.CreateSession(context.WithoutCancel(ctx), id, u.meta)
+	e.stageMu.Lock()
+	if err != nil {
+		u.failed = true
+	} else {
+		if e.creating[id] == u {
+			delete(e.creating, id)
+		}
+		if u.row != nil {
+			if err := e.inner.PutRow(id, u.row); err != nil && !errors.Is(err, checkpoint.ErrClosed) {
+				e.log.Warn("listing row not saved", "session", id, "err", err)
+			}
+		}
+	}
+	u.row = nil
+	e.stageMu.Unlock()
+	if err != nil {
+		u.err = fmt.Errorf("storing a session created in memory: %w", mapLogErr(id, err))
+		e.log.Warn("session not stored; its loaded copy is dropped", "session", id, "err", err)
+	}
+	return u.err
+}
+
+// unstoredState reports whether session id was created in memory and is
+// not stored yet (held), and whether storing it failed (then its loaded
+// copy must go: the log does not have it).
+func (e *Engine) unstoredState(id string) (held, failed bool) {
+	e.stageMu.Lock()
+	defer e.stageMu.Unlock()
+	u := e.creating[id]
+	return u != nil, u != nil && u.failed
+}
+
+// forgetFailedCreation drops session id's creation that could not be
+// stored.
+func (e *Engine) forgetFailedCreation(id string) {
+	e.stageMu.Lock()
+	if u := e.creating[id]; u != nil && u.failed {
+		delete(e.creating, id)
+	}
+	e.stageMu.Unlock()
+}
+
+// holdRow keeps row as session id's listing row when the session is not
+// stored yet, and reports whether it did.
+func (e *Engine) holdRow(id string, row []byte) bool {
+	e.stageMu.Lock()
+	defer e.stageMu.Unlock()
+	if u := e.creating[id]; u != nil {
+		u.row = row
+		return true
+	}
+	return false
+}
+
+// unstoredHeld reports whether session id was created in memory and is
+// not stored yet.
+func (e *Engine) unstoredHeld(id string) bool {
+	held, _ := e.unstoredState(id)
+	return held
 }

@@ -48,10 +48,15 @@ func (p *Proxy) forkPoint(ctx context.Context, parent *branch, req *request, cs 
 
 // createBranchSession creates the session of a new branch: a fork of
 // parent's log at fork when it has a point (engine.ForkSession), else an
-// empty session. A fork the engine cannot make (its log unreadable) falls
-// back to an empty session; the fork returned says which was made.
+// empty session, in memory only: it is stored with the request's staged
+// append once the upstream accepts the request (docs/design.md §10
+// "Recorded when accepted"), and dropped with nothing stored when it
+// refuses it (dropBranch). A fork the engine cannot make (its log
+// unreadable) falls back to an empty session; the fork returned says which
+// was made.
 func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreateParams, parent *branch, fork forkAt) (forkAt, error) {
 	if parent == nil || fork.through == 0 {
+		params.Staged = true
 		_, err := p.eng.CreateSession(ctx, params)
 		return forkAt{}, err
 	}
@@ -64,6 +69,7 @@ func (p *Proxy) createBranchSession(ctx context.Context, params engine.CreatePar
 		return fork, err
 	}
 	p.log.Warn("fork failed: the branch starts empty", "parent", parent.id, "through", fork.through, "err", err)
+	params.Staged = true
 	_, err = p.eng.CreateSession(ctx, params)
 	return forkAt{}, err
 }

@@ -262,6 +262,8 @@ type fixture struct {
 	hs     *http.Server
 	// reg holds the proxy's metrics, kept across restarts.
 	reg *prometheus.Registry
+	// wrap, when set, wraps the store's log for the engine start makes.
+	wrap func(checkpoint.Log) checkpoint.Log
 }
 
 func newFixture(t *testing.T, cfg config.Config) *fixture {
@@ -305,7 +307,11 @@ func newFixture(t *testing.T, cfg config.Config) *fixture {
 func (f *fixture) start() {
 	t := f.t
 	var err error
-	f.eng, err = engine.New(engine.Options{Config: f.cfg, Log: f.cps, Artifacts: f.arts, Pool: f.pool, Logger: f.logger,
+	var log checkpoint.Log = f.cps
+	if f.wrap != nil {
+		log = f.wrap(log)
+	}
+	f.eng, err = engine.New(engine.Options{Config: f.cfg, Log: log, Artifacts: f.arts, Pool: f.pool, Logger: f.logger,
 		Summarizer: summarizer.New(summarizer.Options{Logger: f.logger, RetryMax: -1}), OffloadDir: f.cfg.Storage.DataDir})
 	if err != nil {
 		t.Fatal(err)
