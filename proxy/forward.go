@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/wire"
@@ -279,23 +280,11 @@ func upstreamError(d dialect, status int, body []byte) string {
 	return fmt.Sprintf("upstream status %d: %s", status, msg)
 }
 
-// headerSafe makes s one header line.
+// headerSafe makes s one header line (api.HeaderValue), cut at 500
+// bytes.
 func headerSafe(s string) string {
-	// ASCII only: header values are bytes, and clients read them as
-	// Latin-1 ("≥" arrived as "â¥"); cut at 500 bytes, on a character.
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r < 0x20 || r == 0x7f:
-			return ' '
-		case r > 0x7f:
-			return '?'
-		}
-		return r
-	}, headerASCII.Replace(s))
-	if len(s) > 500 {
-		s = s[:500]
-	}
-	return s
+	s = api.HeaderValue(s)
+	return s[:min(len(s), 500)]
 }
 
 // attempt is the attempt loop over the upstream for a managed request (as

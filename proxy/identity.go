@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"net/http"
-	"strings"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/wire/anthropic"
@@ -21,16 +21,11 @@ const (
 	HeaderContextLimit = "X-Ctxd-Context-Limit"
 	// HeaderDiagnostic carries a diagnostic on the answer (a pre-send
 	// compaction that failed, a request passed through unmanaged).
-	HeaderDiagnostic = "Ctxd-Diagnostic"
+	HeaderDiagnostic = api.HeaderDiagnostic
 	// HeaderSessionID names, on the answer, the ctxd session that recorded
 	// the request.
 	HeaderSessionID = "Ctxd-Session"
 )
-
-// headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
-// use, for header values only ("docs/design.md §4a" becomes "docs/design.md section
-// 4a", not "docs/design.md ?4a"); bodies and events keep them.
-var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
 
 // wireContextLimit is the context window a request's headers imply, in
 // tokens: engine.ContextLimit1M when they ask for Anthropic's 1M window

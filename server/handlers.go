@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/artifacts"
@@ -25,9 +24,9 @@ import (
 const AnthropicContextManagementBeta = "context-management-2025-06-27"
 
 // HeaderDiagnostic carries ContextResponse.Diagnostic's message on the
-// provider formats of GET …/context, whose bodies have no place for it:
-// the pre-send compaction failed and the context is the uncompacted one.
-const HeaderDiagnostic = "Ctxd-Diagnostic"
+// provider formats of GET …/context, whose bodies have no place for it
+// (api.HeaderDiagnostic).
+const HeaderDiagnostic = api.HeaderDiagnostic
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateSessionRequest
@@ -236,7 +235,7 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.Diagnostic != "" && format != api.FormatCanonical {
-		w.Header().Set(HeaderDiagnostic, headerSafe(a.Diagnostic))
+		w.Header().Set(HeaderDiagnostic, api.HeaderValue(a.Diagnostic))
 	}
 	switch format {
 	case api.FormatAnthropic:
@@ -419,23 +418,4 @@ func boolParam(q map[string][]string, name string, def bool) (bool, error) {
 		return def, api.Errorf(api.Invalid, name, "%s: %q is not true or false", name, vs[0])
 	}
 	return v, nil
-}
-
-// headerASCII spells in ASCII the non-ASCII characters ctxd's diagnostics
-// use ("docs/design.md §4a" becomes "docs/design.md section 4a").
-var headerASCII = strings.NewReplacer("§", "section ", "≥", ">=", "≤", "<=", "…", "...", "—", "-", "–", "-", "→", "->")
-
-// headerSafe makes s one ASCII header line: header values are bytes that
-// clients read as Latin-1, so "§" would arrive as "Â§"; the characters
-// headerASCII does not know become '?'.
-func headerSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r < 0x20 || r == 0x7f:
-			return ' '
-		case r > 0x7f:
-			return '?'
-		}
-		return r
-	}, headerASCII.Replace(s))
 }
