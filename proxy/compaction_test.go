@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxd/ctxd/checkpoint"
 	"github.com/ctxd/ctxd/internal/corpustest"
+	"github.com/ctxd/ctxd/server"
 )
 
 // longConversation runs rounds tool rounds through the proxy, each with a
@@ -133,7 +134,7 @@ func TestOverflowTwiceGivesTheProviderError(t *testing.T) {
 	// The outcome is counted after the answer went to the client.
 	f.settle()
 	for outcome, want := range map[string]float64{"retried": 1, "failed": 1} {
-		if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": outcome}); got != want {
+		if got := gathered(t, f, server.MetricProxyOverflowRetries, map[string]string{"api": "anthropic", "outcome": outcome}); got != want {
 			t.Errorf("overflow retries %s = %v, want %v", outcome, got, want)
 		}
 	}

@@ -31,7 +31,7 @@ func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
 	fp := identity.Fingerprint(p.secret, r.Header)
 	if encodedBody(r) != "" {
 		p.passed.Add(1)
-		p.m.request(nil, outcomePassedThrough)
+		p.m.Request(apiLabel(nil), outcomePassedThrough)
 		p.forward(w, r, &exchange{fp: fp})
 		return
 	}
@@ -46,11 +46,11 @@ func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	if out == nil {
 		p.passed.Add(1)
-		p.m.request(nil, outcomePassedThrough)
+		p.m.Request(apiLabel(nil), outcomePassedThrough)
 		p.forward(w, r, &exchange{fp: fp, body: bodybuf.Pooled(body, bb)})
 		return
 	}
-	p.m.request(nil, outcomeManaged)
+	p.m.Request(apiLabel(nil), outcomeManaged)
 	w.Header().Set(HeaderSessionID, id)
 	p.forward(w, r, &exchange{fp: fp, body: out})
 }

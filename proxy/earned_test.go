@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/identity"
+	"github.com/ctxd/ctxd/server"
 )
 
 // authError is the provider's 401 for a bad key.
@@ -323,7 +324,7 @@ func TestOverflowRecoveredOnlyWhenTheRetryIsAccepted(t *testing.T) {
 	if n := f.p.Stats().Overflows; n != 0 {
 		t.Fatalf("a refused retry counted as %d recovered overflows", n)
 	}
-	if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": "failed"}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyOverflowRetries, map[string]string{"api": "anthropic", "outcome": "failed"}); got != 1 {
 		t.Fatalf("failed recoveries metric %v", got)
 	}
 }

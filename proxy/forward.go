@@ -115,7 +115,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 		// The first send (an overflow retry is not ctxd's added time).
 		x.timed = true
 		if t, ok := pr.In.Context().Value(startKey{}).(time.Time); ok {
-			p.m.addedLatency(dialectOf(pr.In), t)
+			p.m.AddedLatency(apiLabel(dialectOf(pr.In)), time.Since(t))
 		}
 	}
 	if x.managed {
@@ -147,7 +147,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 // a tee as it passes.
 func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	d := x.d
-	p.m.upstreamStatus(d, resp.StatusCode)
+	p.m.Upstream(apiLabel(d), resp.StatusCode)
 	if resp.StatusCode < 300 && !x.accepted {
 		x.accepted = true
 		if x.onAccept != nil {
@@ -165,7 +165,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	}
 	if resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// Counted as the client reads it (wrapped outermost below).
-		defer func() { resp.Body = &countingBody{ReadCloser: resp.Body, c: p.m.streamed.WithLabelValues(apiLabel(d))} }()
+		defer func() { resp.Body = &countingBody{ReadCloser: resp.Body, add: p.m.Streamed(apiLabel(d))} }()
 	}
 	if !x.managed {
 		return nil
@@ -177,7 +177,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 		if resp.StatusCode < 300 {
 			p.overflows.Add(1)
 		} else {
-			p.m.overflow(d, false)
+			p.m.Overflow(apiLabel(d), false)
 		}
 	}
 	x.status = resp.StatusCode
@@ -228,7 +228,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error, 
 	if r.Context().Err() != nil {
 		return // the client left
 	}
-	p.m.upstreamStatus(x.d, 0)
+	p.m.Upstream(apiLabel(x.d), 0)
 	up := p.upstreamFor(r)
 	p.log.Warn("upstream request failed", "upstream", up.Host, "path", r.URL.Path, "err", err)
 	x.status = http.StatusBadGateway

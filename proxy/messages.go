@@ -47,14 +47,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	req.buf = bb
 	req.clientCompacting = d.ClientCompacting(r.Header, req.messages)
 	if msg := p.countLimits(req); msg != "" {
-		p.m.request(d, outcomeRefused)
+		p.m.Request(apiLabel(d), outcomeRefused)
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
 		return
 	}
 	if _, err := contextLimitHeader(r.Header); err != nil {
 		// A window the client asked for and ctxd cannot honour is never
 		// ignored silently (docs/proxy.md "Windows").
-		p.m.request(d, outcomeRefused)
+		p.m.Request(apiLabel(d), outcomeRefused)
 		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
@@ -93,7 +93,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 			return
 		}
 		if errors.Is(err, quota.ErrQuota) {
-			p.m.request(d, outcomeRefused)
+			p.m.Request(apiLabel(d), outcomeRefused)
 			d.WriteError(w, http.StatusForbidden, "permission_error", "ctxd proxy: "+err.Error())
 			return
 		}
@@ -129,12 +129,12 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		} else {
 			p.discardRequest(pl)
 		}
-		p.m.request(d, outcomeRefused)
+		p.m.Request(apiLabel(d), outcomeRefused)
 		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
 	p.managed.Add(1)
-	p.m.request(d, outcomeManaged)
+	p.m.Request(apiLabel(d), outcomeManaged)
 	if pl.tail != nil {
 		p.clientRules.Add(1)
 		p.log.Info("client's new messages break a provider rule; sent as the client's after ctxd's context, not recorded", "session", pl.b.id, "err", pl.clientRule)
@@ -486,13 +486,13 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, label, d dialec
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		p.m.request(label, outcomeRefused)
+		p.m.Request(apiLabel(label), outcomeRefused)
 		drainTooLarge(w, r, int64(p.limits.BodyBytes))
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request body over %d bytes (proxy.limits.body_bytes)", p.limits.BodyBytes))
 		return nil, bb, false
 	}
 	if errors.Is(err, netlimit.ErrBodyTimeout) {
-		p.m.request(label, outcomeRefused)
+		p.m.Request(apiLabel(label), outcomeRefused)
 		p.writeBodyTimeout(w, r)
 	}
 	return nil, bb, false // the client left

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ctxd/ctxd/server"
 )
 
 // gathered returns the value of a counter, or the sample count of a
@@ -51,16 +53,16 @@ func TestProxyMetrics(t *testing.T) {
 	c := longConversation(f, 6, 300, nil)
 	// longConversation sent 6 managed requests, each streamed.
 	anth := map[string]string{"api": "anthropic"}
-	if got := gathered(t, f, MetricRequests, map[string]string{"api": "anthropic", "outcome": "managed"}); got != 6 {
+	if got := gathered(t, f, server.MetricProxyRequests, map[string]string{"api": "anthropic", "outcome": "managed"}); got != 6 {
 		t.Errorf("managed requests %v, want 6", got)
 	}
-	if got := gathered(t, f, MetricUpstream, map[string]string{"api": "anthropic", "class": "2xx"}); got < 6 {
+	if got := gathered(t, f, server.MetricProxyUpstream, map[string]string{"api": "anthropic", "class": "2xx"}); got < 6 {
 		t.Errorf("upstream 2xx %v, want ≥ 6", got)
 	}
-	if got := gathered(t, f, MetricStreamedBytes, anth); got < 100 {
+	if got := gathered(t, f, server.MetricProxyStreamedBytes, anth); got < 100 {
 		t.Errorf("streamed bytes %v", got)
 	}
-	if got := gathered(t, f, MetricAddedLatency, anth); got != 6 {
+	if got := gathered(t, f, server.MetricProxyAddedLatency, anth); got != 6 {
 		t.Errorf("added latency samples %v, want 6", got)
 	}
 	// An overflow recovered: one 4xx upstream, one retry.
@@ -69,18 +71,18 @@ func TestProxyMetrics(t *testing.T) {
 	if resp, _ := f.post(c.body(), nil); resp.StatusCode != 200 {
 		t.Fatalf("overflow: %d", resp.StatusCode)
 	}
-	if got := gathered(t, f, MetricOverflowRetries, map[string]string{"api": "anthropic", "outcome": "retried"}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyOverflowRetries, map[string]string{"api": "anthropic", "outcome": "retried"}); got != 1 {
 		t.Errorf("overflow retries %v, want 1", got)
 	}
-	if got := gathered(t, f, MetricUpstream, map[string]string{"api": "anthropic", "class": "4xx"}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyUpstream, map[string]string{"api": "anthropic", "class": "4xx"}); got != 1 {
 		t.Errorf("upstream 4xx %v, want 1", got)
 	}
-	if got := gathered(t, f, MetricAddedLatency, anth); got != 7 {
+	if got := gathered(t, f, server.MetricProxyAddedLatency, anth); got != 7 {
 		t.Errorf("added latency samples %v, want 7 (the retry is not ctxd's time)", got)
 	}
 	// Refused, and an endpoint ctxd does not manage.
 	f.post(c.body(), map[string]string{"Origin": "http://evil.example"})
-	if got := gathered(t, f, MetricRequests, map[string]string{"api": "anthropic", "outcome": "refused"}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyRequests, map[string]string{"api": "anthropic", "outcome": "refused"}); got != 1 {
 		t.Errorf("refused %v, want 1", got)
 	}
 	f.up.script(reply{status: 200, body: `{"data":[]}`})
@@ -90,7 +92,7 @@ func TestProxyMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := gathered(t, f, MetricRequests, map[string]string{"api": "other", "outcome": "passed_through"}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyRequests, map[string]string{"api": "other", "outcome": "passed_through"}); got != 1 {
 		t.Errorf("passed through %v, want 1", got)
 	}
 	// No session id or credential in any label.

@@ -30,7 +30,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	fail := func(why string) bool {
 		p.log.Warn("overflow not retried; the provider's error goes to the client", "session", pl.b.id, "why", why)
 		w.Header().Set(HeaderDiagnostic, headerSafe("overflow not recovered: "+why))
-		p.m.overflow(req.d, false)
+		p.m.Overflow(apiLabel(req.d), false)
 		return false
 	}
 	var (
@@ -66,7 +66,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	if diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}
-	p.m.overflow(req.d, true)
+	p.m.Overflow(apiLabel(req.d), true)
 	// Sent again by the attempt loop; counted recovered or failed by
 	// modifyResponse when the retry's answer arrives.
 	return true

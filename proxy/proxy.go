@@ -34,7 +34,6 @@ import (
 	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
 	"github.com/ctxd/ctxd/quota"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
@@ -55,9 +54,9 @@ type Options struct {
 	// Transport sends upstream requests; nil means a clone of
 	// http.DefaultTransport with the configured timeouts.
 	Transport http.RoundTripper
-	// Registry receives the proxy's metrics (MetricRequests and the
-	// others); nil keeps them unregistered.
-	Registry prometheus.Registerer
+	// Metrics receives the proxy's measures (server.ProxyMetrics); nil:
+	// none.
+	Metrics Metrics
 	// Redactor masks secrets in what the proxy logs and records; every
 	// credential a client sends is held on it (Redactor.Hold) for as long
 	// as the proxy holds it. Give it the daemon's (the one its logger
@@ -112,7 +111,7 @@ type Proxy struct {
 	// creds holds the clients' credentials and those the upstream
 	// accepted (clientcred).
 	creds clientcred.Store
-	m     *metrics
+	m     Metrics
 	red   *redact.Redactor
 	quota *quota.Table
 
@@ -155,7 +154,10 @@ func New(o Options) (*Proxy, error) {
 	if p.red == nil {
 		p.red = redact.New()
 	}
-	p.m = newMetrics(o.Registry)
+	p.m = o.Metrics
+	if p.m == nil {
+		p.m = noMetrics{}
+	}
 	o.Engine.SetSessionBindings(p.sessionBindings)
 	tr := o.Transport
 	if tr == nil {
@@ -330,7 +332,7 @@ func (p *Proxy) Handler() http.Handler {
 		// net/http reads up to HeaderSlack bytes past MaxHeaderBytes: the
 		// exact limit is checked here, refused naming its key.
 		if n := netlimit.HeaderBytes(r); uint64(n) > p.limits.HeaderBytes {
-			p.m.request(dialectOf(r), outcomeRefused)
+			p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
 			w.Header().Set("Connection", "close")
 			msg := fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes)
 			writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
@@ -343,14 +345,14 @@ func (p *Proxy) Handler() http.Handler {
 			got := r.Header.Get(TokenHeader)
 			r.Header.Del(TokenHeader) // never forwarded
 			if subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
-				p.m.request(dialectOf(r), outcomeRefused)
+				p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
 				msg := "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the " + TokenHeader + " header"
 				writeError(w, r, http.StatusUnauthorized, "authentication_error", msg)
 				return
 			}
 		}
 		if msg := p.refuse(r); msg != "" {
-			p.m.request(dialectOf(r), outcomeRefused)
+			p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
 			writeError(w, r, http.StatusForbidden, "permission_error", msg)
 			return
 		}
@@ -389,7 +391,7 @@ func (p *Proxy) Handler() http.Handler {
 			return
 		}
 		p.passed.Add(1)
-		p.m.request(nil, outcomePassedThrough)
+		p.m.Request(apiLabel(nil), outcomePassedThrough)
 		p.forward(w, r, &exchange{fp: identity.Fingerprint(p.secret, r.Header)})
 	})
 }
@@ -448,7 +450,7 @@ func isUpgrade(r *http.Request) bool {
 // is logged, counted (Stats.DeclinedUpgrades) and said in Ctxd-Diagnostic.
 func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
 	p.declinedUpgrades.Add(1)
-	p.m.request(nil, outcomeUpgradeDeclined)
+	p.m.Request(apiLabel(nil), outcomeUpgradeDeclined)
 	proto := headerSafe(r.Header.Get("Upgrade"))
 	msg := fmt.Sprintf("ctxd proxy: the %q upgrade of %s %s is declined: ctxd manages the HTTP transport only; send the request over HTTP", proto, r.Method, r.URL.Path)
 	p.log.Info("protocol upgrade declined; the client is expected to use HTTP", "path", r.URL.Path, "upgrade", proto, "user_agent", headerSafe(r.UserAgent()))

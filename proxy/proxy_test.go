@@ -27,6 +27,7 @@ import (
 	"github.com/ctxd/ctxd/internal/store"
 	"github.com/ctxd/ctxd/internal/strict"
 	"github.com/ctxd/ctxd/internal/syncbuf"
+	"github.com/ctxd/ctxd/server"
 	"github.com/ctxd/ctxd/summarizer"
 	"github.com/ctxd/ctxd/workers"
 )
@@ -316,7 +317,7 @@ func (f *fixture) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: f.cfg.Proxy, Logger: f.logger, Registry: f.reg})
+	f.p, err = New(Options{Engine: f.eng, Secret: testSecret, Config: f.cfg.Proxy, Logger: f.logger, Metrics: server.NewProxyMetrics(f.reg)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func (r *request) clientBody() *bodybuf.Body {
 // came); outcome is its MetricRequests outcome.
 func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *bodybuf.Body, outcome, diag string) {
 	p.passed.Add(1)
-	p.m.request(dialectOf(r), outcome)
+	p.m.Request(apiLabel(dialectOf(r)), outcome)
 	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	p.forward(w, r, &exchange{body: body, d: dialectOf(r), fp: identity.Fingerprint(p.secret, r.Header)})
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/server"
 )
 
 // TestWebSocketUpgradeDeclined: Codex's WebSocket handshake on GET
@@ -52,7 +54,7 @@ func TestWebSocketUpgradeDeclined(t *testing.T) {
 	if s := f.p.Stats(); s.DeclinedUpgrades != 1 || s.PassedThrough != 0 {
 		t.Errorf("stats %+v: want 1 declined upgrade, nothing passed through", s)
 	}
-	if got := gathered(t, f, MetricRequests, map[string]string{"api": "other", "outcome": outcomeUpgradeDeclined}); got != 1 {
+	if got := gathered(t, f, server.MetricProxyRequests, map[string]string{"api": "other", "outcome": outcomeUpgradeDeclined}); got != 1 {
 		t.Errorf("requests metric, outcome upgrade_declined: %v", got)
 	}
 	// The fallback: the same conversation over HTTP is managed.

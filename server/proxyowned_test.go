@@ -78,7 +78,7 @@ func startProxy(t *testing.T, eng *engine.Engine, upstream string) string {
 	cfg := config.Defaults()
 	cfg.Proxy.Upstreams.Anthropic.BaseURL = upstream
 	p, err := proxy.New(proxy.Options{Engine: eng, Secret: []byte(strings.Repeat("s", artifacts.SecretSize)),
-		Config: cfg.Proxy, Logger: quietLogger(), Registry: prometheus.NewRegistry()})
+		Config: cfg.Proxy, Logger: quietLogger(), Metrics: NewProxyMetrics(prometheus.NewRegistry())})
 	if err != nil {
 		t.Fatal(err)
 	}

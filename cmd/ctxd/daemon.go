@@ -737,7 +737,7 @@ func (m *Main) listenProxy(cfg config.Config, token string) (net.Listener, error
 		return nil, nil
 	}
 	must := cfg.Storage.Backend == config.BackendNATS || (cfg.Proxy.Auth != "" && cfg.Proxy.Auth != config.ProxyAuthLoopback)
-	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Registry: m.reg, Redactor: m.redactor, Token: token, UI: m.dash})
+	prx, err := proxy.New(proxy.Options{Engine: m.eng, Secret: m.secret, Config: cfg.Proxy, Logger: m.logger, Metrics: server.NewProxyMetrics(m.reg), Redactor: m.redactor, Token: token, UI: m.dash})
 	if err != nil {
 		if must {
 			return nil, fmt.Errorf("provider proxy: %w", err)
