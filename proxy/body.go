@@ -100,9 +100,6 @@ func (req *request) parse(from int) ([]history.Message, error) {
 	return msgs, nil
 }
 
-// parseRequest reads body, a Messages API request (parseBody).
-func parseRequest(body []byte) (*request, error) { return parseBody(body, dialectAnthropic) }
-
 // parseBody reads body, a request of the dialect d, in one pass
 // (wire.Scan): a body whose syntax the scanner cannot follow is refused
 // here, with an error wrapping wire.ErrBadRequest that names the field.

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/ctxd/ctxd/engine"
@@ -58,9 +57,6 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if err := p.fresh(ctx, l); err != nil {
 		return nil, err
 	}
-	if err := p.load(ctx, l); err != nil {
-		return nil, err
-	}
 	if len(l.branches) > 0 {
 		return nil, nil
 	}
@@ -83,10 +79,10 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if err := p.quota.Grow(ctx, p.cfg.Quotas, fp, "bytes", uint64(n)); err != nil {
 		return nil, err
 	}
-	pl := &plan{n: len(req.messages), b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
+	pl := &plan{b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
 		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
 	if w, _ := contextLimitHeader(h); w > 0 && !identity.HasCredential(h) {
-		pl.diag = fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
+		pl.diag = noCredentialLimit
 	}
 	return pl, nil
 }
@@ -126,7 +122,7 @@ func (p *Proxy) recordCold(ctx context.Context, pl *plan, req *request, fp strin
 	}
 	full.out, full.observe, full.threshold = pl.out, pl.observe, pl.threshold
 	if info, err := p.eng.Session(ctx, full.b.id); err == nil {
-		full.limit, full.threshold, full.window = info.ContextLimit, info.Threshold, info.ContextLimit
+		full.limit, full.threshold = info.ContextLimit, info.Threshold
 	}
 	*pl = *full
 	return true

@@ -191,14 +191,15 @@ func (p *Proxy) load(ctx context.Context, l *lane) error {
 	return nil
 }
 
-// fresh makes the lane the log's when another node of a fleet served the
-// conversation (docs/design.md §9): a branch whose client_state in the log is
-// not the one this proxy last read or wrote, or a branch it has not seen,
-// means the lane is stale, and it is rebuilt from the log as after a
-// restart. Without a shared log nobody else writes, and nothing is read.
+// fresh loads the lane, and makes it the log's when another node of a
+// fleet served the conversation (docs/design.md §9): a branch whose
+// client_state in the log is not the one this proxy last read or wrote, or
+// a branch it has not seen, means the lane is stale, and it is rebuilt from
+// the log as after a restart. Without a shared log nobody else writes, and
+// nothing is read.
 func (p *Proxy) fresh(ctx context.Context, l *lane) error {
 	if !l.loaded || !p.eng.Shared() {
-		return nil
+		return p.load(ctx, l)
 	}
 	stale := false
 	for _, b := range l.branches {
@@ -221,9 +222,8 @@ func (p *Proxy) fresh(ctx context.Context, l *lane) error {
 	}
 	if stale {
 		l.branches, l.loaded = nil, false
-		return p.load(ctx, l)
 	}
-	return nil
+	return p.load(ctx, l)
 }
 
 // applyPendingLimit gives the session of b the window its client asked for
@@ -272,18 +272,18 @@ type plan struct {
 	out  *bodybuf.Body
 	diag string
 	// observe: the client's request is sent, out is what ctxd would have
-	// sent (docs/design.md §10); limit and threshold are the session's
-	// window and threshold when out was assembled, in tokens.
-	observe          bool
-	limit, threshold uint64
+	// sent (docs/design.md §10).
+	observe bool
+	// limit, threshold and tokens are the session's window (0 while
+	// unknown), threshold and estimate when out was last assembled, in
+	// tokens.
+	limit, threshold, tokens uint64
 	// assembledAt is the session's last seq when out was assembled
 	// (engine.AppendOptions.AssembledAt).
 	assembledAt uint64
 	// resend: the request is one already recorded (a retry); its answer is
 	// not recorded again when one was recorded for it (record.Resp).
 	resend bool
-	n      int
-	chain  digest
 	// hideUsage: ctxd asked a Chat upstream for the usage chunk the
 	// client did not ask for; it is hidden from the client.
 	hideUsage bool
@@ -302,9 +302,6 @@ type plan struct {
 	// conversation ctxd manages (clientRule says which); nil otherwise.
 	tail       []json.RawMessage
 	clientRule error
-	// tokens is the estimate of the context last assembled and window the
-	// session's context window (0 while unknown), in tokens.
-	tokens, window uint64
 	// staged is the request's append, held in memory until the upstream
 	// accepts the request (trail.go); nil when nothing was appended.
 	staged *stagedRequest

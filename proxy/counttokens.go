@@ -84,7 +84,7 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 		return nil, ""
 	}
 	defer l.unlock()
-	if p.fresh(ctx, l) != nil || p.load(ctx, l) != nil {
+	if p.fresh(ctx, l) != nil {
 		return nil, ""
 	}
 	// Without the lane's digest cache: it is the conversation's last

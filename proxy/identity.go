@@ -27,6 +27,10 @@ const (
 	HeaderSessionID = "Ctxd-Session"
 )
 
+// noCredentialLimit is the diagnostic of a HeaderContextLimit on a request
+// without a credential: who pays is unknown, so the window is the model's.
+const noCredentialLimit = HeaderContextLimit + " not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's"
+
 // wireContextLimit is the context window a request's headers imply, in
 // tokens: engine.ContextLimit1M when they ask for Anthropic's 1M window
 // (anthropic.LongContextBeta); 0 when nothing says.

@@ -19,11 +19,6 @@ import (
 	"github.com/ctxd/ctxd/wire"
 )
 
-// messages serves POST /v1/messages (docs/design.md §10).
-func (p *Proxy) messages(w http.ResponseWriter, r *http.Request) {
-	p.serveManaged(w, r, dialectAnthropic)
-}
-
 // serveManaged serves a managed endpoint of dialect d: POST /v1/messages,
 // /v1/responses or /v1/chat/completions (docs/design.md §10).
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
@@ -138,11 +133,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if pl.tail != nil {
 		p.clientRules.Add(1)
 		p.log.Info("client's new messages break a provider rule; sent as the client's after ctxd's context, not recorded", "session", pl.b.id, "err", pl.clientRule)
-		note := fmt.Sprintf("the client's %d new messages break a provider rule (%v): sent as the client's after ctxd's context, not recorded", len(pl.tail), pl.clientRule)
-		if pl.diag != "" {
-			note = pl.diag + "; " + note
-		}
-		pl.diag = note
+		pl.diag = joinDiag(pl.diag, fmt.Sprintf("the client's %d new messages break a provider rule (%v): sent as the client's after ctxd's context, not recorded", len(pl.tail), pl.clientRule))
 	}
 
 	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp, recoverable: !req.clientCompacting}
@@ -248,14 +239,11 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	if err := p.fresh(ctx, l); err != nil {
 		return nil, err
 	}
-	if err := p.load(ctx, l); err != nil {
-		return nil, err
-	}
 	defer p.noteLane(l)
 	cs := wire.ChainsWith(&l.digests, req.messages, req.d.MatchKey)
 	req.marked, req.fast = l.digests.Marked, l.digests.Fast
 	m := len(req.messages)
-	pl := &plan{n: m, chain: cs[m], hideUsage: req.d.HidesUsage(req.stream, req.streamOptions)}
+	pl := &plan{hideUsage: req.d.HidesUsage(req.stream, req.streamOptions)}
 	var from int
 	pl.b, from, pl.resend = l.extended(req, cs)
 	reuse := false
@@ -356,11 +344,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	}
 	pl.out, pl.diag = out, diag
 	if n, _ := contextLimitHeader(h); n > 0 && !identity.HasCredential(h) {
-		note := fmt.Sprintf("%s not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's", HeaderContextLimit)
-		if pl.diag != "" {
-			note = pl.diag + "; " + note
-		}
-		pl.diag = note
+		pl.diag = joinDiag(pl.diag, noCredentialLimit)
 	}
 	return pl, nil
 }

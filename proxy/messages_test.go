@@ -448,3 +448,6 @@ func TestChainsWithReuse(t *testing.T) {
 		}
 	}
 }
+
+// parseRequest reads body, a Messages API request (parseBody).
+func parseRequest(body []byte) (*request, error) { return parseBody(body, dialectAnthropic) }

@@ -52,7 +52,7 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 		if out, diag, err = p.assemble(ctx, pl, req); err != nil {
 			return fail("the retry could not be built: " + err.Error())
 		}
-		target, of := trigger.OverflowTarget(pl.window, count, before)
+		target, of := trigger.OverflowTarget(pl.limit, count, before)
 		if pl.tokens <= target {
 			break
 		}

@@ -133,20 +133,13 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy.auth = %q: the daemon's bearer token (daemon.auth_token_env) is not set", config.ProxyAuthToken)
 	}
 	up := o.Config.Upstreams.Anthropic
-	if up.BaseURL == "" {
-		up.BaseURL = config.DefaultAnthropicBaseURL
+	u, err := baseURL("anthropic", up.BaseURL, config.DefaultAnthropicBaseURL)
+	if err != nil {
+		return nil, err
 	}
-	u, err := url.Parse(up.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("proxy.upstreams.anthropic.base_url: %q is not an absolute http or https URL", up.BaseURL)
-	}
-	oa := o.Config.Upstreams.OpenAI.BaseURL
-	if oa == "" {
-		oa = config.DefaultOpenAIBaseURL
-	}
-	ou, err := url.Parse(oa)
-	if err != nil || (ou.Scheme != "http" && ou.Scheme != "https") || ou.Host == "" {
-		return nil, fmt.Errorf("proxy.upstreams.openai.base_url: %q is not an absolute http or https URL", oa)
+	ou, err := baseURL("openai", o.Config.Upstreams.OpenAI.BaseURL, config.DefaultOpenAIBaseURL)
+	if err != nil {
+		return nil, err
 	}
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.quota = quota.New(p.eng.ProxiedQuotas)
@@ -172,6 +165,19 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.transport, p.errLog = tr, slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	return p, nil
+}
+
+// baseURL is the base URL of the upstream name, configured as s ("": def).
+// Errors: it is not an absolute http or https URL.
+func baseURL(name, s, def string) (*url.URL, error) {
+	if s == "" {
+		s = def
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("proxy.upstreams.%s.base_url: %q is not an absolute http or https URL", name, s)
+	}
+	return u, nil
 }
 
 // Upstream returns the Anthropic upstream's base URL, without userinfo.

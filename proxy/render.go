@@ -80,9 +80,8 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}
 	msgs := a.Messages
-	pl.limit, pl.threshold, pl.assembledAt = a.ContextLimit, a.Threshold, a.LastSeq
+	pl.limit, pl.threshold, pl.assembledAt, pl.tokens = a.ContextLimit, a.Threshold, a.LastSeq, a.Tokens
 	req.checked = &a.Checked
-	pl.tokens, pl.window = a.Tokens, a.ContextLimit
 	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
 		// A resend of a request already answered: send it as it was, not
 		// with the recorded answer after it.

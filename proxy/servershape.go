@@ -62,6 +62,7 @@ func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *ex
 	return true
 }
 
+// joinDiag is the diagnostics a and b in one ("": none).
 func joinDiag(a, b string) string {
 	if a == "" {
 		return b
