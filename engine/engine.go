@@ -261,7 +261,10 @@ type Engine struct {
 	// session's pending staged append (stage.go) and creating each
 	// session created in memory only, not stored yet (CreateParams.Staged),
 	// both guarded by stageMu.
-	inner    checkpoint.Log
+	inner checkpoint.Log
+	// fixed keeps the token counts of long system prompts and tool sets
+	// (fixedcount.go).
+	fixed    fixedCounts
 	stageMu  sync.Mutex
 	staged   map[string]*Staged
 	creating map[string]*unstored

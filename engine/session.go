@@ -500,7 +500,10 @@ const (
 )
 
 func (e *Engine) fixedTokens(s *session) uint64 {
-	n := e.est.Text(s.system) + e.est.Tools(s.tools)
+	// The tools' count is kept by their stored form, which they are
+	// decoded from (configure).
+	n := e.fixed.count('s', s.system, func() uint64 { return e.est.Text(s.system) }) +
+		e.fixed.count('t', string(s.meta.Tools), func() uint64 { return e.est.Tools(s.tools) })
 	if len(s.pinned) > 0 {
 		n += e.est.Message(pinnedMessage(s.pinned))
 	}
