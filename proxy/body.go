@@ -17,33 +17,14 @@ import (
 // ("messages", or the Responses API's "input") so the outgoing body can
 // replace that value and keep every other byte.
 type request struct {
+	// Request is the body's scan (wire.Scan): its conversation's items
+	// and where they lie, and the members ctxd reads.
+	wire.Request
 	d    dialect
 	body []byte
 	// buf is the pooled buffer body was read into (nil: not pooled); the
 	// outgoing body holds it while it points into body.
 	buf *bodybuf.Buf
-	// prefix counts the leading items of the fixed prefix
-	// (dialect.isPrefix), kept verbatim ahead of the assembled
-	// conversation.
-	prefix int
-	// OpenAI: prompt_cache_key (a session identity), the member naming
-	// server-side state (wire.Request.ServerState: not managed) and
-	// stream_options.
-	promptCacheKey string
-	serverState    string
-	streamOptions  json.RawMessage
-	// msgStart and msgEnd bound the messages value in body.
-	msgStart, msgEnd int
-	messages         []json.RawMessage
-	model            string
-	stream           bool
-	system           json.RawMessage
-	tools            json.RawMessage
-	toolChoice       json.RawMessage
-	metadata         json.RawMessage
-	thinking         json.RawMessage
-	// blocks is the messages' content blocks (wire.Request.Blocks).
-	blocks uint64
 
 	// tail, when set, is the client's own new messages, sent as they
 	// came after ctxd's context (wire.RenderRequest.Tail): a managed
@@ -88,9 +69,9 @@ type parsedMessages struct {
 func (req *request) parse(from int) ([]history.Message, error) {
 	each, ok := req.d.(wire.EachParser)
 	if !ok {
-		return req.d.Parse(req.messages, from)
+		return req.d.Parse(req.Messages, from)
 	}
-	msgs, ends, err := each.ParseEach(req.messages, from)
+	msgs, ends, err := each.ParseEach(req.Messages, from)
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +89,7 @@ func parseBody(body []byte, d dialect) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &request{d: d, body: body, prefix: w.Prefix,
-		promptCacheKey: w.PromptCacheKey, serverState: w.ServerState(),
-		streamOptions: w.StreamOptions, msgStart: w.MsgStart, msgEnd: w.MsgEnd, messages: w.Messages, blocks: w.Blocks,
-		model: w.Model, stream: w.Stream, system: w.System, tools: w.Tools, toolChoice: w.ToolChoice,
-		metadata: w.Metadata, thinking: w.Thinking}, nil
+	return &request{Request: *w, d: d, body: body}, nil
 }
 
 // drainTooLarge prepares the 413 of a body that went over limit bytes: it

@@ -24,7 +24,7 @@ import (
 // that it was superseded.
 func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string, cs []digest) (*branch, *branch, forkAt, error) {
 	k := len(l.branches)
-	labels := map[string]string{engine.LabelProxy: req.d.Name(), engine.LabelCredential: quota.CredHash(fp), "proxy.model": req.model}
+	labels := map[string]string{engine.LabelProxy: req.d.Name(), engine.LabelCredential: quota.CredHash(fp), "proxy.model": req.Model}
 	if agent != "" {
 		labels["proxy.agent_session"] = agent
 	}
@@ -39,7 +39,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	if prev != nil {
 		fork = p.forkPoint(ctx, prev, req, cs)
 	}
-	params := engine.CreateParams{Model: req.model, System: req.d.SystemText(req.system, req.messages[:req.prefix]), Tools: req.d.Tools(req.tools), Labels: labels,
+	params := engine.CreateParams{Model: req.Model, System: req.d.SystemText(req.System, req.Messages[:req.Prefix]), Tools: req.d.Tools(req.Tools), Labels: labels,
 		Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
 	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
 		// Another local user's agent cannot read the daemon user's
@@ -94,7 +94,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		b.rec.BranchOf = prev.id
 	}
 	p.quota.Count(fp, b.id)
-	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.tools)
+	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.Tools)
 	l.branches = append(l.branches, b)
 	if len(l.branches) == 1 {
 		p.conversations.Add(1)

@@ -48,7 +48,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 		return nil, nil
 	}
 	n := 0
-	for _, m := range req.messages {
+	for _, m := range req.Messages {
 		n += len(m)
 	}
 	if n < coldBytes {
@@ -61,7 +61,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 		return nil, nil
 	}
 	accepted := p.isAccepted(fp)
-	params := engine.CreateParams{Model: req.model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
+	params := engine.CreateParams{Model: req.Model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
 	if w, _ := contextLimitHeader(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
@@ -69,7 +69,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if err != nil {
 		return nil, nil // the full path says why
 	}
-	est := uint64(float64(n+len(req.system)+len(req.tools)) / bytesPerToken * factor)
+	est := uint64(float64(n+len(req.System)+len(req.Tools)) / bytesPerToken * factor)
 	if est >= threshold && accepted {
 		return nil, nil
 	}

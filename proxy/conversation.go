@@ -317,11 +317,11 @@ const maxBranchGap = 64
 // syncPrefix gives the engine a changed system prompt or tool set (a
 // recorded rewrite, docs/design.md §4), so its estimate counts them.
 func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
-	sd, td := prefixDigest(req), sha256.Sum256(req.tools)
+	sd, td := prefixDigest(req), sha256.Sum256(req.Tools)
 	if sd == b.sysDigest && td == b.toolsDigest {
 		return nil
 	}
-	sys, tools := req.d.SystemText(req.system, req.messages[:req.prefix]), req.d.Tools(req.tools)
+	sys, tools := req.d.SystemText(req.System, req.Messages[:req.Prefix]), req.d.Tools(req.Tools)
 	_, err := p.eng.UpdateSession(ctx, b.id, engine.Patch{System: &sys, Tools: &tools})
 	var fe *engine.FieldError
 	if errors.As(err, &fe) && strings.HasPrefix(fe.Field, "tools") {

@@ -61,12 +61,12 @@ func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
 // the engine's context without the pre-send check, no append.
 func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb *bodybuf.Buf, fp string) (*bodybuf.Body, string) {
 	req, err := parseBody(body, dialectAnthropic)
-	if err != nil || len(req.messages) == 0 {
+	if err != nil || len(req.Messages) == 0 {
 		return nil, ""
 	}
 	req.buf = bb
-	agent := identity.AgentSession(h, req.metadata)
-	key := identity.ConversationKey(p.secret, fp, agent, req.model, req.tools, req.system, req.messages)
+	agent := identity.AgentSession(h, req.Metadata)
+	key := identity.ConversationKey(p.secret, fp, agent, req.Model, req.Tools, req.System, req.Messages)
 	p.mu.Lock()
 	_, known := p.lanes[key]
 	p.mu.Unlock()
@@ -89,7 +89,7 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 	}
 	// Without the lane's digest cache: it is the conversation's last
 	// request's, which this count must not replace.
-	b, from, resend := l.extended(req, wire.Chains(req.messages, req.d.MatchKey))
+	b, from, resend := l.extended(req, wire.Chains(req.Messages, req.d.MatchKey))
 	if b == nil {
 		return nil, ""
 	}
@@ -110,10 +110,10 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 	// The client's messages ctxd does not hold yet go as the client sent
 	// them (recording them, and offloading their tool results, would
 	// write).
-	full := req.messages
-	req.messages, req.tail = full[:from], full[from:]
+	full := req.Messages
+	req.Messages, req.tail = full[:from], full[from:]
 	out, err := p.render(b, msgs, req)
-	req.messages, req.checked = full, nil
+	req.Messages, req.checked = full, nil
 	if err != nil {
 		return nil, ""
 	}

@@ -22,8 +22,8 @@ func (p *Proxy) isAccepted(fp string) bool { return p.creds.Accepted(fp) }
 // what of the request its dialect has a summarizer request carry
 // (wire.Dialect.SummaryPrefix).
 func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string) {
-	sp := req.d.SummaryPrefix(req.system, req.tools, req.toolChoice, req.messages[:req.prefix])
-	p.creds.Hold(id, clientcred.Held{FP: fp, Model: req.model, Cred: config.Credential{
+	sp := req.d.SummaryPrefix(req.System, req.Tools, req.ToolChoice, req.Messages[:req.Prefix])
+	p.creds.Hold(id, clientcred.Held{FP: fp, Model: req.Model, Cred: config.Credential{
 		APIKey:        h.Get("X-Api-Key"),
 		Authorization: h.Get("Authorization"),
 		Beta:          h.Get("Anthropic-Beta"),

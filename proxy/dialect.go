@@ -72,8 +72,8 @@ func upstreamOf(r *http.Request) string {
 // prompt: the system or instructions bytes and the prefix items.
 func prefixDigest(req *request) digest {
 	h := sha256.New()
-	h.Write(req.system)
-	for _, raw := range req.messages[:req.prefix] {
+	h.Write(req.System)
+	for _, raw := range req.Messages[:req.Prefix] {
 		h.Write([]byte{0})
 		h.Write(raw)
 	}

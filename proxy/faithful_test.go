@@ -114,7 +114,7 @@ func TestResponsesStringInputManaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reqs) != 2 || !bytes.HasPrefix(reqs[1].body, append(reqs[0].body[:r0.msgEnd-1:r0.msgEnd-1], ',')) {
+	if len(reqs) != 2 || !bytes.HasPrefix(reqs[1].body, append(reqs[0].body[:r0.MsgEnd-1:r0.MsgEnd-1], ',')) {
 		t.Errorf("the second request does not extend the first:\n%s\n%s", reqs[0].body, reqs[1].body)
 	}
 }
@@ -168,7 +168,7 @@ func TestResponsesInvalidArgumentsForwardedAsSent(t *testing.T) {
 		}
 		if i > 0 {
 			prev, _ := parseBody(reqs[i-1].body, dialectResponses)
-			if !bytes.HasPrefix(r.body, append(reqs[i-1].body[:prev.msgEnd-1:prev.msgEnd-1], ',')) {
+			if !bytes.HasPrefix(r.body, append(reqs[i-1].body[:prev.MsgEnd-1:prev.MsgEnd-1], ',')) {
 				t.Errorf("request %d does not extend request %d:\n%s\n%s", i, i-1, reqs[i-1].body, r.body)
 			}
 		}
@@ -271,13 +271,13 @@ func TestSystemMessageForwardedAsSent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.messages) < 2 || string(out.messages[1]) != sys {
-			t.Errorf("request %d: messages[1] is %s, want the client's %s", i, out.messages[1], sys)
+		if len(out.Messages) < 2 || string(out.Messages[1]) != sys {
+			t.Errorf("request %d: messages[1] is %s, want the client's %s", i, out.Messages[1], sys)
 		}
-		if i == 1 && (len(out.messages) != 5 || string(out.messages[3]) != sysString) {
-			t.Errorf("request 1: messages %s", r.body[out.msgStart:out.msgEnd])
+		if i == 1 && (len(out.Messages) != 5 || string(out.Messages[3]) != sysString) {
+			t.Errorf("request 1: messages %s", r.body[out.MsgStart:out.MsgEnd])
 		}
-		if n := strings.Count(string(r.body[out.msgStart:out.msgEnd]), "cache_control"); n != i+1 {
+		if n := strings.Count(string(r.body[out.MsgStart:out.MsgEnd]), "cache_control"); n != i+1 {
 			t.Errorf("request %d: %d cache markers in messages, want %d", i, n, i+1)
 		}
 	}
@@ -330,8 +330,8 @@ func TestTextForwardedByteIdentical(t *testing.T) {
 		}
 		want := []string{plain, twoBlocks, call, result, answer}[:min(2*i+2, 5)]
 		for k, w := range want {
-			if k >= len(out.messages) || string(out.messages[k]) != w {
-				t.Errorf("request %d, message %d differs from the client's:\n got %q\nwant %q", i, k, out.messages[min(k, len(out.messages)-1)], w)
+			if k >= len(out.Messages) || string(out.Messages[k]) != w {
+				t.Errorf("request %d, message %d differs from the client's:\n got %q\nwant %q", i, k, out.Messages[min(k, len(out.Messages)-1)], w)
 			}
 		}
 	}
@@ -340,7 +340,7 @@ func TestTextForwardedByteIdentical(t *testing.T) {
 		t.Errorf("%d branches, want 0", b)
 	}
 	out, _ := parseRequest(reqs[2].body)
-	if got := string(out.messages[len(out.messages)-1]); got != `{"role":"user","content":[{"type":"text","text":"string \ud800 form"}]}` {
+	if got := string(out.Messages[len(out.Messages)-1]); got != `{"role":"user","content":[{"type":"text","text":"string \ud800 form"}]}` {
 		t.Errorf("the string prompt went out as %q", got)
 	}
 }
@@ -456,7 +456,7 @@ func TestNestedCacheMarkerForwarded(t *testing.T) {
 				if n := bytes.Count(got[i].Body, []byte(`"cache_control"`)); n > 4 {
 					t.Errorf("request %d: %d cache markers, more than the API's 4", i, n)
 				}
-				if last := string(out.messages[len(out.messages)-1]); last != sent[i] {
+				if last := string(out.Messages[len(out.Messages)-1]); last != sent[i] {
 					t.Errorf("request %d: the last message is not the client's:\n got %.300s\nwant %.300s", i, last, sent[i])
 				}
 				if got[i].CacheRead != want[i].CacheRead {

@@ -36,7 +36,7 @@ func (p *Proxy) forkPoint(ctx context.Context, parent *branch, req *request, cs 
 		if r.Resp == nil {
 			return r.N, true
 		}
-		k := req.d.AnswerLen(req.messages, r.N, r.Resp.Equal)
+		k := req.d.AnswerLen(req.Messages, r.N, r.Resp.Equal)
 		return r.N + k, k > 0
 	})
 	if err != nil {

@@ -74,8 +74,8 @@ func (p *Proxy) recordLedger(ctx context.Context, pl *plan, req *request, u *his
 	if pl.observe {
 		mode = ledger.ModeObserve
 	}
-	en, err := p.eng.RecordRequest(ctx, pl.b.id, &pl.b.conv, ledger.Observation{Time: time.Now().UTC(), Model: req.model, Mode: mode,
-		Client: ledger.RequestOf(req.model, client), Ctxd: ledger.RequestOf(req.model, ctxd), Reported: ledger.FromHistory(u),
+	en, err := p.eng.RecordRequest(ctx, pl.b.id, &pl.b.conv, ledger.Observation{Time: time.Now().UTC(), Model: req.Model, Mode: mode,
+		Client: ledger.RequestOf(req.Model, client), Ctxd: ledger.RequestOf(req.Model, ctxd), Reported: ledger.FromHistory(u),
 		ContextLimit: pl.limit, Threshold: pl.threshold, CacheTTLSeconds: ctxd.Lifetime, Cut: cut}, pl.assembledAt)
 	if err != nil {
 		p.log.Warn("ledger: request not entered", "session", pl.b.id, "err", err)

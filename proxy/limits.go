@@ -31,10 +31,10 @@ func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
 // content array (a Responses item without one counts as one block),
 // counted as the body's scan split the conversation (wire.Request.Blocks).
 func (p *Proxy) countLimits(req *request) string {
-	if n := uint64(len(req.messages)); n > p.limits.Messages {
+	if n := uint64(len(req.Messages)); n > p.limits.Messages {
 		return fmt.Sprintf("ctxd proxy: %d messages, over proxy.limits.messages (%d)", n, p.limits.Messages)
 	}
-	if req.blocks > p.limits.ContentBlocks {
+	if req.Blocks > p.limits.ContentBlocks {
 		return fmt.Sprintf("ctxd proxy: over proxy.limits.content_blocks (%d) content blocks in one request", p.limits.ContentBlocks)
 	}
 	return ""

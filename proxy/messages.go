@@ -40,7 +40,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		return
 	}
 	req.buf = bb
-	req.clientCompacting = d.ClientCompacting(r.Header, req.messages)
+	req.clientCompacting = d.ClientCompacting(r.Header, req.Messages)
 	if msg := p.countLimits(req); msg != "" {
 		p.m.Request(apiLabel(d), outcomeRefused)
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
@@ -53,18 +53,18 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		d.WriteError(w, http.StatusBadRequest, "invalid_request_error", "ctxd proxy: "+err.Error())
 		return
 	}
-	if field := req.serverState; field != "" {
+	if field := req.ServerState(); field != "" {
 		// The conversation lives on the provider (server-side state ctxd
 		// cannot see): forwarded as it came.
 		p.passThrough(w, r, req.clientBody(), outcomePassedThrough, "not managed: "+field+" names a conversation kept by the provider, which ctxd cannot see; send the whole input (store=false) to have ctxd manage it")
 		return
 	}
 	fp := identity.Fingerprint(p.secret, r.Header)
-	agent := identity.AgentSession(r.Header, req.metadata)
+	agent := identity.AgentSession(r.Header, req.Metadata)
 	if agent == "" {
-		agent = req.promptCacheKey
+		agent = req.PromptCacheKey
 	}
-	l := p.lane(identity.ConversationKey(p.secret, fp, agent, req.model, req.tools, req.system, req.messages))
+	l := p.lane(identity.ConversationKey(p.secret, fp, agent, req.Model, req.Tools, req.System, req.Messages))
 	defer func() {
 		if !trailing {
 			p.release(l)
@@ -240,10 +240,10 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	defer p.noteLane(l)
-	cs := wire.ChainsWith(&l.digests, req.messages, req.d.MatchKey)
+	cs := wire.ChainsWith(&l.digests, req.Messages, req.d.MatchKey)
 	req.marked, req.fast = l.digests.Marked, l.digests.Fast
-	m := len(req.messages)
-	pl := &plan{hideUsage: req.d.HidesUsage(req.stream, req.streamOptions)}
+	m := len(req.Messages)
+	pl := &plan{hideUsage: req.d.HidesUsage(req.Stream, req.StreamOptions)}
 	var from int
 	pl.b, from, pl.resend = l.extended(req, cs)
 	reuse := false
@@ -253,11 +253,11 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	var msgs []history.Message
 	if from < m {
 		var err error
-		if msgs, err = req.parse(max(from, req.prefix)); err != nil {
+		if msgs, err = req.parse(max(from, req.Prefix)); err != nil {
 			return nil, err
 		}
 	}
-	if vs := req.d.ClientViolations(req.messages, req.prefix, req.thinking, msgs, from); len(vs) > 0 {
+	if vs := req.d.ClientViolations(req.Messages, req.Prefix, req.Thinking, msgs, from); len(vs) > 0 {
 		// Not recorded: the engine would hold a history no context of it
 		// could be sent from.
 		if pl.b == nil {
@@ -270,12 +270,12 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if reuse {
 			return nil, fmt.Errorf("%w: %w", errClientRule, vs.Err())
 		}
-		pl.tail, pl.clientRule, msgs = req.messages[from:], vs.Err(), nil
+		pl.tail, pl.clientRule, msgs = req.Messages[from:], vs.Err(), nil
 	}
 	var grow uint64
 	if !pl.resend && pl.tail == nil {
 		for i := from; i < m; i++ {
-			grow += uint64(len(req.messages[i]))
+			grow += uint64(len(req.Messages[i]))
 		}
 		if err := p.quota.Grow(ctx, p.cfg.Quotas, fp, "bytes", grow); err != nil {
 			return nil, err
@@ -291,7 +291,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		if fork.at > 0 {
 			// The branch inherited the parent's log for the first
 			// fork.at messages: only the rest is its own.
-			if msgs, err = req.parse(max(fork.at, req.prefix)); err != nil {
+			if msgs, err = req.parse(max(fork.at, req.Prefix)); err != nil {
 				return nil, err
 			}
 		}
@@ -355,7 +355,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 // branch's last one again (resend); nil when it extends none. It reads
 // the lane only.
 func (l *lane) extended(req *request, cs []digest) (_ *branch, from int, resend bool) {
-	m := len(req.messages)
+	m := len(req.Messages)
 	for i := len(l.branches) - 1; i >= 0; i-- {
 		b := l.branches[i]
 		n := b.rec.N
@@ -368,7 +368,7 @@ func (l *lane) extended(req *request, cs []digest) (_ *branch, from int, resend 
 		case b.rec.Resp == nil:
 			return b, n, false
 		default:
-			if k := req.d.AnswerLen(req.messages, n, b.rec.Resp.Equal); k > 0 {
+			if k := req.d.AnswerLen(req.Messages, n, b.rec.Resp.Equal); k > 0 {
 				return b, n + k, false
 			}
 		}

@@ -34,7 +34,7 @@ func TestOutgoingReplacesOnlyMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(out[:o.msgStart], []byte(body)[:in.msgStart]) || !bytes.Equal(out[o.msgEnd:], []byte(body)[in.msgEnd:]) {
+	if !bytes.Equal(out[:o.MsgStart], []byte(body)[:in.MsgStart]) || !bytes.Equal(out[o.MsgEnd:], []byte(body)[in.MsgEnd:]) {
 		t.Errorf("bytes around messages differ:\n%s\n%s", out, body)
 	}
 	a, b := otherFields(t, []byte(body)), otherFields(t, out)
@@ -48,7 +48,7 @@ func TestOutgoingReplacesOnlyMessages(t *testing.T) {
 	}
 	msgs := outgoingMessages(t, out)
 	if len(msgs) != 1 || !strings.Contains(string(out), `"text":"list the files","cache_control":{"type":"ephemeral"}`) {
-		t.Errorf("messages = %s", out[o.msgStart:o.msgEnd])
+		t.Errorf("messages = %s", out[o.MsgStart:o.MsgEnd])
 	}
 	if reqs[0].path != "/v1/messages?beta=true" || reqs[0].header.Get("X-Api-Key") != testKey || reqs[0].header.Get("Anthropic-Version") != "2023-06-01" {
 		t.Errorf("path %s headers %v", reqs[0].path, reqs[0].header)
@@ -161,8 +161,8 @@ func normalizedMessages(t *testing.T, body []byte) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]string, len(r.messages))
-	for i, m := range r.messages {
+	out := make([]string, len(r.Messages))
+	for i, m := range r.Messages {
 		out[i] = string(wire.Normalize(m))
 	}
 	return out
@@ -257,21 +257,21 @@ func FuzzParseRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("parseRequest(%s): %v", s, err)
 		}
-		if len(r.messages) != len(ref.Messages) {
-			t.Fatalf("%d messages, want %d", len(r.messages), len(ref.Messages))
+		if len(r.Messages) != len(ref.Messages) {
+			t.Fatalf("%d messages, want %d", len(r.Messages), len(ref.Messages))
 		}
 		for i := range ref.Messages {
 			var a, b any
-			_ = json.Unmarshal(r.messages[i], &a)
+			_ = json.Unmarshal(r.Messages[i], &a)
 			_ = json.Unmarshal(ref.Messages[i], &b)
 			if !reflect.DeepEqual(a, b) {
-				t.Fatalf("message %d = %s, want %s", i, r.messages[i], ref.Messages[i])
+				t.Fatalf("message %d = %s, want %s", i, r.Messages[i], ref.Messages[i])
 			}
 		}
-		if ref.Model != nil && r.model != *ref.Model {
-			t.Fatalf("model %q, want %q", r.model, *ref.Model)
+		if ref.Model != nil && r.Model != *ref.Model {
+			t.Fatalf("model %q, want %q", r.Model, *ref.Model)
 		}
-		if got := string(wire.SpliceItems(r.body, r.msgStart, r.msgEnd, []byte(s[r.msgStart:r.msgEnd]))); got != s {
+		if got := string(wire.SpliceItems(r.body, r.MsgStart, r.MsgEnd, []byte(s[r.MsgStart:r.MsgEnd]))); got != s {
 			t.Fatalf("splice changed the body: %s", got)
 		}
 	})
@@ -426,16 +426,16 @@ func TestChainsWithReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 4 {
-			r.messages[1] = json.RawMessage(assistantText("edited"))
+			r.Messages[1] = json.RawMessage(assistantText("edited"))
 		}
-		got, want := wire.ChainsWith(&c, r.messages, dialectAnthropic.MatchKey), wire.Chains(r.messages, dialectAnthropic.MatchKey)
+		got, want := wire.ChainsWith(&c, r.Messages, dialectAnthropic.MatchKey), wire.Chains(r.Messages, dialectAnthropic.MatchKey)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("request %d: chains differ", i)
 		}
 		// The marker bits kept with the digests (which encode reads
 		// instead of searching each message) are hasMarker's.
 		n := 0
-		for k, m := range r.messages {
+		for k, m := range r.Messages {
 			if c.Marked[k] != wire.HasMarker(m) {
 				t.Fatalf("request %d, message %d: marked %v, hasMarker %v", i, k, c.Marked[k], wire.HasMarker(m))
 			}

@@ -30,9 +30,9 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybu
 	if r == nil {
 		r = req.d.NewRenderer()
 	}
-	rr := &wire.RenderRequest{Body: req.body, Buf: req.buf, MsgStart: req.msgStart, MsgEnd: req.msgEnd,
-		Items: req.messages, Prefix: req.prefix, Tail: req.tail, Tools: req.tools, Thinking: req.thinking,
-		Stream: req.stream, StreamOptions: req.streamOptions,
+	rr := &wire.RenderRequest{Body: req.body, Buf: req.buf, MsgStart: req.MsgStart, MsgEnd: req.MsgEnd,
+		Items: req.Messages, Prefix: req.Prefix, Tail: req.tail, Tools: req.Tools, Thinking: req.Thinking,
+		Stream: req.Stream, StreamOptions: req.StreamOptions,
 		Fast: req.fast, Marked: req.marked, Checked: req.checked, Verify: verifyEncoding}
 	if req.parsed.ends != nil {
 		rr.Reading = &wire.Reading{From: req.parsed.from, Msgs: req.parsed.msgs, Ends: req.parsed.ends}
@@ -90,9 +90,9 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.
 	if pl.tail != nil {
 		// ctxd's context answers the client's messages before the tail:
 		// markers and the client's bytes are aligned on those.
-		full := req.messages
-		req.messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
-		defer func() { req.messages, req.tail = full, nil }()
+		full := req.Messages
+		req.Messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
+		defer func() { req.Messages, req.tail = full, nil }()
 	}
 	out, err := p.render(pl.b, msgs, req)
 	req.checked = nil
