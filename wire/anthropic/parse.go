@@ -575,7 +575,7 @@ func MatchKey(raw json.RawMessage) (key []byte, ok bool) {
 // instead of decoding every byte of it again; anything else (not JSON, a
 // role that is not a string) goes to json.Unmarshal, for its error.
 func decodeWireMessage(raw json.RawMessage) (m WireMessage, err error) {
-	if json.Valid(raw) {
+	if rawjson.Valid(raw) {
 		plain := true
 		if rawjson.Members(raw, func(key string, vs, ve int) bool {
 			switch v := raw[vs:ve]; {
@@ -603,7 +603,7 @@ func decodeWireMessage(raw json.RawMessage) (m WireMessage, err error) {
 // (not at all when valid: raw is known to be JSON) and split by a scan
 // (rawjson), each element a copy; anything else goes to json.Unmarshal.
 func decodeArray(raw json.RawMessage, valid bool) ([]json.RawMessage, error) {
-	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && raw[i] == '[' && (valid || json.Valid(raw)) {
+	if i := rawjson.SkipSpace(raw, 0); i < len(raw) && raw[i] == '[' && (valid || rawjson.Valid(raw)) {
 		elems, err := rawjson.SplitArray(raw[i:])
 		if err == nil {
 			raws := make([]json.RawMessage, len(elems))
