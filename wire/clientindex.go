@@ -92,6 +92,18 @@ func (idx *ClientIndex) Add(k int, fast []uint64, raw json.RawMessage, d Digest,
 	}
 }
 
+// SetKey gives client item k, added without a digest, the digest d of
+// ctxd's rendering of it, as Add would have.
+func (idx *ClientIndex) SetKey(k int, d Digest) {
+	if k >= len(idx.has) || idx.has[k] {
+		return
+	}
+	idx.key[k], idx.has[k] = d, true
+	ks := idx.keys[d]
+	j, _ := slices.BinarySearch(ks, k)
+	idx.keys[d] = slices.Insert(ks, j, k)
+}
+
 // Latest returns the index of the latest client item before before whose
 // rendering has the digest d; ok false when there is none. Outgoing items
 // are aligned from the end, as the client's list and the assembled context

@@ -347,7 +347,7 @@ func TestNestedMarkerPlaced(t *testing.T) {
 func TestClientResultCarriesPlacedNestedMarkers(t *testing.T) {
 	block := `{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"hello","cache_control":{"type":"ephemeral"}}],"cache_reference":"c1"}`
 	raw := json.RawMessage(`{"role":"user","content":[` + block + `]}`)
-	idx, err := (&renderer{}).index(&wire.RenderRequest{Items: []json.RawMessage{raw}})
+	idx, err := (&renderer{}).index(&wire.RenderRequest{Items: []json.RawMessage{raw}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (r *renderer) Render(msgs []history.Message, req *wire.RenderRequest) (*bod
 		return nil, err
 	}
 	PlaceMarkers(out, req.Items, req.Marked)
-	idx, err := r.index(req)
+	idx, err := r.index(req, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +210,11 @@ func (r *renderer) encode(out []Message, req *wire.RenderRequest, idx *clientInd
 	}
 	body.Add(arrClose)
 	if req.Verify {
+		for i := range next {
+			if _, found := idx.Latest(next[i].key, len(req.Items)); !found && slices.Contains(idx.left, next[i].key) {
+				return nil, fmt.Errorf("anthropic: outgoing message %d has the key of a client message indexed without one", i)
+			}
+		}
 		for i := range out {
 			if want, _ := json.Marshal(&out[i]); !bytes.Equal(next[i].enc, want) {
 				return nil, fmt.Errorf("anthropic: cached encoding of message %d differs from json.Marshal", i)
@@ -259,6 +264,67 @@ type clientIndex struct {
 	results map[string]clientResult
 	// added is how many messages the last index indexed.
 	added int
+	// unkeyed are the client's messages index left without a key, by
+	// index (unkeyedOf); left (with wire.RenderRequest.Verify) are
+	// their keys, which encode checks no outgoing message has while they
+	// are left out.
+	unkeyed map[int]unkeyed
+	left    []wire.Digest
+}
+
+// unkeyedOf is ms, a client message as the append read it, as a message
+// index leaves without a key, when it is tool results of which ctxd
+// holds one (in held, the messages rendered) with text of another
+// length — an offload stub in place of the client's result: the
+// rendering of the client's message carries each result's call id and
+// text, so no outgoing message can have its key while ctxd holds them
+// so. ok false otherwise.
+func unkeyedOf(ms, held []history.Message) (u unkeyed, ok bool) {
+	if len(ms) == 0 {
+		return u, false
+	}
+	for i := range ms {
+		if ms[i].Role != history.RoleTool || ms[i].ToolCallID == "" {
+			return u, false
+		}
+		u.ids = append(u.ids, ms[i].ToolCallID)
+		u.lens = append(u.lens, textBytes(ms[i]))
+	}
+	return u, !u.matchable(held)
+}
+
+// unkeyed is a client message index left without a key (unkeyedOf): its
+// tool results' call ids and text lengths.
+type unkeyed struct {
+	ids  []string
+	lens []int
+}
+
+// matchable reports whether an outgoing message could have u's key with
+// ctxd holding held: none of u's results is held, once, with text of
+// another length.
+func (u unkeyed) matchable(held []history.Message) bool {
+	for i, id := range u.ids {
+		n, seen := 0, 0
+		for j := range held {
+			if held[j].Role == history.RoleTool && held[j].ToolCallID == id {
+				n, seen = textBytes(held[j]), seen+1
+			}
+		}
+		if seen == 1 && n != u.lens[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// textBytes is the length of the text of m's blocks.
+func textBytes(m history.Message) int {
+	n := 0
+	for _, b := range m.Content {
+		n += len(b.Text)
+	}
+	return n
 }
 
 // index records, for the client's messages of req not yet indexed, the
@@ -272,7 +338,16 @@ type clientIndex struct {
 // indexed (a cache marker that moved off it) is indexed again, with those
 // after it; on a new renderer the whole list is indexed once, the
 // messages the append read keyed from that reading (req.Reading).
-func (r *renderer) index(req *wire.RenderRequest) (*clientIndex, error) {
+//
+// A new message that is tool results of which ctxd holds one with other
+// text (held: the messages rendered; an offload stub in place of the
+// client's result) is indexed without a key (unkeyedOf): ctxd's
+// rendering of it cannot have the client's, and its key would cost a
+// rendering, an encoding and a hash of the client's result. It is keyed
+// again if an append reads it again and ctxd then holds its results as
+// the client sent them (a request recorded again after its commit
+// failed, whose result the offload then kept whole).
+func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clientIndex, error) {
 	idx, n := r.idx, 0
 	if idx != nil {
 		n = idx.Reuse(req.Fast, req.Items)
@@ -281,8 +356,26 @@ func (r *renderer) index(req *wire.RenderRequest) (*clientIndex, error) {
 				delete(idx.results, id)
 			}
 		}
+		for k := range idx.unkeyed {
+			if k >= n {
+				delete(idx.unkeyed, k)
+			}
+		}
 	} else {
 		idx = &clientIndex{ClientIndex: wire.NewClientIndex()}
+	}
+	// A message left without a key that the append read again (its
+	// request recorded again after a failed commit) is keyed when ctxd
+	// now holds it as the client sent it: only an append changes what
+	// ctxd holds of a client's result.
+	for k, u := range idx.unkeyed {
+		if _, read := req.Reading.Of(k); !read || !u.matchable(held) {
+			continue
+		}
+		delete(idx.unkeyed, k)
+		if d, _, ok := ClientKey(req.Items[k]); ok {
+			idx.SetKey(k, d)
+		}
 	}
 	msgs := req.Items
 	idx.added = len(msgs) - n
@@ -296,6 +389,26 @@ func (r *renderer) index(req *wire.RenderRequest) (*clientIndex, error) {
 		if k < req.Prefix {
 			idx.Add(k, req.Fast, msgs[k], wire.Digest{}, false)
 			continue
+		}
+		if ms, read := req.Reading.Of(k); read {
+			if u, ok := unkeyedOf(ms, held); ok {
+				if req.Verify {
+					d, _, ok, err := clientKey(req, k)
+					if err != nil {
+						return nil, err
+					}
+					if ok {
+						idx.left = append(idx.left, d)
+					}
+				}
+				if idx.unkeyed == nil {
+					idx.unkeyed = map[int]unkeyed{}
+				}
+				idx.unkeyed[k] = u
+				idx.Add(k, req.Fast, msgs[k], wire.Digest{}, false)
+				idx.indexResults(k, msgs[k])
+				continue
+			}
 		}
 		d, results, ok, err := clientKey(req, k)
 		if err != nil {
@@ -424,6 +537,13 @@ func (r *renderer) Bytes() int64 {
 		n += idx.ClientIndex.Bytes() + int64(cap(idx.plain)) + int64(cap(idx.verbatim))
 		for id, res := range idx.results {
 			n += int64(len(id)+len(res.raw)) + wire.SizeDigest + 48 + wire.SizeMapEntry
+		}
+		for _, u := range idx.unkeyed {
+			// The key, the slices' headers, each id and length.
+			n += 8 + 48 + wire.SizeMapEntry + int64(len(u.ids))*(16+8)
+			for _, id := range u.ids {
+				n += int64(len(id))
+			}
 		}
 	}
 	return n

@@ -1,9 +1,12 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,7 +105,7 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := &wire.RenderRequest{Items: items, Fast: digests.Fast, Reading: &wire.Reading{Msgs: read, Ends: ends}, Verify: true}
-		got, err := r.index(req)
+		got, err := r.index(req, read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +114,7 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 		}
 		// A full indexing, knowing the same fast hashes: the kept index
 		// must know the messages it indexed as they are now.
-		full, err := (&renderer{}).index(&wire.RenderRequest{Items: items, Fast: digests.Fast})
+		full, err := (&renderer{}).index(&wire.RenderRequest{Items: items, Fast: digests.Fast}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,4 +143,78 @@ func TestClientIndexReindexesOnlyFromTheFirstChangedMessage(t *testing.T) {
 	step("shorter", 0)
 	msgs = append(msgs, `{"role":"user","content":[{"type":"text","text":"go on"}]}`)
 	step("longer", 1)
+}
+
+// A new client message whose tool result ctxd holds with other text (an
+// offload stub) is indexed without a key: its key is never an outgoing
+// message's. A result ctxd holds as the client sent it keeps its key, and
+// goes out as the client's bytes; the body is the same either way.
+func TestRewrittenResultIsIndexedWithoutAKey(t *testing.T) {
+	long := strings.Repeat("line of output\n", 200)
+	items := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":"run it"}`),
+		json.RawMessage(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]}`),
+		json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":` + strconv.Quote(long) + `}]}`),
+	}
+	read, ends, err := ParseEach(items, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"model":"m","messages":[` + string(bytes.Join(func() [][]byte {
+		var bs [][]byte
+		for _, it := range items {
+			bs = append(bs, it)
+		}
+		return bs
+	}(), []byte(","))) + `]}`)
+	start := bytes.Index(body, []byte(`[`))
+	renderOn := func(r *renderer, held []history.Message, reading bool) (string, *clientIndex) {
+		t.Helper()
+		var digests wire.Digests
+		wire.ChainsWith(&digests, items, Dialect{}.MatchKey)
+		req := &wire.RenderRequest{Body: body, MsgStart: start, MsgEnd: len(body) - 1, Items: items,
+			Fast: digests.Fast, Marked: digests.Marked, Verify: true}
+		if reading {
+			req.Reading = &wire.Reading{Msgs: read, Ends: ends}
+		}
+		out, err := r.Render(held, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out.Bytes()), r.idx
+	}
+	render := func(held []history.Message, reading bool) (string, *clientIndex) {
+		return renderOn(&renderer{}, held, reading)
+	}
+	stubbed := slices.Clone(read)
+	stubbed[2].Content = []history.Block{{Type: history.BlockText, Text: "[stub: the result is in a file]"}}
+	keyed := func(idx *clientIndex, k int) bool {
+		d, _, ok := ClientKey(items[k])
+		got, found := idx.Latest(d, len(items))
+		return ok && found && got == k
+	}
+	got, idx := render(stubbed, true)
+	if keyed(idx, 2) || !keyed(idx, 0) || !keyed(idx, 1) {
+		t.Fatalf("keys of the client's messages: %v %v %v, want none for the stubbed result only", keyed(idx, 0), keyed(idx, 1), keyed(idx, 2))
+	}
+	if want, _ := render(stubbed, false); got != want {
+		t.Fatalf("body with the result unkeyed:\n%s\nwith every key:\n%s", got, want)
+	}
+	got, idx = render(read, true)
+	if !keyed(idx, 2) {
+		t.Fatal("a result ctxd holds as the client sent it was indexed without a key")
+	}
+	if !strings.Contains(got, string(items[2])) {
+		t.Fatalf("the client's result did not go as its bytes: %s", got)
+	}
+	// The same renderer, the same client messages read again by the
+	// append: ctxd now holds the result whole (its record failed, and the
+	// offload of the client's resend kept it whole). The message is keyed
+	// again, and goes as the client's bytes.
+	r := &renderer{}
+	renderOn(r, stubbed, true)
+	got, idx = renderOn(r, read, true)
+	if !keyed(idx, 2) || !strings.Contains(got, string(items[2])) {
+		t.Fatalf("the result held whole again was not keyed again (%v): %s", keyed(idx, 2), got)
+	}
 }
