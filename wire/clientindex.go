@@ -38,13 +38,16 @@ func NewClientIndex() *ClientIndex { return &ClientIndex{keys: map[Digest][]int{
 // forms). The entries of the items after them are dropped, to be indexed
 // again with Add: a client that touched what it resent (which tolerant
 // matching accepts), or a request of another branch in between.
-func (idx *ClientIndex) Reuse(fast []uint64, msgs []json.RawMessage) int {
+//
+// marked[k], when k is in range, is HasMarker of msgs[k] (Digests.Marked),
+// so a message is not searched for the key again.
+func (idx *ClientIndex) Reuse(fast []uint64, marked []bool, msgs []json.RawMessage) int {
 	n := 0
 	for ; fast != nil && n < len(idx.fast) && n < len(fast) && n < len(msgs); n++ {
 		if idx.fast[n] == fast[n] {
 			continue
 		}
-		if idx.norm[n] != NormHash(msgs[n]) {
+		if idx.norm[n] != normHash(msgs[n], marked, n) {
 			break
 		}
 		idx.fast[n] = fast[n]
@@ -55,6 +58,12 @@ func (idx *ClientIndex) Reuse(fast []uint64, msgs []json.RawMessage) int {
 
 // NormHash is the fast hash of raw without its cache markers (Normalize).
 func NormHash(raw json.RawMessage) uint64 { return xxh3.HashSeed(Normalize(raw), FastSeed) }
+
+// normHash is NormHash(raw), raw being item k of a list whose marked
+// (Digests.Marked) says, when k is in range, whether it holds a marker.
+func normHash(raw json.RawMessage, marked []bool, k int) uint64 {
+	return xxh3.HashSeed(NormalizeMarked(raw, marked, k), FastSeed)
+}
 
 // truncate drops the entries of the client's items from n on.
 func (idx *ClientIndex) truncate(n int) {
@@ -77,16 +86,17 @@ func (idx *ClientIndex) truncate(n int) {
 }
 
 // Add records client item k, raw, whose fast hash is fast[k] (none when
-// fast is short), with the digest d of ctxd's rendering of it when ok (ok
-// false: the item has no rendering of its own, and no outgoing item is
-// taken for it). Items are added in order, after Reuse.
-func (idx *ClientIndex) Add(k int, fast []uint64, raw json.RawMessage, d Digest, ok bool) {
+// fast is short) and whose marker flag is marked[k] (searched for when
+// marked is short), with the digest d of ctxd's rendering of it when ok
+// (ok false: the item has no rendering of its own, and no outgoing item
+// is taken for it). Items are added in order, after Reuse.
+func (idx *ClientIndex) Add(k int, fast []uint64, marked []bool, raw json.RawMessage, d Digest, ok bool) {
 	var f uint64
 	if k < len(fast) {
 		f = fast[k]
 	}
 	idx.fast, idx.key, idx.has = append(idx.fast, f), append(idx.key, d), append(idx.has, ok)
-	idx.norm = append(idx.norm, NormHash(raw))
+	idx.norm = append(idx.norm, normHash(raw, marked, k))
 	if ok {
 		idx.keys[d] = append(idx.keys[d], k)
 	}
@@ -180,7 +190,7 @@ func (c *ClientItems) With(req *RenderRequest, out []json.RawMessage, alone func
 func (c *ClientItems) index(req *RenderRequest, alone func(items []json.RawMessage, k int) json.RawMessage, key func(json.RawMessage) Digest) *ClientIndex {
 	idx, n := c.idx, 0
 	if idx != nil {
-		n = idx.Reuse(req.Fast, req.Items)
+		n = idx.Reuse(req.Fast, req.Marked, req.Items)
 	} else {
 		idx = NewClientIndex()
 	}
@@ -190,10 +200,10 @@ func (c *ClientItems) index(req *RenderRequest, alone func(items []json.RawMessa
 			r = alone(req.Items[:k+1], k)
 		}
 		if r == nil {
-			idx.Add(k, req.Fast, req.Items[k], Digest{}, false)
+			idx.Add(k, req.Fast, req.Marked, req.Items[k], Digest{}, false)
 			continue
 		}
-		idx.Add(k, req.Fast, req.Items[k], key(r), true)
+		idx.Add(k, req.Fast, req.Marked, req.Items[k], key(r), true)
 	}
 	c.idx = idx
 	return idx

@@ -36,6 +36,19 @@ func Normalize(b []byte) []byte {
 	return normalize(b)
 }
 
+// NormalizeMarked is Normalize(b), b being item k of a list whose
+// marked (Digests.Marked) says, when k is in range, whether it holds a
+// marker: b is not searched for one again.
+func NormalizeMarked(b []byte, marked []bool, k int) []byte {
+	if k >= len(marked) {
+		return Normalize(b)
+	}
+	if !marked[k] {
+		return b
+	}
+	return normalize(b)
+}
+
 // normalize is Normalize for bytes HasMarker found a marker in.
 func normalize(b []byte) []byte {
 	out := make([]byte, 0, len(b))
@@ -110,8 +123,16 @@ func TextContent(m []byte) []byte {
 // PlainText reports whether the message m's content is plain text in
 // either of the forms a client switches between: a string, or one bare
 // text block (TextContent).
-func PlainText(m []byte) bool {
-	n := Normalize(m)
+func PlainText(m []byte) bool { return plainText(Normalize(m)) }
+
+// PlainTextMarked is PlainText(m), m being item k of a list whose marked
+// (Digests.Marked) says, when k is in range, whether it holds a marker.
+func PlainTextMarked(m []byte, marked []bool, k int) bool {
+	return plainText(NormalizeMarked(m, marked, k))
+}
+
+// plainText is PlainText of n, a message without markers (Normalize).
+func plainText(n []byte) bool {
 	if t := TextContent(n); len(t) != len(n) {
 		return true
 	}

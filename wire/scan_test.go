@@ -1,6 +1,8 @@
 package wire_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/ctxd/ctxd/wire"
@@ -46,5 +48,34 @@ func TestScanCountsContentBlocks(t *testing.T) {
 		if r.Blocks != tc.want {
 			t.Errorf("%s: %d blocks, want %d", tc.body, r.Blocks, tc.want)
 		}
+	}
+}
+
+// With the marker flags of the request's hashes (Digests.Marked), a
+// message is normalized, told plain and hashed as without them, where
+// they are not known too.
+func TestMarkedFlagsAsSearched(t *testing.T) {
+	msgs := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":"plain"}`),
+		json.RawMessage(`{"role":"user","content":[{"type":"text","text":"plain","cache_control":{"type":"ephemeral"}}]}`),
+		json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x","cache_control":{"type":"ephemeral"}}]}`),
+		json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"a \"cache_control\" in text"}]}`),
+	}
+	var d wire.Digests
+	wire.ChainsWith(&d, msgs, nil)
+	for k, m := range msgs {
+		for _, marked := range [][]bool{d.Marked, nil} {
+			if got, want := wire.NormalizeMarked(m, marked, k), wire.Normalize(m); !bytes.Equal(got, want) {
+				t.Errorf("message %d: NormalizeMarked %s, Normalize %s", k, got, want)
+			}
+			if got, want := wire.PlainTextMarked(m, marked, k), wire.PlainText(m); got != want {
+				t.Errorf("message %d: PlainTextMarked %v, PlainText %v", k, got, want)
+			}
+		}
+	}
+	// A flag says what the search would find: a message flagged unmarked
+	// is taken as it is.
+	if got := wire.NormalizeMarked(msgs[1], []bool{false, false}, 1); !bytes.Equal(got, msgs[1]) {
+		t.Errorf("a message flagged unmarked was searched: %s", got)
 	}
 }

@@ -350,7 +350,7 @@ func textBytes(m history.Message) int {
 func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clientIndex, error) {
 	idx, n := r.idx, 0
 	if idx != nil {
-		n = idx.Reuse(req.Fast, req.Items)
+		n = idx.Reuse(req.Fast, req.Marked, req.Items)
 		for id, res := range idx.results {
 			if res.at >= n {
 				delete(idx.results, id)
@@ -383,11 +383,11 @@ func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clie
 	idx.verbatim = slices.Grow(idx.verbatim[:n], len(msgs)-n)[:len(msgs)]
 	for k := n; k < len(msgs); k++ {
 		idx.verbatim[k] = Role(msgs[k]) == "system"
-		idx.plain[k] = !idx.verbatim[k] && wire.PlainText(msgs[k])
+		idx.plain[k] = !idx.verbatim[k] && wire.PlainTextMarked(msgs[k], req.Marked, k)
 	}
 	for k := n; k < len(msgs); k++ {
 		if k < req.Prefix {
-			idx.Add(k, req.Fast, msgs[k], wire.Digest{}, false)
+			idx.Add(k, req.Fast, req.Marked, msgs[k], wire.Digest{}, false)
 			continue
 		}
 		if ms, read := req.Reading.Of(k); read {
@@ -405,7 +405,7 @@ func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clie
 					idx.unkeyed = map[int]unkeyed{}
 				}
 				idx.unkeyed[k] = u
-				idx.Add(k, req.Fast, msgs[k], wire.Digest{}, false)
+				idx.Add(k, req.Fast, req.Marked, msgs[k], wire.Digest{}, false)
 				idx.indexResults(k, msgs[k])
 				continue
 			}
@@ -414,7 +414,7 @@ func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clie
 		if err != nil {
 			return nil, err
 		}
-		idx.Add(k, req.Fast, msgs[k], d, ok)
+		idx.Add(k, req.Fast, req.Marked, msgs[k], d, ok)
 		if ok && results {
 			idx.indexResults(k, msgs[k])
 		}
