@@ -41,22 +41,27 @@ func dialectOf(r *http.Request) dialect {
 	return nil
 }
 
+// errorDialect is the dialect whose error shape answers r: its endpoint's,
+// else its upstream's (Chat's and Responses' are OpenAI's one shape).
+func errorDialect(r *http.Request) dialect {
+	if d := dialectOf(r); d != nil {
+		return d
+	}
+	if upstreamOf(r) == "openai" {
+		return dialectChat
+	}
+	return dialectAnthropic
+}
+
 // upstreamOf chooses the upstream of a request the proxy does not manage
 // (count_tokens, /v1/models, HEAD /): OpenAI's for the OpenAI paths and for
 // a request with a bearer token and no Anthropic header; Anthropic's
 // otherwise.
-// anthropicToken reports whether an Authorization value carries an
-// Anthropic key or OAuth token ("Bearer sk-ant-…").
-func anthropicToken(auth string) bool {
-	_, tok, _ := strings.Cut(strings.TrimSpace(auth), " ")
-	return strings.HasPrefix(strings.TrimSpace(tok), "sk-ant-")
-}
-
 func upstreamOf(r *http.Request) string {
 	p := r.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/v1/messages"), r.Header.Get("Anthropic-Version") != "", r.Header.Get("Anthropic-Beta") != "",
-		r.Header.Get("X-Api-Key") != "", strings.HasPrefix(p, "/api/"), anthropicToken(r.Header.Get("Authorization")):
+		r.Header.Get("X-Api-Key") != "", strings.HasPrefix(p, "/api/"), anthropic.OwnToken(r.Header.Get("Authorization")):
 		// An Anthropic credential (an OAuth token "sk-ant-oat…" in
 		// Authorization, with or without anthropic-version) never goes to
 		// the OpenAI upstream.

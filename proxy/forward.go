@@ -232,14 +232,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error, 
 	up := p.upstreamFor(r)
 	p.log.Warn("upstream request failed", "upstream", up.Host, "path", r.URL.Path, "err", err)
 	x.status = http.StatusBadGateway
-	d := x.d
-	if d == nil {
-		d = dialectAnthropic
-		if upstreamOf(r) == "openai" {
-			d = dialectChat
-		}
-	}
-	d.WriteError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
+	errorDialect(r).WriteError(w, http.StatusBadGateway, "api_error", "ctxd proxy: the upstream "+up.Host+" did not answer: "+err.Error())
 }
 
 // streamIdle is the stream idle timeout of the upstream that answered
@@ -268,9 +261,6 @@ func authenticated(status int) bool {
 // never read).
 func upstreamError(d dialect, status int, body []byte) string {
 	msg := strings.TrimSpace(string(body))
-	if d == nil {
-		d = dialectAnthropic
-	}
 	if e, ok := d.ErrorMessage(body); ok {
 		msg = e
 	}

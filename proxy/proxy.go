@@ -462,11 +462,7 @@ func (p *Proxy) declineUpgrade(w http.ResponseWriter, r *http.Request) {
 	p.log.Info("protocol upgrade declined; the client is expected to use HTTP", "path", r.URL.Path, "upgrade", proto, "user_agent", headerSafe(r.UserAgent()))
 	w.Header().Set(HeaderDiagnostic, headerSafe(msg))
 	w.Header().Set("Connection", "close")
-	if upstreamOf(r) == "openai" {
-		dialectResponses.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
-		return
-	}
-	dialectAnthropic.WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
+	errorDialect(r).WriteError(w, http.StatusUpgradeRequired, "invalid_request_error", msg)
 }
 
 // writeError answers r with ctxd's own error in the shape of its API: its

@@ -51,6 +51,13 @@ func (Dialect) SummaryPrefix(system, tools, toolChoice json.RawMessage, _ []json
 // SummarizerProvider is the Messages API's.
 func (Dialect) SummarizerProvider() string { return config.ProviderAnthropic }
 
+// OwnToken reports whether an Authorization value carries an Anthropic
+// key or OAuth token ("Bearer sk-ant-…").
+func OwnToken(auth string) bool {
+	_, tok, _ := strings.Cut(strings.TrimSpace(auth), " ")
+	return strings.HasPrefix(strings.TrimSpace(tok), "sk-ant-")
+}
+
 // LongContextBeta reports whether a request's anthropic-beta header asks
 // for the 1M-token context window: a context-1m-* beta (Claude Code sends
 // context-1m-2025-08-07 with its default model).

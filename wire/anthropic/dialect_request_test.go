@@ -31,3 +31,19 @@ func TestBetaHeaders(t *testing.T) {
 		t.Fatal("LongContextBeta misread the header")
 	}
 }
+
+// An Anthropic key or OAuth token in Authorization is Anthropic's; an
+// OpenAI bearer token is not.
+func TestOwnToken(t *testing.T) {
+	for auth, want := range map[string]bool{
+		"Bearer sk-ant-oat01-abc": true,
+		" bearer  sk-ant-api03-x": true,
+		"Bearer sk-proj-abc":      false,
+		"sk-ant-api03-x":          false,
+		"":                        false,
+	} {
+		if got := OwnToken(auth); got != want {
+			t.Errorf("OwnToken(%q) = %v, want %v", auth, got, want)
+		}
+	}
+}
