@@ -716,8 +716,9 @@ func (e *Engine) holdRow(id string, row []byte) bool {
 }
 
 // unstoredHeld reports whether session id was created in memory and is
-// not stored yet.
+// not stored yet, nor failed to be (a copy that failed is the log's to
+// reload: lock).
 func (e *Engine) unstoredHeld(id string) bool {
-	held, _ := e.unstoredState(id)
-	return held
+	held, failed := e.unstoredState(id)
+	return held && !failed
 }

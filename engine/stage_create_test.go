@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/ctxd/ctxd/checkpoint"
@@ -182,8 +183,15 @@ func TestStagedCreationNotEvicted(t *testing.T) {
 
 // A commit whose session the log refuses to create (another writer of a
 // shared log created it meanwhile) fails, and the session is the log's
-// from then on: nothing of the staged append is written into it.
+// from then on: nothing of the staged append is written into it. Its
+// stale copy is no longer held against eviction.
 func TestStagedCreationTakenMeanwhile(t *testing.T) {
+	for _, evicted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("evicted=%v", evicted), func(t *testing.T) { stagedCreationTaken(t, evicted) })
+	}
+}
+
+func stagedCreationTaken(t *testing.T, evicted bool) {
 	ctx := context.Background()
 	h := newHarness(t, testConfig(), "")
 	if err := h.createStaged("s"); err != nil {
@@ -198,6 +206,16 @@ func TestStagedCreationTakenMeanwhile(t *testing.T) {
 	}
 	if err := st.Commit(ctx); !errors.Is(err, ErrExists) {
 		t.Fatalf("commit: %v, want ErrExists", err)
+	}
+	if evicted {
+		h.e.opts.MaxLoadedSessions = 1
+		h.create("other", 200000)
+		h.e.mu.Lock()
+		_, loaded := h.e.sessions["s"]
+		h.e.mu.Unlock()
+		if loaded {
+			t.Fatal("the stale copy of a session that could not be stored is kept in memory")
+		}
 	}
 	info, err := h.e.Session(ctx, "s")
 	if err != nil || info.Messages != 0 || info.ContextLimit != 100000 {
