@@ -1,8 +1,9 @@
 // Package identity holds the rules by which the proxy tells who a request
 // is and which conversation it continues (docs/design.md §10): the keyed
 // fingerprint of a client's credential, the agent's own session id from
-// its headers or metadata, and the key of a conversation. Everything is a
-// MAC under the daemon secret; no credential is kept.
+// its headers or metadata, the key of a conversation, and the window a
+// request asks for its session. Everything is a MAC under the daemon
+// secret; no credential is kept.
 package identity
 
 import (
@@ -10,9 +11,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -24,6 +28,9 @@ const (
 	HeaderSession = "X-Ctxd-Session"
 	// HeaderClaudeCodeSession is what Claude Code sends on every request.
 	HeaderClaudeCodeSession = "X-Claude-Code-Session-Id"
+	// HeaderContextLimit gives the context window, in tokens, of a model
+	// the catalog lacks (ContextLimit).
+	HeaderContextLimit = "X-Ctxd-Context-Limit"
 )
 
 // MAC is HMAC-SHA256 under the daemon secret of the parts, each followed by
@@ -103,4 +110,22 @@ func ConversationKey(secret []byte, fp, agent, model string, tools, system json.
 // a non-blank x-api-key or Authorization, the headers Fingerprint reads.
 func HasCredential(h http.Header) bool {
 	return strings.TrimSpace(h.Get("X-Api-Key")) != "" || strings.TrimSpace(h.Get("Authorization")) != ""
+}
+
+// ContextLimit reads the HeaderContextLimit of h: 0 when absent; an error
+// naming the header and the accepted range (tokens, config.MinContextLimit
+// to config.MaxContextLimit) when it is not a whole number in it. It is
+// honoured only on a request that has a credential (HasCredential): who
+// pays for the window must be known.
+func ContextLimit(h http.Header) (uint64, error) {
+	vs := h.Values(HeaderContextLimit)
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	v := strings.TrimSpace(vs[0])
+	n, err := strconv.ParseUint(v, 10, 64)
+	if len(vs) > 1 || err != nil || n < config.MinContextLimit || n > config.MaxContextLimit {
+		return 0, fmt.Errorf("%s: %q is not a context window: give one whole number of tokens from %d to %d", HeaderContextLimit, strings.Join(vs, ", "), config.MinContextLimit, config.MaxContextLimit)
+	}
+	return n, nil
 }

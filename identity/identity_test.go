@@ -65,3 +65,28 @@ func TestConversationKey(t *testing.T) {
 		t.Error("two credentials, one fingerprint")
 	}
 }
+
+// The window a request asks for is one whole number of tokens in the
+// accepted range; anything else is refused naming the header.
+func TestContextLimit(t *testing.T) {
+	for _, c := range []struct {
+		vs   []string
+		want uint64
+		ok   bool
+	}{
+		{nil, 0, true},
+		{[]string{" 200000 "}, 200000, true},
+		{[]string{"999"}, 0, false},
+		{[]string{"200000", "300000"}, 0, false},
+		{[]string{"200k"}, 0, false},
+	} {
+		h := http.Header{}
+		for _, v := range c.vs {
+			h.Add(HeaderContextLimit, v)
+		}
+		n, err := ContextLimit(h)
+		if n != c.want || (err == nil) != c.ok {
+			t.Errorf("%q: %d, %v", c.vs, n, err)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	// Who pays: a window override is honoured only for a credential the
 	// upstream accepted; one it has not yet is applied once it has
 	// (branch.pendingLimit), and none without a credential (prepare).
-	n, _ := contextLimitHeader(h)
+	n, _ := identity.ContextLimit(h)
 	pending := uint64(0)
 	if n > 0 && identity.HasCredential(h) {
 		if p.isAccepted(fp) {

@@ -8,19 +8,10 @@ import (
 	"github.com/ctxd/ctxd/identity"
 )
 
-// A cold first request (docs/design.md §10 "Recorded when accepted";
-// docs/decisions.md "A cold first request goes out on an estimate"): the
-// first request of a conversation ctxd has not seen, when it is large,
-// goes upstream as the client sent it after a bounded estimate of its
-// size — its bytes, no parse, no token count, no offload write, no
-// rendering — when that estimate shows no pre-send compaction is due, or
-// when none could run before the upstream accepts the client's credential
-// anyway. The conversation is recorded, parsed and counted exactly only
-// once the upstream accepted the request, after the answer (the trailing
-// record, trail.go), where the session's own checks (a compaction over
-// the threshold, a context-edit pass) run as after any request. A
-// context-length refusal of it is recovered as any request's: the
-// conversation is managed in full then, and compacted.
+// A cold first request (docs/design.md §10 "A cold first request goes out
+// on an estimate"; docs/decisions.md "A cold first request goes out on an
+// estimate") goes upstream as the client sent it, and is recorded, parsed
+// and counted only once the upstream accepted it, in the trailing record.
 
 // coldBytes is the least size of a first request's messages, in bytes,
 // that goes out on an estimate: under it the full path costs a few
@@ -62,7 +53,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	}
 	accepted := p.isAccepted(fp)
 	params := engine.CreateParams{Model: req.Model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
-	if w, _ := contextLimitHeader(h); w > 0 && identity.HasCredential(h) && accepted {
+	if w, _ := identity.ContextLimit(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
 	threshold, factor, _, err := p.eng.NewSessionThreshold(params)
@@ -81,7 +72,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	}
 	pl := &plan{b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
 		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
-	if w, _ := contextLimitHeader(h); w > 0 && !identity.HasCredential(h) {
+	if w, _ := identity.ContextLimit(h); w > 0 && !identity.HasCredential(h) {
 		pl.diag = noCredentialLimit
 	}
 	return pl, nil

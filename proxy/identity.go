@@ -17,8 +17,8 @@ const (
 	// HeaderClaudeCodeSession is what Claude Code sends on every request.
 	HeaderClaudeCodeSession = identity.HeaderClaudeCodeSession
 	// HeaderContextLimit gives the context window, in tokens, of a model
-	// the catalog lacks.
-	HeaderContextLimit = "X-Ctxd-Context-Limit"
+	// the catalog lacks (identity.ContextLimit).
+	HeaderContextLimit = identity.HeaderContextLimit
 	// HeaderDiagnostic carries a diagnostic on the answer (a pre-send
 	// compaction that failed, a request passed through unmanaged).
 	HeaderDiagnostic = api.HeaderDiagnostic

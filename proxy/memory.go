@@ -9,16 +9,13 @@ import (
 	"github.com/ctxd/ctxd/wire"
 )
 
-// What the proxy holds in memory of the conversations it serves is
-// bounded in bytes (proxy.memory_bytes, docs/config.md): each lane's
-// digests of its previous request's messages (wire.ChainsWith), and each
-// branch's caches — its renderer's last outgoing encodings, rendering and
-// index of the client's messages (wire.Renderer). Past the bound the least
-// recently used branches' caches are dropped first (the branch's next
-// request renders and encodes its whole context once), then the least
-// recently used idle lanes (found again from the engine at their next
-// request: the record is durable). The sizes are estimates of the heap
-// each holds (the bytes it refers to and its headers), not exact.
+// What the proxy holds of the conversations it serves — each lane's
+// digests (wire.Digests) and each branch's renderer (wire.Renderer) — is
+// bounded in bytes (proxy.memory_bytes; docs/decisions.md "The proxy's
+// memory bounded by bytes"): the least recently used branches' renderers
+// go first (the branch's next request renders its whole context once),
+// then the least recently used idle lanes (found again from the engine).
+// The sizes are estimates of the heap each holds, not exact.
 
 // memoryBudget is the bound in bytes (config.DefaultProxyMemoryBytes when
 // the configuration leaves it 0).

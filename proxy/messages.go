@@ -46,7 +46,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		d.WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", msg)
 		return
 	}
-	if _, err := contextLimitHeader(r.Header); err != nil {
+	if _, err := identity.ContextLimit(r.Header); err != nil {
 		// A window the client asked for and ctxd cannot honour is never
 		// ignored silently (docs/proxy.md "Windows").
 		p.m.Request(apiLabel(d), outcomeRefused)
@@ -343,7 +343,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 		return nil, err
 	}
 	pl.out, pl.diag = out, diag
-	if n, _ := contextLimitHeader(h); n > 0 && !identity.HasCredential(h) {
+	if n, _ := identity.ContextLimit(h); n > 0 && !identity.HasCredential(h) {
 		pl.diag = joinDiag(pl.diag, noCredentialLimit)
 	}
 	return pl, nil

@@ -1,12 +1,10 @@
-// Package proxy is ctxd's provider proxy (docs/design.md §10): an agent that
-// speaks the Anthropic Messages API points its base URL at the proxy's
-// loopback listener and gets ctxd's three layers with no other change. The
-// proxy matches each request to what it recorded for that conversation,
-// appends what is new through the engine, replaces only "messages" with the
-// assembled context, streams the provider's answer back as it arrives while
-// reading it, and records the answer with its usage. Anything it does not
-// manage is forwarded untouched. It holds no business rules of its own
-// beyond that mapping; the wire format is package wire/anthropic's.
+// Package proxy is ctxd's provider proxy (docs/design.md §10): an agent
+// points its provider base URL at the proxy's listener and gets ctxd's
+// three layers with no other change. The proxy is orchestration: the
+// listener (its security and routing), the conversations (matching a
+// request to what was recorded, branches, recording) and the attempt loop
+// over the upstream. Each wire API is its wire.Dialect's; the rules are the
+// engine's and those of identity, quota and clientcred.
 package proxy
 
 import (

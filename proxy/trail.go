@@ -10,12 +10,9 @@ import (
 // An answer's durable record trails its response (docs/design.md §10
 // "Recorded when accepted"; docs/decisions.md "The answer's record after
 // the response"): the handler returns once the answer's last byte is
-// forwarded, which ends the response for the client (on HTTP/1.1 the last
-// chunk is written only then), and the record is written after it while the
-// conversation's lane stays locked, so the conversation's next request
-// waits for it. A crash in between loses only the record, never an answer
-// the client lacks: the client's next request resends the answer, which is
-// then recorded as new messages.
+// forwarded (on HTTP/1.1 the last chunk is written only then), and the
+// record is written after it, under the conversation's lane, which the
+// conversation's next request waits for.
 
 // trailHook, when set (tests), runs before each trailing record.
 var trailHook func()
@@ -51,17 +48,11 @@ func (p *Proxy) WaitRecords(ctx context.Context) error {
 	}
 }
 
-// A request's record is staged, not written, before it is forwarded
-// (docs/design.md §10 "Recorded when accepted"; docs/decisions.md "A
-// request is durable once the upstream accepted it"): the engine holds its
-// messages in memory (engine.Stage), so the context sent includes them,
-// and the durable write starts when the upstream accepts the request (its
-// answer's status, before the first byte reaches the client), beside the
-// answer's forwarding. A request the upstream refuses, or whose client
-// leaves before an answer, is discarded: the log is as it was. The
-// answer's record waits for the request's (it is written after it), so
-// the log never holds an answer without its request; a crash before the
-// request's write costs only its re-record from the client's resend.
+// A request's record is staged (engine.Stage) before it is forwarded, its
+// write starts once the upstream accepted it, beside the answer's
+// forwarding, and a refusal discards it (docs/design.md §10 "Recorded when
+// accepted"; docs/decisions.md "A request is durable once the upstream
+// accepted it"). The answer's record is written after the request's.
 
 // stagedRequest is a request's staged append and what the branch held
 // before it, restored when it is discarded.
