@@ -10,9 +10,11 @@ package clientcred
 import (
 	"bytes"
 	"errors"
+	"net/http"
 	"sync"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // ErrNoCredential: the session's client credential is not held (the
@@ -28,6 +30,14 @@ var ErrNotAccepted = errors.New("a proxied session is compacted only once the up
 // their sessions' compactions wait for their clients' next requests, as
 // after a restart.
 const Max = 4096
+
+// Credential is what a summarizer call on the credential of a request
+// (h its headers) sends: its x-api-key, Authorization and anthropic-beta
+// values, and sp, what of the request the call carries.
+func Credential(h http.Header, sp wire.SummaryPrefix) config.Credential {
+	return config.Credential{APIKey: h.Get("X-Api-Key"), Authorization: h.Get("Authorization"), Beta: h.Get("Anthropic-Beta"),
+		System: sp.System, Tools: sp.Tools, ToolChoice: sp.ToolChoice, Prefix: sp.Prefix}
+}
 
 // Held is a client's credential and prompt prefix as its session's
 // summarizer calls use them, with the model of its latest request and the

@@ -3,9 +3,11 @@ package clientcred
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // A held credential is usable for a session's summary only once the
@@ -79,5 +81,15 @@ func TestBounded(t *testing.T) {
 	}
 	if !s.Accepted(fmt.Sprint(2*Max - 1)) {
 		t.Fatal("the latest fingerprint was forgotten")
+	}
+}
+
+// A request's credential for its summarizer calls is its credential
+// headers and the prefix its dialect says a summary carries.
+func TestCredentialOfARequest(t *testing.T) {
+	h := http.Header{"X-Api-Key": {"k"}, "Authorization": {"Bearer t"}, "Anthropic-Beta": {"b1,b2"}}
+	c := Credential(h, wire.SummaryPrefix{System: []byte(`"sys"`), Tools: []byte(`[]`)})
+	if c.APIKey != "k" || c.Authorization != "Bearer t" || c.Beta != "b1,b2" || string(c.System) != `"sys"` || string(c.Tools) != `[]` || c.ToolChoice != nil || c.Prefix != nil {
+		t.Fatalf("APIKey %q, Authorization %q, Beta %q, System %s, Tools %s, ToolChoice %s, Prefix %s", c.APIKey, c.Authorization, c.Beta, c.System, c.Tools, c.ToolChoice, c.Prefix)
 	}
 }

@@ -23,12 +23,7 @@ func (p *Proxy) isAccepted(fp string) bool { return p.creds.Accepted(fp) }
 // (wire.Dialect.SummaryPrefix).
 func (p *Proxy) holdCredential(id string, req *request, h http.Header, fp string) {
 	sp := req.d.SummaryPrefix(req.System, req.Tools, req.ToolChoice, req.Messages[:req.Prefix])
-	p.creds.Hold(id, clientcred.Held{FP: fp, Model: req.Model, Cred: config.Credential{
-		APIKey:        h.Get("X-Api-Key"),
-		Authorization: h.Get("Authorization"),
-		Beta:          h.Get("Anthropic-Beta"),
-		System:        sp.System, Tools: sp.Tools, ToolChoice: sp.ToolChoice, Prefix: sp.Prefix,
-	}}, p.red.HoldHeader(h))
+	p.creds.Hold(id, clientcred.Held{FP: fp, Model: req.Model, Cred: clientcred.Credential(h, sp)}, p.red.HoldHeader(h))
 }
 
 // sessionBindings is the engine's SessionBindingsFunc: a proxied session
