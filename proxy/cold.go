@@ -81,9 +81,9 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 // warm manages a cold request in full (prepare: recorded, staged,
 // rendered) in place of pl, for its overflow recovery: the upstream
 // refused it as too long. It reports whether it could.
-func (p *Proxy) warm(ctx context.Context, x *exchange, pl *plan, req *request) bool {
-	c := pl.cold
-	full, err := p.prepare(ctx, c.l, req, c.h, x.fp, c.agent, false)
+func (p *Proxy) warm(ctx context.Context, x *exchange) bool {
+	pl, c := x.pl, x.pl.cold
+	full, err := p.prepare(ctx, c.l, x.req, c.h, x.fp, c.agent, false)
 	if err != nil {
 		p.log.Warn("a cold request refused as too long could not be managed for its retry", "err", err)
 		return false

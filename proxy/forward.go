@@ -28,10 +28,12 @@ const maxErrorBytes = 1 << 20
 
 // exchange is one client request's state through the reverse proxy.
 type exchange struct {
-	// managed: the body is ctxd's (messages replaced) and the answer is
-	// read on its way.
-	managed bool
-	// body is the outgoing body; nil forwards the client's as it came.
+	// pl and req, for a managed request (nil otherwise): its plan, whose
+	// answer is read on its way, and the client's request.
+	pl  *plan
+	req *request
+	// body is the outgoing body (the plan's, but the client's in observe
+	// mode); nil forwards the client's as it came.
 	body *bodybuf.Body
 	// retried: the overflow retry is under way; no second recovery.
 	retried bool
@@ -44,11 +46,8 @@ type exchange struct {
 	recoverable bool
 	refused     error
 
-	// server: the body carries the provider's compaction (shape server),
-	// beta the anthropic-beta value it needs; refusal says why the
-	// upstream refused it (servershape.go).
-	server  bool
-	beta    string
+	// refusal says why the upstream refused the provider's compaction
+	// (servershape.go).
 	refusal string
 
 	// fp is the fingerprint of the client's credential; accepted is set
@@ -63,10 +62,8 @@ type exchange struct {
 	// answer (HeaderSessionID) only when the upstream accepts the request.
 	sessionID string
 
-	// d is the dialect of the endpoint (nil: not a managed endpoint);
-	// hideUsage hides the Chat usage chunk ctxd asked for.
-	d         dialect
-	hideUsage bool
+	// d is the dialect of the endpoint (nil: not a managed endpoint).
+	d dialect
 
 	// What came back.
 	status   int
@@ -118,13 +115,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 			p.m.AddedLatency(apiLabel(dialectOf(pr.In)), time.Since(t))
 		}
 	}
-	if x.managed {
+	if x.pl != nil {
 		// The answer is read on its way: ask for it unencoded (the
 		// transport still negotiates gzip itself, and decodes it).
 		pr.Out.Header.Del("Accept-Encoding")
 	}
-	if x.beta != "" {
-		anthropic.WithBeta(pr.Out.Header, x.beta)
+	if x.pl != nil && x.pl.beta != "" {
+		anthropic.WithBeta(pr.Out.Header, x.pl.beta)
 	}
 	if x.body != nil {
 		body := x.body
@@ -167,7 +164,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 		// Counted as the client reads it (wrapped outermost below).
 		defer func() { resp.Body = &countingBody{ReadCloser: resp.Body, add: p.m.Streamed(apiLabel(d))} }()
 	}
-	if !x.managed {
+	if x.pl == nil {
 		return nil
 	}
 	if x.retried && x.refusal == "" && x.recoverable {
@@ -191,7 +188,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 			x.overflow, x.ovBody = resp, body
 			return errOverflow
 		}
-		if !x.retried && x.server && x.recoverable {
+		if !x.retried && x.pl.server && x.recoverable {
 			if why, ok := x.d.IsServerCompactionRefusal(resp.StatusCode, body); ok {
 				x.overflow, x.ovBody, x.refusal = resp, body, why
 				return errServerRefused
@@ -206,7 +203,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		x.stream = x.d.NewAnswerReader(int(p.limits.SSELineBytes))
 		resp.Body = &bodybuf.Tee{ReadCloser: resp.Body, W: x.stream}
-		if x.hideUsage {
+		if x.pl.hideUsage {
 			resp.Body = &chat.UsageFilter{ReadCloser: resp.Body}
 		}
 	} else {
@@ -285,7 +282,7 @@ func headerSafe(s string) string {
 // (recoverServerShape) — and the request sent again; when no retry could
 // be built, the provider's refusal goes to the client as it came. A retry
 // is never recovered again (x.retried), so there are at most two sends.
-func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) {
+func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange) {
 	for {
 		x.refused = nil
 		p.forward(w, r, x)
@@ -294,11 +291,11 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, x *exchange, pl 
 		case x.refused == nil:
 			return
 		case errors.Is(x.refused, errServerRefused):
-			retry = p.recoverServerShape(w, r, x, pl, req, x.refusal)
-		case pl.cold != nil && !p.warm(r.Context(), x, pl, req):
+			retry = p.recoverServerShape(w, r, x)
+		case x.pl.cold != nil && !p.warm(r.Context(), x):
 			retry = false
 		default:
-			retry = p.recoverOverflow(w, r, x, pl, req)
+			retry = p.recoverOverflow(w, r, x)
 		}
 		if !retry {
 			h := w.Header()

@@ -136,14 +136,14 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		pl.diag = joinDiag(pl.diag, fmt.Sprintf("the client's %d new messages break a provider rule (%v): sent as the client's after ctxd's context, not recorded", len(pl.tail), pl.clientRule))
 	}
 
-	x := &exchange{managed: true, body: pl.out, d: d, hideUsage: pl.hideUsage, server: pl.server, beta: pl.beta, fp: fp, recoverable: !req.clientCompacting}
+	x := &exchange{pl: pl, req: req, body: pl.out, d: d, fp: fp, recoverable: !req.clientCompacting}
 	if mode == ledger.ModeObserve {
 		// Observe mode (docs/design.md §10): the client's bytes go
 		// upstream; ctxd's context was built and is only entered in the
 		// ledger. No recovery, no provider compaction: nothing of ctxd's
 		// reaches the provider.
-		pl.observe = true
-		x.body, x.hideUsage, x.server, x.beta, x.recoverable = req.clientBody(), false, false, "", false
+		pl.observe, pl.hideUsage, pl.server, pl.beta = true, false, false, ""
+		x.body, x.recoverable = req.clientBody(), false
 	}
 	if pl.created || pl.cold != nil {
 		// A new branch exists once the upstream accepts the request:
@@ -160,7 +160,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		// accepts it, beside the answer's forwarding (trail.go).
 		x.onAccept = func() { p.commitAsync(pl) }
 	}
-	if p.attemptToEnd(w, r, x, pl, req) {
+	if p.attemptToEnd(w, r, x) {
 		// The answer broke off once it had begun (the client left, the
 		// upstream's connection broke): recorded like any other below —
 		// the request, and the answer cut short — and then the response
@@ -201,7 +201,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 		if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
 			p.applyPendingLimit(ctx, pl.b)
 		}
-		p.recordAnswer(ctx, pl, x, req)
+		p.recordAnswer(ctx, x)
 	})
 }
 
@@ -209,7 +209,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 // had begun: the reverse proxy then panics with http.ErrAbortHandler,
 // recovered here so that the caller records the request and its answer
 // before aborting the response. Any other panic goes on.
-func (p *Proxy) attemptToEnd(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) (aborted bool) {
+func (p *Proxy) attemptToEnd(w http.ResponseWriter, r *http.Request, x *exchange) (aborted bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {
@@ -218,7 +218,7 @@ func (p *Proxy) attemptToEnd(w http.ResponseWriter, r *http.Request, x *exchange
 			aborted = true
 		}
 	}()
-	p.attempt(w, r, x, pl, req)
+	p.attempt(w, r, x)
 	return false
 }
 
@@ -378,7 +378,8 @@ func (l *lane) extended(req *request, cs []digest) (_ *branch, from int, resend 
 
 // recordAnswer appends the answer, rebuilt from what passed, with its
 // usage (the post-check, docs/design.md §5.1), or records the upstream's error.
-func (p *Proxy) recordAnswer(ctx context.Context, pl *plan, x *exchange, req *request) {
+func (p *Proxy) recordAnswer(ctx context.Context, x *exchange) {
+	pl, req := x.pl, x.req
 	var (
 		m       history.Message
 		inError string

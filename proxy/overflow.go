@@ -20,8 +20,8 @@ import (
 // sent: the attempt loop then passes the
 // provider's error on, with a Ctxd-Diagnostic saying why
 // (docs/decisions.md "Overflow recovery retries only what fits").
-func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request) bool {
-	ctx := r.Context()
+func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *exchange) bool {
+	ctx, pl, req := r.Context(), x.pl, x.req
 	count, limit := req.d.ContextLengthFigures(x.ovBody)
 	if _, err := p.eng.ObserveOverflow(ctx, pl.b.id, engine.Overflow{Count: count, Limit: limit}); err != nil {
 		p.log.Warn("recording the overflow's figures", "session", pl.b.id, "err", err)
@@ -62,7 +62,6 @@ func (p *Proxy) recoverOverflow(w http.ResponseWriter, r *http.Request, x *excha
 	}
 	pl.out = out
 	x.body, x.retried, x.overflow = out, true, nil
-	x.server, x.beta = pl.server, pl.beta
 	if diag != "" {
 		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
 	}

@@ -45,9 +45,9 @@ func (p *Proxy) withServerShape(ctx context.Context, pl *plan, req *request, out
 // compaction: the session falls back to the summarizer, and the request
 // goes once more without it (x carries the retry, the attempt loop sends
 // it). False when the retry could not be built.
-func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *exchange, pl *plan, req *request, why string) bool {
-	ctx := r.Context()
-	if err := p.eng.RefuseServerShape(ctx, pl.b.id, why); err != nil {
+func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *exchange) bool {
+	ctx, pl, req := r.Context(), x.pl, x.req
+	if err := p.eng.RefuseServerShape(ctx, pl.b.id, x.refusal); err != nil {
 		return false
 	}
 	pl.noServer = true
@@ -57,7 +57,7 @@ func (p *Proxy) recoverServerShape(w http.ResponseWriter, r *http.Request, x *ex
 		return false
 	}
 	pl.out = out
-	x.body, x.retried, x.overflow, x.server, x.beta = out, true, nil, false, ""
+	x.body, x.retried, x.overflow = out, true, nil
 	w.Header().Set(HeaderDiagnostic, headerSafe(joinDiag(diag, "shape server: the upstream refused the provider's compaction; this session falls back to the summarizer")))
 	return true
 }
