@@ -15,8 +15,6 @@ import (
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/wire"
-	"github.com/ctxd/ctxd/wire/anthropic"
-	"github.com/ctxd/ctxd/wire/openai/chat"
 )
 
 // maxAnswerBytes caps what the proxy keeps of a non-streamed answer to read
@@ -121,7 +119,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, x *exchange) {
 		pr.Out.Header.Del("Accept-Encoding")
 	}
 	if x.pl != nil && x.pl.beta != "" {
-		anthropic.WithBeta(pr.Out.Header, x.pl.beta)
+		x.d.WithBeta(pr.Out.Header, x.pl.beta)
 	}
 	if x.body != nil {
 		body := x.body
@@ -202,10 +200,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		x.stream = x.d.NewAnswerReader(int(p.limits.SSELineBytes))
-		resp.Body = &bodybuf.Tee{ReadCloser: resp.Body, W: x.stream}
-		if x.pl.hideUsage {
-			resp.Body = &chat.UsageFilter{ReadCloser: resp.Body}
-		}
+		resp.Body = x.d.ClientAnswer(&bodybuf.Tee{ReadCloser: resp.Body, W: x.stream}, x.pl.hideUsage)
 	} else {
 		x.buf = bodybuf.NewCapped(maxAnswerBytes)
 		resp.Body = &bodybuf.Tee{ReadCloser: resp.Body, W: x.buf}

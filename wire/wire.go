@@ -74,6 +74,9 @@ type Dialect interface {
 	ServerCompaction() bool
 	WithServerCompaction(body []byte, trigger uint64) (out []byte, beta string, err error)
 	IsServerCompactionRefusal(status int, body []byte) (why string, ok bool)
+	// WithBeta adds beta, a beta header value WithServerCompaction named,
+	// to the outgoing request's headers h.
+	WithBeta(h http.Header, beta string)
 
 	// What the proxy asks of a request instead of knowing its API.
 
@@ -91,6 +94,10 @@ type Dialect interface {
 	// answer then hides from it (stream and streamOptions as the request
 	// gave them): a Chat stream without stream_options.
 	HidesUsage(stream bool, streamOptions json.RawMessage) bool
+	// ClientAnswer is a streamed answer's body as its client gets it:
+	// without the usage ctxd asked for that the client did not (hidden:
+	// HidesUsage held of its request), else body itself.
+	ClientAnswer(body io.ReadCloser, hidden bool) io.ReadCloser
 	// ClientViolations checks what of docs/design.md §4a a client's own
 	// request decides: items is its conversation, of which the first
 	// prefix are a fixed prefix and those from from on are new, added

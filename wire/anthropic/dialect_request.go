@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 
@@ -27,6 +28,12 @@ func (Dialect) ClientCompacting(http.Header, []json.RawMessage) bool { return fa
 
 // HidesUsage: a Messages stream always reports its usage.
 func (Dialect) HidesUsage(bool, json.RawMessage) bool { return false }
+
+// ClientAnswer is body: the Messages API's usage is always sent.
+func (Dialect) ClientAnswer(body io.ReadCloser, _ bool) io.ReadCloser { return body }
+
+// WithBeta is the package's WithBeta.
+func (Dialect) WithBeta(h http.Header, beta string) { WithBeta(h, beta) }
 
 // ClientViolations is the package's ClientViolations.
 func (Dialect) ClientViolations(items []json.RawMessage, prefix int, thinking json.RawMessage, added []history.Message, from int) history.Violations {

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/ctxd/ctxd/history"
@@ -12,6 +13,12 @@ func (Common) ClientCompacting(http.Header, []json.RawMessage) bool { return fal
 
 // HidesUsage: false, unless the API's dialect says otherwise.
 func (Common) HidesUsage(bool, json.RawMessage) bool { return false }
+
+// ClientAnswer is body (see chat.Dialect.ClientAnswer).
+func (Common) ClientAnswer(body io.ReadCloser, _ bool) io.ReadCloser { return body }
+
+// WithBeta does nothing: the OpenAI APIs have no beta headers.
+func (Common) WithBeta(http.Header, string) {}
 
 // ClientViolations: none; OpenAI's APIs accept, e.g., an empty content.
 func (Common) ClientViolations([]json.RawMessage, int, json.RawMessage, []history.Message, int) history.Violations {

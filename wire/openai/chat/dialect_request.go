@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"io"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire"
@@ -20,6 +21,15 @@ func (Dialect) CacheView(body []byte) (wire.CacheView, error) {
 // UsageFilter).
 func (Dialect) HidesUsage(stream bool, streamOptions json.RawMessage) bool {
 	return stream && len(streamOptions) == 0
+}
+
+// ClientAnswer hides the usage chunk from the stream of a client that did
+// not ask for it (UsageFilter) when hidden.
+func (Dialect) ClientAnswer(body io.ReadCloser, hidden bool) io.ReadCloser {
+	if hidden {
+		return &UsageFilter{ReadCloser: body}
+	}
+	return body
 }
 
 // SummaryPrefix is the client's leading system and developer messages, as
