@@ -368,13 +368,18 @@ func (r *renderer) index(req *wire.RenderRequest, held []history.Message) (*clie
 	// request recorded again after a failed commit) is keyed when ctxd
 	// now holds it as the client sent it: only an append changes what
 	// ctxd holds of a client's result.
-	for k, u := range idx.unkeyed {
-		if _, read := req.Reading.Of(k); !read || !u.matchable(held) {
-			continue
-		}
-		delete(idx.unkeyed, k)
-		if d, _, ok := ClientKey(req.Items[k]); ok {
-			idx.SetKey(k, d)
+	// Only the messages the append read are looked at: a session's
+	// offloaded results are all left without a key.
+	if rd := req.Reading; rd != nil && len(idx.unkeyed) > 0 {
+		for k := max(rd.From, 0); k < min(rd.From+len(rd.Ends), n); k++ {
+			u, left := idx.unkeyed[k]
+			if !left || !u.matchable(held) {
+				continue
+			}
+			delete(idx.unkeyed, k)
+			if d, _, ok := ClientKey(req.Items[k]); ok {
+				idx.SetKey(k, d)
+			}
 		}
 	}
 	msgs := req.Items
