@@ -24,12 +24,23 @@ import (
 func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) {
 	body, bb, ok := p.readBody(w, r, d, d)
 	// trailing: the answer's record runs after the response ended
-	// (trail.go), and releases the body's buffer and the lane itself.
-	trailing := false
+	// (trail.go), and unlocks and releases the lane and the body's buffer
+	// itself.
+	var (
+		l                *lane
+		locked, trailing bool
+	)
 	defer func() {
-		if !trailing {
-			bb.Release()
+		if trailing {
+			return
 		}
+		if locked {
+			l.unlock()
+		}
+		if l != nil {
+			p.release(l)
+		}
+		bb.Release()
 	}()
 	if !ok {
 		return
@@ -64,20 +75,11 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 	if agent == "" {
 		agent = req.PromptCacheKey
 	}
-	l := p.lane(identity.ConversationKey(p.secret, fp, agent, req.Model, req.Tools, req.System, req.Messages))
-	defer func() {
-		if !trailing {
-			p.release(l)
-		}
-	}()
+	l = p.lane(identity.ConversationKey(p.secret, fp, agent, req.Model, req.Tools, req.System, req.Messages))
 	if err := l.lock(r.Context()); err != nil {
 		return
 	}
-	defer func() {
-		if !trailing {
-			l.unlock()
-		}
-	}()
+	locked = true
 
 	pl, err := p.coldPlan(r.Context(), l, req, r.Header, fp, agent)
 	if pl == nil && err == nil {
@@ -450,13 +452,7 @@ func (p *Proxy) recordAnswer(ctx context.Context, x *exchange) {
 		return
 	}
 	pl.b.rec, pl.b.state = rec, st
-	var n uint64
-	for _, m := range msgs {
-		for _, b := range m.Content {
-			n += uint64(len(b.Text) + len(b.Input) + len(b.Signature))
-		}
-	}
-	p.quota.Add(x.fp, pl.b.id, n)
+	p.quota.Add(x.fp, pl.b.id, quota.Bytes(msgs))
 }
 
 // readBody reads r's body within proxy.limits.body_bytes and the body

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
 )
 
 // ErrQuota: the client's credential is at one of its [proxy.quotas]; the
@@ -38,6 +39,18 @@ type Usage struct {
 type Stored struct {
 	ID, Credential string
 	Bytes          uint64
+}
+
+// Bytes is what messages count against a credential's bytes: their
+// blocks' text, tool inputs and signatures.
+func Bytes(msgs []history.Message) uint64 {
+	var n uint64
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			n += uint64(len(b.Text) + len(b.Input) + len(b.Signature))
+		}
+	}
+	return n
 }
 
 // Table is what each client credential keeps stored, by the credential's

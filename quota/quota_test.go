@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/history"
 	"slices"
 	"testing"
 	"time"
@@ -78,5 +79,16 @@ func TestTableRefusesAtItsQuotas(t *testing.T) {
 	}
 	if seeds != 1 {
 		t.Fatalf("seeded %d times, want 1", seeds)
+	}
+}
+
+// A message counts its blocks' text, tool inputs and signatures.
+func TestBytesOfMessages(t *testing.T) {
+	msgs := []history.Message{
+		{Role: history.RoleAssistant, Content: []history.Block{{Type: history.BlockThinking, Text: "hmm", Signature: "sig"}, {Type: history.BlockToolCall, Input: []byte(`{"a":1}`)}}},
+		{Role: history.RoleUser, Content: []history.Block{{Type: history.BlockText, Text: "hello"}}},
+	}
+	if n := Bytes(msgs); n != 3+3+7+5 {
+		t.Fatalf("%d bytes, want 18", n)
 	}
 }
