@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,7 +93,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		b.rec.BranchOf = prev.id
 	}
 	p.quota.Count(fp, b.id)
-	b.sysDigest, b.toolsDigest = prefixDigest(req), sha256.Sum256(req.Tools)
+	b.sysHash, b.toolsHash = prefixHash(req), toolsHash(req)
 	l.branches = append(l.branches, b)
 	if len(l.branches) == 1 {
 		p.conversations.Add(1)

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,9 +64,10 @@ type lane struct {
 type branch struct {
 	id  string
 	rec record
-	// sysDigest and toolsDigest are the client's system and tools bytes
-	// last given to the engine; zero after a restart.
-	sysDigest, toolsDigest digest
+	// sysHash and toolsHash are the fast hashes of the client's system
+	// and tools bytes last given to the engine (prefixHash, toolsHash);
+	// zero after a restart.
+	sysHash, toolsHash uint64
 	// r is the branch's renderer, of the dialect rd, with its caches
 	// (wire.Renderer; guarded by Proxy.mu for the cache bound, used
 	// under the lane's lock).
@@ -317,8 +317,8 @@ const maxBranchGap = 64
 // syncPrefix gives the engine a changed system prompt or tool set (a
 // recorded rewrite, docs/design.md §4), so its estimate counts them.
 func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
-	sd, td := prefixDigest(req), sha256.Sum256(req.Tools)
-	if sd == b.sysDigest && td == b.toolsDigest {
+	sd, td := prefixHash(req), toolsHash(req)
+	if sd == b.sysHash && td == b.toolsHash {
 		return nil
 	}
 	sys, tools := req.d.SystemText(req.System, req.Messages[:req.Prefix]), req.d.Tools(req.Tools)
@@ -330,7 +330,7 @@ func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
 	if err != nil {
 		return fmt.Errorf("updating the system prompt and tools: %w", err)
 	}
-	b.sysDigest, b.toolsDigest = sd, td
+	b.sysHash, b.toolsHash = sd, td
 	return nil
 }
 

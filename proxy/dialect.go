@@ -1,9 +1,10 @@
 package proxy
 
 import (
-	"crypto/sha256"
 	"net/http"
 	"strings"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
@@ -73,16 +74,20 @@ func upstreamOf(r *http.Request) string {
 	return "anthropic"
 }
 
-// prefixDigest is the digest of what the engine is given as the system
-// prompt: the system or instructions bytes and the prefix items.
-func prefixDigest(req *request) digest {
-	h := sha256.New()
-	h.Write(req.System)
+// prefixHash is the fast hash (wire.FastSeed) of what the engine is
+// given as the system prompt: the system or instructions bytes and the
+// prefix items, each after a zero byte. Compared in memory only, with
+// the branch's, as the message hashes are (wire.Digests): a ~24 KB
+// system prompt is not put through SHA-256 at every request.
+func prefixHash(req *request) uint64 {
+	h := xxh3.NewSeed(wire.FastSeed)
+	_, _ = h.Write(req.System)
 	for _, raw := range req.Messages[:req.Prefix] {
-		h.Write([]byte{0})
-		h.Write(raw)
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write(raw)
 	}
-	var d digest
-	h.Sum(d[:0])
-	return d
+	return h.Sum64()
 }
+
+// toolsHash is the fast hash of the request's tools (prefixHash).
+func toolsHash(req *request) uint64 { return xxh3.HashSeed(req.Tools, wire.FastSeed) }
