@@ -223,17 +223,16 @@ func (e *Engine) WindowSources() map[string]int {
 	return out
 }
 
-// NewSessionThreshold is the compaction threshold, in tokens, of a session
-// created now with p's model, context limit, wire limit and provider,
-// under the daemon's configuration (no overlay: an agent file's or a
-// label's are read when the session is), and its model's token factor
-// (provider tokens ÷ o200k tokens). unknown is set when no window is known
-// for the model yet (the threshold is then a placeholder no automatic
-// compaction reaches before the provider names the window). For a caller
-// deciding before the session exists whether a first request needs a
-// pre-send compaction (the proxy's cold first request, docs/design.md §10).
+// ColdEstimate is, for a caller deciding before a session exists whether
+// its first request needs a pre-send compaction (the proxy's cold first
+// request, docs/design.md §10), a bounded estimate of the request, in
+// tokens — its JSON's bytes at bytesPerToken, which leans high, times the
+// model's token factor (provider tokens ÷ o200k tokens) — and the
+// compaction threshold of a session created now with p's model, context
+// limit, wire limit and provider, under the daemon's configuration (no
+// overlay: an agent file's or a label's are read when the session is).
 // Errors: a window outside MinContextLimit..=MaxContextLimit.
-func (e *Engine) NewSessionThreshold(p CreateParams) (threshold uint64, factor float64, unknown bool, err error) {
+func (e *Engine) ColdEstimate(p CreateParams, bytes int, bytesPerToken float64) (estimate, threshold uint64, err error) {
 	cfg := e.Config()
 	provider := p.Provider
 	if provider != ProviderAnthropic && provider != ProviderOpenAI {
@@ -241,11 +240,11 @@ func (e *Engine) NewSessionThreshold(p CreateParams) (threshold uint64, factor f
 	}
 	w, err := resolveWindow(cfg, checkpoint.Meta{Model: p.Model, ContextLimit: p.ContextLimit}, sessionExtra{WireLimit: p.WireContextLimit, Provider: provider}, 0)
 	if err != nil {
-		return 0, 0, false, err
+		return 0, 0, err
 	}
-	factor = w.model.TokenFactor
+	factor := w.model.TokenFactor
 	if factor <= 0 {
 		factor = 1
 	}
-	return trigger.Threshold(w.limit, cfg.ContextCompaction.Trigger), factor, w.source == WindowUnknown, nil
+	return uint64(float64(bytes) / bytesPerToken * factor), trigger.Threshold(w.limit, cfg.ContextCompaction.Trigger), nil
 }

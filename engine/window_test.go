@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/config"
+	"github.com/ctxd/ctxd/trigger"
 )
 
 // loadConfig is the configuration of the TOML src over the defaults, as a
@@ -171,5 +172,18 @@ func TestSessionShowsPrepareMarkAndIdle(t *testing.T) {
 		if in.PrepareMark != tc.mark || in.IdleCompaction != tc.idle {
 			t.Errorf("%s: prepare mark %d, idle %v; want %d, %v (threshold %d)", tc.name, in.PrepareMark, in.IdleCompaction, tc.mark, tc.idle, in.Threshold)
 		}
+	}
+}
+
+// A first request's estimate before its session exists is its bytes at
+// the given rate, and the threshold that of a session created now.
+func TestColdEstimate(t *testing.T) {
+	h := newHarness(t, testConfig(), "")
+	est, threshold, err := h.e.ColdEstimate(CreateParams{Model: "test-model", ContextLimit: 20000}, 30000, 3)
+	if err != nil || est != 10000 || threshold != trigger.Threshold(20000, h.e.Config().ContextCompaction.Trigger) {
+		t.Fatalf("estimate %d, threshold %d, %v", est, threshold, err)
+	}
+	if _, _, err := h.e.ColdEstimate(CreateParams{Model: "test-model", ContextLimit: 10}, 30000, 3); err == nil {
+		t.Fatal("a window under the minimum is not refused")
 	}
 }

@@ -30,8 +30,8 @@ type coldRequest struct {
 // is not one (a conversation the lane holds, a small request or one of an
 // API without a size estimate, or one whose estimate reaches the threshold
 // of a credential the upstream accepted: a pre-send compaction may be
-// due). The estimate is the body's bytes at the dialect's
-// BytesPerToken, which leans high, times the model's token factor.
+// due). The estimate is engine.ColdEstimate's, at the dialect's
+// BytesPerToken.
 // Errors: the lane's loading, quota.ErrQuota.
 func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Header, fp, agent string) (*plan, error) {
 	bytesPerToken := req.d.BytesPerToken()
@@ -56,11 +56,10 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if w, _ := identity.ContextLimit(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
-	threshold, factor, _, err := p.eng.NewSessionThreshold(params)
+	est, threshold, err := p.eng.ColdEstimate(params, n+len(req.System)+len(req.Tools), bytesPerToken)
 	if err != nil {
 		return nil, nil // the full path says why
 	}
-	est := uint64(float64(n+len(req.System)+len(req.Tools)) / bytesPerToken * factor)
 	if est >= threshold && accepted {
 		return nil, nil
 	}
