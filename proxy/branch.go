@@ -93,7 +93,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		b.rec.BranchOf = prev.id
 	}
 	p.quota.Count(fp, b.id)
-	b.sysHash, b.toolsHash = prefixHash(req), toolsHash(req)
+	b.sysHash, b.toolsHash = req.PrefixHash(), req.ToolsHash()
 	l.branches = append(l.branches, b)
 	if len(l.branches) == 1 {
 		p.conversations.Add(1)

@@ -65,7 +65,7 @@ type branch struct {
 	id  string
 	rec record
 	// sysHash and toolsHash are the fast hashes of the client's system
-	// and tools bytes last given to the engine (prefixHash, toolsHash);
+	// and tools bytes last given to the engine (wire.Request.PrefixHash, ToolsHash);
 	// zero after a restart.
 	sysHash, toolsHash uint64
 	// r is the branch's renderer, of the dialect rd, with its caches
@@ -317,7 +317,7 @@ const maxBranchGap = 64
 // syncPrefix gives the engine a changed system prompt or tool set (a
 // recorded rewrite, docs/design.md §4), so its estimate counts them.
 func (p *Proxy) syncPrefix(ctx context.Context, b *branch, req *request) error {
-	sd, td := prefixHash(req), toolsHash(req)
+	sd, td := req.PrefixHash(), req.ToolsHash()
 	if sd == b.sysHash && td == b.toolsHash {
 		return nil
 	}

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/wire/openai/chat"
@@ -73,21 +71,3 @@ func upstreamOf(r *http.Request) string {
 	}
 	return "anthropic"
 }
-
-// prefixHash is the fast hash (wire.FastSeed) of what the engine is
-// given as the system prompt: the system or instructions bytes and the
-// prefix items, each after a zero byte. Compared in memory only, with
-// the branch's, as the message hashes are (wire.Digests): a ~24 KB
-// system prompt is not put through SHA-256 at every request.
-func prefixHash(req *request) uint64 {
-	h := xxh3.NewSeed(wire.FastSeed)
-	_, _ = h.Write(req.System)
-	for _, raw := range req.Messages[:req.Prefix] {
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write(raw)
-	}
-	return h.Sum64()
-}
-
-// toolsHash is the fast hash of the request's tools (prefixHash).
-func toolsHash(req *request) uint64 { return xxh3.HashSeed(req.Tools, wire.FastSeed) }

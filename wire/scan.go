@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/ctxd/ctxd/internal/rawjson"
 )
 
@@ -61,6 +63,24 @@ func (r *Request) ServerState() string {
 	}
 	return ""
 }
+
+// PrefixHash is the fast hash (FastSeed) of what the engine is given as
+// the system prompt: the system or instructions bytes and the prefix
+// items, each after a zero byte. Compared in memory only, as the message
+// hashes are (Digests): a ~24 KB system prompt is not put through SHA-256
+// at every request.
+func (r *Request) PrefixHash() uint64 {
+	h := xxh3.NewSeed(FastSeed)
+	_, _ = h.Write(r.System)
+	for _, raw := range r.Messages[:r.Prefix] {
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write(raw)
+	}
+	return h.Sum64()
+}
+
+// ToolsHash is the fast hash (FastSeed) of the request's tools bytes.
+func (r *Request) ToolsHash() uint64 { return xxh3.HashSeed(r.Tools, FastSeed) }
 
 // Scan reads body, a request of the dialect d: a JSON object with the
 // dialect's conversation array. It scans the top level by hand, in one

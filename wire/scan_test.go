@@ -79,3 +79,33 @@ func TestMarkedFlagsAsSearched(t *testing.T) {
 		t.Errorf("a message flagged unmarked was searched: %s", got)
 	}
 }
+
+// The prefix hash covers the system bytes and the prefix items, each
+// kept apart (moving a byte across a boundary changes it), and nothing of
+// the conversation after the prefix; the tools hash covers the tools.
+func TestPrefixAndToolsHash(t *testing.T) {
+	req := func(system string, prefix int, items ...string) *wire.Request {
+		r := &wire.Request{System: json.RawMessage(system), Prefix: prefix, Tools: json.RawMessage(system)}
+		for _, it := range items {
+			r.Messages = append(r.Messages, json.RawMessage(it))
+		}
+		return r
+	}
+	base := req(`"ab"`, 1, `"c"`, `"d"`).PrefixHash()
+	if got := req(`"ab"`, 1, `"c"`, `"other"`).PrefixHash(); got != base {
+		t.Error("a message after the prefix changed the prefix hash")
+	}
+	for name, r := range map[string]*wire.Request{
+		"system":        req(`"ax"`, 1, `"c"`, `"d"`),
+		"prefix item":   req(`"ab"`, 1, `"x"`, `"d"`),
+		"longer prefix": req(`"ab"`, 2, `"c"`, `"d"`),
+		"an empty item": req(`"ab"`, 2, `"c"`, ``, `"d"`),
+	} {
+		if r.PrefixHash() == base {
+			t.Errorf("%s: the prefix hash did not change", name)
+		}
+	}
+	if req(`[1]`, 0).ToolsHash() == req(`[2]`, 0).ToolsHash() || req(`[1]`, 0).ToolsHash() != req(`[1]`, 0).ToolsHash() {
+		t.Error("the tools hash does not follow the tools bytes")
+	}
+}
