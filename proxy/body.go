@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -26,11 +25,6 @@ type request struct {
 	// outgoing body holds it while it points into body.
 	buf *bodybuf.Buf
 
-	// tail, when set, is the client's own new messages, sent as they
-	// came after ctxd's context (wire.RenderRequest.Tail): a managed
-	// conversation whose client's new messages break a provider rule
-	// (plan.tail).
-	tail []json.RawMessage
 	// marked[k], when k is in range: messages[k] holds a cache marker
 	// (wire.Digests.Marked of this request); out of range: not known.
 	marked []bool
@@ -43,11 +37,6 @@ type request struct {
 	// compaction_trigger: responses.ClientCompacting); ctxd does not
 	// compact for this request, before sending it nor on its refusal.
 	clientCompacting bool
-	// checked, when set, is the engine's §4a check of the messages
-	// rendered (engine.Assembled.Checked: the assembled context as it
-	// came), so the renderer answers for the client's thinking setting
-	// without reading them again.
-	checked *history.Checked
 	// parsed is the append's reading of the client's new messages
 	// (request.parse), kept for the client-bytes index (wire.Reading).
 	parsed parsedMessages

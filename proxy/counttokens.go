@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/engine"
-	"github.com/ctxd/ctxd/history"
 	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/ledger"
@@ -101,19 +100,11 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 	if err != nil {
 		return nil, ""
 	}
-	msgs := a.Messages
-	req.checked = &a.Checked
-	if resend && b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
-		// The count of a request already answered: as it was sent.
-		msgs, req.checked = msgs[:len(msgs)-1], nil
-	}
+	msgs, checked := sendable(a, resend, b)
 	// The client's messages ctxd does not hold yet go as the client sent
 	// them (recording them, and offloading their tool results, would
 	// write).
-	full := req.Messages
-	req.Messages, req.tail = full[:from], full[from:]
-	out, err := p.render(b, msgs, req)
-	req.Messages, req.checked = full, nil
+	out, err := p.render(b, msgs, checked, req, from)
 	if err != nil {
 		return nil, ""
 	}

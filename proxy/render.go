@@ -18,9 +18,12 @@ import (
 // proxy's memory bound counts (memory.go).
 
 // render builds the outgoing body: the client's body with the
-// conversation replaced by msgs rendered. Errors wrap errViolation when
-// msgs break docs/design.md §4a for the client's request.
-func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybuf.Body, error) {
+// conversation replaced by msgs rendered (checked, when set, the engine's
+// §4a check of them: engine.Assembled.Checked). msgs answer the client's
+// first held messages; the others go after them as the client sent them
+// (wire.RenderRequest.Tail). Errors wrap errViolation when msgs break
+// docs/design.md §4a for the client's request.
+func (p *Proxy) render(b *branch, msgs []history.Message, checked *history.Checked, req *request, held int) (*bodybuf.Body, error) {
 	p.mu.Lock()
 	r := b.r
 	if b.rd != req.d {
@@ -31,9 +34,9 @@ func (p *Proxy) render(b *branch, msgs []history.Message, req *request) (*bodybu
 		r = req.d.NewRenderer()
 	}
 	rr := &wire.RenderRequest{Body: req.body, Buf: req.buf, MsgStart: req.MsgStart, MsgEnd: req.MsgEnd,
-		Items: req.Messages, Prefix: req.Prefix, Tail: req.tail, Tools: req.Tools, Thinking: req.Thinking,
+		Items: req.Messages[:held], Prefix: req.Prefix, Tail: req.Messages[held:], Tools: req.Tools, Thinking: req.Thinking,
 		Stream: req.Stream, StreamOptions: req.StreamOptions,
-		Fast: req.fast, Marked: req.marked, Checked: req.checked, Verify: verifyEncoding}
+		Fast: req.fast, Marked: req.marked, Checked: checked, Verify: verifyEncoding}
 	if req.parsed.ends != nil {
 		rr.Reading = &wire.Reading{From: req.parsed.from, Msgs: req.parsed.msgs, Ends: req.parsed.ends}
 	}
@@ -67,6 +70,16 @@ func (p *Proxy) keepRenderer(b *branch, d dialect, r wire.Renderer) {
 	p.boundLocked(b)
 }
 
+// sendable is the assembled context a to render, and its §4a check: a
+// resend of a request already answered goes as it was, without the
+// answer recorded after it (nor the check, which covered it).
+func sendable(a *engine.Assembled, resend bool, b *branch) ([]history.Message, *history.Checked) {
+	if n := len(a.Messages); resend && b.rec.Resp != nil && n > 0 && a.Messages[n-1].Role == history.RoleAssistant {
+		return a.Messages[:n-1], nil
+	}
+	return a.Messages, &a.Checked
+}
+
 // assemble asks the engine for the context (the pre-send check, docs/design.md
 // §5.1, may compact first; not while the client compacts its own
 // conversation, request.clientCompacting) and renders the outgoing body:
@@ -79,23 +92,11 @@ func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
 	}
-	msgs := a.Messages
 	pl.limit, pl.threshold, pl.assembledAt, pl.tokens = a.ContextLimit, a.Threshold, a.LastSeq, a.Tokens
-	req.checked = &a.Checked
-	if pl.resend && pl.b.rec.Resp != nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == history.RoleAssistant {
-		// A resend of a request already answered: send it as it was, not
-		// with the recorded answer after it.
-		msgs, req.checked = msgs[:len(msgs)-1], nil
-	}
-	if pl.tail != nil {
-		// ctxd's context answers the client's messages before the tail:
-		// markers and the client's bytes are aligned on those.
-		full := req.Messages
-		req.Messages, req.tail = full[:len(full)-len(pl.tail)], pl.tail
-		defer func() { req.Messages, req.tail = full, nil }()
-	}
-	out, err := p.render(pl.b, msgs, req)
-	req.checked = nil
+	msgs, checked := sendable(a, pl.resend, pl.b)
+	// ctxd's context answers the client's messages before the tail:
+	// markers and the client's bytes are aligned on those.
+	out, err := p.render(pl.b, msgs, checked, req, len(req.Messages)-len(pl.tail))
 	if err != nil {
 		return nil, "", err
 	}
