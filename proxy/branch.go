@@ -53,7 +53,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 	n, _ := identity.ContextLimit(h)
 	pending := uint64(0)
 	if n > 0 && identity.HasCredential(h) {
-		if p.isAccepted(fp) {
+		if p.creds.Accepted(fp) {
 			params.ContextLimit = n
 		} else {
 			pending = n

@@ -51,7 +51,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	if len(l.branches) > 0 {
 		return nil, nil
 	}
-	accepted := p.isAccepted(fp)
+	accepted := p.creds.Accepted(fp)
 	params := engine.CreateParams{Model: req.Model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
 	if w, _ := identity.ContextLimit(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w

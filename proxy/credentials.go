@@ -14,10 +14,6 @@ import (
 // gets: its own upstream, model and client credential (docs/design.md §10).
 const ClientBinding = "proxy-client"
 
-// isAccepted reports whether the upstream accepted the credential fp since
-// the daemon started (clientcred.Store.Accepted).
-func (p *Proxy) isAccepted(fp string) bool { return p.creds.Accepted(fp) }
-
 // holdCredential keeps the credential of a session's latest request, with
 // what of the request its dialect has a summarizer request carry
 // (wire.Dialect.SummaryPrefix).

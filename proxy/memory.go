@@ -5,7 +5,6 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire"
 )
 
@@ -16,15 +15,6 @@ import (
 // go first (the branch's next request renders its whole context once),
 // then the least recently used idle lanes (found again from the engine).
 // The sizes are estimates of the heap each holds, not exact.
-
-// memoryBudget is the bound in bytes (config.DefaultProxyMemoryBytes when
-// the configuration leaves it 0).
-func (p *Proxy) memoryBudget() int64 {
-	if n := p.cfg.MemoryBytes; n > 0 {
-		return int64(n)
-	}
-	return config.DefaultProxyMemoryBytes
-}
 
 // Estimated sizes of the headers the lanes hold, in bytes.
 const (
@@ -81,7 +71,7 @@ func (p *Proxy) dropCachesLocked(b *branch) {
 // is using) last; then the least recently used idle lanes. Called with
 // p.mu held.
 func (p *Proxy) boundLocked(keep *branch) {
-	budget := p.memoryBudget()
+	budget := p.budget
 	for p.laneBytes+p.cacheBytes > budget && len(p.encOrder) > 0 && p.encOrder[0] != keep {
 		p.dropCachesLocked(p.encOrder[0])
 		p.encOrder = p.encOrder[1:]

@@ -200,7 +200,7 @@ func (p *Proxy) serveManaged(w http.ResponseWriter, r *http.Request, d dialect) 
 			// history would have a gap); the client resends both.
 			return
 		}
-		if pl.b.pendingLimit > 0 && p.isAccepted(fp) {
+		if pl.b.pendingLimit > 0 && p.creds.Accepted(fp) {
 			p.applyPendingLimit(ctx, pl.b)
 		}
 		p.recordAnswer(ctx, x)

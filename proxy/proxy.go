@@ -105,6 +105,8 @@ type Proxy struct {
 	// the branches' caches (memory.go); useSeq orders the lanes' uses.
 	laneBytes, cacheBytes int64
 	useSeq                uint64
+	// budget bounds laneBytes+cacheBytes (proxy.memory_bytes).
+	budget int64
 
 	// creds holds the clients' credentials and those the upstream
 	// accepted (clientcred).
@@ -141,6 +143,10 @@ func New(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
 	p.quota = quota.New(p.eng.ProxiedQuotas)
+	p.budget = config.DefaultProxyMemoryBytes
+	if n := o.Config.MemoryBytes; n > 0 {
+		p.budget = int64(n)
+	}
 	p.red = o.Redactor
 	if p.red == nil {
 		p.red = redact.New()

@@ -87,7 +87,7 @@ func sendable(a *engine.Assembled, resend bool, b *branch) ([]history.Message, *
 func (p *Proxy) assemble(ctx context.Context, pl *plan, req *request) (*bodybuf.Body, string, error) {
 	// A staged request over the window compacts first only for a
 	// credential the upstream accepted before (engine.ContextOptions.Earned).
-	earned := pl.staged != nil && p.isAccepted(pl.staged.fp)
+	earned := pl.staged != nil && p.creds.Accepted(pl.staged.fp)
 	a, err := p.eng.Context(ctx, pl.b.id, engine.ContextOptions{NoPreSend: req.clientCompacting, Earned: earned})
 	if err != nil {
 		return nil, "", fmt.Errorf("assembling the context: %w", err)
