@@ -20,6 +20,7 @@ import (
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/offload"
 	"github.com/ctxd/ctxd/trigger"
+	"github.com/ctxd/ctxd/wire/anthropic"
 	"github.com/ctxd/ctxd/workers"
 )
 
@@ -125,7 +126,7 @@ const (
 
 // ContextLimit1M is the window Anthropic's context-1m-* beta gives, in
 // tokens.
-const ContextLimit1M = 1_000_000
+const ContextLimit1M = anthropic.LongContextWindow
 
 // session is one loaded session: its state (sessionState, the part the
 // log determines, changed only by its own methods' rules) and what ties

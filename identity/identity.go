@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire"
+	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // Headers an agent names its session with (docs/design.md §10), most
@@ -128,4 +129,19 @@ func ContextLimit(h http.Header) (uint64, error) {
 		return 0, fmt.Errorf("%s: %q is not a context window: give one whole number of tokens from %d to %d", HeaderContextLimit, strings.Join(vs, ", "), config.MinContextLimit, config.MaxContextLimit)
 	}
 	return n, nil
+}
+
+// NoCredentialLimit is the diagnostic of a HeaderContextLimit on a request
+// without a credential (HasCredential): who pays is unknown, so the window
+// is the model's.
+const NoCredentialLimit = HeaderContextLimit + " not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's"
+
+// WireContextLimit is the context window a request's headers imply, in
+// tokens: anthropic.LongContextWindow when they ask for Anthropic's 1M
+// window (anthropic.LongContextBeta); 0 when nothing says.
+func WireContextLimit(h http.Header) uint64 {
+	if anthropic.LongContextBeta(h) {
+		return anthropic.LongContextWindow
+	}
+	return 0
 }

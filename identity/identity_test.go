@@ -90,3 +90,21 @@ func TestContextLimit(t *testing.T) {
 		}
 	}
 }
+
+// Anthropic's context-1m beta, anywhere in the anthropic-beta list, asks
+// for the 1M window; no beta, or another, asks for none.
+func TestWireContextLimit(t *testing.T) {
+	for _, c := range []struct {
+		betas []string
+		want  uint64
+	}{
+		{nil, 0},
+		{[]string{"interleaved-thinking-2025-05-14"}, 0},
+		{[]string{"claude-code-20250219,context-1m-2025-08-07"}, 1_000_000},
+		{[]string{"a", "context-1m-2025-08-07"}, 1_000_000},
+	} {
+		if got := WireContextLimit(http.Header{"Anthropic-Beta": c.betas}); got != c.want {
+			t.Errorf("%q: %d, want %d", c.betas, got, c.want)
+		}
+	}
+}

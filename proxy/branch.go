@@ -39,7 +39,7 @@ func (p *Proxy) newBranch(ctx context.Context, l *lane, req *request, h http.Hea
 		fork = p.forkPoint(ctx, prev, req, cs)
 	}
 	params := engine.CreateParams{Model: req.Model, System: req.d.SystemText(req.System, req.Messages[:req.Prefix]), Tools: req.d.Tools(req.Tools), Labels: labels,
-		Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
+		Provider: engineProvider(req.d), WireContextLimit: identity.WireContextLimit(h)}
 	if uid, ok := peerUID(ctx); ok && uid != uint32(os.Getuid()) {
 		// Another local user's agent cannot read the daemon user's
 		// offload directory: its results stay in the context (docs/proxy.md

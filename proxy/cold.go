@@ -52,7 +52,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 		return nil, nil
 	}
 	accepted := p.creds.Accepted(fp)
-	params := engine.CreateParams{Model: req.Model, Provider: engineProvider(req.d), WireContextLimit: wireContextLimit(h)}
+	params := engine.CreateParams{Model: req.Model, Provider: engineProvider(req.d), WireContextLimit: identity.WireContextLimit(h)}
 	if w, _ := identity.ContextLimit(h); w > 0 && identity.HasCredential(h) && accepted {
 		params.ContextLimit = w
 	}
@@ -72,7 +72,7 @@ func (p *Proxy) coldPlan(ctx context.Context, l *lane, req *request, h http.Head
 	pl := &plan{b: &branch{id: engine.ProxySessionID(p.secret, l.key, 0)}, out: req.clientBody(),
 		tokens: est, threshold: threshold, cold: &coldRequest{l: l, h: h.Clone(), agent: agent}}
 	if w, _ := identity.ContextLimit(h); w > 0 && !identity.HasCredential(h) {
-		pl.diag = noCredentialLimit
+		pl.diag = identity.NoCredentialLimit
 	}
 	return pl, nil
 }

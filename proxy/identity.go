@@ -1,12 +1,8 @@
 package proxy
 
 import (
-	"net/http"
-
 	"github.com/ctxd/ctxd/api"
-	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
-	"github.com/ctxd/ctxd/wire/anthropic"
 )
 
 // Headers that name a session (docs/design.md §10), most explicit first.
@@ -26,17 +22,3 @@ const (
 	// the request.
 	HeaderSessionID = "Ctxd-Session"
 )
-
-// noCredentialLimit is the diagnostic of a HeaderContextLimit on a request
-// without a credential: who pays is unknown, so the window is the model's.
-const noCredentialLimit = HeaderContextLimit + " not honoured: the request carries no credential (x-api-key or Authorization); the window is the model's"
-
-// wireContextLimit is the context window a request's headers imply, in
-// tokens: engine.ContextLimit1M when they ask for Anthropic's 1M window
-// (anthropic.LongContextBeta); 0 when nothing says.
-func wireContextLimit(h http.Header) uint64 {
-	if anthropic.LongContextBeta(h) {
-		return engine.ContextLimit1M
-	}
-	return 0
-}

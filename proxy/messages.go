@@ -346,7 +346,7 @@ func (p *Proxy) prepare(ctx context.Context, l *lane, req *request, h http.Heade
 	}
 	pl.out, pl.diag = out, diag
 	if n, _ := identity.ContextLimit(h); n > 0 && !identity.HasCredential(h) {
-		pl.diag = joinDiag(pl.diag, noCredentialLimit)
+		pl.diag = joinDiag(pl.diag, identity.NoCredentialLimit)
 	}
 	return pl, nil
 }

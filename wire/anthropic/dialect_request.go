@@ -65,6 +65,10 @@ func OwnToken(auth string) bool {
 	return strings.HasPrefix(strings.TrimSpace(tok), "sk-ant-")
 }
 
+// LongContextWindow is the window, in tokens, a context-1m-* beta gives
+// (LongContextBeta).
+const LongContextWindow = 1_000_000
+
 // LongContextBeta reports whether a request's anthropic-beta header asks
 // for the 1M-token context window: a context-1m-* beta (Claude Code sends
 // context-1m-2025-08-07 with its default model).
