@@ -16,10 +16,8 @@ import (
 // then the least recently used idle lanes (found again from the engine).
 // The sizes are estimates of the heap each holds, not exact.
 
-// Estimated sizes of the headers the lanes hold, in bytes.
+// Estimated sizes of a lane's and a branch's fixed part, in bytes.
 const (
-	sizeDigest = wire.SizeDigest
-	// sizeLane and sizeBranch are a lane's and a branch's fixed part.
 	sizeLane   = int64(unsafe.Sizeof(lane{})) + 64
 	sizeBranch = int64(unsafe.Sizeof(branch{})) + 256
 )
@@ -28,12 +26,11 @@ const (
 // digests, its branches' records and chains. Called under the lane's lock
 // or p.mu.
 func laneBytes(l *lane) int64 {
-	// Per message: its fast hash, SHA-256, marker flag and chain link.
-	n := sizeLane + int64(cap(l.digests.Fast))*(8+2*sizeDigest+1) + sizeDigest
+	n := sizeLane + l.digests.Bytes()
 	for _, b := range l.branches {
 		// A branch's chain may be the lane's own (counted twice: an
 		// estimate from above).
-		n += sizeBranch + int64(len(b.state)) + int64(cap(b.chain))*sizeDigest
+		n += sizeBranch + int64(len(b.state)) + int64(cap(b.chain))*wire.SizeDigest
 	}
 	return n
 }

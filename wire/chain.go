@@ -64,6 +64,13 @@ type Digests struct {
 // speed on this path, docs/decisions.md).
 var FastSeed = rand.Uint64()
 
+// Bytes estimates the heap d holds, in bytes: per message its fast hash,
+// SHA-256, marker flag and chain link, and the chain's head (what a
+// proxy's memory bound counts).
+func (d *Digests) Bytes() int64 {
+	return int64(cap(d.Fast))*(8+2*SizeDigest+1) + SizeDigest
+}
+
 // ChainsWith is Chains, reusing and then updating the digests in c (nil:
 // none).
 func ChainsWith(c *Digests, msgs []json.RawMessage, key MatchKeyFunc) []Digest {

@@ -109,3 +109,18 @@ func TestPrefixAndToolsHash(t *testing.T) {
 		t.Error("the tools hash does not follow the tools bytes")
 	}
 }
+
+// What a conversation's digests hold grows with its messages: at least a
+// SHA-256 and a chain link for each.
+func TestDigestsBytes(t *testing.T) {
+	var one, ten wire.Digests
+	msgs := make([]json.RawMessage, 10)
+	for i := range msgs {
+		msgs[i] = json.RawMessage(`{"role":"user","content":"m` + string(rune('0'+i)) + `"}`)
+	}
+	wire.ChainsWith(&one, msgs[:1], nil)
+	wire.ChainsWith(&ten, msgs, nil)
+	if one.Bytes() < 2*wire.SizeDigest || ten.Bytes() < 10*2*wire.SizeDigest || ten.Bytes() <= one.Bytes() {
+		t.Fatalf("digests of 1 message: %d bytes, of 10: %d", one.Bytes(), ten.Bytes())
+	}
+}
