@@ -31,6 +31,14 @@ var ErrNotAccepted = errors.New("a proxied session is compacted only once the up
 // after a restart.
 const Max = 4096
 
+// Authenticated reports whether an upstream's answer of status shows that
+// it accepted the request's credential (Store.Accept): any answer under
+// 500 but 401, 403 and 407 (a provider checks the key before it reads the
+// request, so a context-length 400 or a 429 is an authenticated client's).
+func Authenticated(status int) bool {
+	return status < 500 && status != http.StatusUnauthorized && status != http.StatusForbidden && status != http.StatusProxyAuthRequired
+}
+
 // Credential is what a summarizer call on the credential of a request
 // (h its headers) sends: its x-api-key, Authorization and anthropic-beta
 // values, and sp, what of the request the call carries.

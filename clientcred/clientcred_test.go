@@ -93,3 +93,13 @@ func TestCredentialOfARequest(t *testing.T) {
 		t.Fatalf("APIKey %q, Authorization %q, Beta %q, System %s, Tools %s, ToolChoice %s, Prefix %s", c.APIKey, c.Authorization, c.Beta, c.System, c.Tools, c.ToolChoice, c.Prefix)
 	}
 }
+
+// Any answer under 500 but the authentication refusals shows the
+// upstream took the credential.
+func TestAuthenticated(t *testing.T) {
+	for status, want := range map[int]bool{200: true, 400: true, 413: true, 429: true, 401: false, 403: false, 407: false, 500: false, 529: false} {
+		if got := Authenticated(status); got != want {
+			t.Errorf("Authenticated(%d) = %v", status, got)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/clientcred"
 	"github.com/ctxd/ctxd/internal/bodybuf"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/wire"
@@ -152,7 +153,7 @@ func (p *Proxy) modifyResponse(resp *http.Response, x *exchange) error {
 	if resp.StatusCode < 300 && x.sessionID != "" {
 		resp.Header.Set(HeaderSessionID, x.sessionID)
 	}
-	if authenticated(resp.StatusCode) {
+	if clientcred.Authenticated(resp.StatusCode) {
 		p.creds.Accept(x.fp)
 	}
 	if key, idle := p.streamIdle(x, resp.Request); idle > 0 {
@@ -238,14 +239,6 @@ func (p *Proxy) streamIdle(x *exchange, outReq *http.Request) (string, time.Dura
 		return "proxy.upstreams.openai.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.OpenAI.StreamIdleTimeoutMS) * time.Millisecond
 	}
 	return "proxy.upstreams.anthropic.stream_idle_timeout_ms", time.Duration(p.cfg.Upstreams.Anthropic.StreamIdleTimeoutMS) * time.Millisecond
-}
-
-// authenticated reports whether an upstream status shows that it accepted
-// the request's credential: any answer under 500 but 401, 403 and 407 (a
-// provider checks the key before it reads the request, so a
-// context-length 400 or a 429 is an authenticated client's).
-func authenticated(status int) bool {
-	return status < 500 && status != http.StatusUnauthorized && status != http.StatusForbidden && status != http.StatusProxyAuthRequired
 }
 
 // upstreamError is a one-line record of an upstream error: the status and

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/wire/anthropic"
@@ -12,18 +11,6 @@ import (
 // in): the daemon sets its http.Server's MaxHeaderBytes and IdleTimeout,
 // and the listener's connection cap, from them.
 func (p *Proxy) Limits() config.ProxyLimits { return p.limits }
-
-// bodyTimeoutMessage names the limits a too-slow body broke.
-func (p *Proxy) bodyTimeoutMessage() string {
-	return fmt.Sprintf("ctxd proxy: the request body arrived too slowly (proxy.limits.body_timeout_ms = %d without bytes, or under proxy.limits.body_min_rate = %d bytes/s after it)", p.limits.BodyTimeoutMS, p.limits.BodyMinRate)
-}
-
-// writeBodyTimeout answers 408 naming the limit, and closes the
-// connection.
-func (p *Proxy) writeBodyTimeout(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Connection", "close")
-	writeError(w, r, http.StatusRequestTimeout, "timeout_error", p.bodyTimeoutMessage())
-}
 
 // countLimits refuses a request over proxy.limits.messages or
 // proxy.limits.content_blocks before anything parses its messages: the

@@ -473,8 +473,10 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, label, d dialec
 		return nil, bb, false
 	}
 	if errors.Is(err, netlimit.ErrBodyTimeout) {
+		// 408 naming the limits, and the connection closed.
 		p.m.Request(apiLabel(label), outcomeRefused)
-		p.writeBodyTimeout(w, r)
+		w.Header().Set("Connection", "close")
+		writeError(w, r, http.StatusRequestTimeout, "timeout_error", fmt.Sprintf("ctxd proxy: the request body arrived too slowly (proxy.limits.body_timeout_ms = %d without bytes, or under proxy.limits.body_min_rate = %d bytes/s after it)", p.limits.BodyTimeoutMS, p.limits.BodyMinRate))
 	}
 	return nil, bb, false // the client left
 }
