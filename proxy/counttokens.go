@@ -27,11 +27,8 @@ func isCountTokens(r *http.Request) bool {
 // Any other request (a conversation ctxd does not know, a body it cannot
 // read, observe mode) is forwarded as sent.
 func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
-	fp := identity.Fingerprint(p.secret, r.Header)
 	if encodedBody(r) != "" {
-		p.passed.Add(1)
-		p.m.Request(apiLabel(nil), outcomePassedThrough)
-		p.forward(w, r, &exchange{fp: fp})
+		p.passThrough(w, r, nil, outcomePassedThrough, "")
 		return
 	}
 	body, bb, ok := p.readBody(w, r, nil, dialectAnthropic)
@@ -39,14 +36,13 @@ func (p *Proxy) countTokens(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	fp := identity.Fingerprint(p.secret, r.Header)
 	out, id := p.countedBody(r.Context(), r.Header, body, bb, fp)
 	if r.Context().Err() != nil {
 		return
 	}
 	if out == nil {
-		p.passed.Add(1)
-		p.m.Request(apiLabel(nil), outcomePassedThrough)
-		p.forward(w, r, &exchange{fp: fp, body: bodybuf.Pooled(body, bb)})
+		p.passThrough(w, r, bodybuf.Pooled(body, bb), outcomePassedThrough, "")
 		return
 	}
 	p.m.Request(apiLabel(nil), outcomeManaged)

@@ -27,7 +27,6 @@ import (
 	"github.com/ctxd/ctxd/clientcred"
 	"github.com/ctxd/ctxd/config"
 	"github.com/ctxd/ctxd/engine"
-	"github.com/ctxd/ctxd/identity"
 	"github.com/ctxd/ctxd/internal/netlimit"
 	"github.com/ctxd/ctxd/internal/peeruid"
 	"github.com/ctxd/ctxd/internal/redact"
@@ -400,9 +399,7 @@ func (p *Proxy) Handler() http.Handler {
 			p.serveManaged(w, r, d)
 			return
 		}
-		p.passed.Add(1)
-		p.m.Request(apiLabel(nil), outcomePassedThrough)
-		p.forward(w, r, &exchange{fp: identity.Fingerprint(p.secret, r.Header)})
+		p.passThrough(w, r, nil, outcomePassedThrough, "")
 	})
 }
 

@@ -13,10 +13,13 @@ func (r *request) clientBody() *bodybuf.Body {
 }
 
 // passThrough forwards the client's request untouched (body, nil: as it
-// came); outcome is its Metrics.Request outcome.
+// came); outcome is its Metrics.Request outcome, diag its diagnostic
+// ("": none).
 func (p *Proxy) passThrough(w http.ResponseWriter, r *http.Request, body *bodybuf.Body, outcome, diag string) {
 	p.passed.Add(1)
 	p.m.Request(apiLabel(dialectOf(r)), outcome)
-	w.Header().Set(HeaderDiagnostic, headerSafe(diag))
+	if diag != "" {
+		w.Header().Set(HeaderDiagnostic, headerSafe(diag))
+	}
 	p.forward(w, r, &exchange{body: body, d: dialectOf(r), fp: identity.Fingerprint(p.secret, r.Header)})
 }
