@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"maps"
+	"net/url"
 	"strings"
 )
 
@@ -351,6 +353,30 @@ func DefaultProxyLimits() ProxyLimits {
 func DefaultDaemonLimits() DaemonLimits {
 	return DaemonLimits{HeaderBytes: 64 << 10, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10, IdleTimeoutMS: 60000,
 		Connections: 512, OwnerConnections: 64}
+}
+
+// BaseURLs are the upstreams' base URLs, each its provider's default
+// (DefaultAnthropicBaseURL, DefaultOpenAIBaseURL) when unset, so a proxy
+// built with a zero Proxy reaches the public endpoints. Errors: one is not
+// an absolute http or https URL, naming its key (Validate checks more).
+func (u Upstreams) BaseURLs() (anthropic, openai *url.URL, err error) {
+	parse := func(name, s, def string) (*url.URL, error) {
+		if s == "" {
+			s = def
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("proxy.upstreams.%s.base_url: %q is not an absolute http or https URL", name, s)
+		}
+		return u, nil
+	}
+	if anthropic, err = parse("anthropic", u.Anthropic.BaseURL, DefaultAnthropicBaseURL); err != nil {
+		return nil, nil, err
+	}
+	if openai, err = parse("openai", u.OpenAI.BaseURL, DefaultOpenAIBaseURL); err != nil {
+		return nil, nil, err
+	}
+	return anthropic, openai, nil
 }
 
 // WithDefaults is l with every unset (0) key at its built-in default

@@ -132,11 +132,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy.auth = %q: the daemon's bearer token (daemon.auth_token_env) is not set", config.ProxyAuthToken)
 	}
 	up := o.Config.Upstreams.Anthropic
-	u, err := baseURL("anthropic", up.BaseURL, config.DefaultAnthropicBaseURL)
-	if err != nil {
-		return nil, err
-	}
-	ou, err := baseURL("openai", o.Config.Upstreams.OpenAI.BaseURL, config.DefaultOpenAIBaseURL)
+	u, ou, err := o.Config.Upstreams.BaseURLs()
 	if err != nil {
 		return nil, err
 	}
@@ -168,19 +164,6 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.transport, p.errLog = tr, slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
 	return p, nil
-}
-
-// baseURL is the base URL of the upstream name, configured as s ("": def).
-// Errors: it is not an absolute http or https URL.
-func baseURL(name, s, def string) (*url.URL, error) {
-	if s == "" {
-		s = def
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("proxy.upstreams.%s.base_url: %q is not an absolute http or https URL", name, s)
-	}
-	return u, nil
 }
 
 // Upstream returns the Anthropic upstream's base URL, without userinfo.
