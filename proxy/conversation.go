@@ -104,20 +104,8 @@ func (l *lane) forkedFrom(cs []digest) *branch {
 	var best *branch
 	bestLen := 0
 	for _, b := range l.branches {
-		n := min(len(b.chain), len(cs)) - 1
-		// The longest common prefix, by bisection: chains equal at k are
-		// equal below k (chains[0] is the zero digest for all).
-		lo, hi := 0, max(n, 0)
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			if b.chain[mid] == cs[mid] {
-				lo = mid
-			} else {
-				hi = mid - 1
-			}
-		}
-		if lo > 0 && lo >= bestLen {
-			best, bestLen = b, lo
+		if k := wire.Shared(b.chain, cs); k > 0 && k >= bestLen {
+			best, bestLen = b, k
 		}
 	}
 	if best == nil && len(l.branches) > 0 {

@@ -18,6 +18,22 @@ type Digest = [sha256.Size]byte
 // one (MessageDigest).
 func Chains(msgs []json.RawMessage, key MatchKeyFunc) []Digest { return ChainsWith(nil, msgs, key) }
 
+// Shared is how many leading messages two conversations agree on, by
+// their hash chains (Chains): chains equal at k are equal below k, so it
+// is found by bisection. 0 when either chain is empty.
+func Shared(a, b []Digest) int {
+	lo, hi := 0, max(min(len(a), len(b))-1, 0)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if a[mid] == b[mid] {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
 // MatchKeyFunc is a dialect's tolerant form of a message for matching
 // (docs/design.md §10: what real clients change in what they resend is
 // left out); ok false: the message has none and is matched by its bytes.

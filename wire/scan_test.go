@@ -124,3 +124,18 @@ func TestDigestsBytes(t *testing.T) {
 		t.Fatalf("digests of 1 message: %d bytes, of 10: %d", one.Bytes(), ten.Bytes())
 	}
 }
+
+// Two conversations' chains tell how many leading messages they share.
+func TestShared(t *testing.T) {
+	msgs := []json.RawMessage{[]byte(`{"role":"user","content":"a"}`), []byte(`{"role":"assistant","content":"b"}`), []byte(`{"role":"user","content":"c"}`)}
+	other := []json.RawMessage{msgs[0], msgs[1], []byte(`{"role":"user","content":"d"}`)}
+	a, b := wire.Chains(msgs, nil), wire.Chains(other, nil)
+	for _, c := range []struct {
+		x, y []wire.Digest
+		want int
+	}{{a, b, 2}, {a, a, 3}, {a, b[:2], 1}, {a, nil, 0}, {a[:1], b, 0}} {
+		if got := wire.Shared(c.x, c.y); got != c.want {
+			t.Errorf("Shared = %d, want %d", got, c.want)
+		}
+	}
+}
