@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxd/ctxd/wire"
 	"github.com/ctxd/ctxd/wire/anthropic"
+	"github.com/ctxd/ctxd/wire/openai"
 	"github.com/ctxd/ctxd/wire/openai/chat"
 	"github.com/ctxd/ctxd/wire/openai/responses"
 )
@@ -53,20 +54,11 @@ func errorDialect(r *http.Request) dialect {
 }
 
 // upstreamOf chooses the upstream of a request the proxy does not manage
-// (count_tokens, /v1/models, HEAD /): OpenAI's for the OpenAI paths and for
-// a request with a bearer token and no Anthropic header; Anthropic's
-// otherwise.
+// (count_tokens, /v1/models, HEAD /): Anthropic's for a request of its
+// API or credential, asked first (an Anthropic OAuth token comes as a
+// bearer too), OpenAI's for one of OpenAI's, Anthropic's otherwise.
 func upstreamOf(r *http.Request) string {
-	p := r.URL.Path
-	switch {
-	case strings.HasPrefix(p, "/v1/messages"), r.Header.Get("Anthropic-Version") != "", r.Header.Get("Anthropic-Beta") != "",
-		r.Header.Get("X-Api-Key") != "", strings.HasPrefix(p, "/api/"), anthropic.OwnToken(r.Header.Get("Authorization")):
-		// An Anthropic credential (an OAuth token "sk-ant-oat…" in
-		// Authorization, with or without anthropic-version) never goes to
-		// the OpenAI upstream.
-		return "anthropic"
-	case strings.HasPrefix(p, "/v1/responses"), strings.HasPrefix(p, "/v1/chat/"), strings.HasPrefix(p, "/v1/completions"), strings.HasPrefix(p, "/v1/embeddings"),
-		strings.HasPrefix(strings.ToLower(r.Header.Get("Authorization")), "bearer "):
+	if !anthropic.OwnRequest(r) && openai.OwnRequest(r) {
 		return "openai"
 	}
 	return "anthropic"

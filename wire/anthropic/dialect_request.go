@@ -65,6 +65,18 @@ func OwnToken(auth string) bool {
 	return strings.HasPrefix(strings.TrimSpace(tok), "sk-ant-")
 }
 
+// OwnRequest reports whether r is Anthropic's by its path or headers: a
+// /v1/messages or /api/ path, an anthropic-version, anthropic-beta or
+// x-api-key header, or an Anthropic key or token in Authorization
+// (OwnToken; an OAuth token "sk-ant-oat…" comes as a bearer, with or
+// without anthropic-version). The proxy never sends such a request, which
+// may carry an Anthropic credential, to another provider.
+func OwnRequest(r *http.Request) bool {
+	p := r.URL.Path
+	return strings.HasPrefix(p, "/v1/messages") || strings.HasPrefix(p, "/api/") || r.Header.Get("Anthropic-Version") != "" ||
+		r.Header.Get("Anthropic-Beta") != "" || r.Header.Get("X-Api-Key") != "" || OwnToken(r.Header.Get("Authorization"))
+}
+
 // LongContextWindow is the window, in tokens, a context-1m-* beta gives
 // (LongContextBeta).
 const LongContextWindow = 1_000_000

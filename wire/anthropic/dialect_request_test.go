@@ -47,3 +47,30 @@ func TestOwnToken(t *testing.T) {
 		}
 	}
 }
+
+// A request is Anthropic's by its path, by one of its API's headers or by
+// an Anthropic key or token as a bearer; a plain bearer is not.
+func TestOwnRequest(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		hdr  map[string]string
+		want bool
+	}{
+		{"/v1/messages/count_tokens", nil, true},
+		{"/api/oauth/usage", nil, true},
+		{"/v1/models", map[string]string{"Anthropic-Version": "2023-06-01"}, true},
+		{"/v1/models", map[string]string{"Anthropic-Beta": "x"}, true},
+		{"/v1/models", map[string]string{"X-Api-Key": "k"}, true},
+		{"/v1/models", map[string]string{"Authorization": "Bearer sk-ant-oat01-x"}, true},
+		{"/v1/models", map[string]string{"Authorization": "Bearer sk-proj-x"}, false},
+		{"/", nil, false},
+	} {
+		r, _ := http.NewRequest("GET", "http://127.0.0.1"+tc.path, nil)
+		for k, v := range tc.hdr {
+			r.Header.Set(k, v)
+		}
+		if got := OwnRequest(r); got != tc.want {
+			t.Errorf("%s %v: %v, want %v", tc.path, tc.hdr, got, tc.want)
+		}
+	}
+}
