@@ -41,8 +41,9 @@ func dialectOf(r *http.Request) dialect {
 	return nil
 }
 
-// errorDialect is the dialect whose error shape answers r: its endpoint's,
-// else its upstream's (Chat's and Responses' are OpenAI's one shape).
+// errorDialect is the dialect whose error shape answers r and whose
+// upstream serves it: its endpoint's, else its upstream's (upstreamOf;
+// Chat's and Responses' are OpenAI's one shape and upstream).
 func errorDialect(r *http.Request) dialect {
 	if d := dialectOf(r); d != nil {
 		return d

@@ -199,13 +199,9 @@ func shown(u *url.URL) string {
 }
 
 // upstreamFor is the upstream of a request: its endpoint's, or for one
-// ctxd does not manage, upstreamOf's choice.
+// ctxd does not manage, upstreamOf's choice (errorDialect).
 func (p *Proxy) upstreamFor(r *http.Request) *url.URL {
-	up := upstreamOf(r)
-	if d := dialectOf(r); d != nil {
-		up = d.Upstream()
-	}
-	return p.upstreamURL(up)
+	return p.upstreamURL(errorDialect(r).Upstream())
 }
 
 // upstreamURL is the base URL of the upstream named up ("anthropic" or
@@ -324,10 +320,8 @@ func (p *Proxy) Handler() http.Handler {
 		// net/http reads up to HeaderSlack bytes past MaxHeaderBytes: the
 		// exact limit is checked here, refused naming its key.
 		if n := netlimit.HeaderBytes(r); uint64(n) > p.limits.HeaderBytes {
-			p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
 			w.Header().Set("Connection", "close")
-			msg := fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes)
-			writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", msg)
+			p.refused(w, r, http.StatusRequestHeaderFieldsTooLarge, "request_too_large", fmt.Sprintf("ctxd proxy: request line and headers of %d bytes, over proxy.limits.header_bytes (%d)", n, p.limits.HeaderBytes))
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
@@ -337,15 +331,12 @@ func (p *Proxy) Handler() http.Handler {
 			got := r.Header.Get(TokenHeader)
 			r.Header.Del(TokenHeader) // never forwarded
 			if subtle.ConstantTimeCompare([]byte(got), []byte(p.token)) != 1 {
-				p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
-				msg := "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the " + TokenHeader + " header"
-				writeError(w, r, http.StatusUnauthorized, "authentication_error", msg)
+				p.refused(w, r, http.StatusUnauthorized, "authentication_error", "ctxd proxy: proxy.auth is \"token\": send the daemon's bearer token in the "+TokenHeader+" header")
 				return
 			}
 		}
 		if msg := p.refuse(r); msg != "" {
-			p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
-			writeError(w, r, http.StatusForbidden, "permission_error", msg)
+			p.refused(w, r, http.StatusForbidden, "permission_error", msg)
 			return
 		}
 		if isUpgrade(r) {
@@ -353,20 +344,7 @@ func (p *Proxy) Handler() http.Handler {
 			return
 		}
 		if p.ui != nil && (r.URL.Path == UIPrefix || strings.HasPrefix(r.URL.Path, UIPrefix+"/")) {
-			// The dashboard: read-only, never forwarded upstream.
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				writeError(w, r, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
-				return
-			}
-			if msg := p.refuseDashboard(r); msg != "" {
-				writeError(w, r, http.StatusForbidden, "permission_error", msg)
-				return
-			}
-			if r.URL.Path == UIPrefix {
-				http.Redirect(w, r, UIPrefix+"/", http.StatusFound)
-				return
-			}
-			p.ui.ServeHTTP(w, r)
+			p.serveUI(w, r)
 			return
 		}
 		if isCountTokens(r) {
@@ -384,6 +362,29 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		p.passThrough(w, r, nil, outcomePassedThrough, "")
 	})
+}
+
+// refused answers r with a refusal of the listener, counted.
+func (p *Proxy) refused(w http.ResponseWriter, r *http.Request, status int, typ, msg string) {
+	p.m.Request(apiLabel(dialectOf(r)), outcomeRefused)
+	writeError(w, r, status, typ, msg)
+}
+
+// serveUI serves the dashboard: read-only, never forwarded upstream.
+func (p *Proxy) serveUI(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, r, http.StatusMethodNotAllowed, "invalid_request_error", "ctxd proxy: the dashboard is read-only: GET only")
+		return
+	}
+	if msg := p.refuseDashboard(r); msg != "" {
+		writeError(w, r, http.StatusForbidden, "permission_error", msg)
+		return
+	}
+	if r.URL.Path == UIPrefix {
+		http.Redirect(w, r, UIPrefix+"/", http.StatusFound)
+		return
+	}
+	p.ui.ServeHTTP(w, r)
 }
 
 // refuse applies docs/design.md §8b to the proxy listener: no Origin or Referer
