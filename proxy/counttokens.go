@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/ctxd/ctxd/engine"
 	"github.com/ctxd/ctxd/identity"
@@ -11,12 +10,6 @@ import (
 	"github.com/ctxd/ctxd/ledger"
 	"github.com/ctxd/ctxd/wire"
 )
-
-// isCountTokens reports whether r is a Messages token count
-// (POST /v1/messages/count_tokens).
-func isCountTokens(r *http.Request) bool {
-	return r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == "/v1/messages/count_tokens"
-}
 
 // countTokens serves POST /v1/messages/count_tokens (docs/proxy.md
 // "Conformance"): for a conversation ctxd manages, the upstream counts

@@ -17,28 +17,34 @@ import (
 // for all of them.
 type dialect = wire.Dialect
 
-// The dialects.
+// The dialects; dialects lists them in the order status shows their
+// endpoints (Upstreams).
 var (
 	dialectAnthropic dialect = anthropic.Dialect{}
 	dialectResponses dialect = responses.Dialect{}
 	dialectChat      dialect = chat.Dialect{}
+	dialects                 = []dialect{dialectAnthropic, dialectResponses, dialectChat}
 )
 
-// dialectOf returns the dialect of a managed endpoint, nil for any other
-// request.
+// dialectOf returns the dialect of a managed endpoint (wire.Dialect.Path),
+// nil for any other request.
 func dialectOf(r *http.Request) dialect {
 	if r.Method != http.MethodPost {
 		return nil
 	}
-	switch strings.TrimSuffix(r.URL.Path, "/") {
-	case "/v1/messages":
-		return dialectAnthropic
-	case "/v1/responses":
-		return dialectResponses
-	case "/v1/chat/completions":
-		return dialectChat
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	for _, d := range dialects {
+		if d.Path() == path {
+			return d
+		}
 	}
 	return nil
+}
+
+// isCountTokens reports whether r is a Messages token count
+// (anthropic.CountTokensPath).
+func isCountTokens(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == anthropic.CountTokensPath
 }
 
 // errorDialect is the dialect whose error shape answers r and whose

@@ -184,10 +184,15 @@ type Upstream struct {
 
 // Upstreams returns every configured upstream: anthropic, then openai.
 func (p *Proxy) Upstreams() []Upstream {
-	return []Upstream{
-		{Name: "anthropic", BaseURL: p.Upstream(), Endpoints: []string{"/v1/messages"}},
-		{Name: "openai", BaseURL: p.OpenAIUpstream(), Endpoints: []string{"/v1/responses", "/v1/chat/completions"}},
+	ups := []Upstream{{Name: "anthropic", BaseURL: p.Upstream()}, {Name: "openai", BaseURL: p.OpenAIUpstream()}}
+	for _, d := range dialects {
+		u := &ups[0]
+		if d.Upstream() == "openai" {
+			u = &ups[1]
+		}
+		u.Endpoints = append(u.Endpoints, d.Path())
 	}
+	return ups
 }
 
 // shown is u without its userinfo (a user or password in a base URL is a

@@ -26,9 +26,11 @@ import (
 type Dialect interface {
 	// Name is the "proxy" label of the sessions ("anthropic",
 	// "responses", "chat"); Upstream the upstream's key ("anthropic" or
-	// "openai").
+	// "openai"); Path the endpoint of its requests (a POST):
+	// "/v1/messages", "/v1/responses" or "/v1/chat/completions".
 	Name() string
 	Upstream() string
+	Path() string
 	// ItemsKey is the body's conversation array: "messages" or "input".
 	ItemsKey() string
 	// IsPrefix reports whether a leading item belongs to the fixed prefix

@@ -10,6 +10,9 @@ import (
 	"github.com/ctxd/ctxd/wire"
 )
 
+// CountTokensPath is the Messages API's token count (a POST).
+const CountTokensPath = "/v1/messages/count_tokens"
+
 // Dialect is the Messages API (POST /v1/messages) as wire.Dialect.
 type Dialect struct{}
 
@@ -17,6 +20,7 @@ var _ wire.Dialect = Dialect{}
 
 func (Dialect) Name() string                  { return "anthropic" }
 func (Dialect) Upstream() string              { return "anthropic" }
+func (Dialect) Path() string                  { return "/v1/messages" }
 func (Dialect) ItemsKey() string              { return "messages" }
 func (Dialect) IsPrefix(json.RawMessage) bool { return false }
 

@@ -18,6 +18,7 @@ type Dialect struct{ openai.Common }
 var _ wire.Dialect = Dialect{}
 
 func (Dialect) Name() string                      { return "chat" }
+func (Dialect) Path() string                      { return "/v1/chat/completions" }
 func (Dialect) ItemsKey() string                  { return "messages" }
 func (Dialect) IsPrefix(raw json.RawMessage) bool { return IsChatPrefix(raw) }
 func (Dialect) Parse(items []json.RawMessage, from int) ([]history.Message, error) {

@@ -16,6 +16,7 @@ type Dialect struct{ openai.Common }
 var _ wire.Dialect = Dialect{}
 
 func (Dialect) Name() string                      { return "responses" }
+func (Dialect) Path() string                      { return "/v1/responses" }
 func (Dialect) ItemsKey() string                  { return "input" }
 func (Dialect) IsPrefix(raw json.RawMessage) bool { return IsPrefixItem(raw) }
 func (Dialect) Parse(items []json.RawMessage, from int) ([]history.Message, error) {
