@@ -81,8 +81,18 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 	if b == nil {
 		return nil, ""
 	}
-	if mode, err := p.readMode(ctx, b.id, h); err != nil || mode == ledger.ModeObserve {
-		// Observe mode sends the client's own messages.
+	// Observe mode sends the client's own messages. The header's mode is
+	// not recorded on the session, and a value that is not a mode is
+	// ignored.
+	mode := h.Get(HeaderMode)
+	if mode != ledger.ModeEnforce && mode != ledger.ModeObserve {
+		own, err := p.eng.Mode(ctx, b.id)
+		if err != nil {
+			return nil, ""
+		}
+		mode, _ = p.modeOf("", own)
+	}
+	if mode == ledger.ModeObserve {
 		return nil, ""
 	}
 	a, err := p.eng.Context(ctx, b.id, engine.ContextOptions{NoPreSend: true})
@@ -98,18 +108,4 @@ func (p *Proxy) countedBody(ctx context.Context, h http.Header, body []byte, bb 
 		return nil, ""
 	}
 	return out, b.id
-}
-
-// readMode is the mode a request of session id is served in (mode),
-// without recording the header's mode on the session; a header value
-// that is not a mode is ignored.
-func (p *Proxy) readMode(ctx context.Context, id string, h http.Header) (string, error) {
-	if v := h.Get(HeaderMode); v == ledger.ModeEnforce || v == ledger.ModeObserve {
-		return v, nil
-	}
-	own, err := p.eng.Mode(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	return p.modeOf("", own)
 }
