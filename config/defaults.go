@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Default values of docs/design.md §3, in the units named by each key.
@@ -353,6 +354,24 @@ func DefaultProxyLimits() ProxyLimits {
 func DefaultDaemonLimits() DaemonLimits {
 	return DaemonLimits{HeaderBytes: 64 << 10, BodyTimeoutMS: 30000, BodyMinRate: 64 << 10, IdleTimeoutMS: 60000,
 		Connections: 512, OwnerConnections: 64}
+}
+
+// MemoryBound is proxy.memory_bytes, DefaultProxyMemoryBytes when unset
+// (0: a proxy built with a zero Proxy).
+func (p Proxy) MemoryBound() int64 {
+	if p.MemoryBytes > 0 {
+		return int64(p.MemoryBytes)
+	}
+	return DefaultProxyMemoryBytes
+}
+
+// DialTimeout is dial_timeout_ms as a duration, DefaultDialTimeoutMS
+// when unset (0) or past a duration's range.
+func (u Upstream) DialTimeout() time.Duration {
+	if d := time.Duration(u.DialTimeoutMS) * time.Millisecond; d > 0 {
+		return d
+	}
+	return DefaultDialTimeoutMS * time.Millisecond
 }
 
 // BaseURLs are the upstreams' base URLs, each its provider's default

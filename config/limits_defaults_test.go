@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A zero [proxy.limits] key takes its built-in default; a set one stays.
@@ -40,5 +41,15 @@ func TestUpstreamBaseURLs(t *testing.T) {
 		if _, _, err := c.u.BaseURLs(); err == nil || !strings.Contains(err.Error(), c.key) {
 			t.Errorf("%+v: %v, want an error naming %s", c.u, err, c.key)
 		}
+	}
+}
+
+// A zero memory bound and dial timeout are their defaults; set ones stay.
+func TestProxyZeroDefaults(t *testing.T) {
+	if (Proxy{}).MemoryBound() != DefaultProxyMemoryBytes || (Proxy{MemoryBytes: 2 << 20}).MemoryBound() != 2<<20 {
+		t.Error("MemoryBound")
+	}
+	if (Upstream{}).DialTimeout() != DefaultDialTimeoutMS*time.Millisecond || (Upstream{DialTimeoutMS: 5}).DialTimeout() != 5*time.Millisecond {
+		t.Error("DialTimeout")
 	}
 }

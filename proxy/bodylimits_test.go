@@ -13,14 +13,15 @@ import (
 )
 
 // TestOversizedBodyWrittenWholeFirst (finding 3): a client that writes its
-// whole body over MaxBodyBytes before reading the answer (Python's
+// whole body over proxy.limits.body_bytes before reading the answer (Python's
 // http.client does) — 16 MiB over, more than the sockets' buffers hold —
 // gets the proxy's 413 naming the limit, not a broken
 // pipe or a reset, with and without a Content-Length; nothing reaches the
 // upstream.
 func TestOversizedBodyWrittenWholeFirst(t *testing.T) {
 	f := newFixture(t, testConfig())
-	body := `{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("x", MaxBodyBytes+16<<20) + `"}]}`
+	maxBody := int(f.p.Limits().BodyBytes)
+	body := `{"model":"claude-opus-4-8","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("x", maxBody+16<<20) + `"}]}`
 	host := strings.TrimPrefix(f.url, "http://")
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
@@ -55,7 +56,7 @@ func TestOversizedBodyWrittenWholeFirst(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), fmt.Sprintf("over %d bytes", MaxBodyBytes)) || !strings.Contains(string(b), `"request_too_large"`) {
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), fmt.Sprintf("over %d bytes", maxBody)) || !strings.Contains(string(b), `"request_too_large"`) {
 				t.Fatalf("got %d %s", resp.StatusCode, b)
 			}
 		})

@@ -33,10 +33,6 @@ import (
 	"github.com/ctxd/ctxd/quota"
 )
 
-// MaxBodyBytes is the default of proxy.limits.body_bytes, the cap of a
-// request body, in bytes (the Messages API's own limit is 32 MB).
-const MaxBodyBytes = 32 << 20
-
 // Options configure a Proxy. Engine and Secret are required.
 type Options struct {
 	// Engine records and assembles the sessions.
@@ -137,11 +133,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ui: o.UI, eng: o.Engine, secret: o.Secret, token: o.Token, cfg: o.Config, limits: o.Config.Limits.WithDefaults(), log: o.Logger.With("component", "proxy"), upstream: u, openai: ou, lanes: map[string]*lane{}}
-	p.quota = quota.New(p.eng.ProxiedQuotas)
-	p.budget = config.DefaultProxyMemoryBytes
-	if n := o.Config.MemoryBytes; n > 0 {
-		p.budget = int64(n)
-	}
+	p.quota, p.budget = quota.New(p.eng.ProxiedQuotas), o.Config.MemoryBound()
 	p.red = o.Redactor
 	if p.red == nil {
 		p.red = redact.New()
@@ -154,11 +146,7 @@ func New(o Options) (*Proxy, error) {
 	tr := o.Transport
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		dial := time.Duration(up.DialTimeoutMS) * time.Millisecond
-		if dial <= 0 {
-			dial = config.DefaultDialTimeoutMS * time.Millisecond
-		}
-		t.DialContext = (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext
+		t.DialContext = (&net.Dialer{Timeout: up.DialTimeout(), KeepAlive: 30 * time.Second}).DialContext
 		t.ResponseHeaderTimeout = time.Duration(up.HeaderTimeoutMS) * time.Millisecond
 		tr = t
 	}
