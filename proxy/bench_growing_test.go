@@ -518,7 +518,7 @@ func benchGrowing(b *testing.B, nonStreamed bool) {
 	b.ReportMetric((heap1-heap0)/float64(held)/(1<<20), "heap-MB/conv")
 	b.ReportMetric((rss1-rss0)/float64(held)/(1<<20), "rss-MB/conv")
 	b.ReportMetric(float64(t.p.eng.LoadedBytes())/float64(held)/(1<<20), "engine-MB/conv")
-	b.ReportMetric(float64(t.p.MemoryBytes())/float64(held)/(1<<20), "proxy-MB/conv")
+	b.ReportMetric(float64(memoryBytes(t.p))/float64(held)/(1<<20), "proxy-MB/conv")
 	b.ReportMetric(float64(bodyBytes)/1024, "last-body-KB")
 	runtime.KeepAlive(t)
 }

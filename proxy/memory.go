@@ -106,11 +106,3 @@ func (p *Proxy) dropLaneLocked(l *lane) {
 		}
 	}
 }
-
-// MemoryBytes is the proxy's estimate of what it holds of the
-// conversations it serves, in bytes (what proxy.memory_bytes bounds).
-func (p *Proxy) MemoryBytes() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.laneBytes + p.cacheBytes
-}
