@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"time"
 )
@@ -40,6 +41,14 @@ const (
 	// 426 so that the client uses HTTP.
 	outcomeUpgradeDeclined = "upgrade_declined"
 )
+
+// errViolation: the assembled context breaks docs/design.md §4a; it is never
+// sent.
+var errViolation = errors.New("the assembled context breaks docs/design.md §4a, not sent")
+
+// errClientRule: the client's own request breaks docs/design.md §4a. It is
+// forwarded as sent (the provider judges it) and is not a ctxd violation.
+var errClientRule = errors.New("the client's own request breaks docs/design.md §4a; forwarded as sent for the provider to judge")
 
 // noMetrics is the Metrics of a proxy given none.
 type noMetrics struct{}
