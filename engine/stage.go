@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -287,12 +288,30 @@ func (st *Staged) Discard() bool {
 		delete(e.sessions, st.id)
 	}
 	e.mu.Unlock()
+	st.removeFiles()
+	return true
+}
+
+// removeFiles removes the offload files written for st, dropped with it,
+// and, when st created its session in memory only (never stored), their
+// directory once empty: nothing is left of a session that was never
+// stored. Called once st is discarded, or its write failed, without
+// st's session's mu.
+func (st *Staged) removeFiles() {
+	dirs := map[string]bool{}
 	for _, f := range st.files {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			e.log.Warn("removing the offload file of a discarded append", "session", st.id, "path", f, "err", err)
+			st.e.log.Warn("removing the offload file of a discarded append", "session", st.id, "path", f, "err", err)
 		}
+		dirs[filepath.Dir(f)] = true
 	}
-	return true
+	if st.create == nil {
+		return
+	}
+	for d := range dirs {
+		// Only when empty: os.Remove leaves a directory holding anything.
+		_ = os.Remove(d)
+	}
 }
 
 // write commits st, or waits for the write under way. Never called with
@@ -332,6 +351,12 @@ func (st *Staged) write(ctx context.Context) error {
 	}
 	if err == nil {
 		_, err = e.inner.AppendAt(ctx, st.id, st.base, st.events)
+	}
+	if err != nil && st.create != nil && !st.create.stored() && !errors.Is(err, ErrExists) {
+		// The session was never stored (nor is it another node's):
+		// nothing refers to the append's files, which go as with a
+		// discard, before anyone waiting on the write goes on.
+		st.removeFiles()
 	}
 	e.stageMu.Lock()
 	if err != nil {
@@ -543,11 +568,14 @@ func (l stagingLog) PutCheckpoint(ctx context.Context, session string, cp checkp
 }
 
 // DeleteSession of a session created in memory and never stored
-// (CreateParams.Staged) stores nothing and returns errNeverStored.
+// (CreateParams.Staged) stores nothing and returns errNeverStored. A
+// staged append it drops takes its offload files with it, as Discard.
 func (l stagingLog) DeleteSession(ctx context.Context, session string) error {
 	l.e.stageMu.Lock()
 	st := l.e.staged[session]
+	discarded := false
 	if st != nil && st.state == stagePending {
+		discarded = true
 		st.state, st.err = stageDiscarded, ErrDiscarded
 		l.e.unstageLocked(st)
 		close(st.done)
@@ -557,6 +585,9 @@ func (l stagingLog) DeleteSession(ctx context.Context, session string) error {
 	l.e.stageMu.Unlock()
 	if st != nil {
 		<-st.done // a write under way ends before the deletion
+		if discarded {
+			st.removeFiles()
+		}
 	}
 	if u != nil {
 		u.mu.Lock()
@@ -603,6 +634,13 @@ type unstored struct {
 	mu   sync.Mutex
 	done bool
 	err  error
+}
+
+// stored reports whether the session was stored.
+func (u *unstored) stored() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.done && u.err == nil
 }
 
 // holdUnstored makes s, a new session, the engine's in memory only: its
