@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	"github.com/ctxd/ctxd/internal/rawjson"
+	"github.com/ctxd/ctxd/wire"
 )
 
 // markerKey is the key of a cache marker.
@@ -20,8 +21,11 @@ var longTTL = regexp.MustCompile(`"cache_control"\s*:\s*\{[^{}]*"ttl"\s*:\s*"1h"
 // JSON with the cache_control markers removed (a marker that moves from one
 // message to the next changes no element). lastMarker is the index of the
 // last element that carried a marker (-1: none, nothing is written);
-// long reports a marker with "ttl": "1h". Errors: the body is not a
-// Messages request object.
+// long reports a marker with "ttl": "1h". A message of plain text is in
+// one form (wire.MatchForm: its content as a string, whether the client
+// wrote a string or one text block): the provider reads both alike, and
+// ctxd sends one form for both (PlainBytes), so the form is no context.
+// Errors: the body is not a Messages request object.
 //
 // The body is split by its top-level structure (rawjson), not decoded: the
 // bodies read are ones the upstream accepted (the client's, and ctxd's own
@@ -45,6 +49,9 @@ func CacheElements(body []byte) (elems [][]byte, lastMarker int, long bool, err 
 			lastMarker = i
 			long = long || longTTL.Match(e)
 			elems[i] = withoutMarkers(e)
+		}
+		if i >= 2 {
+			elems[i] = wire.MatchForm(elems[i])
 		}
 	}
 	return elems, lastMarker, long, nil

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/wire"
 )
 
 // TestCacheElementsDropTheMovingMarker: the same message with and without
@@ -31,7 +33,9 @@ func TestCacheElementsDropTheMovingMarker(t *testing.T) {
 			t.Errorf("element %d keeps its marker: %s", i, ea[i])
 		}
 	}
-	if string(eb[3]) != `{"role":"assistant","content":[{"type":"text","text":"yo"}]}` {
+	// Its one text block, bare once the marker is gone, is plain text in
+	// its one form (wire.MatchForm).
+	if string(eb[3]) != `{"role":"assistant","content":"yo"}` {
 		t.Errorf("a leading marker left %s", eb[3])
 	}
 	if _, _, _, err := CacheElements([]byte(`[1]`)); err == nil {
@@ -90,6 +94,9 @@ func cacheElementsByDecoding(body []byte) (elems [][]byte, lastMarker int, long 
 			lastMarker = i
 			long = long || longTTL.Match(e)
 			e = markersByRegexp(e)
+		}
+		if i >= 2 {
+			e = wire.MatchForm(e)
 		}
 		elems = append(elems, e)
 	}
@@ -278,5 +285,22 @@ func BenchmarkCacheElements(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestCacheElementsPlainTextOneForm: a message of plain text is one
+// element whichever form the client wrote it in, a string or one text
+// block (marked or not): the provider reads both alike, and the ledger's
+// measure must not count the form.
+func TestCacheElementsPlainTextOneForm(t *testing.T) {
+	str := `{"model":"m","messages":[{"role":"user","content":"Hello there"}]}`
+	block := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Hello there","cache_control":{"type":"ephemeral"}}]}]}`
+	es, _, _, err := CacheElements([]byte(str))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, _, _, _ := CacheElements([]byte(block))
+	if len(es) != 3 || len(eb) != 3 || string(es[2]) != string(eb[2]) || string(es[2]) != `{"role":"user","content":"Hello there"}` {
+		t.Fatalf("string form %q, block form %q", es, eb)
 	}
 }
