@@ -11,7 +11,8 @@ import (
 // ClientViolations checks what of docs/design.md §4a a Messages API
 // client's own request decides, without parsing the history ctxd already holds: the rules of
 // one message on the new messages (no empty text or message, thinking
-// first and not last), and the rules of the request's tail (the final
+// first and not last), the first message's role when the request's
+// messages are all new (a user message first), and the rules of the request's tail (the final
 // assistant message of an open tool loop starts with thinking when the
 // client enabled it; no thinking in a final assistant message when it did
 // not), on the messages from the last assistant one on. msgs are the
@@ -41,6 +42,9 @@ func ClientViolations(msgs []json.RawMessage, prefix int, thinking json.RawMessa
 				vs = append(vs, v)
 			}
 		}
+	}
+	if v, ok := firstNotUser(msgs, prefix, added, from); ok {
+		vs = append(vs, v)
 	}
 	rules := history.Rules{Thinking: ThinkingMode(thinking), OpenTail: true}
 	// The tail from the last assistant message (a few messages back). An
@@ -103,4 +107,33 @@ func emptyMessage(raw json.RawMessage) (role string, empty bool) {
 		return role, err == nil && len(ms) == 0
 	}
 	return role, false
+}
+
+// firstNotUser checks the client's first message when all of msgs are new
+// (from and prefix 0: a conversation's first request): the first one that
+// is not a system message must be a user message, as the provider's rule
+// (history.RuleFirstNotUser) reads the context ctxd would send from them.
+// Its index is msgs'.
+func firstNotUser(msgs []json.RawMessage, prefix int, added []history.Message, from int) (history.Violation, bool) {
+	if from != 0 || prefix != 0 {
+		return history.Violation{}, false
+	}
+	k := 0
+	for k < len(added) && added[k].Role == history.RoleSystem {
+		k++
+	}
+	if k == len(added) {
+		return history.Violation{}, false
+	}
+	for _, v := range history.CheckRequest(added[k:k+1], history.Rules{OpenTail: true}) {
+		if v.Rule != history.RuleFirstNotUser {
+			continue
+		}
+		v.Index = 0
+		for v.Index < len(msgs)-1 && Role(msgs[v.Index]) == "system" {
+			v.Index++
+		}
+		return v, true
+	}
+	return history.Violation{}, false
 }
