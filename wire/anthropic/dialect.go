@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -43,6 +44,9 @@ func ParseEach(raw []json.RawMessage, from int) (out []history.Message, ends []i
 	for i := from; i < len(raw); i++ {
 		ms, err := ParseMessage(raw[i], names)
 		if err != nil {
+			if errors.As(err, new(wholeMessageError)) {
+				return nil, nil, fmt.Errorf("messages[%d]: %w", i, err)
+			}
 			return nil, nil, fmt.Errorf("messages[%d].%w", i, err)
 		}
 		out = append(out, ms...)

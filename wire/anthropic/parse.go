@@ -468,11 +468,12 @@ type WireMessage struct {
 // list (Claude Code sends one) becomes a system message of its text blocks
 // and its other blocks kept whole (tool_addition, tool_removal). The
 // assistant's tool_use ids are added to toolNames. Errors name the field
-// ("content[2]: …", "role: …").
+// ("content[2]: …", "role: …"), but for a message that is not a JSON
+// object of a message (wholeMessageError).
 func ParseMessage(raw json.RawMessage, toolNames map[string]string) ([]history.Message, error) {
 	m, err := decodeWireMessage(raw)
 	if err != nil {
-		return nil, err
+		return nil, wholeMessageError{err}
 	}
 	// m.Content is part of a message found valid (decodeWireMessage).
 	blocks, err := decodeContent(m.Content, true)
@@ -569,6 +570,13 @@ func MatchKey(raw json.RawMessage) (key []byte, ok bool) {
 	}
 	return key, true
 }
+
+// wholeMessageError is ParseMessage's error about the message as a whole
+// (no field to name): its text is err's.
+type wholeMessageError struct{ err error }
+
+func (e wholeMessageError) Error() string { return e.err.Error() }
+func (e wholeMessageError) Unwrap() error { return e.err }
 
 // decodeWireMessage is json.Unmarshal(raw, &m) into a WireMessage: a valid
 // message is checked once and its two members found by a scan (rawjson)
