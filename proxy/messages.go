@@ -425,8 +425,11 @@ func (p *Proxy) recordAnswer(ctx context.Context, x *exchange) {
 		rec.LastError = p.red.String(upstreamError(x.d, x.status, x.errBody))
 	case inError != "":
 		rec.LastError = p.red.String("in the stream: " + inError)
-	case err != nil || !read:
+	case err != nil:
 		p.log.Info("answer not recorded", "session", pl.b.id, "err", err)
+		return
+	case !read:
+		p.log.Info("answer not recorded", "session", pl.b.id, "reason", unread(x))
 		return
 	case pl.resend && rec.Resp != nil:
 		// The first answer is recorded already. A resend after a failed
@@ -453,6 +456,17 @@ func (p *Proxy) recordAnswer(ctx context.Context, x *exchange) {
 	}
 	pl.b.rec, pl.b.state = rec, st
 	p.quota.Add(x.fp, pl.b.id, quota.Bytes(msgs))
+}
+
+// unread says why x's answer was not read, to record it.
+func unread(x *exchange) string {
+	switch {
+	case !x.accepted:
+		return "no answer: the client left, or the upstream failed, before the upstream's first byte"
+	case x.buf != nil && x.buf.Over():
+		return fmt.Sprintf("the answer is over %d bytes, the most ctxd reads of one", maxAnswerBytes)
+	}
+	return "the answer was not read"
 }
 
 // readBody reads r's body within proxy.limits.body_bytes and the body
