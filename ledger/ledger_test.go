@@ -220,9 +220,10 @@ func TestTotalsAreNetOfSummarizerCalls(t *testing.T) {
 	}
 }
 
-// USD never shows a negative zero.
+// USD never shows a negative zero, and shows the sign of an amount under
+// half a hundredth of a cent (six decimals).
 func TestUSD(t *testing.T) {
-	for v, want := range map[float64]string{0: "$0.0000", -0.00001: "$0.0000", -0.00004999: "$0.0000", -0.00005: "-$0.0001", 0.12345: "$0.1235", -1.5: "-$1.5000"} {
+	for v, want := range map[float64]string{0: "$0.0000", -0.0000004: "$0.0000", -0.00001: "-$0.000010", -0.00004999: "-$0.000050", -0.000035: "-$0.000035", 0.00002: "$0.000020", -0.00005: "-$0.0001", 0.12345: "$0.1235", -1.5: "-$1.5000"} {
 		if got := USD(v); got != want {
 			t.Errorf("USD(%v) = %q, want %q", v, got, want)
 		}

@@ -99,9 +99,14 @@ func PriceOf(cfg config.Config, model string) (p config.Price, ok bool) {
 // ledger is shown: "$0.1247", "-$0.0021". A value that rounds to zero is
 // "$0.0000", never "-$0.0000".
 func USD(v float64) string {
-	r := math.Round(v*1e4) / 1e4
-	if r < 0 {
-		return fmt.Sprintf("-$%.4f", -r)
+	d := 4
+	if math.Round(v*1e4) == 0 && math.Round(v*1e6) != 0 {
+		d = 6
 	}
-	return fmt.Sprintf("$%.4f", math.Abs(r))
+	p := math.Pow10(d)
+	r := math.Round(v*p) / p
+	if r < 0 {
+		return fmt.Sprintf("-$%.*f", d, -r)
+	}
+	return fmt.Sprintf("$%.*f", d, math.Abs(r))
 }

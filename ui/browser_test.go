@@ -191,12 +191,8 @@ func TestDashboardInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usd := func(v float64) string {
-		if v < 0 {
-			return fmt.Sprintf("-$%.4f", -v)
-		}
-		return fmt.Sprintf("$%.4f", v)
-	}
+	// The page formats as the ledger does.
+	usd := ledger.USD
 	dom := chromium(t, "--dump-dom", base)
 	if got := figure(t, dom, "t-saved"); got != usd(sum.Saved) {
 		t.Errorf("page total saved %s, engine %s", got, usd(sum.Saved))

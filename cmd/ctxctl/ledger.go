@@ -49,14 +49,21 @@ func sessionMode(c *cli.Context, e *env) error {
 	return nil
 }
 
-// usd formats US dollars to four decimals, as ledger.USD does: a value
-// that rounds to zero is "$0.0000", never "-$0.0000".
+// usd formats US dollars as ledger.USD does: four decimals, six for a
+// value under half a hundredth of a cent (its sign agrees with the share
+// shown beside it); a value that rounds to zero is "$0.0000", never
+// "-$0.0000".
 func usd(v float64) string {
-	r := math.Round(v*1e4) / 1e4
-	if r < 0 {
-		return fmt.Sprintf("-$%.4f", -r)
+	d := 4
+	if math.Round(v*1e4) == 0 && math.Round(v*1e6) != 0 {
+		d = 6
 	}
-	return fmt.Sprintf("$%.4f", math.Abs(r))
+	p := math.Pow10(d)
+	r := math.Round(v*p) / p
+	if r < 0 {
+		return fmt.Sprintf("-$%.*f", d, -r)
+	}
+	return fmt.Sprintf("$%.*f", d, math.Abs(r))
 }
 
 // causeList is "compaction 1200, growth 300" in the ledger's cause order.

@@ -3,7 +3,7 @@
 "use strict";
 const $ = (s) => document.querySelector(s);
 // Four decimals; a value that rounds to zero is "$0.0000", never "-$0.0000".
-const usd = (v) => { const r = Math.round((v || 0) * 1e4) / 1e4; return (r < 0 ? "-$" : "$") + Math.abs(r).toFixed(4); };
+const usd = (v) => { v = v || 0; const d = Math.round(v * 1e4) === 0 && Math.round(v * 1e6) !== 0 ? 6 : 4; const r = Math.round(v * 10 ** d) / 10 ** d; return (r < 0 ? "-$" : "$") + Math.abs(r).toFixed(d); };
 const count = (n, one, many) => n + " " + (n === 1 ? one : many);
 const esc = (s) => String(s == null ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
 async function get(path) {
