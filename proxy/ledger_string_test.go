@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -54,5 +55,38 @@ func TestPlainTextFormIsNotALoss(t *testing.T) {
 				t.Errorf("saved %d tokens, $%g (%g %%), for a request ctxd did not change", tot.TokensSaved, tot.Saved, 100*tot.SavedShare)
 			}
 		})
+	}
+}
+
+// TestPlainStringConversationIsNotALoss: a conversation whose earlier user
+// messages are plain strings and whose newest carries the moving marker in
+// one text block (Claude Code's switch of forms), which ctxd does not
+// change, is saved exactly 0 at every request.
+func TestPlainStringConversationIsNotALoss(t *testing.T) {
+	f := newFixture(t, testConfig())
+	c := newConversation()
+	var id string
+	for i := range 4 {
+		c.user(fmt.Sprintf("step %d: find why the build fails", i))
+		resp, b := f.post(c.body(), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+		id = resp.Header.Get(HeaderSessionID)
+		// The client sends the prompt as a string from then on.
+		c.msgs[len(c.msgs)-1] = fmt.Sprintf(`{"role":"user","content":%q}`, fmt.Sprintf("step %d: find why the build fails", i))
+		c.assistant(assistantText("ok"))
+	}
+	reqs, _, tot := requestEntries(t, f, id)
+	if len(reqs) != 4 {
+		t.Fatalf("%d request entries", len(reqs))
+	}
+	for i, e := range reqs {
+		if e.ClientTokens != e.SentTokens || e.Counterfactual != e.Reported {
+			t.Errorf("request %d: client %d tokens, sent %d (without ctxd %+v, reported %+v)", i, e.ClientTokens, e.SentTokens, e.Counterfactual, e.Reported)
+		}
+	}
+	if tot.TokensSaved != 0 || tot.Saved != 0 || tot.SavedShare != 0 {
+		t.Errorf("saved %d tokens, $%g (%g %%), for a conversation ctxd did not change", tot.TokensSaved, tot.Saved, 100*tot.SavedShare)
 	}
 }
