@@ -93,7 +93,7 @@ func proxyLine(p *api.ProxyStatus) string {
 	}
 	line := fmt.Sprintf("http://%s%s → %s (%s, %s managed, %s passed through, %s recovered, %s, %s, at most %s in one conversation)",
 		p.Listen, mode, ups, count(p.Requests, "request", "requests"), count(p.Managed, "", ""), count(p.PassedThrough, "", ""),
-		count(p.Overflows, "overflow", "overflows"), count(p.Conversations, "conversation", "conversations"),
+		count(p.Overflows, "overflow", "overflows"), count(p.Conversations, "conversation started", "conversations started"),
 		count(p.Branches, "branch", "branches"), count(p.MaxBranches, "session", "sessions"))
 	if p.ClientRuleBreaks > 0 {
 		line += fmt.Sprintf("; %s broke docs/design.md §4a themselves (sent as ctxd's context and their new messages as written; those not recorded)", count(p.ClientRuleBreaks, "client request", "client requests"))

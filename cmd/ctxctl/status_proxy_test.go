@@ -36,7 +36,7 @@ func TestProxyLineShowsModeAndPlurals(t *testing.T) {
 	p := &api.ProxyStatus{Enabled: true, Listen: "127.0.0.1:7420", Upstream: "https://api.anthropic.com", Mode: "enforce", Requests: 1, Conversations: 1, Branches: 1, MaxBranches: 1,
 		Credentials: []api.ProxyCredential{{Credential: "0123456789ab", Sessions: 1, Bytes: 1}}}
 	got := proxyLine(p)
-	for _, want := range []string{"http://127.0.0.1:7420, mode enforce → ", "(1 request, ", "1 conversation, 1 branch, at most 1 session in one conversation", "credential 0123456789ab: 1 session, 1 byte"} {
+	for _, want := range []string{"http://127.0.0.1:7420, mode enforce → ", "(1 request, ", "1 conversation started, 1 branch, at most 1 session in one conversation", "credential 0123456789ab: 1 session, 1 byte"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("proxy line lacks %q:\n%s", want, got)
 		}
