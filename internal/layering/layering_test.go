@@ -22,16 +22,17 @@ var root = filepath.Join("..", "..")
 // packages of a lower layer (it may skip layers, never import its own
 // layer or one above). Layer 0 imports no package of ctxd.
 const (
-	layerBase     = iota // api, wire/sse and the leaf helpers: import no package of ctxd
-	layerModel           // history, config: the message model and the configuration; badger
-	layerWireBase        // what the wire APIs share: the dialect interface, matching
-	layerWire            // one package per provider wire API
-	layerStores          // the append-only log, artifacts, the worker pool
-	layerRules           // compaction's rules and parts, importers, the fleet backend
-	layerEngine          // a session's life
-	layerServices        // the daemon API, the proxy, the dashboard, in-process replay
-	layerCommands        // cmd/…
-	testSupport          // test helpers: only tests and other test helpers import them
+	layerBase         = iota // api, wire/sse and the leaf helpers: import no package of ctxd
+	layerModel               // history, config: the message model and the configuration; badger
+	layerWireBase            // what the wire APIs share: the dialect interface, matching
+	layerWireProvider        // what one provider's APIs share (wire/openai), on the wire base
+	layerWire                // one package per provider wire API
+	layerStores              // the append-only log, artifacts, the worker pool
+	layerRules               // compaction's rules and parts, importers, the fleet backend
+	layerEngine              // a session's life
+	layerServices            // the daemon API, the proxy, the dashboard, in-process replay
+	layerCommands            // cmd/…
+	testSupport              // test helpers: only tests and other test helpers import them
 )
 
 // layers places every package of the module (its path below the module).
@@ -53,7 +54,7 @@ var layers = map[string]int{
 	"internal/store": layerModel, // its errors carry api codes
 
 	"wire":        layerWireBase,
-	"wire/openai": layerWireBase, // what Chat and Responses share
+	"wire/openai": layerWireProvider, // what Chat and Responses share; reads wire's plain-text form
 
 	"wire/anthropic":        layerWire,
 	"wire/openai/chat":      layerWire,
