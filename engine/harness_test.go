@@ -221,6 +221,21 @@ func (h *harness) waitEvent(id string, fromSeq uint64, kind checkpoint.Kind) che
 	return found
 }
 
+// waitJobDone waits until session id has no job queued or running in the
+// pool, or fails the test after a generous bound.
+func (h *harness) waitJobDone(id string) {
+	h.t.Helper()
+	t := h.e.opts.Pool.Active(id)
+	if t == nil {
+		return
+	}
+	select {
+	case <-t.Done():
+	case <-time.After(30 * time.Second):
+		h.t.Fatalf("session %s's job did not end", id)
+	}
+}
+
 // fakeAnthropic is an httptest Anthropic Messages API whose answers a test
 // scripts: each request takes the next reply (the last repeats).
 type fakeAnthropic struct {

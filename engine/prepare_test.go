@@ -198,6 +198,10 @@ func TestPreparedSummaryIsExtended(t *testing.T) {
 	h.create("s", 20000)
 	h.toPrepareMark("s")
 	ev := h.waitEvent("s", 1, checkpoint.KindPrepared)
+	// The job that wrote the event ends before the next check: while it
+	// runs no second one is queued (prepareWanted), and nothing would ask
+	// again in this test.
+	h.waitJobDone("s")
 	// Over half the retention budget (2,000) more, still below the
 	// threshold; the pre-send check starts the extension.
 	h.append("s", user("FACT-EXT-3 check the refunds"), assistant(words(1100)))
