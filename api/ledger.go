@@ -56,7 +56,8 @@ const (
 // ctxd's); Causes ctxd's cache-write tokens by cause ("growth",
 // "compaction", "pass", "offload", "client_change", "ttl_expiry",
 // "other"); Rewrites ctxd's rewrites since the previous request; Cold a
-// first request after a restart that claims nothing; Uncached a request of
+// request with no earlier one of its session in the cache model (the
+// first after a restart, or a new branch's first) that claims nothing; Uncached a request of
 // a conversation whose upstream reported no cache use, both sides priced
 // as uncached input. Costs are US dollars at the price table; Unpriced
 // marks a model without a price.

@@ -154,9 +154,10 @@ type Entry struct {
 	// the cache model (CacheModel): in enforce mode the client's own
 	// request without ctxd, in observe mode ctxd's request.
 	Counterfactual Usage `json:"counterfactual"`
-	// Cold: the cache model had no earlier request of this conversation
-	// (the first request after a restart) while the provider read from its
-	// cache; Counterfactual is then Reported, and nothing is claimed.
+	// Cold: the cache model had no earlier request of this session (the
+	// first request after a restart, or a new branch's first) while the
+	// provider read from its cache; Counterfactual is then Reported, and
+	// nothing is claimed.
 	Cold bool `json:"cold,omitempty"`
 	// Uncached: no request of the conversation so far, this one included,
 	// reported a prompt-cache read or write (a cache-less upstream, or

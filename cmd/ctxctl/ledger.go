@@ -130,6 +130,6 @@ func writeLedger(w io.Writer, l *api.LedgerResponse) {
 		fmt.Fprintf(w, "%s of conversations whose upstream reported no cache use: both sides priced as uncached input (no cache saving claimed)\n", count(t.Uncached, "request", "requests"))
 	}
 	if t.Cold > 0 {
-		fmt.Fprintf(w, "%s after a restart %s no saving (the cache model had no history)\n", count(t.Cold, "request", "requests"), plural(int(min(t.Cold, 2)), "claims", "claim"))
+		fmt.Fprintf(w, "%s read the provider's cache with no earlier request of its session in ctxd's cache model (the first after a restart, or a new branch's first): no saving claimed\n", count(t.Cold, "request", "requests"))
 	}
 }

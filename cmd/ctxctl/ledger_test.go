@@ -22,3 +22,18 @@ func TestLedgerMarksACutAnswer(t *testing.T) {
 		t.Fatalf("ledger:\n%s", b.String())
 	}
 }
+
+// A request the cache model could not price (Cold) is explained by both
+// of its causes: a restart, or a new branch's first request (a client's
+// rewind starts a branch with no restart).
+func TestLedgerExplainsAColdRequest(t *testing.T) {
+	l := &api.LedgerResponse{
+		Entries: []api.LedgerEntry{{Kind: "request", Mode: "enforce", ClientTokens: 100, SentTokens: 100}},
+		Totals:  api.LedgerTotals{Requests: 1, Cold: 1},
+	}
+	var b bytes.Buffer
+	writeLedger(&b, l)
+	if !strings.Contains(b.String(), "1 request read the provider's cache") || !strings.Contains(b.String(), "a new branch's first") {
+		t.Fatalf("ledger:\n%s", b.String())
+	}
+}
