@@ -4,7 +4,6 @@ import (
 	"context"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,21 +53,9 @@ func orphanConversation() *conversation {
 // once the upstream accepted it (a failing disk).
 func TestDiscardedFirstRequestLeavesNoOffloadFile(t *testing.T) {
 	t.Run("client gone", func(t *testing.T) {
-		arrived, quit := make(chan struct{}, 1), make(chan struct{})
-		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-			select {
-			case <-r.Context().Done():
-			case <-quit:
-			}
-		}))
-		defer slow.Close()
-		defer close(quit)
+		slowURL, arrived := stallingUpstream(t)
 		g := newFixture(t, testConfig())
-		g.cfg.Proxy.Upstreams.Anthropic.BaseURL = slow.URL
+		g.cfg.Proxy.Upstreams.Anthropic.BaseURL = slowURL
 		g.restart()
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, "POST", g.url+"/v1/messages", strings.NewReader(orphanConversation().body()))

@@ -57,21 +57,9 @@ func TestRefusedNewConversationLeavesNoState(t *testing.T) {
 	}
 
 	// A client gone before the upstream's first byte.
-	arrived, quit := make(chan struct{}, 1), make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		select {
-		case <-r.Context().Done():
-		case <-quit:
-		}
-	}))
-	defer slow.Close()
-	defer close(quit)
+	slowURL, arrived := stallingUpstream(t)
 	g := newFixture(t, testConfig())
-	g.cfg.Proxy.Upstreams.Anthropic.BaseURL = slow.URL
+	g.cfg.Proxy.Upstreams.Anthropic.BaseURL = slowURL
 	g.restart()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", g.url+"/v1/messages", strings.NewReader(newConversation().user("hello").body()))
@@ -325,4 +313,25 @@ func TestRefusedRequestWritesNoPass(t *testing.T) {
 		b, _ := json.Marshal(info)
 		t.Fatalf("the accepted request wrote %d passes, want 1: %s", passes, b)
 	}
+}
+
+// stallingUpstream starts an upstream that answers nothing: each request
+// is signalled on arrived (when nobody waits, dropped) and held until its
+// client goes or the test ends. It returns the upstream's URL.
+func stallingUpstream(t *testing.T) (url string, arrived <-chan struct{}) {
+	t.Helper()
+	got, quit := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(quit) })
+	return up.URL, got
 }
